@@ -10,6 +10,7 @@ PLANNED = {
     "web": "the server plus the dashboard in a native window",
     "chat": "chat with a model in the terminal",
     "generate": "complete a prompt",
+    "tokenize": "show how a model tokenizes a text",
     "perplexity": "perplexity of a model over a text file",
     "plan": "how a model would be placed in RAM and on disk",
 }
