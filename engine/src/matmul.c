@@ -1,0 +1,210 @@
+/* matmul.c — threaded, tiled y = x . W^T over the kernels of quant.c. */
+#include "matmul.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "quant.h"
+
+typedef struct {
+    /* conversion */
+    const float *x;
+    void *xq;
+    coli_from_float_fn from_float;
+    int64_t n_in, n_rows;
+    size_t xq_stride;
+    int act_blck;               /* activation block size */
+    size_t act_blck_bytes;
+    /* dot products */
+    const char *w;
+    size_t w_row_bytes;
+    int64_t n_out;
+    float *y;
+    coli_vec_dot_fn vec_dot;
+    int64_t chunk_rows;
+    int64_t n_chunks;
+    atomic_llong next_chunk;
+    coli_pool *pool;
+    int quantize;               /* phase 1 needed */
+} mm_ctx;
+
+static void quantize_part(mm_ctx *c, int ith, int nth) {
+    if (c->n_rows >= nth) {
+        for (int64_t r = ith; r < c->n_rows; r += nth)
+            c->from_float(c->x + r * c->n_in, (char *)c->xq + r * c->xq_stride, c->n_in);
+        return;
+    }
+    const int64_t nb = c->n_in / c->act_blck;  /* few rows: split each row's blocks */
+    const int64_t b0 = nb * ith / nth, b1 = nb * (ith + 1) / nth;
+    if (b1 <= b0) return;
+    for (int64_t r = 0; r < c->n_rows; r++)
+        c->from_float(c->x + r * c->n_in + b0 * c->act_blck,
+                      (char *)c->xq + r * c->xq_stride + b0 * c->act_blck_bytes, (b1 - b0) * c->act_blck);
+}
+
+static void dot_chunk(const mm_ctx *c, int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; o++) {
+        const char *wr = c->w + o * c->w_row_bytes;
+        for (int64_t r = 0; r < c->n_rows; r += COLI_MAX_NR) {
+            const int nr = (int)(c->n_rows - r < COLI_MAX_NR ? c->n_rows - r : COLI_MAX_NR);
+            c->vec_dot((int)c->n_in, wr, (const char *)c->xq + r * c->xq_stride, c->xq_stride,
+                       c->y + r * c->n_out + o, (size_t)c->n_out, nr);
+        }
+    }
+}
+
+static void mm_worker(void *p, int ith, int nth) {
+    mm_ctx *c = p;
+    if (c->quantize) {
+        quantize_part(c, ith, nth);
+        coli_pool_barrier(c->pool);
+    }
+    for (;;) {
+        const int64_t k = atomic_fetch_add_explicit(&c->next_chunk, 1, memory_order_relaxed);
+        if (k >= c->n_chunks) break;
+        const int64_t o0 = k * c->chunk_rows;
+        const int64_t o1 = o0 + c->chunk_rows < c->n_out ? o0 + c->chunk_rows : c->n_out;
+        dot_chunk(c, o0, o1);
+    }
+}
+
+size_t coli_matmul_scratch_size(uint32_t wtype, int64_t n_in, int64_t n_rows) {
+    if (wtype >= GGML_TYPE_COUNT || n_rows < 0) return 0;
+    const coli_type_kernels *k = &coli_kernels()->type[wtype];
+    if (!k->vec_dot || k->vec_dot_type == GGML_TYPE_F32) return 0;
+    return coli_row_size(k->vec_dot_type, n_in) * (size_t)n_rows;
+}
+
+static int check_shape(uint32_t wtype, int64_t n_in, int64_t n_out, int64_t n_rows, const coli_type_kernels **out) {
+    if (wtype >= GGML_TYPE_COUNT || !coli_kernels()->type[wtype].vec_dot)
+        return coli_fail(COLI_E_UNSUPPORTED, "matmul: no kernels for weight type %u", wtype);
+    const coli_type_kernels *k = &coli_kernels()->type[wtype];
+    if (n_in <= 0 || n_in > INT32_MAX || n_out < 0 || n_rows < 0)
+        return coli_fail(COLI_E_ARG, "matmul: bad shape n_in=%lld n_out=%lld n_rows=%lld", (long long)n_in,
+                         (long long)n_out, (long long)n_rows);
+    if (!coli_row_size(wtype, n_in) || !coli_row_size(k->vec_dot_type, n_in))
+        return coli_fail(COLI_E_ARG, "matmul: n_in=%lld is not a multiple of the %s block size", (long long)n_in,
+                         ggml_type_get(wtype)->name);
+    *out = k;
+    return COLI_OK;
+}
+
+static void plan_chunks(mm_ctx *c, int nth) {
+    /* ~8 chunks per thread for balance, at least 16 rows each */
+    int64_t rows = (c->n_out + nth * 8 - 1) / (nth * 8);
+    if (rows < 16) rows = 16;
+    c->chunk_rows = rows;
+    c->n_chunks = (c->n_out + rows - 1) / rows;
+    atomic_init(&c->next_chunk, 0);
+}
+
+int coli_matmul(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, int64_t n_out, const float *x,
+                int64_t n_rows, float *y, void *scratch) {
+    const coli_type_kernels *k = NULL;
+    int rc = check_shape(wtype, n_in, n_out, n_rows, &k);
+    if (rc) return rc;
+    if (n_rows == 0 || n_out == 0) return COLI_OK;
+    const coli_kernel_table *t = coli_kernels();
+    mm_ctx c;
+    memset(&c, 0, sizeof c);
+    c.x = x;
+    c.n_in = n_in;
+    c.n_rows = n_rows;
+    c.w = w;
+    c.w_row_bytes = coli_row_size(wtype, n_in);
+    c.n_out = n_out;
+    c.y = y;
+    c.vec_dot = k->vec_dot;
+    c.pool = pool;
+    if (k->vec_dot_type == GGML_TYPE_F32) {
+        c.xq = (void *)x;
+        c.xq_stride = (size_t)n_in * sizeof(float);
+    } else {
+        if (!scratch) return coli_fail(COLI_E_ARG, "matmul: scratch is NULL");
+        const ggml_type_traits *at = ggml_type_get(k->vec_dot_type);
+        c.quantize = 1;
+        c.xq = scratch;
+        c.xq_stride = coli_row_size(k->vec_dot_type, n_in);
+        c.from_float = t->type[k->vec_dot_type].from_float;
+        c.act_blck = at->blck_size;
+        c.act_blck_bytes = (size_t)at->type_size;
+    }
+    plan_chunks(&c, coli_pool_size(pool));
+    coli_pool_run(pool, mm_worker, &c);
+    return COLI_OK;
+}
+
+int coli_matmul_quantize(coli_pool *pool, uint32_t wtype, int64_t n_in, const float *x, int64_t n_rows, void *xq) {
+    const coli_type_kernels *k = NULL;
+    int rc = check_shape(wtype, n_in, 0, n_rows, &k);
+    if (rc) return rc;
+    if (k->vec_dot_type == GGML_TYPE_F32) {
+        memcpy(xq, x, (size_t)(n_in * n_rows) * sizeof(float));
+        return COLI_OK;
+    }
+    const ggml_type_traits *at = ggml_type_get(k->vec_dot_type);
+    mm_ctx c;
+    memset(&c, 0, sizeof c);
+    c.x = x;
+    c.xq = xq;
+    c.n_in = n_in;
+    c.n_rows = n_rows;
+    c.xq_stride = coli_row_size(k->vec_dot_type, n_in);
+    c.from_float = coli_kernels()->type[k->vec_dot_type].from_float;
+    c.act_blck = at->blck_size;
+    c.act_blck_bytes = (size_t)at->type_size;
+    c.quantize = 1;
+    c.pool = pool;
+    atomic_init(&c.next_chunk, 0);  /* n_chunks = 0: phase 2 is empty */
+    coli_pool_run(pool, mm_worker, &c);
+    return COLI_OK;
+}
+
+int coli_matmul_q(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, int64_t n_out, const void *xq,
+                  size_t xq_stride, int64_t n_rows, float *y) {
+    const coli_type_kernels *k = NULL;
+    int rc = check_shape(wtype, n_in, n_out, n_rows, &k);
+    if (rc) return rc;
+    if (n_rows == 0 || n_out == 0) return COLI_OK;
+    mm_ctx c;
+    memset(&c, 0, sizeof c);
+    c.xq = (void *)xq;
+    c.xq_stride = xq_stride;
+    c.n_in = n_in;
+    c.n_rows = n_rows;
+    c.w = w;
+    c.w_row_bytes = coli_row_size(wtype, n_in);
+    c.n_out = n_out;
+    c.y = y;
+    c.vec_dot = k->vec_dot;
+    c.pool = pool;
+    plan_chunks(&c, coli_pool_size(pool));
+    coli_pool_run(pool, mm_worker, &c);
+    return COLI_OK;
+}
+
+/* ---- public test hook ------------------------------------------------------------ */
+
+int colibri_kernel_matmul(uint32_t wtype, const void *w, size_t w_bytes, int64_t n_in, int64_t n_out,
+                          const float *x, int64_t n_rows, float *y, int n_threads) {
+    const coli_type_kernels *k = NULL;
+    int rc = check_shape(wtype, n_in, n_out, n_rows, &k);
+    if (rc) return rc;
+    if (!w || !x || !y) return coli_fail(COLI_E_ARG, "matmul: NULL buffer");
+    const size_t row = coli_row_size(wtype, n_in);
+    if ((uint64_t)n_out > SIZE_MAX / row || w_bytes < row * (size_t)n_out)
+        return coli_fail(COLI_E_TOO_LONG, "matmul: weight buffer of %zu bytes, %lld rows of %zu bytes needed", w_bytes,
+                         (long long)n_out, row);
+    if (n_threads < 1 || n_threads > 256) return coli_fail(COLI_E_ARG, "matmul: n_threads = %d", n_threads);
+    const size_t sbytes = coli_matmul_scratch_size(wtype, n_in, n_rows);
+    void *scratch = sbytes ? aligned_alloc(64, (sbytes + 63) & ~(size_t)63) : NULL;
+    if (sbytes && !scratch) return coli_fail(COLI_E_NOMEM, "matmul: %zu bytes of scratch", sbytes);
+    coli_pool *pool = n_threads > 1 ? coli_pool_create(n_threads) : NULL;
+    if (n_threads > 1 && !pool) { free(scratch); return colibri_last_error_code(); }
+    rc = coli_matmul(pool, w, wtype, n_in, n_out, x, n_rows, y, scratch);
+    coli_pool_free(pool);
+    free(scratch);
+    return rc;
+}

@@ -1,0 +1,35 @@
+/* matmul.h — y = x . W^T for a weight matrix in its GGUF block format.
+ *
+ * W: n_out rows of n_in elements (GGUF ne[0] = n_in, ne[1] = n_out), each row
+ * contiguous in `wtype` blocks. x: n_rows x n_in floats. y: n_rows x n_out.
+ * As in ggml's mul_mat, x is first converted to the weight type's vec_dot
+ * type (Q8_0 / Q8_1 / Q8_K / F16 / BF16; F32 is used as is), once per call,
+ * split across the pool; then output rows are split across threads in
+ * chunks, each weight row dotted with up to COLI_MAX_NR activation rows at a
+ * time so that prefill loads each weight block once per tile. */
+#ifndef COLI_MATMUL_H
+#define COLI_MATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "threadpool.h"
+
+/* Bytes of scratch coli_matmul needs for the converted activations (0 for
+ * F32 weights), or 0 when wtype has no kernels / n_in is not a multiple of
+ * the blocks. Scratch should be 64-byte aligned. */
+size_t coli_matmul_scratch_size(uint32_t wtype, int64_t n_in, int64_t n_rows);
+
+/* 0 or a negative COLI_E_* (unsupported type, bad shape). pool may be NULL. */
+int coli_matmul(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, int64_t n_out,
+                const float *x, int64_t n_rows, float *y, void *scratch);
+
+/* Same, with activations already converted to the weight's vec_dot type
+ * (coli_matmul_quantize): n_rows rows of `xq_stride` bytes each. Lets several
+ * weights that read the same input (Q/K/V, gate/up) convert it once. */
+int coli_matmul_quantize(coli_pool *pool, uint32_t wtype, int64_t n_in, const float *x, int64_t n_rows,
+                         void *xq);
+int coli_matmul_q(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, int64_t n_out,
+                  const void *xq, size_t xq_stride, int64_t n_rows, float *y);
+
+#endif

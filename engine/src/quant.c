@@ -1,0 +1,919 @@
+/* quant.c — scalar reference kernels, the dispatch tables, and the public
+ * kernel test hooks (colibri_kernel_*).
+ *
+ * Every `_generic` dot product follows the arithmetic of ggml's
+ * ggml_vec_dot_*_generic (ggml/src/ggml-cpu/quants.c, vec.cpp): exact integer
+ * sums per block, then the same float scale products in the same order. The
+ * quantizers follow ggml/src/ggml-quants.c (`_ref`) and, for the activation
+ * types Q8_0/Q8_1, ggml's x86 CPU path (ggml-cpu/arch/x86/quants.c), because
+ * that rounding is what llama.cpp's logits on x86 are made of. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "quant.h"
+
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Round to nearest, ties to even, for |x| < 2^22, without float->int UB:
+ * ggml's nearest_int (ggml-quants.c). */
+static inline int nearest_int(float x) {
+    const float v = x + 12582912.f;
+    int32_t i;
+    memcpy(&i, &v, 4);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+static inline int8_t clamp_i8(float v) {  /* (int8_t)roundf(v), defined for any input */
+    if (!(v > -128.5f)) return -128;      /* also NaN */
+    if (v >= 127.5f) return 127;
+    return (int8_t)roundf(v);
+}
+
+/* ---- float rows ------------------------------------------------------------ */
+
+void dequantize_row_f32(const void *x, float *y, int64_t n) { memcpy(y, x, (size_t)n * sizeof(float)); }
+
+void dequantize_row_f16(const void *vx, float *y, int64_t n) {
+    const coli_half *x = vx;
+    for (int64_t i = 0; i < n; i++) y[i] = coli_fp16_to_fp32(x[i]);
+}
+
+void dequantize_row_bf16(const void *vx, float *y, int64_t n) {
+    const coli_bf16 *x = vx;
+    for (int64_t i = 0; i < n; i++) y[i] = coli_bf16_to_fp32(x[i]);
+}
+
+void quantize_row_f16(const float *x, void *vy, int64_t n) {
+    coli_half *y = vy;
+    for (int64_t i = 0; i < n; i++) y[i] = coli_fp32_to_fp16(x[i]);
+}
+
+void quantize_row_bf16(const float *x, void *vy, int64_t n) {
+    coli_bf16 *y = vy;
+    for (int64_t i = 0; i < n; i++) y[i] = coli_fp32_to_bf16(x[i]);
+}
+
+/* ---- 32-element blocks: dequantize --------------------------------------- */
+
+void dequantize_row_q4_0(const void *vx, float *y, int64_t n) {
+    const block_q4_0 *x = vx;
+    for (int64_t i = 0; i < n / QK4_0; i++, y += QK4_0) {
+        const float d = coli_fp16_to_fp32(x[i].d);
+        for (int j = 0; j < QK4_0 / 2; j++) {
+            y[j] = ((x[i].qs[j] & 0x0F) - 8) * d;
+            y[j + QK4_0 / 2] = ((x[i].qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+void dequantize_row_q4_1(const void *vx, float *y, int64_t n) {
+    const block_q4_1 *x = vx;
+    for (int64_t i = 0; i < n / QK4_1; i++, y += QK4_1) {
+        const float d = coli_fp16_to_fp32(x[i].d), m = coli_fp16_to_fp32(x[i].m);
+        for (int j = 0; j < QK4_1 / 2; j++) {
+            y[j] = (x[i].qs[j] & 0x0F) * d + m;
+            y[j + QK4_1 / 2] = (x[i].qs[j] >> 4) * d + m;
+        }
+    }
+}
+
+static inline uint32_t load_u32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+
+void dequantize_row_q5_0(const void *vx, float *y, int64_t n) {
+    const block_q5_0 *x = vx;
+    for (int64_t i = 0; i < n / QK5_0; i++, y += QK5_0) {
+        const float d = coli_fp16_to_fp32(x[i].d);
+        const uint32_t qh = load_u32(x[i].qh);
+        for (int j = 0; j < QK5_0 / 2; j++) {
+            const int x0 = ((x[i].qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10)) - 16;
+            const int x1 = ((x[i].qs[j] >> 4) | ((qh >> (j + 12)) & 0x10)) - 16;
+            y[j] = x0 * d;
+            y[j + QK5_0 / 2] = x1 * d;
+        }
+    }
+}
+
+void dequantize_row_q5_1(const void *vx, float *y, int64_t n) {
+    const block_q5_1 *x = vx;
+    for (int64_t i = 0; i < n / QK5_1; i++, y += QK5_1) {
+        const float d = coli_fp16_to_fp32(x[i].d), m = coli_fp16_to_fp32(x[i].m);
+        const uint32_t qh = load_u32(x[i].qh);
+        for (int j = 0; j < QK5_1 / 2; j++) {
+            const int x0 = (x[i].qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10);
+            const int x1 = (x[i].qs[j] >> 4) | ((qh >> (j + 12)) & 0x10);
+            y[j] = x0 * d + m;
+            y[j + QK5_1 / 2] = x1 * d + m;
+        }
+    }
+}
+
+void dequantize_row_q8_0(const void *vx, float *y, int64_t n) {
+    const block_q8_0 *x = vx;
+    for (int64_t i = 0; i < n / QK8_0; i++, y += QK8_0) {
+        const float d = coli_fp16_to_fp32(x[i].d);
+        for (int j = 0; j < QK8_0; j++) y[j] = x[i].qs[j] * d;
+    }
+}
+
+void dequantize_row_q8_1(const void *vx, float *y, int64_t n) {
+    const block_q8_1 *x = vx;
+    for (int64_t i = 0; i < n / QK8_1; i++, y += QK8_1) {
+        const float d = coli_fp16_to_fp32(x[i].d);
+        for (int j = 0; j < QK8_1; j++) y[j] = x[i].qs[j] * d;
+    }
+}
+
+/* ---- 32-element blocks: reference quantizers (ggml-quants.c) --------------- */
+
+void quantize_row_q4_0_ref(const float *x, void *vy, int64_t n) {
+    block_q4_0 *y = vy;
+    for (int64_t i = 0; i < n / QK4_0; i++, x += QK4_0) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK4_0; j++)
+            if (amax < fabsf(x[j])) { amax = fabsf(x[j]); max = x[j]; }
+        const float d = max / -8;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = coli_fp32_to_fp16(d);
+        for (int j = 0; j < QK4_0 / 2; j++) {
+            const uint8_t q0 = (uint8_t)MIN(15, clamp_i8(truncf(x[j] * id + 8.5f)));
+            const uint8_t q1 = (uint8_t)MIN(15, clamp_i8(truncf(x[j + QK4_0 / 2] * id + 8.5f)));
+            y[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
+        }
+    }
+}
+
+void quantize_row_q4_1_ref(const float *x, void *vy, int64_t n) {
+    block_q4_1 *y = vy;
+    for (int64_t i = 0; i < n / QK4_1; i++, x += QK4_1) {
+        float min = x[0], max = x[0];
+        for (int j = 1; j < QK4_1; j++) { min = MIN(min, x[j]); max = MAX(max, x[j]); }
+        const float d = (max - min) / ((1 << 4) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = coli_fp32_to_fp16(d);
+        y[i].m = coli_fp32_to_fp16(min);
+        for (int j = 0; j < QK4_1 / 2; j++) {
+            const uint8_t q0 = (uint8_t)MIN(15, clamp_i8(truncf((x[j] - min) * id + 0.5f)));
+            const uint8_t q1 = (uint8_t)MIN(15, clamp_i8(truncf((x[j + QK4_1 / 2] - min) * id + 0.5f)));
+            y[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
+        }
+    }
+}
+
+void quantize_row_q5_0_ref(const float *x, void *vy, int64_t n) {
+    block_q5_0 *y = vy;
+    for (int64_t i = 0; i < n / QK5_0; i++, x += QK5_0) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK5_0; j++)
+            if (amax < fabsf(x[j])) { amax = fabsf(x[j]); max = x[j]; }
+        const float d = max / -16;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = coli_fp32_to_fp16(d);
+        uint32_t qh = 0;
+        for (int j = 0; j < QK5_0 / 2; j++) {
+            const uint8_t q0 = (uint8_t)MIN(31, clamp_i8(truncf(x[j] * id + 16.5f)));
+            const uint8_t q1 = (uint8_t)MIN(31, clamp_i8(truncf(x[j + QK5_0 / 2] * id + 16.5f)));
+            y[i].qs[j] = (uint8_t)((q0 & 0x0F) | ((q1 & 0x0F) << 4));
+            qh |= ((q0 & 0x10u) >> 4) << j;
+            qh |= ((q1 & 0x10u) >> 4) << (j + QK5_0 / 2);
+        }
+        memcpy(y[i].qh, &qh, 4);
+    }
+}
+
+void quantize_row_q5_1_ref(const float *x, void *vy, int64_t n) {
+    block_q5_1 *y = vy;
+    for (int64_t i = 0; i < n / QK5_1; i++, x += QK5_1) {
+        float min = x[0], max = x[0];
+        for (int j = 1; j < QK5_1; j++) { min = MIN(min, x[j]); max = MAX(max, x[j]); }
+        const float d = (max - min) / ((1 << 5) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = coli_fp32_to_fp16(d);
+        y[i].m = coli_fp32_to_fp16(min);
+        uint32_t qh = 0;
+        for (int j = 0; j < QK5_1 / 2; j++) {
+            const uint8_t q0 = (uint8_t)clamp_i8(truncf((x[j] - min) * id + 0.5f));
+            const uint8_t q1 = (uint8_t)clamp_i8(truncf((x[j + QK5_1 / 2] - min) * id + 0.5f));
+            y[i].qs[j] = (uint8_t)((q0 & 0x0F) | ((q1 & 0x0F) << 4));
+            qh |= ((q0 & 0x10u) >> 4) << j;
+            qh |= ((q1 & 0x10u) >> 4) << (j + QK5_1 / 2);
+        }
+        memcpy(y[i].qh, &qh, 4);
+    }
+}
+
+void quantize_row_q8_0_ref(const float *x, void *vy, int64_t n) {
+    block_q8_0 *y = vy;
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK8_0; j++) amax = MAX(amax, fabsf(x[j]));
+        const float d = amax / ((1 << 7) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = coli_fp32_to_fp16(d);
+        for (int j = 0; j < QK8_0; j++) y[i].qs[j] = clamp_i8(x[j] * id);
+    }
+}
+
+void quantize_row_q8_1_ref(const float *x, void *vy, int64_t n) {
+    block_q8_1 *y = vy;
+    for (int64_t i = 0; i < n / QK8_1; i++, x += QK8_1) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK8_1; j++) amax = MAX(amax, fabsf(x[j]));
+        const float d = amax / ((1 << 7) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = coli_fp32_to_fp16(d);
+        int sum = 0;
+        for (int j = 0; j < QK8_1; j++) {
+            y[i].qs[j] = clamp_i8(x[j] * id);
+            sum += y[i].qs[j];
+        }
+        y[i].s = coli_fp32_to_fp16(sum * d);
+    }
+}
+
+/* ggml x86 (AVX/AVX2) quantize_row_q8_0/q8_1, in scalar form: the max is
+ * order-independent, the product and round-half-even are per element, so
+ * this is bit-exact with the SIMD version. */
+static inline float amax_32(const float *x) {
+    float m = 0.0f;
+    for (int j = 0; j < 32; j++) {
+        const float a = fabsf(x[j]);
+        m = a > m ? a : m;
+    }
+    return m;
+}
+
+void quantize_row_q8_0(const float *x, void *vy, int64_t n) {
+    block_q8_0 *y = vy;
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+        const float amax = amax_32(x);
+        const float d = amax / 127.f;
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+        y[i].d = coli_fp32_to_fp16(d);
+        for (int j = 0; j < QK8_0; j++) y[i].qs[j] = (int8_t)MAX(-128, MIN(127, nearest_int(x[j] * id)));
+    }
+}
+
+void quantize_row_q8_1(const float *x, void *vy, int64_t n) {
+    block_q8_1 *y = vy;
+    for (int64_t i = 0; i < n / QK8_1; i++, x += QK8_1) {
+        const float amax = amax_32(x);
+        const float d = amax / 127.f;
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+        y[i].d = coli_fp32_to_fp16(d);
+        int sum = 0;
+        for (int j = 0; j < QK8_1; j++) {
+            y[i].qs[j] = (int8_t)MAX(-128, MIN(127, nearest_int(x[j] * id)));
+            sum += y[i].qs[j];
+        }
+        y[i].s = coli_fp32_to_fp16(d * (float)sum);
+    }
+}
+
+/* ---- K-quants: dequantize ---------------------------------------------------- */
+
+/* 6-bit scale and min j (0..7) of a Q4_K/Q5_K block (ggml get_scale_min_k4). */
+static inline void get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
+    }
+}
+
+/* The 16 6-bit Q3_K scales (biased by 32), unpacked to bytes. */
+static inline void q3_K_scales(const uint8_t *packed, int8_t out[16]) {
+    const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+    uint32_t aux[4];
+    memcpy(aux, packed, 12);
+    const uint32_t tmp = aux[2];
+    aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+    aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+    aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+    aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+    memcpy(out, aux, 16);
+}
+
+/* Q4_K/Q5_K scales (bytes 0..7) and mins (bytes 8..15), ggml's utmp shuffle. */
+static inline void k4_scales_mins(const uint8_t *packed, uint8_t out[16]) {
+    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+    uint32_t utmp[4];
+    memcpy(utmp, packed, 12);
+    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
+    const uint32_t uaux = utmp[1] & kmask1;
+    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
+    utmp[2] = uaux;
+    utmp[0] &= kmask1;
+    memcpy(out, utmp, 16);
+}
+
+void dequantize_row_q2_K(const void *vx, float *y, int64_t n) {
+    const block_q2_K *x = vx;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = coli_fp16_to_fp32(x[i].d), min = coli_fp16_to_fp32(x[i].dmin);
+        const uint8_t *q = x[i].qs;
+        int is = 0;
+        for (int k = 0; k < QK_K; k += 128) {
+            for (int shift = 0; shift < 8; shift += 2) {
+                for (int h = 0; h < 2; h++) {
+                    const uint8_t sc = x[i].scales[is++];
+                    const float dl = d * (sc & 0xF), ml = min * (sc >> 4);
+                    for (int l = 0; l < 16; l++) *y++ = dl * ((q[l + 16 * h] >> shift) & 3) - ml;
+                }
+            }
+            q += 32;
+        }
+    }
+}
+
+void dequantize_row_q3_K(const void *vx, float *y, int64_t n) {
+    const block_q3_K *x = vx;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d_all = coli_fp16_to_fp32(x[i].d);
+        const uint8_t *q = x[i].qs, *hm = x[i].hmask;
+        int8_t scales[16];
+        q3_K_scales(x[i].scales, scales);
+        uint8_t m = 1;
+        int is = 0;
+        for (int k = 0; k < QK_K; k += 128) {
+            for (int shift = 0; shift < 8; shift += 2) {
+                for (int h = 0; h < 2; h++) {
+                    const float dl = d_all * (scales[is++] - 32);
+                    for (int l = 16 * h; l < 16 * h + 16; l++)
+                        *y++ = dl * (((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
+                }
+                m <<= 1;
+            }
+            q += 32;
+        }
+    }
+}
+
+void dequantize_row_q4_K(const void *vx, float *y, int64_t n) {
+    const block_q4_K *x = vx;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = coli_fp16_to_fp32(x[i].d), min = coli_fp16_to_fp32(x[i].dmin);
+        const uint8_t *q = x[i].qs;
+        for (int j = 0, is = 0; j < QK_K; j += 64, is += 2, q += 32) {
+            uint8_t sc, m;
+            get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
+            const float d1 = d * sc, m1 = min * m;
+            get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
+            const float d2 = d * sc, m2 = min * m;
+            for (int l = 0; l < 32; l++) *y++ = d1 * (q[l] & 0xF) - m1;
+            for (int l = 0; l < 32; l++) *y++ = d2 * (q[l] >> 4) - m2;
+        }
+    }
+}
+
+void dequantize_row_q5_K(const void *vx, float *y, int64_t n) {
+    const block_q5_K *x = vx;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = coli_fp16_to_fp32(x[i].d), min = coli_fp16_to_fp32(x[i].dmin);
+        const uint8_t *ql = x[i].qs, *qh = x[i].qh;
+        uint8_t u1 = 1, u2 = 2;
+        for (int j = 0, is = 0; j < QK_K; j += 64, is += 2, ql += 32) {
+            uint8_t sc, m;
+            get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
+            const float d1 = d * sc, m1 = min * m;
+            get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
+            const float d2 = d * sc, m2 = min * m;
+            for (int l = 0; l < 32; l++) *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+            for (int l = 0; l < 32; l++) *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+            u1 <<= 2;
+            u2 <<= 2;
+        }
+    }
+}
+
+void dequantize_row_q6_K(const void *vx, float *y, int64_t n) {
+    const block_q6_K *x = vx;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = coli_fp16_to_fp32(x[i].d);
+        const uint8_t *ql = x[i].ql, *qh = x[i].qh;
+        const int8_t *sc = x[i].scales;
+        for (int k = 0; k < QK_K; k += 128, y += 128, ql += 64, qh += 32, sc += 8) {
+            for (int l = 0; l < 32; l++) {
+                const int is = l / 16;
+                const int q1 = ((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                const int q3 = ((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                y[l + 0] = d * sc[is + 0] * q1;
+                y[l + 32] = d * sc[is + 2] * q2;
+                y[l + 64] = d * sc[is + 4] * q3;
+                y[l + 96] = d * sc[is + 6] * q4;
+            }
+        }
+    }
+}
+
+void dequantize_row_q8_K(const void *vx, float *y, int64_t n) {
+    const block_q8_K *x = vx;
+    for (int64_t i = 0; i < n / QK_K; i++)
+        for (int j = 0; j < QK_K; j++) *y++ = x[i].d * x[i].qs[j];
+}
+
+/* ggml quantize_row_q8_K_ref: iscale = -127/max where max is the element of
+ * largest magnitude (keeping its sign), nearest_int, bsums per 16. */
+void quantize_row_q8_K_ref(const float *x, void *vy, int64_t n) {
+    block_q8_K *y = vy;
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        float max = 0, amax = 0;
+        for (int j = 0; j < QK_K; j++) {
+            const float ax = fabsf(x[j]);
+            if (ax > amax) { amax = ax; max = x[j]; }
+        }
+        if (!(amax > 0) || !isfinite(amax)) {  /* zero row (ggml), or inf/nan: no UB */
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        const float iscale = -127.f / max;
+        for (int j = 0; j < QK_K; j++) y[i].qs[j] = (int8_t)MIN(127, nearest_int(iscale * x[j]));
+        for (int j = 0; j < QK_K / 16; j++) {
+            int sum = 0;
+            for (int k = 0; k < 16; k++) sum += y[i].qs[j * 16 + k];
+            y[i].bsums[j] = (int16_t)sum;
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
+/* ---- generic dot products ------------------------------------------------------- */
+
+/* One row: returns dot(w, a) of n elements. */
+typedef float (*dot1_fn)(int n, const void *w, const void *a);
+
+static float dot1_f32(int n, const void *vw, const void *va) {
+    const float *w = vw, *a = va;
+    double sumf = 0.0;
+    for (int i = 0; i < n; i++) sumf += (double)(w[i] * a[i]);
+    return (float)sumf;
+}
+
+static float dot1_f16(int n, const void *vw, const void *va) {
+    const coli_half *w = vw, *a = va;
+    double sumf = 0.0;
+    for (int i = 0; i < n; i++) sumf += (double)(coli_fp16_to_fp32(w[i]) * coli_fp16_to_fp32(a[i]));
+    return (float)sumf;
+}
+
+static float dot1_bf16(int n, const void *vw, const void *va) {
+    const coli_bf16 *w = vw, *a = va;
+    double sumf = 0.0;
+    for (int i = 0; i < n; i++) sumf += (double)(coli_bf16_to_fp32(w[i]) * coli_bf16_to_fp32(a[i]));
+    return (float)sumf;
+}
+
+static float dot1_q4_0(int n, const void *vw, const void *va) {
+    const block_q4_0 *x = vw;
+    const block_q8_0 *y = va;
+    float sumf = 0;
+    for (int ib = 0; ib < n / QK8_0; ib++) {
+        int sumi0 = 0, sumi1 = 0;
+        for (int j = 0; j < QK8_0 / 2; j++) {
+            sumi0 += ((x[ib].qs[j] & 0x0F) - 8) * y[ib].qs[j];
+            sumi1 += ((x[ib].qs[j] >> 4) - 8) * y[ib].qs[j + QK8_0 / 2];
+        }
+        const int sumi = sumi0 + sumi1;
+        sumf += sumi * coli_fp16_to_fp32(x[ib].d) * coli_fp16_to_fp32(y[ib].d);
+    }
+    return sumf;
+}
+
+static float dot1_q4_1(int n, const void *vw, const void *va) {
+    const block_q4_1 *x = vw;
+    const block_q8_1 *y = va;
+    float sumf = 0;
+    for (int ib = 0; ib < n / QK8_1; ib++) {
+        int sumi0 = 0, sumi1 = 0;
+        for (int j = 0; j < QK8_1 / 2; j++) {
+            sumi0 += (x[ib].qs[j] & 0x0F) * y[ib].qs[j];
+            sumi1 += (x[ib].qs[j] >> 4) * y[ib].qs[j + QK8_1 / 2];
+        }
+        const int sumi = sumi0 + sumi1;
+        sumf += (coli_fp16_to_fp32(x[ib].d) * coli_fp16_to_fp32(y[ib].d)) * sumi +
+                coli_fp16_to_fp32(x[ib].m) * coli_fp16_to_fp32(y[ib].s);
+    }
+    return sumf;
+}
+
+static float dot1_q5_0(int n, const void *vw, const void *va) {
+    const block_q5_0 *x = vw;
+    const block_q8_0 *y = va;
+    float sumf = 0;
+    for (int ib = 0; ib < n / QK8_0; ib++) {
+        const uint32_t qh = load_u32(x[ib].qh);
+        int sumi0 = 0, sumi1 = 0;
+        for (int j = 0; j < QK8_0 / 2; j++) {
+            const int x0 = ((x[ib].qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10)) - 16;
+            const int x1 = ((x[ib].qs[j] >> 4) | ((qh >> (j + 12)) & 0x10)) - 16;
+            sumi0 += x0 * y[ib].qs[j];
+            sumi1 += x1 * y[ib].qs[j + QK8_0 / 2];
+        }
+        const int sumi = sumi0 + sumi1;
+        sumf += (coli_fp16_to_fp32(x[ib].d) * coli_fp16_to_fp32(y[ib].d)) * sumi;
+    }
+    return sumf;
+}
+
+static float dot1_q5_1(int n, const void *vw, const void *va) {
+    const block_q5_1 *x = vw;
+    const block_q8_1 *y = va;
+    float sumf = 0;
+    for (int ib = 0; ib < n / QK8_1; ib++) {
+        const uint32_t qh = load_u32(x[ib].qh);
+        int sumi0 = 0, sumi1 = 0;
+        for (int j = 0; j < QK8_1 / 2; j++) {
+            const int x0 = (x[ib].qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10);
+            const int x1 = (x[ib].qs[j] >> 4) | ((qh >> (j + 12)) & 0x10);
+            sumi0 += x0 * y[ib].qs[j];
+            sumi1 += x1 * y[ib].qs[j + QK8_1 / 2];
+        }
+        const int sumi = sumi0 + sumi1;
+        sumf += (coli_fp16_to_fp32(x[ib].d) * coli_fp16_to_fp32(y[ib].d)) * sumi +
+                coli_fp16_to_fp32(x[ib].m) * coli_fp16_to_fp32(y[ib].s);
+    }
+    return sumf;
+}
+
+static float dot1_q8_0(int n, const void *vw, const void *va) {
+    const block_q8_0 *x = vw;
+    const block_q8_0 *y = va;
+    float sumf = 0;
+    for (int ib = 0; ib < n / QK8_0; ib++) {
+        int sumi = 0;
+        for (int j = 0; j < QK8_0; j++) sumi += x[ib].qs[j] * y[ib].qs[j];
+        sumf += sumi * (coli_fp16_to_fp32(x[ib].d) * coli_fp16_to_fp32(y[ib].d));
+    }
+    return sumf;
+}
+
+static float dot1_q2_K(int n, const void *vw, const void *va) {
+    const block_q2_K *x = vw;
+    const block_q8_K *y = va;
+    float sumf = 0;
+    for (int i = 0; i < n / QK_K; i++) {
+        const uint8_t *q2 = x[i].qs, *sc = x[i].scales;
+        const int8_t *q8 = y[i].qs;
+        int summs = 0;
+        for (int j = 0; j < 16; j++) summs += y[i].bsums[j] * (sc[j] >> 4);
+        const float dall = y[i].d * coli_fp16_to_fp32(x[i].d);
+        const float dmin = y[i].d * coli_fp16_to_fp32(x[i].dmin);
+        int isum = 0, is = 0;
+        for (int k = 0; k < QK_K / 128; k++, q2 += 32) {
+            for (int shift = 0; shift < 8; shift += 2, q8 += 32) {
+                int d = sc[is++] & 0xF, isuml = 0;
+                for (int l = 0; l < 16; l++) isuml += q8[l] * ((q2[l] >> shift) & 3);
+                isum += d * isuml;
+                d = sc[is++] & 0xF;
+                isuml = 0;
+                for (int l = 16; l < 32; l++) isuml += q8[l] * ((q2[l] >> shift) & 3);
+                isum += d * isuml;
+            }
+        }
+        sumf += dall * isum - dmin * summs;
+    }
+    return sumf;
+}
+
+/* The K-quant generic kernels of ggml accumulate 8 int32 lanes (element
+ * index mod 8) per super-block and 8 float lanes across super-blocks. */
+static float dot1_q3_K(int n, const void *vw, const void *va) {
+    const block_q3_K *x = vw;
+    const block_q8_K *y = va;
+    float sums[8] = {0};
+    for (int i = 0; i < n / QK_K; i++) {
+        const uint8_t *q3 = x[i].qs, *hm = x[i].hmask;
+        const int8_t *q8 = y[i].qs;
+        int8_t aux8[QK_K], scales[16];
+        int8_t *a = aux8;
+        uint8_t m = 1;
+        for (int j = 0; j < QK_K; j += 128, q3 += 32)
+            for (int shift = 0; shift < 8; shift += 2, a += 32, m <<= 1)
+                for (int l = 0; l < 32; l++) a[l] = (int8_t)(((q3[l] >> shift) & 3) - (hm[l] & m ? 0 : 4));
+        q3_K_scales(x[i].scales, scales);
+        int32_t aux32[8] = {0};
+        a = aux8;
+        for (int j = 0; j < QK_K / 16; j++)
+            for (int h = 0; h < 2; h++, q8 += 8, a += 8)
+                for (int l = 0; l < 8; l++) aux32[l] += (scales[j] - 32) * (int16_t)(q8[l] * a[l]);
+        const float d = coli_fp16_to_fp32(x[i].d) * y[i].d;
+        for (int l = 0; l < 8; l++) sums[l] += d * aux32[l];
+    }
+    float sumf = 0;
+    for (int l = 0; l < 8; l++) sumf += sums[l];
+    return sumf;
+}
+
+static float dot1_q45_K(int n, const block_q4_K *x4, const block_q5_K *x5, const block_q8_K *y) {
+    float sums[8] = {0};
+    float sumf = 0;
+    for (int i = 0; i < n / QK_K; i++) {
+        const uint8_t *q4 = x4 ? x4[i].qs : x5[i].qs;
+        const uint8_t *hm = x5 ? x5[i].qh : NULL;
+        const int8_t *q8 = y[i].qs;
+        int8_t aux8[QK_K];
+        int8_t *a = aux8;
+        uint8_t m = 1;
+        for (int j = 0; j < QK_K / 64; j++, q4 += 32) {
+            for (int l = 0; l < 32; l++) a[l] = (int8_t)((q4[l] & 0xF) + (hm && (hm[l] & m) ? 16 : 0));
+            a += 32;
+            m <<= 1;
+            for (int l = 0; l < 32; l++) a[l] = (int8_t)((q4[l] >> 4) + (hm && (hm[l] & m) ? 16 : 0));
+            a += 32;
+            m <<= 1;
+        }
+        uint8_t sm[16];  /* scales 0..7, mins 8..15 */
+        k4_scales_mins(x4 ? x4[i].scales : x5[i].scales, sm);
+        int sumi = 0;
+        for (int j = 0; j < QK_K / 16; j++) sumi += y[i].bsums[j] * sm[8 + j / 2];
+        int32_t aux32[8] = {0};
+        a = aux8;
+        for (int j = 0; j < QK_K / 32; j++) {
+            const int32_t scale = sm[j];
+            for (int h = 0; h < 4; h++, q8 += 8, a += 8)
+                for (int l = 0; l < 8; l++) aux32[l] += scale * (int16_t)(q8[l] * a[l]);
+        }
+        const float d = coli_fp16_to_fp32(x4 ? x4[i].d : x5[i].d) * y[i].d;
+        for (int l = 0; l < 8; l++) sums[l] += d * aux32[l];
+        const float dmin = coli_fp16_to_fp32(x4 ? x4[i].dmin : x5[i].dmin) * y[i].d;
+        sumf -= dmin * sumi;
+    }
+    for (int l = 0; l < 8; l++) sumf += sums[l];
+    return sumf;
+}
+
+static float dot1_q4_K(int n, const void *w, const void *a) { return dot1_q45_K(n, w, NULL, a); }
+static float dot1_q5_K(int n, const void *w, const void *a) { return dot1_q45_K(n, NULL, w, a); }
+
+static float dot1_q6_K(int n, const void *vw, const void *va) {
+    const block_q6_K *x = vw;
+    const block_q8_K *y = va;
+    float sums[8] = {0};
+    for (int i = 0; i < n / QK_K; i++) {
+        const uint8_t *q4 = x[i].ql, *qh = x[i].qh;
+        const int8_t *q8 = y[i].qs;
+        int8_t aux8[QK_K];
+        int8_t *a = aux8;
+        for (int j = 0; j < QK_K; j += 128, a += 128, q4 += 64, qh += 32) {
+            for (int l = 0; l < 32; l++) {
+                a[l + 0] = (int8_t)(((q4[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+                a[l + 32] = (int8_t)(((q4[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+                a[l + 64] = (int8_t)(((q4[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+                a[l + 96] = (int8_t)(((q4[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+            }
+        }
+        int32_t aux32[8] = {0};
+        a = aux8;
+        for (int j = 0; j < QK_K / 16; j++) {
+            const int scale = x[i].scales[j];
+            for (int h = 0; h < 2; h++, q8 += 8, a += 8)
+                for (int l = 0; l < 8; l++) aux32[l] += scale * (int16_t)(q8[l] * a[l]);
+        }
+        const float d = coli_fp16_to_fp32(x[i].d) * y[i].d;
+        for (int l = 0; l < 8; l++) sums[l] += d * aux32[l];
+    }
+    float sumf = 0;
+    for (int l = 0; l < 8; l++) sumf += sums[l];
+    return sumf;
+}
+
+#define GENERIC_NR(name, dot1)                                                                    \
+    void name(int n, const void *w, const void *a, size_t a_stride, float *s, size_t s_stride,   \
+              int nr) {                                                                           \
+        for (int r = 0; r < nr; r++) s[r * s_stride] = dot1(n, w, (const char *)a + r * a_stride); \
+    }
+
+GENERIC_NR(vec_dot_f32_f32_generic, dot1_f32)
+GENERIC_NR(vec_dot_f16_f16_generic, dot1_f16)
+GENERIC_NR(vec_dot_bf16_bf16_generic, dot1_bf16)
+GENERIC_NR(vec_dot_q4_0_q8_0_generic, dot1_q4_0)
+GENERIC_NR(vec_dot_q4_1_q8_1_generic, dot1_q4_1)
+GENERIC_NR(vec_dot_q5_0_q8_0_generic, dot1_q5_0)
+GENERIC_NR(vec_dot_q5_1_q8_1_generic, dot1_q5_1)
+GENERIC_NR(vec_dot_q8_0_q8_0_generic, dot1_q8_0)
+GENERIC_NR(vec_dot_q2_K_q8_K_generic, dot1_q2_K)
+GENERIC_NR(vec_dot_q3_K_q8_K_generic, dot1_q3_K)
+GENERIC_NR(vec_dot_q4_K_q8_K_generic, dot1_q4_K)
+GENERIC_NR(vec_dot_q5_K_q8_K_generic, dot1_q5_K)
+GENERIC_NR(vec_dot_q6_K_q8_K_generic, dot1_q6_K)
+
+/* ---- dispatch tables --------------------------------------------------------------- */
+
+#define T(vdt, ff, tf, vd) {GGML_TYPE_##vdt, ff, tf, vd}
+
+#define ACT_ROWS(q80, q81, f16)                                                         \
+    [GGML_TYPE_F32] = T(F32, NULL, dequantize_row_f32, NULL),                           \
+    [GGML_TYPE_F16] = T(F16, f16, dequantize_row_f16, NULL),                            \
+    [GGML_TYPE_BF16] = T(BF16, quantize_row_bf16, dequantize_row_bf16, NULL),           \
+    [GGML_TYPE_Q8_0] = T(Q8_0, q80, dequantize_row_q8_0, NULL),                         \
+    [GGML_TYPE_Q8_1] = T(Q8_1, q81, dequantize_row_q8_1, NULL),                         \
+    [GGML_TYPE_Q8_K] = T(Q8_K, quantize_row_q8_K_ref, dequantize_row_q8_K, NULL),       \
+    [GGML_TYPE_Q4_0] = T(Q8_0, NULL, dequantize_row_q4_0, NULL),                        \
+    [GGML_TYPE_Q4_1] = T(Q8_1, NULL, dequantize_row_q4_1, NULL),                        \
+    [GGML_TYPE_Q5_0] = T(Q8_0, NULL, dequantize_row_q5_0, NULL),                        \
+    [GGML_TYPE_Q5_1] = T(Q8_1, NULL, dequantize_row_q5_1, NULL),                        \
+    [GGML_TYPE_Q2_K] = T(Q8_K, NULL, dequantize_row_q2_K, NULL),                        \
+    [GGML_TYPE_Q3_K] = T(Q8_K, NULL, dequantize_row_q3_K, NULL),                        \
+    [GGML_TYPE_Q4_K] = T(Q8_K, NULL, dequantize_row_q4_K, NULL),                        \
+    [GGML_TYPE_Q5_K] = T(Q8_K, NULL, dequantize_row_q5_K, NULL),                        \
+    [GGML_TYPE_Q6_K] = T(Q8_K, NULL, dequantize_row_q6_K, NULL)
+
+/* vec_dot pointers, by weight type, in one order for all tables */
+#define DOT_TYPES(X)                                                                     \
+    X(F32, f32_f32) X(F16, f16_f16) X(BF16, bf16_bf16) X(Q4_0, q4_0_q8_0)                \
+    X(Q4_1, q4_1_q8_1) X(Q5_0, q5_0_q8_0) X(Q5_1, q5_1_q8_1) X(Q8_0, q8_0_q8_0)           \
+    X(Q2_K, q2_K_q8_K) X(Q3_K, q3_K_q8_K) X(Q4_K, q4_K_q8_K) X(Q5_K, q5_K_q8_K)           \
+    X(Q6_K, q6_K_q8_K)
+
+static coli_kernel_table g_tables[3];  /* scalar, avx2, avx512; filled once in build_tables */
+static _Atomic(const coli_kernel_table *) g_current;
+static atomic_flag g_building = ATOMIC_FLAG_INIT;
+static atomic_int g_built;
+
+static void build_tables(void) {
+    static const coli_type_kernels scalar_rows[GGML_TYPE_COUNT] = {
+        ACT_ROWS(quantize_row_q8_0, quantize_row_q8_1, quantize_row_f16)};
+    coli_kernel_table *t = &g_tables[0];
+    t->name = "scalar";
+    memcpy(t->type, scalar_rows, sizeof scalar_rows);
+#define SET_GENERIC(T_, fn) t->type[GGML_TYPE_##T_].vec_dot = vec_dot_##fn##_generic;
+    DOT_TYPES(SET_GENERIC)
+#ifdef COLI_X86
+    t = &g_tables[1];
+    *t = g_tables[0];
+    t->name = "avx2";
+#define SET_AVX2(T_, fn) t->type[GGML_TYPE_##T_].vec_dot = vec_dot_##fn##_avx2;
+    DOT_TYPES(SET_AVX2)
+    t->type[GGML_TYPE_Q8_0].from_float = quantize_row_q8_0_avx2;
+    t->type[GGML_TYPE_Q8_1].from_float = quantize_row_q8_1_avx2;
+    t->type[GGML_TYPE_F16].from_float = quantize_row_f16_avx2;
+    t = &g_tables[2];
+    *t = g_tables[1];
+    t->name = "avx512";
+    t->type[GGML_TYPE_F32].vec_dot = vec_dot_f32_f32_avx512;
+    t->type[GGML_TYPE_F16].vec_dot = vec_dot_f16_f16_avx512;
+    if (coli_cpu()->avx512bf16) t->type[GGML_TYPE_BF16].vec_dot = vec_dot_bf16_bf16_avx512;
+    t->type[GGML_TYPE_Q4_0].vec_dot = vec_dot_q4_0_q8_0_avx512;
+    t->type[GGML_TYPE_Q5_0].vec_dot = vec_dot_q5_0_q8_0_avx512;
+    t->type[GGML_TYPE_Q8_0].vec_dot = vec_dot_q8_0_q8_0_avx512;
+    t->type[GGML_TYPE_Q4_K].vec_dot = vec_dot_q4_K_q8_K_avx512;
+    t->type[GGML_TYPE_Q5_K].vec_dot = vec_dot_q5_K_q8_K_avx512;
+    t->type[GGML_TYPE_Q6_K].vec_dot = vec_dot_q6_K_q8_K_avx512;
+#endif
+}
+
+static void ensure_tables(void) {
+    if (atomic_load_explicit(&g_built, memory_order_acquire)) return;
+    while (atomic_flag_test_and_set_explicit(&g_building, memory_order_acquire)) {
+    }
+    if (!atomic_load_explicit(&g_built, memory_order_relaxed)) {
+        build_tables();
+        atomic_store_explicit(&g_built, 1, memory_order_release);
+    }
+    atomic_flag_clear_explicit(&g_building, memory_order_release);
+}
+
+static const coli_kernel_table *table_for(const char *isa) {
+    ensure_tables();
+    if (strcmp(isa, "scalar") == 0) return &g_tables[0];
+#ifdef COLI_X86
+    if (strcmp(isa, "avx2") == 0) return coli_cpu_can_avx2() ? &g_tables[1] : NULL;
+    if (strcmp(isa, "avx512") == 0) return coli_cpu_can_avx512() ? &g_tables[2] : NULL;
+    if (strcmp(isa, "auto") == 0)
+        return coli_cpu_can_avx512() ? &g_tables[2] : coli_cpu_can_avx2() ? &g_tables[1] : &g_tables[0];
+#else
+    if (strcmp(isa, "auto") == 0) return &g_tables[0];
+#endif
+    return NULL;
+}
+
+const coli_kernel_table *coli_kernels(void) {
+    const coli_kernel_table *t = atomic_load_explicit(&g_current, memory_order_acquire);
+    if (t) return t;
+    const coli_kernel_table *want = table_for("auto");
+    const coli_kernel_table *expected = NULL;
+    if (atomic_compare_exchange_strong(&g_current, &expected, want)) return want;
+    return expected;
+}
+
+int coli_kernels_select(const char *isa) {
+    if (!isa) return coli_fail(COLI_E_ARG, "kernel isa: NULL");
+    if (strcmp(isa, "auto") && strcmp(isa, "scalar") && strcmp(isa, "avx2") && strcmp(isa, "avx512"))
+        return coli_fail(COLI_E_ARG, "kernel isa '%s': expected auto, scalar, avx2 or avx512", isa);
+    const coli_kernel_table *t = table_for(isa);
+    if (!t) return coli_fail(COLI_E_UNSUPPORTED, "kernel isa '%s' not supported by this CPU (features: %s)",
+                             isa, colibri_cpu_features());
+    atomic_store_explicit(&g_current, t, memory_order_release);
+    return COLI_OK;
+}
+
+size_t coli_row_size(uint32_t type, int64_t n) {
+    const ggml_type_traits *tt = ggml_type_get(type);
+    if (!tt || n < 0 || n % tt->blck_size) return 0;
+    return (size_t)(n / tt->blck_size) * (size_t)tt->type_size;
+}
+
+/* ---- public test hooks --------------------------------------------------------------- */
+
+int colibri_kernel_set_isa(const char *isa) { return coli_kernels_select(isa); }
+
+const char *colibri_kernel_isa(void) { return coli_kernels()->name; }
+
+/* Checks type, n (> 0, block multiple, <= INT32_MAX for dots) and buffer size. */
+static int check_row(const char *what, uint32_t type, int64_t n, size_t bytes, size_t *need) {
+    const ggml_type_traits *tt = ggml_type_get(type);
+    if (!tt) return coli_fail(COLI_E_ARG, "%s: unknown ggml type %u", what, type);
+    if (n <= 0 || n % tt->blck_size)
+        return coli_fail(COLI_E_ARG, "%s: n = %lld is not a positive multiple of the %s block size %d", what,
+                         (long long)n, tt->name, tt->blck_size);
+    *need = coli_row_size(type, n);
+    if (bytes < *need)
+        return coli_fail(COLI_E_TOO_LONG, "%s: buffer of %zu bytes, %lld %s elements need %zu", what, bytes,
+                         (long long)n, tt->name, *need);
+    return COLI_OK;
+}
+
+int colibri_kernel_partner_type(uint32_t wtype) {
+    const coli_type_kernels *k = wtype < GGML_TYPE_COUNT ? &coli_kernels()->type[wtype] : NULL;
+    if (!k || !k->to_float) return coli_fail(COLI_E_UNSUPPORTED, "no kernels for ggml type %u", wtype);
+    return (int)k->vec_dot_type;
+}
+
+int colibri_kernel_dequantize(uint32_t type, const void *src, size_t src_bytes, float *dst, int64_t n) {
+    size_t need = 0;
+    int rc = check_row("dequantize", type, n, src_bytes, &need);
+    if (rc) return rc;
+    if (!src || !dst) return coli_fail(COLI_E_ARG, "dequantize: NULL buffer");
+    const coli_type_kernels *k = &coli_kernels()->type[type];
+    if (!k->to_float) return coli_fail(COLI_E_UNSUPPORTED, "dequantize: type %s not supported", ggml_type_get(type)->name);
+    k->to_float(src, dst, n);
+    return COLI_OK;
+}
+
+int colibri_kernel_quantize(uint32_t type, const float *src, int64_t n, void *dst, size_t dst_bytes) {
+    size_t need = 0;
+    int rc = check_row("quantize", type, n, dst_bytes, &need);
+    if (rc) return rc;
+    if (!src || !dst) return coli_fail(COLI_E_ARG, "quantize: NULL buffer");
+    coli_from_float_fn f = NULL;
+    switch (type) {
+    case GGML_TYPE_F32: memcpy(dst, src, need); return COLI_OK;
+    case GGML_TYPE_F16: f = quantize_row_f16; break;
+    case GGML_TYPE_BF16: f = quantize_row_bf16; break;
+    case GGML_TYPE_Q4_0: f = quantize_row_q4_0_ref; break;
+    case GGML_TYPE_Q4_1: f = quantize_row_q4_1_ref; break;
+    case GGML_TYPE_Q5_0: f = quantize_row_q5_0_ref; break;
+    case GGML_TYPE_Q5_1: f = quantize_row_q5_1_ref; break;
+    case GGML_TYPE_Q8_0: f = quantize_row_q8_0_ref; break;
+    case GGML_TYPE_Q8_1: f = quantize_row_q8_1_ref; break;
+    case GGML_TYPE_Q8_K: f = quantize_row_q8_K_ref; break;
+    default: return coli_fail(COLI_E_UNSUPPORTED, "quantize: no reference quantizer for %s", ggml_type_get(type)->name);
+    }
+    f(src, dst, n);
+    return COLI_OK;
+}
+
+int colibri_kernel_quantize_act(uint32_t type, const float *src, int64_t n, void *dst, size_t dst_bytes) {
+    size_t need = 0;
+    int rc = check_row("quantize_act", type, n, dst_bytes, &need);
+    if (rc) return rc;
+    if (!src || !dst) return coli_fail(COLI_E_ARG, "quantize_act: NULL buffer");
+    const coli_type_kernels *k = &coli_kernels()->type[type];
+    if (type == GGML_TYPE_F32) { memcpy(dst, src, need); return COLI_OK; }
+    if (!k->from_float || k->vec_dot_type != type)
+        return coli_fail(COLI_E_UNSUPPORTED, "quantize_act: %s is not an activation type", ggml_type_get(type)->name);
+    k->from_float(src, dst, n);
+    return COLI_OK;
+}
+
+int colibri_kernel_vec_dot(uint32_t wtype, int64_t n, const void *w, size_t w_bytes, const float *x, float *out) {
+    size_t need = 0;
+    int rc = check_row("vec_dot", wtype, n, w_bytes, &need);
+    if (rc) return rc;
+    if (!w || !x || !out) return coli_fail(COLI_E_ARG, "vec_dot: NULL buffer");
+    if (n > INT32_MAX) return coli_fail(COLI_E_TOO_LONG, "vec_dot: n = %lld too long", (long long)n);
+    const coli_kernel_table *t = coli_kernels();
+    const coli_type_kernels *k = &t->type[wtype];
+    if (!k->vec_dot) return coli_fail(COLI_E_UNSUPPORTED, "vec_dot: type %s not supported", ggml_type_get(wtype)->name);
+    const uint32_t at = k->vec_dot_type;
+    const void *a = x;
+    void *tmp = NULL;
+    if (at != GGML_TYPE_F32) {
+        size_t bytes = coli_row_size(at, n);
+        if (bytes == 0) return coli_fail(COLI_E_ARG, "vec_dot: n = %lld not a multiple of the activation block", (long long)n);
+        tmp = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+        if (!tmp) return coli_fail(COLI_E_NOMEM, "vec_dot: %zu bytes", bytes);
+        t->type[at].from_float(x, tmp, n);
+        a = tmp;
+    }
+    k->vec_dot((int)n, w, a, 0, out, 1, 1);
+    free(tmp);
+    return COLI_OK;
+}

@@ -1,0 +1,252 @@
+/* quant.h — ggml block formats and the CPU kernels that read them.
+ *
+ * Block layouts are byte-for-byte those of llama.cpp ggml/src/ggml-common.h
+ * (QK_K = 256 super-blocks). Kernel names follow ggml's grammar:
+ *   dequantize_row_<t>      block row -> floats
+ *   quantize_row_<t>_ref    floats -> blocks, ggml's reference quantizer
+ *   quantize_row_<t>        floats -> blocks as ggml's x86 CPU backend does it
+ *                           for activations (only where that differs from _ref)
+ *   vec_dot_<w>_<a>_<isa>   weight row . activation row(s); `_generic` is the
+ *                           scalar twin, always compiled.
+ * A weight type dots with the activation row quantized to its "vec_dot type"
+ * (ggml-cpu.c type_traits_cpu): Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1,
+ * Q8_K for the K-quants, F16/BF16/F32 for themselves.
+ *
+ * Kernels are chosen once per process from the detected CPU (coli_kernels());
+ * colibri_kernel_set_isa() can force "scalar", "avx2" or "avx512" for tests. */
+#ifndef COLI_QUANT_H
+#define COLI_QUANT_H
+
+#include <assert.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fp16.h"
+#include "ggml_types.h"
+
+#define QK4_0 32
+#define QK4_1 32
+#define QK5_0 32
+#define QK5_1 32
+#define QK8_0 32
+#define QK8_1 32
+#define QK_K 256
+#define K_SCALE_SIZE 12
+
+/* Q4_0: x = d * (q - 8), q in 0..15. Effectively 4.5 bits per weight. */
+typedef struct {
+    coli_half d;           /* delta */
+    uint8_t qs[QK4_0 / 2]; /* nibbles: low = element j, high = element j + 16 */
+} block_q4_0;
+static_assert(sizeof(block_q4_0) == 2 + QK4_0 / 2, "wrong q4_0 block size/padding");
+
+/* Q4_1: x = d * q + m, q in 0..15. Effectively 5 bits per weight. */
+typedef struct {
+    coli_half d;           /* delta */
+    coli_half m;           /* min */
+    uint8_t qs[QK4_1 / 2]; /* nibbles as in Q4_0 */
+} block_q4_1;
+static_assert(sizeof(block_q4_1) == 4 + QK4_1 / 2, "wrong q4_1 block size/padding");
+
+/* Q5_0: x = d * (q - 16), q in 0..31. Effectively 5.5 bits per weight. */
+typedef struct {
+    coli_half d;           /* delta */
+    uint8_t qh[4];         /* 5th bit of element j at bit j (little-endian u32) */
+    uint8_t qs[QK5_0 / 2]; /* low 4 bits, nibbles as in Q4_0 */
+} block_q5_0;
+static_assert(sizeof(block_q5_0) == 2 + 4 + QK5_0 / 2, "wrong q5_0 block size/padding");
+
+/* Q5_1: x = d * q + m, q in 0..31. Effectively 6 bits per weight. */
+typedef struct {
+    coli_half d;           /* delta */
+    coli_half m;           /* min */
+    uint8_t qh[4];         /* 5th bits as in Q5_0 */
+    uint8_t qs[QK5_1 / 2]; /* low 4 bits */
+} block_q5_1;
+static_assert(sizeof(block_q5_1) == 4 + 4 + QK5_1 / 2, "wrong q5_1 block size/padding");
+
+/* Q8_0: x = d * q. Effectively 8.5 bits per weight. */
+typedef struct {
+    coli_half d;       /* delta */
+    int8_t qs[QK8_0];  /* quants */
+} block_q8_0;
+static_assert(sizeof(block_q8_0) == 2 + QK8_0, "wrong q8_0 block size/padding");
+
+/* Q8_1: activation partner of Q4_1/Q5_1: x = d * q, s = d * sum(q). */
+typedef struct {
+    coli_half d;       /* delta */
+    coli_half s;       /* d * sum(qs[i]) */
+    int8_t qs[QK8_1];  /* quants */
+} block_q8_1;
+static_assert(sizeof(block_q8_1) == 4 + QK8_1, "wrong q8_1 block size/padding");
+
+/* Q2_K: 16 blocks of 16; x = d * sc * q - dmin * m, 4-bit sc/m. 2.625 bpw. */
+typedef struct {
+    uint8_t scales[QK_K / 16]; /* low nibble scale, high nibble min */
+    uint8_t qs[QK_K / 4];      /* 2-bit quants, 4 per byte (shift 0,2,4,6 = 32-element groups) */
+    coli_half d;               /* super-block scale for quantized scales */
+    coli_half dmin;            /* super-block scale for quantized mins */
+} block_q2_K;
+static_assert(sizeof(block_q2_K) == 2 * 2 + QK_K / 16 + QK_K / 4, "wrong q2_K block size/padding");
+
+/* Q3_K: 16 blocks of 16; x = d * (sc - 32) * (q - 4 * !hbit), 6-bit sc. 3.4375 bpw. */
+typedef struct {
+    uint8_t hmask[QK_K / 8];   /* high bit of each quant */
+    uint8_t qs[QK_K / 4];      /* low 2 bits */
+    uint8_t scales[12];        /* 16 scales, 6 bits each, packed */
+    coli_half d;               /* super-block scale */
+} block_q3_K;
+static_assert(sizeof(block_q3_K) == 2 + QK_K / 4 + QK_K / 8 + 12, "wrong q3_K block size/padding");
+
+/* Q4_K: 8 blocks of 32; x = d * sc * q - dmin * m, 6-bit sc/m. 4.5 bpw. */
+typedef struct {
+    coli_half d;                    /* super-block scale for quantized scales */
+    coli_half dmin;                 /* super-block scale for quantized mins */
+    uint8_t scales[K_SCALE_SIZE];   /* scales and mins, 6 bits each (get_scale_min_k4) */
+    uint8_t qs[QK_K / 2];           /* 4-bit quants: 32 bytes per 64 elements, low nibbles first */
+} block_q4_K;
+static_assert(sizeof(block_q4_K) == 2 * 2 + K_SCALE_SIZE + QK_K / 2, "wrong q4_K block size/padding");
+
+/* Q5_K: as Q4_K plus a 5th bit per quant. 5.5 bpw. */
+typedef struct {
+    coli_half d;                    /* super-block scale for quantized scales */
+    coli_half dmin;                 /* super-block scale for quantized mins */
+    uint8_t scales[K_SCALE_SIZE];   /* scales and mins, 6 bits each */
+    uint8_t qh[QK_K / 8];           /* high bits: bit 2j / 2j+1 of qh[l] for 64-group j */
+    uint8_t qs[QK_K / 2];           /* low 4 bits */
+} block_q5_K;
+static_assert(sizeof(block_q5_K) == 2 * 2 + K_SCALE_SIZE + QK_K / 2 + QK_K / 8, "wrong q5_K block size/padding");
+
+/* Q6_K: 16 blocks of 16; x = d * sc * (q - 32), 8-bit signed sc. 6.5625 bpw. */
+typedef struct {
+    uint8_t ql[QK_K / 2];      /* quants, lower 4 bits */
+    uint8_t qh[QK_K / 4];      /* quants, upper 2 bits */
+    int8_t scales[QK_K / 16];  /* scales, quantized with 8 bits */
+    coli_half d;               /* super-block scale */
+} block_q6_K;
+static_assert(sizeof(block_q6_K) == 2 + QK_K / 16 + 3 * QK_K / 4, "wrong q6_K block size/padding");
+
+/* Q8_K: activation partner of the K-quants; float d, 16 partial sums. */
+typedef struct {
+    float d;                   /* delta (float, not half) */
+    int8_t qs[QK_K];           /* quants */
+    int16_t bsums[QK_K / 16];  /* sum of quants in groups of 16 */
+} block_q8_K;
+static_assert(sizeof(block_q8_K) == sizeof(float) + QK_K + QK_K / 16 * sizeof(int16_t), "wrong q8_K block size/padding");
+
+/* ---- kernel signatures ---------------------------------------------------- */
+
+/* n elements (a multiple of the type's block size). */
+typedef void (*coli_to_float_fn)(const void *src, float *dst, int64_t n);
+typedef void (*coli_from_float_fn)(const float *src, void *dst, int64_t n);
+/* s[r * s_stride] = dot(w, a_r) for r < nr (1..COLI_MAX_NR), where activation
+ * row r starts at (const char *)a + r * a_stride. Every row's result is
+ * computed with the same operations whatever nr is (tiled == row by row). */
+typedef void (*coli_vec_dot_fn)(int n, const void *w, const void *a, size_t a_stride,
+                                float *s, size_t s_stride, int nr);
+#define COLI_MAX_NR 4
+
+typedef struct {
+    uint32_t vec_dot_type;         /* activation type this weight type dots with */
+    coli_from_float_fn from_float; /* f32 -> this type as an activation (NULL for F32: used as is) */
+    coli_to_float_fn to_float;     /* dequantize_row_<t> */
+    coli_vec_dot_fn vec_dot;       /* NULL: not usable as a weight type */
+} coli_type_kernels;
+
+typedef struct {
+    const char *name;  /* "scalar" | "avx2" | "avx512" */
+    coli_type_kernels type[GGML_TYPE_COUNT];
+} coli_kernel_table;
+
+/* The table in force (chosen from the CPU on first use). Never NULL. */
+const coli_kernel_table *coli_kernels(void);
+/* Force an ISA: "auto", "scalar", "avx2", "avx512". COLI_E_UNSUPPORTED when
+ * this CPU (or build) cannot run it, COLI_E_ARG for an unknown name. */
+int coli_kernels_select(const char *isa);
+/* Bytes of one row of n elements of `type`, 0 when n is not a multiple of
+ * the block size or the type is unknown. */
+size_t coli_row_size(uint32_t type, int64_t n);
+
+/* ---- CPU features (cpu.c) -------------------------------------------------- */
+
+typedef struct {
+    bool sse3, ssse3, avx, avx2, fma, f16c;
+    bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16, avx512vbmi, avxvnni;
+} coli_cpu_caps;
+const coli_cpu_caps *coli_cpu(void);
+bool coli_cpu_can_avx2(void);    /* avx2 fma f16c, OS saves ymm */
+bool coli_cpu_can_avx512(void);  /* + avx512 f/bw/vl/dq/vnni, OS saves zmm */
+
+/* ---- scalar kernels (quant.c) ---------------------------------------------- */
+
+void dequantize_row_f32(const void *x, float *y, int64_t n);
+void dequantize_row_f16(const void *x, float *y, int64_t n);
+void dequantize_row_bf16(const void *x, float *y, int64_t n);
+void dequantize_row_q4_0(const void *x, float *y, int64_t n);
+void dequantize_row_q4_1(const void *x, float *y, int64_t n);
+void dequantize_row_q5_0(const void *x, float *y, int64_t n);
+void dequantize_row_q5_1(const void *x, float *y, int64_t n);
+void dequantize_row_q8_0(const void *x, float *y, int64_t n);
+void dequantize_row_q8_1(const void *x, float *y, int64_t n);
+void dequantize_row_q2_K(const void *x, float *y, int64_t n);
+void dequantize_row_q3_K(const void *x, float *y, int64_t n);
+void dequantize_row_q4_K(const void *x, float *y, int64_t n);
+void dequantize_row_q5_K(const void *x, float *y, int64_t n);
+void dequantize_row_q6_K(const void *x, float *y, int64_t n);
+void dequantize_row_q8_K(const void *x, float *y, int64_t n);
+
+void quantize_row_f16(const float *x, void *y, int64_t n);
+void quantize_row_bf16(const float *x, void *y, int64_t n);
+void quantize_row_q4_0_ref(const float *x, void *y, int64_t n);
+void quantize_row_q4_1_ref(const float *x, void *y, int64_t n);
+void quantize_row_q5_0_ref(const float *x, void *y, int64_t n);
+void quantize_row_q5_1_ref(const float *x, void *y, int64_t n);
+void quantize_row_q8_0_ref(const float *x, void *y, int64_t n);  /* roundf, id = 1/d */
+void quantize_row_q8_1_ref(const float *x, void *y, int64_t n);
+void quantize_row_q8_K_ref(const float *x, void *y, int64_t n);  /* also the activation quantizer */
+/* ggml x86 CPU activation quantizers: d = amax/127, id = 127/amax, round half
+ * to even; Q8_1's s = fp16(d * sum) with d not rounded to half. */
+void quantize_row_q8_0(const float *x, void *y, int64_t n);
+void quantize_row_q8_1(const float *x, void *y, int64_t n);
+
+#define COLI_DECLARE_VEC_DOT(name) \
+    void name(int n, const void *w, const void *a, size_t a_stride, float *s, size_t s_stride, int nr)
+
+#define COLI_DECLARE_VEC_DOTS(isa)              \
+    COLI_DECLARE_VEC_DOT(vec_dot_f32_f32_##isa);   \
+    COLI_DECLARE_VEC_DOT(vec_dot_f16_f16_##isa);   \
+    COLI_DECLARE_VEC_DOT(vec_dot_bf16_bf16_##isa); \
+    COLI_DECLARE_VEC_DOT(vec_dot_q4_0_q8_0_##isa); \
+    COLI_DECLARE_VEC_DOT(vec_dot_q4_1_q8_1_##isa); \
+    COLI_DECLARE_VEC_DOT(vec_dot_q5_0_q8_0_##isa); \
+    COLI_DECLARE_VEC_DOT(vec_dot_q5_1_q8_1_##isa); \
+    COLI_DECLARE_VEC_DOT(vec_dot_q8_0_q8_0_##isa); \
+    COLI_DECLARE_VEC_DOT(vec_dot_q2_K_q8_K_##isa); \
+    COLI_DECLARE_VEC_DOT(vec_dot_q3_K_q8_K_##isa); \
+    COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_##isa); \
+    COLI_DECLARE_VEC_DOT(vec_dot_q5_K_q8_K_##isa); \
+    COLI_DECLARE_VEC_DOT(vec_dot_q6_K_q8_K_##isa)
+
+COLI_DECLARE_VEC_DOTS(generic);
+
+#if defined(__x86_64__) || defined(__i386__)
+#define COLI_X86 1
+/* quant_avx2.c: AVX2 + FMA + F16C */
+COLI_DECLARE_VEC_DOTS(avx2);
+void quantize_row_q8_0_avx2(const float *x, void *y, int64_t n);
+void quantize_row_q8_1_avx2(const float *x, void *y, int64_t n);
+void quantize_row_f16_avx2(const float *x, void *y, int64_t n);
+/* quant_avx512.c: AVX-512 F/BW/VL/DQ/VNNI (types without a 512-bit kernel use AVX2) */
+COLI_DECLARE_VEC_DOT(vec_dot_f32_f32_avx512);
+COLI_DECLARE_VEC_DOT(vec_dot_f16_f16_avx512);
+COLI_DECLARE_VEC_DOT(vec_dot_bf16_bf16_avx512);     /* needs avx512bf16 */
+COLI_DECLARE_VEC_DOT(vec_dot_q4_0_q8_0_avx512);
+COLI_DECLARE_VEC_DOT(vec_dot_q5_0_q8_0_avx512);
+COLI_DECLARE_VEC_DOT(vec_dot_q8_0_q8_0_avx512);
+COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_avx512);
+COLI_DECLARE_VEC_DOT(vec_dot_q5_K_q8_K_avx512);
+COLI_DECLARE_VEC_DOT(vec_dot_q6_K_q8_K_avx512);
+#endif
+
+#endif

@@ -1,0 +1,460 @@
+/* quant_avx2.c — AVX2 + FMA + F16C kernels (target attributes per function;
+ * the file is compiled with the engine's common flags and only called after
+ * coli_cpu_can_avx2()).
+ *
+ * Integer block sums are exact (same integers as the `_generic` twins); only
+ * the order of the float accumulation differs, as in ggml's AVX2 kernels.
+ * Every kernel takes 1..COLI_MAX_NR activation rows and runs the same
+ * operations for each row, so a tile of rows gives the bits of a single row. */
+#include "quant.h"
+
+#ifdef COLI_X86
+#include <immintrin.h>
+#include <string.h>
+
+#define TGT __attribute__((target("avx2,fma,f16c")))
+#define INL static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+
+/* Expand a kernel body template `name##_nr(..., nr)` for constant nr. */
+#define DISPATCH_NR(impl, ...)                        \
+    switch (nr) {                                     \
+    case 1: impl(__VA_ARGS__, 1); break;              \
+    case 2: impl(__VA_ARGS__, 2); break;              \
+    case 3: impl(__VA_ARGS__, 3); break;              \
+    default: impl(__VA_ARGS__, 4); break;             \
+    }
+
+INL float hsum_f32_8(__m256 x) {
+    __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
+INL int hsum_i32_8(__m256i a) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+INL float h2f(coli_half h) { return _cvtsh_ss(h); }
+
+/* int8 x int8 -> 8 x int32 partial sums; x may be -128 (a weight), y is an
+ * activation in [-127, 127]. */
+INL __m256i dot_i8(__m256i ax, __m256i x, __m256i y) {
+    const __m256i p16 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(y, x));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+/* 32 nibbles -> 32 bytes in 0..15: low nibbles (elements 0..15) then high. */
+INL __m256i nibbles_32(const uint8_t *p) {
+    const __m128i t = _mm_loadu_si128((const __m128i *)p);
+    const __m256i b = _mm256_insertf128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1);
+    return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
+}
+
+/* bit j of a 32-bit mask -> byte j = 0xFF / 0x00 */
+INL __m256i bits_32(const uint8_t *p) {
+    uint32_t x32;
+    memcpy(&x32, p, 4);
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x32), shuf);
+    bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+    return _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
+}
+
+/* ---- activation quantizers (bit-exact with quantize_row_q8_0/q8_1) ------------- */
+
+INL __m256i q8_block_avx2(const float *x, float *d_out, float *id_out) {
+    __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
+    __m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 m = _mm256_andnot_ps(sign, v0);
+    m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v1));
+    m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v2));
+    m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v3));
+    __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    *d_out = amax / 127.f;
+    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+    *id_out = id;
+    const __m256 mul = _mm256_set1_ps(id);
+    const int rnd = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, mul), rnd));
+    __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, mul), rnd));
+    __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, mul), rnd));
+    __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, mul), rnd));
+    i0 = _mm256_packs_epi32(i0, i1);
+    i2 = _mm256_packs_epi32(i2, i3);
+    i0 = _mm256_packs_epi16(i0, i2);
+    return _mm256_permutevar8x32_epi32(i0, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+TGT void quantize_row_q8_0_avx2(const float *x, void *vy, int64_t n) {
+    block_q8_0 *y = vy;
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+        float d, id;
+        const __m256i q = q8_block_avx2(x, &d, &id);
+        y[i].d = coli_fp32_to_fp16(d);
+        _mm256_storeu_si256((__m256i *)y[i].qs, q);
+    }
+}
+
+TGT void quantize_row_q8_1_avx2(const float *x, void *vy, int64_t n) {
+    block_q8_1 *y = vy;
+    for (int64_t i = 0; i < n / QK8_1; i++, x += QK8_1) {
+        float d, id;
+        const __m256i q = q8_block_avx2(x, &d, &id);
+        y[i].d = coli_fp32_to_fp16(d);
+        _mm256_storeu_si256((__m256i *)y[i].qs, q);
+        const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), q);
+        const int sum = hsum_i32_8(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
+        y[i].s = coli_fp32_to_fp16(d * (float)sum);
+    }
+}
+
+TGT void quantize_row_f16_avx2(const float *x, void *vy, int64_t n) {
+    coli_half *y = vy;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = coli_fp32_to_fp16(x[i]);
+}
+
+/* ---- float rows --------------------------------------------------------------------- */
+
+INL void f32_nr(int n, const float *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
+    __m256 acc[COLI_MAX_NR][4];
+    for (int r = 0; r < nr; r++)
+        for (int k = 0; k < 4; k++) acc[r][k] = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        for (int k = 0; k < 4; k++) {
+            const __m256 wv = _mm256_loadu_ps(w + i + 8 * k);
+            for (int r = 0; r < nr; r++)
+                acc[r][k] = _mm256_fmadd_ps(wv, _mm256_loadu_ps((const float *)(a + r * as) + i + 8 * k), acc[r][k]);
+        }
+    }
+    for (int r = 0; r < nr; r++) {
+        const float *x = (const float *)(a + r * as);
+        const __m256 t = _mm256_add_ps(_mm256_add_ps(acc[r][0], acc[r][2]), _mm256_add_ps(acc[r][1], acc[r][3]));
+        float sumf = hsum_f32_8(t);
+        for (int j = i; j < n; j++) sumf += w[j] * x[j];
+        s[r * ss] = sumf;
+    }
+}
+
+TGT void vec_dot_f32_f32_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    DISPATCH_NR(f32_nr, n, (const float *)w, (const char *)a, as, s, ss)
+}
+
+INL __m256 load_f16x8(const coli_half *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+INL __m256 load_bf16x8(const coli_bf16 *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+
+INL void f16_nr(int n, const coli_half *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
+    __m256 acc[COLI_MAX_NR][4];
+    for (int r = 0; r < nr; r++)
+        for (int k = 0; k < 4; k++) acc[r][k] = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        for (int k = 0; k < 4; k++) {
+            const __m256 wv = load_f16x8(w + i + 8 * k);
+            for (int r = 0; r < nr; r++)
+                acc[r][k] = _mm256_fmadd_ps(wv, load_f16x8((const coli_half *)(a + r * as) + i + 8 * k), acc[r][k]);
+        }
+    }
+    for (int r = 0; r < nr; r++) {
+        const coli_half *x = (const coli_half *)(a + r * as);
+        const __m256 t = _mm256_add_ps(_mm256_add_ps(acc[r][0], acc[r][2]), _mm256_add_ps(acc[r][1], acc[r][3]));
+        double sumf = hsum_f32_8(t);
+        for (int j = i; j < n; j++) sumf += (double)(h2f(w[j]) * h2f(x[j]));
+        s[r * ss] = (float)sumf;
+    }
+}
+
+TGT void vec_dot_f16_f16_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    DISPATCH_NR(f16_nr, n, (const coli_half *)w, (const char *)a, as, s, ss)
+}
+
+/* ggml's AVX2 bf16 dot multiplies then adds (no fma) in 4 accumulators. */
+INL void bf16_nr(int n, const coli_bf16 *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
+    __m256 acc[COLI_MAX_NR][4];
+    for (int r = 0; r < nr; r++)
+        for (int k = 0; k < 4; k++) acc[r][k] = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        for (int k = 0; k < 4; k++) {
+            const __m256 wv = load_bf16x8(w + i + 8 * k);
+            for (int r = 0; r < nr; r++)
+                acc[r][k] = _mm256_add_ps(
+                    _mm256_mul_ps(wv, load_bf16x8((const coli_bf16 *)(a + r * as) + i + 8 * k)), acc[r][k]);
+        }
+    }
+    for (int r = 0; r < nr; r++) {
+        const coli_bf16 *x = (const coli_bf16 *)(a + r * as);
+        const __m256 t = _mm256_add_ps(_mm256_add_ps(acc[r][0], acc[r][2]), _mm256_add_ps(acc[r][1], acc[r][3]));
+        double sumf = hsum_f32_8(t);
+        for (int j = i; j < n; j++) sumf += (double)(coli_bf16_to_fp32(w[j]) * coli_bf16_to_fp32(x[j]));
+        s[r * ss] = (float)sumf;
+    }
+}
+
+TGT void vec_dot_bf16_bf16_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    DISPATCH_NR(bf16_nr, n, (const coli_bf16 *)w, (const char *)a, as, s, ss)
+}
+
+/* ---- 32-element blocks with Q8_0 activations ---------------------------------------- */
+
+/* kind: 0 = Q8_0, 1 = Q4_0, 2 = Q5_0 — signed weight bytes, sign trick. */
+INL __m256i w_bytes_q(const void *wb, int ib, const int kind, float *dw) {
+    if (kind == 0) {
+        const block_q8_0 *x = (const block_q8_0 *)wb + ib;
+        *dw = h2f(x->d);
+        return _mm256_loadu_si256((const __m256i *)x->qs);
+    }
+    if (kind == 1) {
+        const block_q4_0 *x = (const block_q4_0 *)wb + ib;
+        *dw = h2f(x->d);
+        return _mm256_sub_epi8(nibbles_32(x->qs), _mm256_set1_epi8(8));
+    }
+    const block_q5_0 *x = (const block_q5_0 *)wb + ib;
+    *dw = h2f(x->d);
+    const __m256i hi = _mm256_andnot_si256(bits_32(x->qh), _mm256_set1_epi8((char)0xF0));
+    return _mm256_or_si256(nibbles_32(x->qs), hi);  /* q - 16 as int8 */
+}
+
+/* two accumulators per row (even / odd blocks) to hide the fma latency */
+INL void q8_0_family_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int kind,
+                        const int nr) {
+    const int nb = n / QK8_0;
+    __m256 acc[COLI_MAX_NR][2];
+    for (int r = 0; r < nr; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int ib = 0; ib < nb; ib++) {
+        float dw;
+        const __m256i wq = w_bytes_q(w, ib, kind, &dw);
+        const __m256i aw = _mm256_sign_epi8(wq, wq);
+        for (int r = 0; r < nr; r++) {
+            const block_q8_0 *y = (const block_q8_0 *)(a + r * as) + ib;
+            const __m256i p = dot_i8(aw, wq, _mm256_loadu_si256((const __m256i *)y->qs));
+            const __m256 d = _mm256_set1_ps(dw * h2f(y->d));
+            acc[r][ib & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[r][ib & 1]);
+        }
+    }
+    for (int r = 0; r < nr; r++) s[r * ss] = hsum_f32_8(_mm256_add_ps(acc[r][0], acc[r][1]));
+}
+
+TGT void vec_dot_q8_0_q8_0_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    DISPATCH_NR(q8_0_family_nr, n, w, (const char *)a, as, s, ss, 0)
+}
+TGT void vec_dot_q4_0_q8_0_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    DISPATCH_NR(q8_0_family_nr, n, w, (const char *)a, as, s, ss, 1)
+}
+TGT void vec_dot_q5_0_q8_0_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    DISPATCH_NR(q8_0_family_nr, n, w, (const char *)a, as, s, ss, 2)
+}
+
+/* Q4_1 / Q5_1 with Q8_1: unsigned weights, sum = d*dy*q.y + m*s. */
+INL void q8_1_family_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int kind,
+                        const int nr) {
+    const int nb = n / QK8_1;
+    __m256 acc[COLI_MAX_NR];
+    float summs[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) { acc[r] = _mm256_setzero_ps(); summs[r] = 0.0f; }
+    for (int ib = 0; ib < nb; ib++) {
+        float dw, mw;
+        __m256i wq;
+        if (kind == 1) {
+            const block_q4_1 *x = (const block_q4_1 *)w + ib;
+            dw = h2f(x->d);
+            mw = h2f(x->m);
+            wq = nibbles_32(x->qs);
+        } else {
+            const block_q5_1 *x = (const block_q5_1 *)w + ib;
+            dw = h2f(x->d);
+            mw = h2f(x->m);
+            wq = _mm256_or_si256(nibbles_32(x->qs), _mm256_and_si256(bits_32(x->qh), _mm256_set1_epi8(0x10)));
+        }
+        for (int r = 0; r < nr; r++) {
+            const block_q8_1 *y = (const block_q8_1 *)(a + r * as) + ib;
+            const __m256i p16 = _mm256_maddubs_epi16(wq, _mm256_loadu_si256((const __m256i *)y->qs));
+            const __m256i p = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+            summs[r] += mw * h2f(y->s);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * h2f(y->d)), _mm256_cvtepi32_ps(p), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) s[r * ss] = hsum_f32_8(acc[r]) + summs[r];
+}
+
+TGT void vec_dot_q4_1_q8_1_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    DISPATCH_NR(q8_1_family_nr, n, w, (const char *)a, as, s, ss, 1)
+}
+TGT void vec_dot_q5_1_q8_1_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    DISPATCH_NR(q8_1_family_nr, n, w, (const char *)a, as, s, ss, 2)
+}
+
+/* ---- K-quants --------------------------------------------------------------------- */
+
+/* Q4_K/Q5_K 6-bit scales (0..7) and mins (8..15) as bytes, ggml's utmp shuffle. */
+INL void k4_unpack(const uint8_t *packed, uint32_t utmp[4]) {
+    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+    memcpy(utmp, packed, 12);
+    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
+    const uint32_t uaux = utmp[1] & kmask1;
+    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
+    utmp[2] = uaux;
+    utmp[0] &= kmask1;
+}
+
+/* sum_j mins[j] * (bsums[2j] + bsums[2j+1]) as 4 int32 lanes */
+INL __m128i k4_mins_dot(__m128i mins16, const int16_t *bsums) {
+    const __m256i q8sums = _mm256_loadu_si256((const __m256i *)bsums);
+    const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(q8sums), _mm256_extracti128_si256(q8sums, 1));
+    return _mm_madd_epi16(mins16, q8s);
+}
+
+/* Broadcast 16-bit element i of a 128-bit lane to all 16 lanes. */
+INL __m256i bcast16(__m256i v, int i) { return _mm256_shuffle_epi8(v, _mm256_set1_epi16((short)((2 * i) | ((2 * i + 1) << 8)))); }
+
+/* hbits: 32 bytes of Q5_K qh; returns 0x10 where bit `bit` is set. */
+INL __m256i hbit_10(__m256i hbits, int bit) {
+    return _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(bit)), _mm256_set1_epi8(1)), 4);
+}
+
+INL void q45_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int five, const int nr) {
+    const int nb = n / QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    __m256 acc[COLI_MAX_NR];
+    __m128 acc_m[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) { acc[r] = _mm256_setzero_ps(); acc_m[r] = _mm_setzero_ps(); }
+    for (int i = 0; i < nb; i++) {
+        const uint8_t *qs, *scp;
+        float dx, dminx;
+        __m256i hbits = _mm256_setzero_si256();
+        if (five) {
+            const block_q5_K *x = (const block_q5_K *)w + i;
+            qs = x->qs; scp = x->scales; dx = h2f(x->d); dminx = h2f(x->dmin);
+            hbits = _mm256_loadu_si256((const __m256i *)x->qh);
+        } else {
+            const block_q4_K *x = (const block_q4_K *)w + i;
+            qs = x->qs; scp = x->scales; dx = h2f(x->d); dminx = h2f(x->dmin);
+        }
+        uint32_t utmp[4];
+        k4_unpack(scp, utmp);
+        const __m256i mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32((int)utmp[3], (int)utmp[2], (int)utmp[1], (int)utmp[0]));
+        const __m128i sc128 = _mm256_castsi256_si128(mins_and_scales);
+        const __m256i scales = _mm256_insertf128_si256(_mm256_castsi128_si256(sc128), sc128, 1);
+        const __m128i mins16 = _mm256_extracti128_si256(mins_and_scales, 1);
+        __m256i sumi[COLI_MAX_NR];
+        for (int r = 0; r < nr; r++) {
+            const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;
+            const __m128i prod = k4_mins_dot(mins16, y->bsums);
+            acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(-y->d * dminx), _mm_cvtepi32_ps(prod), acc_m[r]);
+            sumi[r] = _mm256_setzero_si256();
+        }
+        for (int j = 0; j < QK_K / 64; j++) {
+            const __m256i scale_l = bcast16(scales, 2 * j + 0);
+            const __m256i scale_h = bcast16(scales, 2 * j + 1);
+            const __m256i bits = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+            __m256i ql = _mm256_and_si256(bits, m4);
+            __m256i qh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+            if (five) {
+                ql = _mm256_or_si256(ql, hbit_10(hbits, 2 * j));
+                qh = _mm256_or_si256(qh, hbit_10(hbits, 2 * j + 1));
+            }
+            for (int r = 0; r < nr; r++) {
+                const int8_t *q8 = ((const block_q8_K *)(a + r * as) + i)->qs + 64 * j;
+                const __m256i pl = _mm256_madd_epi16(scale_l, _mm256_maddubs_epi16(ql, _mm256_loadu_si256((const __m256i *)q8)));
+                const __m256i ph = _mm256_madd_epi16(scale_h, _mm256_maddubs_epi16(qh, _mm256_loadu_si256((const __m256i *)(q8 + 32))));
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(pl, ph));
+            }
+        }
+        for (int r = 0; r < nr; r++) {
+            const float d = ((const block_q8_K *)(a + r * as) + i)->d * dx;
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) {
+        __m128 m = acc_m[r];
+        m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_add_ss(m, _mm_movehdup_ps(m));
+        s[r * ss] = hsum_f32_8(acc[r]) + _mm_cvtss_f32(m);
+    }
+}
+
+TGT void vec_dot_q4_K_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    DISPATCH_NR(q45_K_nr, n, w, (const char *)a, as, s, ss, 0)
+}
+TGT void vec_dot_q5_K_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    DISPATCH_NR(q45_K_nr, n, w, (const char *)a, as, s, ss, 1)
+}
+
+/* Q6_K: unsigned q in 0..63 through maddubs; the -32 offset is folded in once
+ * per super-block as 32 * sum_k sc[k] * bsums[k] (exact in int32). */
+INL void q6_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
+    const int nb = n / QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
+    __m256 acc[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        const block_q6_K *x = (const block_q6_K *)w + i;
+        const float dx = h2f(x->d);
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x->scales);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        __m256i sumi[COLI_MAX_NR];
+        for (int r = 0; r < nr; r++) {
+            const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;
+            const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y->bsums));
+            sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+        }
+        for (int h = 0; h < 2; h++) {
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
+            const __m256i hb = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
+            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
+            __m256i scl[4];
+            for (int k = 0; k < 4; k++) {
+                /* 16-bit lanes 0..7 -> sc[2p], 8..15 -> sc[2p+1], p = 4h + k */
+                const int p = 4 * h + k;
+                const __m128i shuf = _mm_set_epi64x(0x0101010101010101LL * (2 * p + 1), 0x0101010101010101LL * (2 * p));
+                scl[k] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, shuf));
+            }
+            for (int r = 0; r < nr; r++) {
+                const int8_t *q8 = ((const block_q8_K *)(a + r * as) + i)->qs + 128 * h;
+                for (int k = 0; k < 4; k++) {
+                    const __m256i p16 = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)(q8 + 32 * k)));
+                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(scl[k], p16));
+                }
+            }
+        }
+        for (int r = 0; r < nr; r++) {
+            const float d = ((const block_q8_K *)(a + r * as) + i)->d * dx;
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) s[r * ss] = hsum_f32_8(acc[r]);
+}
+
+TGT void vec_dot_q6_K_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    DISPATCH_NR(q6_K_nr, n, w, (const char *)a, as, s, ss)
+}
+
+/* Q2_K / Q3_K: no hand-written kernel yet; the scalar code compiled for AVX2. */
+TGT void vec_dot_q2_K_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    vec_dot_q2_K_q8_K_generic(n, w, a, as, s, ss, nr);
+}
+TGT void vec_dot_q3_K_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    vec_dot_q3_K_q8_K_generic(n, w, a, as, s, ss, nr);
+}
+
+#else
+typedef int coli_quant_avx2_unused;
+#endif

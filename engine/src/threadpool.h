@@ -1,0 +1,25 @@
+/* threadpool.h — persistent worker threads for the matmuls.
+ *
+ * coli_pool_run() hands one function to every thread (the caller is thread 0)
+ * and returns when all are done. Idle workers spin for a short while on an
+ * atomic generation counter, then sleep on a condition variable, so decode's
+ * ~150 small matmuls per token cost no syscalls while the pool is hot.
+ * A pool is driven by one thread at a time; runs do not nest. */
+#ifndef COLI_THREADPOOL_H
+#define COLI_THREADPOOL_H
+
+typedef struct coli_pool coli_pool;
+typedef void (*coli_pool_fn)(void *ctx, int ith, int nth);
+
+/* n_threads >= 1 (clamped to 1..256); NULL on failure (coli_fail set). */
+coli_pool *coli_pool_create(int n_threads);
+void coli_pool_free(coli_pool *pool);  /* NULL is fine */
+int coli_pool_size(const coli_pool *pool);  /* 1 for NULL */
+/* Runs fn(ctx, ith, nth) for ith in 0..nth-1; pool may be NULL (runs inline). */
+void coli_pool_run(coli_pool *pool, coli_pool_fn fn, void *ctx);
+/* Inside a run: wait until all nth threads reach this point. */
+void coli_pool_barrier(coli_pool *pool);
+/* Physical cores (unique package/core pairs), at least 1. */
+int coli_physical_cores(void);
+
+#endif
