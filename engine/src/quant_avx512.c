@@ -195,6 +195,35 @@ INL void q8_0_family_nr(int n, const void *w, const char *a, size_t as, float *s
     __m512 acc[COLI_MAX_NR];
     for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
     int ib = 0;
+    /* 16 blocks at a time: their 16 weight and activation scales are gathered
+     * and multiplied at once (the same dx * dy floats as one block at a time) */
+    const int wsz = kind == 0 ? (int)sizeof(block_q8_0) : kind == 1 ? (int)sizeof(block_q4_0) : (int)sizeof(block_q5_0);
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i gw = _mm512_mullo_epi32(lane, _mm512_set1_epi32(wsz));
+    const __m512i ga = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)sizeof(block_q8_0)));
+    for (; ib + 16 <= nb; ib += 16) {
+        const char *wb = (const char *)w + (size_t)ib * wsz;
+        const __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(gw, wb, 1)));
+        __m512 dxy[COLI_MAX_NR];
+        for (int r = 0; r < nr; r++) {
+            const char *ab = a + r * as + (size_t)ib * sizeof(block_q8_0);
+            dxy[r] = _mm512_mul_ps(dx, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(ga, ab, 1))));
+        }
+        for (int k = 0; k < 8; k++) {
+            float d0, d1;
+            const __m512i wq = w2_q(w, ib + 2 * k, kind, &d0, &d1);
+            const __m512i aw = _mm512_abs_epi8(wq);
+            const __mmask64 neg = _mm512_movepi8_mask(wq);
+            const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi32(2 * k), _mm256_set1_epi32(2 * k + 1), 1);
+            for (int r = 0; r < nr; r++) {
+                const block_q8_0 *y = (const block_q8_0 *)(a + r * as) + ib + 2 * k;
+                __m512i yq = load2x256(y[0].qs, y[1].qs);
+                yq = _mm512_mask_sub_epi8(yq, neg, _mm512_setzero_si512(), yq);
+                const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, yq);
+                acc[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(sel, dxy[r]), _mm512_cvtepi32_ps(p), acc[r]);
+            }
+        }
+    }
     for (; ib + 2 <= nb; ib += 2) {
         float d0, d1;
         const __m512i wq = w2_q(w, ib, kind, &d0, &d1);
