@@ -151,7 +151,77 @@ int64_t colibri_model_info(colibri_engine *e, char *out, size_t cap);
 
 /* ---- tokenizer (section owned by tokenizer.c) ---- */
 /* TOKENIZER-BEGIN */
+
+/* Token types as GGUF stores them (tokenizer.ggml.token_type). */
+enum {
+    COLI_TOKEN_TYPE_UNDEFINED = 0,
+    COLI_TOKEN_TYPE_NORMAL = 1,
+    COLI_TOKEN_TYPE_UNKNOWN = 2,
+    COLI_TOKEN_TYPE_CONTROL = 3,
+    COLI_TOKEN_TYPE_USER_DEFINED = 4,
+    COLI_TOKEN_TYPE_UNUSED = 5,
+    COLI_TOKEN_TYPE_BYTE = 6
+};
+
+/* Tokens in the vocabulary (< 0 on error). */
+int colibri_n_vocab(const colibri_engine *e);
+/* Special ids, -1 when the model has none. EOT is the end-of-turn token
+ * (Gemma's <end_of_turn>, ChatML's <|im_end|>). */
+int32_t colibri_token_bos(const colibri_engine *e);
+int32_t colibri_token_eos(const colibri_engine *e);
+int32_t colibri_token_eot(const colibri_engine *e);
+/* 1 if generating `tok` ends the generation (EOS, EOT, ... as llama.cpp decides), else 0. */
+int colibri_token_is_eog(const colibri_engine *e, int32_t tok);
+/* The token's GGUF type (COLI_TOKEN_TYPE_*); < 0 for an id outside the vocabulary. */
+int colibri_token_type(const colibri_engine *e, int32_t tok);
+
+/* Tokenize n bytes of text (UTF-8; invalid bytes are tokenized, never refused),
+ * token for token as llama.cpp's llama_tokenize.
+ *   add_bos: -1 as the model says (BOS if tokenizer.ggml.add_bos_token, EOS if
+ *            add_eos_token), 0 neither, 1 BOS always (EOS as the model says).
+ *   parse_special: 1 matches control tokens spelled in the text ("<start_of_turn>")
+ *            as those tokens (for rendered chat templates); 0 tokenizes them as
+ *            plain text, so user text cannot inject control tokens.
+ * Writes at most cap ids to out and returns how many the text needs (call
+ * again with a larger buffer when that exceeds cap); < 0 on error. */
+int colibri_tokenize(colibri_engine *e, const char *text, size_t n, int add_bos, int parse_special, int32_t *out,
+                     int cap);
+/* The bytes token `tok` stands for (not NUL-terminated; a piece may be part of
+ * a UTF-8 sequence). Control and unknown tokens give no bytes unless special
+ * is 1 (then their text). Writes at most cap bytes and returns the full length
+ * (like snprintf); < 0 on error. */
+int colibri_token_bytes(const colibri_engine *e, int32_t tok, int special, char *out, int cap);
+
 /* TOKENIZER-END */
+
+/* ---- evaluation and sampling (one sequence; slots come later) ---- */
+/* GENERATION-BEGIN */
+
+typedef struct {
+    float temperature;  /* 0: greedy (the most likely token) */
+    float top_p;        /* nucleus sampling; 1: off */
+} colibri_sampling;
+
+/* Positions the context holds, and the most tokens one forward pass takes. */
+int colibri_n_ctx(const colibri_engine *e);
+int colibri_n_batch(const colibri_engine *e);
+/* Evaluate n tokens at positions pos..pos+n-1 of the engine's sequence: the
+ * KV cache keeps positions < pos, later ones are overwritten. Long inputs are
+ * processed in chunks of n_batch. logits_out: NULL, or n_vocab floats for the
+ * last token, or n x n_vocab floats (row i for token i) when all_logits.
+ * A sequence that would pass n_ctx is refused before any work (too_long). */
+int colibri_eval(colibri_engine *e, const int32_t *tokens, int n, int pos, float *logits_out, int all_logits);
+/* Choose the next token from the last evaluated logits. *logprob (may be
+ * NULL) gets its log-softmax under the model's unmodified distribution. */
+int32_t colibri_sample(colibri_engine *e, const colibri_sampling *p, float *logprob);
+void colibri_seed(colibri_engine *e, uint64_t seed);
+/* Teacher-forced scoring of tokens[0..n) evaluated from position 0: for each
+ * position j in [first, n-1), nll_out[j-first] = -log p(tokens[j+1] | tokens[..j])
+ * and argmax_out[j-first] = the most likely next token. Either output may be
+ * NULL. For perplexity and fidelity checks. */
+int colibri_score(colibri_engine *e, const int32_t *tokens, int n, int first, float *nll_out, int32_t *argmax_out);
+
+/* GENERATION-END */
 
 /* ENGINE-END */
 

@@ -4,9 +4,32 @@
 
 #include "engine.h"
 #include "error.h"
+#include "threadpool.h"
+#include "tokenizer.h"
 
 void colibri_config_default(colibri_config *cfg) {
     if (cfg) memset(cfg, 0, sizeof *cfg);
+}
+
+/* Weights, run state, sampling scratch: everything beyond the vocabulary. */
+static int load_model(colibri_engine *e) {
+    int rc = coli_model_load(&e->model, e->gguf);
+    if (rc) return rc;
+    const coli_hparams *hp = &e->model.hp;
+    colibri_config *c = &e->cfg;
+    if (c->n_ctx == 0) c->n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    if (c->n_ctx > hp->n_ctx_train) c->n_ctx = hp->n_ctx_train;
+    if (c->n_batch == 0) c->n_batch = 512;
+    if (c->n_batch > c->n_ctx) c->n_batch = c->n_ctx;
+    if (c->n_threads == 0) c->n_threads = coli_physical_cores();
+    if (c->n_slots == 0) c->n_slots = 1;
+    if ((rc = coli_state_init(&e->state, &e->model, c->n_ctx, c->n_batch, c->n_threads))) return rc;
+    e->sample_p = malloc((size_t)hp->n_vocab * sizeof(float));
+    e->sample_i = malloc((size_t)hp->n_vocab * sizeof(int32_t));
+    if (!e->sample_p || !e->sample_i) return coli_fail(COLI_E_NOMEM, "out of memory");
+    coli_rng_seed(&e->rng, 0x636f6c69ULL);
+    e->loaded = true;
+    return 0;
 }
 
 colibri_engine *colibri_open(const colibri_config *cfg) {
@@ -28,11 +51,9 @@ colibri_engine *colibri_open(const colibri_config *cfg) {
     e->cfg.model_path = NULL; /* the caller's string; not kept */
     e->gguf = gguf_open(cfg->model_path);
     if (!e->gguf) goto fail;
-    /* the tokenizer (engine/src/tokenizer.c) is loaded here: coli_tokenizer_load(e->gguf) */
-    if (!cfg->vocab_only) {
-        coli_fail(COLI_E_UNSUPPORTED, "inference is not built yet: open with vocab_only");
-        goto fail;
-    }
+    e->tok = coli_tokenizer_load(e->gguf);
+    if (!e->tok) goto fail;
+    if (!cfg->vocab_only && load_model(e) != 0) goto fail;
     return e;
 fail:
     colibri_close(e);
@@ -41,7 +62,11 @@ fail:
 
 void colibri_close(colibri_engine *e) {
     if (!e) return;
-    /* coli_tokenizer_free(e->tok) */
+    coli_state_free(&e->state);
+    coli_model_free(&e->model);
+    free(e->sample_p);
+    free(e->sample_i);
+    coli_tokenizer_free(e->tok);
     gguf_close(e->gguf);
     free(e);
 }
@@ -49,4 +74,82 @@ void colibri_close(colibri_engine *e) {
 int64_t colibri_model_info(colibri_engine *e, char *out, size_t cap) {
     if (!e) return coli_fail(COLI_E_ARG, "colibri_model_info: no engine");
     return colibri_gguf_describe((const colibri_gguf *)e->gguf, out, cap);
+}
+
+static int need_model(const colibri_engine *e, const char *fn) {
+    if (!e) return coli_fail(COLI_E_ARG, "%s: no engine", fn);
+    if (!e->loaded) return coli_fail(COLI_E_STATE, "%s: the engine was opened with vocab_only", fn);
+    return 0;
+}
+
+int colibri_n_ctx(const colibri_engine *e) { return (e && e->loaded) ? e->cfg.n_ctx : 0; }
+
+int colibri_n_batch(const colibri_engine *e) { return (e && e->loaded) ? e->cfg.n_batch : 0; }
+
+int colibri_eval(colibri_engine *e, const int32_t *tokens, int n, int pos, float *logits_out, int all_logits) {
+    int rc = need_model(e, "colibri_eval");
+    if (rc) return rc;
+    coli_clear_error();
+    if (!tokens || n <= 0 || pos < 0) return coli_fail(COLI_E_ARG, "colibri_eval: no tokens or a negative position");
+    if ((int64_t)pos + n > e->cfg.n_ctx)
+        return coli_fail(COLI_E_TOO_LONG, "too_long: %d tokens at position %d need %lld positions, the context holds %d",
+                         n, pos, (long long)pos + n, e->cfg.n_ctx);
+    const int V = e->model.hp.n_vocab;
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return coli_fail(COLI_E_ARG, "token id %d at index %d is outside the vocabulary (0..%d)", tokens[i], i,
+                             V - 1);
+    for (int done = 0; done < n;) {
+        int chunk = n - done < e->cfg.n_batch ? n - done : e->cfg.n_batch;
+        float *out = NULL;
+        if (logits_out && all_logits) out = logits_out + (size_t)done * V;
+        rc = coli_forward(&e->model, &e->state, tokens + done, chunk, pos + done, out, all_logits != 0);
+        if (rc) return rc;
+        done += chunk;
+    }
+    if (logits_out && !all_logits) memcpy(logits_out, e->state.logits, (size_t)V * sizeof(float));
+    return 0;
+}
+
+int32_t colibri_sample(colibri_engine *e, const colibri_sampling *p, float *logprob) {
+    int rc = need_model(e, "colibri_sample");
+    if (rc) return rc;
+    const int V = e->model.hp.n_vocab;
+    const float *logits = e->state.logits;
+    float temperature = p ? p->temperature : 0.0f;
+    float top_p = p ? p->top_p : 1.0f;
+    if (!(temperature >= 0.0f) || !(top_p > 0.0f && top_p <= 1.0f))
+        return coli_fail(COLI_E_ARG, "colibri_sample: temperature must be >= 0 and top_p in (0, 1]");
+    int32_t tok = temperature == 0.0f ? coli_argmax(logits, V)
+                                      : coli_sample(logits, V, temperature, top_p, &e->rng, e->sample_p, e->sample_i);
+    if (logprob) *logprob = coli_logprob(logits, V, tok);
+    return tok;
+}
+
+void colibri_seed(colibri_engine *e, uint64_t seed) {
+    if (e) coli_rng_seed(&e->rng, seed);
+}
+
+int colibri_score(colibri_engine *e, const int32_t *tokens, int n, int first, float *nll_out, int32_t *argmax_out) {
+    int rc = need_model(e, "colibri_score");
+    if (rc) return rc;
+    if (!tokens || n < 2 || first < 0 || first >= n - 1)
+        return coli_fail(COLI_E_ARG, "colibri_score: need n >= 2 tokens and 0 <= first < n - 1");
+    const int V = e->model.hp.n_vocab;
+    if (first > 0 && (rc = colibri_eval(e, tokens, first, 0, NULL, 0))) return rc;
+    /* score in slices so the logits buffer stays small (slice x n_vocab floats) */
+    const int slice = e->cfg.n_batch < 64 ? e->cfg.n_batch : 64;
+    float *logits = malloc((size_t)slice * V * sizeof(float));
+    if (!logits) return coli_fail(COLI_E_NOMEM, "out of memory for %d rows of logits", slice);
+    for (int j = first; j < n - 1 && rc == 0; j += slice) {
+        const int m = (n - 1 - j) < slice ? (n - 1 - j) : slice;
+        rc = colibri_eval(e, tokens + j, m, j, logits, 1);
+        for (int r = 0; r < m && rc == 0; r++) {
+            const float *row = logits + (size_t)r * V;
+            if (nll_out) nll_out[j - first + r] = -coli_logprob(row, V, tokens[j + r + 1]);
+            if (argmax_out) argmax_out[j - first + r] = coli_argmax(row, V);
+        }
+    }
+    free(logits);
+    return rc;
 }

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from array import array
 from typing import Any, Iterator
 
 from colibri._engine import ffi, lib
@@ -180,3 +181,99 @@ class Engine:
 
     def model_info(self) -> dict[str, Any]:
         return _read_json(lambda buf, cap: lib.colibri_model_info(self._e, buf, cap))
+
+    # ---- tokenizer ---------------------------------------------------------
+
+    @property
+    def bos(self) -> int:
+        return lib.colibri_token_bos(self._e)
+
+    @property
+    def eos(self) -> int:
+        return lib.colibri_token_eos(self._e)
+
+    def is_eog(self, tok: int) -> bool:
+        """True when generating `tok` ends the generation (EOS, end of turn, ...)."""
+        return bool(lib.colibri_token_is_eog(self._e, tok))
+
+    def tokenize(self, text: str | bytes, add_bos: bool | None = None, special: bool = False) -> list[int]:
+        """Token ids of text; add_bos None follows the model; special=True matches control tokens."""
+        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        flag = -1 if add_bos is None else int(add_bos)
+        cap = len(data) + 8
+        while True:
+            out = ffi.new("int32_t[]", cap)
+            n = lib.colibri_tokenize(self._e, data, len(data), flag, int(special), out, cap)
+            if n < 0:
+                raise last_error()
+            if n <= cap:
+                return list(ffi.unpack(out, n))
+            cap = n
+
+    def token_bytes(self, tok: int, special: bool = False) -> bytes:
+        """The bytes a token stands for (control tokens: none unless special)."""
+        buf = ffi.new("char[]", 64)
+        n = lib.colibri_token_bytes(self._e, tok, int(special), buf, 64)
+        if n < 0:
+            raise last_error()
+        if n > 64:
+            buf = ffi.new("char[]", n)
+            lib.colibri_token_bytes(self._e, tok, int(special), buf, n)
+        return ffi.buffer(buf, n)[:]
+
+    def detokenize(self, tokens: list[int], special: bool = False) -> bytes:
+        return b"".join(self.token_bytes(t, special) for t in tokens)
+
+    # ---- evaluation and sampling -------------------------------------------
+
+    @property
+    def n_vocab(self) -> int:
+        return lib.colibri_n_vocab(self._e)
+
+    @property
+    def n_ctx(self) -> int:
+        return lib.colibri_n_ctx(self._e)
+
+    @property
+    def n_batch(self) -> int:
+        return lib.colibri_n_batch(self._e)
+
+    def eval(self, tokens: list[int], pos: int, logits: str | None = None) -> "array | None":
+        """Evaluate tokens at positions pos.. (the cache keeps positions < pos).
+
+        logits: None, "last" (n_vocab floats) or "all" (len(tokens) x n_vocab floats,
+        row-major), returned as an array('f') that numpy can wrap without a copy.
+        """
+        n = len(tokens)
+        toks = ffi.new("int32_t[]", tokens)
+        out = None
+        out_ptr = ffi.NULL
+        if logits is not None:
+            rows = n if logits == "all" else 1
+            out = array("f", bytes(4 * rows * self.n_vocab))
+            out_ptr = ffi.from_buffer("float[]", out)
+        if lib.colibri_eval(self._e, toks, n, pos, out_ptr, int(logits == "all")) != 0:
+            raise last_error()
+        return out
+
+    def sample(self, temperature: float = 0.0, top_p: float = 1.0) -> tuple[int, float]:
+        """The next token from the last evaluated logits and its log-probability."""
+        params = ffi.new("colibri_sampling *", {"temperature": temperature, "top_p": top_p})
+        lp = ffi.new("float *")
+        tok = lib.colibri_sample(self._e, params, lp)
+        if tok < 0:
+            raise last_error()
+        return tok, lp[0]
+
+    def score(self, tokens: list[int], first: int) -> tuple[list[float], list[int]]:
+        """Teacher-forced: for positions first..len-2, the NLL of the next token and the argmax."""
+        n = len(tokens)
+        k = max(n - 1 - first, 0)
+        nll = ffi.new("float[]", k)
+        am = ffi.new("int32_t[]", k)
+        if lib.colibri_score(self._e, ffi.new("int32_t[]", tokens), n, first, nll, am) != 0:
+            raise last_error()
+        return list(ffi.unpack(nll, k)), list(ffi.unpack(am, k))
+
+    def seed(self, seed: int) -> None:
+        lib.colibri_seed(self._e, seed & 0xFFFFFFFFFFFFFFFF)

@@ -9,9 +9,7 @@ PLANNED = {
     "serve": "the OpenAI/Anthropic-compatible server",
     "web": "the server plus the dashboard in a native window",
     "chat": "chat with a model in the terminal",
-    "generate": "complete a prompt",
     "tokenize": "show how a model tokenizes a text",
-    "perplexity": "perplexity of a model over a text file",
     "plan": "how a model would be placed in RAM and on disk",
 }
 

@@ -1,0 +1,255 @@
+/* forward.c — the run state of one sequence and the forward pass over a batch. */
+#define _POSIX_C_SOURCE 200112L
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "ggml_types.h"
+#include "matmul.h"
+#include "model.h"
+#include "ops.h"
+#include "quant.h"
+
+static void *alloc64(size_t bytes, size_t *total) {
+    void *p = NULL;
+    if (bytes == 0) bytes = 64;
+    bytes = (bytes + 63) & ~(size_t)63;
+    if (posix_memalign(&p, 64, bytes) != 0) return NULL;
+    *total += bytes;
+    return p;
+}
+
+int coli_state_init(coli_state *s, const coli_model *m, int n_ctx, int n_batch, int n_threads) {
+    const coli_hparams *hp = &m->hp;
+    memset(s, 0, sizeof *s);
+    if (n_ctx <= 0 || n_batch <= 0 || n_threads <= 0) return coli_fail(COLI_E_ARG, "n_ctx, n_batch and threads must be > 0");
+    s->n_ctx = n_ctx;
+    s->n_batch = n_batch;
+    s->n_threads = n_threads;
+    const size_t nb = (size_t)n_batch;
+    const size_t q_dim = (size_t)hp->n_head * hp->head_dim;
+    const size_t k_dim = (size_t)hp->n_head_kv * hp->head_dim;
+    const size_t v_dim = (size_t)hp->n_head_kv * hp->head_dim_v;
+    const size_t att_dim = (size_t)hp->n_head * hp->head_dim_v;
+    const size_t kv_cells = (size_t)hp->n_layer * (size_t)n_ctx;
+    s->k_cache = alloc64(kv_cells * k_dim * sizeof(coli_half), &s->bytes);
+    s->v_cache = alloc64(kv_cells * v_dim * sizeof(coli_half), &s->bytes);
+    s->x = alloc64(nb * hp->n_embd * sizeof(float), &s->bytes);
+    s->xn = alloc64(nb * hp->n_embd * sizeof(float), &s->bytes);
+    s->tmp = alloc64(nb * hp->n_embd * sizeof(float), &s->bytes);
+    s->q = alloc64(nb * q_dim * sizeof(float), &s->bytes);
+    s->k = alloc64(nb * k_dim * sizeof(float), &s->bytes);
+    s->v = alloc64(nb * v_dim * sizeof(float), &s->bytes);
+    s->att = alloc64(nb * att_dim * sizeof(float), &s->bytes);
+    s->hb = alloc64(nb * hp->n_ff * sizeof(float), &s->bytes);
+    s->hb2 = alloc64(nb * hp->n_ff * sizeof(float), &s->bytes);
+    s->logits = alloc64((size_t)hp->n_vocab * sizeof(float), &s->bytes);
+    const size_t per_thread_half = (size_t)hp->head_dim + (size_t)n_ctx + 64;
+    s->att_scratch = alloc64((size_t)n_threads * per_thread_half * sizeof(coli_half), &s->bytes);
+    s->att_scores = alloc64((size_t)n_threads * ((size_t)n_ctx + 16) * sizeof(float), &s->bytes);
+    /* the largest activation conversion any matmul of a batch needs */
+    size_t need = 0;
+    const coli_layer *L0 = &m->layers[0];
+    for (int il = 0; il < hp->n_layer; il++) {
+        const coli_layer *L = &m->layers[il];
+        const coli_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down};
+        for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) {
+            size_t sz = coli_matmul_scratch_size(mats[i]->type, mats[i]->n_in, n_batch);
+            if (sz > need) need = sz;
+        }
+    }
+    (void)L0;
+    size_t out_sz = coli_matmul_scratch_size(m->output.type, m->output.n_in, n_batch);
+    if (out_sz > need) need = out_sz;
+    s->mm_scratch_size = need;
+    s->mm_scratch = alloc64(need, &s->bytes);
+    if (!s->k_cache || !s->v_cache || !s->x || !s->xn || !s->tmp || !s->q || !s->k || !s->v || !s->att || !s->hb ||
+        !s->hb2 || !s->logits || !s->att_scratch || !s->att_scores || !s->mm_scratch) {
+        size_t want = s->bytes;
+        coli_state_free(s);
+        return coli_fail(COLI_E_NOMEM, "out of memory: the run state needs about %zu MiB (KV cache for %d tokens)",
+                         want >> 20, n_ctx);
+    }
+    memset(s->k_cache, 0, kv_cells * k_dim * sizeof(coli_half));
+    memset(s->v_cache, 0, kv_cells * v_dim * sizeof(coli_half));
+    s->pool = coli_pool_create(n_threads);
+    if (!s->pool) {
+        coli_state_free(s);
+        return colibri_last_error_code();
+    }
+    return 0;
+}
+
+void coli_state_free(coli_state *s) {
+    if (!s) return;
+    coli_pool_free(s->pool);
+    free(s->k_cache);
+    free(s->v_cache);
+    free(s->x);
+    free(s->xn);
+    free(s->tmp);
+    free(s->q);
+    free(s->k);
+    free(s->v);
+    free(s->att);
+    free(s->hb);
+    free(s->hb2);
+    free(s->logits);
+    free(s->att_scratch);
+    free(s->att_scores);
+    free(s->mm_scratch);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- attention -------------------------------------------------------- */
+
+typedef struct {
+    const coli_model *m;
+    coli_state *s;
+    int il, n, pos;
+} attn_job;
+
+/* One (token, head) pair per task: scores over the visible cache, softmax,
+ * and the weighted sum of values; q and the probabilities are rounded to
+ * f16 first, as ggml's F16 matmuls round their second operand. */
+static void attn_worker(void *ctx, int ith, int nth) {
+    const attn_job *J = ctx;
+    const coli_hparams *hp = &J->m->hp;
+    const coli_layer *L = &J->m->layers[J->il];
+    coli_state *s = J->s;
+    const coli_vec_dot_fn dot = coli_kernels()->type[GGML_TYPE_F16].vec_dot;
+    const int hd = hp->head_dim, hdv = hp->head_dim_v;
+    const int k_dim = hp->n_head_kv * hd;
+    const int group = hp->n_head / hp->n_head_kv;
+    coli_half *qh = s->att_scratch + (size_t)ith * ((size_t)hd + (size_t)s->n_ctx + 64);
+    coli_half *ph = qh + hd + 32;
+    float *sc = s->att_scores + (size_t)ith * ((size_t)s->n_ctx + 16);
+    const coli_half *kc = s->k_cache + (size_t)J->il * s->n_ctx * k_dim;
+    const coli_half *vc = s->v_cache + (size_t)J->il * s->n_ctx * hp->n_head_kv * hdv;
+    const int tasks = J->n * hp->n_head;
+    for (int t = ith; t < tasks; t += nth) {
+        const int i = t / hp->n_head, h = t % hp->n_head, kvh = h / group;
+        const int p = J->pos + i;
+        const int lo = (L->is_swa && p - hp->n_swa + 1 > 0) ? p - hp->n_swa + 1 : 0;
+        const int nk = p - lo + 1;
+        const float *q = s->q + ((size_t)i * hp->n_head + h) * hd;
+        for (int d = 0; d < hd; d++) qh[d] = coli_fp32_to_fp16(q[d]);
+        for (int j = 0; j < nk; j++) dot(hd, kc + (size_t)(lo + j) * k_dim + (size_t)kvh * hd, qh, 0, &sc[j], 0, 1);
+        coli_softmax(sc, nk);
+        for (int j = 0; j < nk; j++) ph[j] = coli_fp32_to_fp16(sc[j]);
+        float *out = s->att + ((size_t)i * hp->n_head + h) * hdv;
+        const coli_half *vh = vc + (size_t)kvh * hdv * s->n_ctx;
+        for (int d = 0; d < hdv; d++) dot(nk, vh + (size_t)d * s->n_ctx + lo, ph, 0, &out[d], 0, 1);
+    }
+}
+
+static int matmul(coli_state *s, const coli_mat *w, const float *x, int n, float *y) {
+    return coli_matmul(s->pool, w->data, w->type, w->n_in, w->n_out, x, n, y, s->mm_scratch);
+}
+
+static int attention(const coli_model *m, coli_state *s, int il, int n, int pos) {
+    const coli_hparams *hp = &m->hp;
+    const coli_layer *L = &m->layers[il];
+    const int E = hp->n_embd, hd = hp->head_dim, hdv = hp->head_dim_v;
+    const int k_dim = hp->n_head_kv * hd, v_dim = hp->n_head_kv * hdv;
+    int rc;
+    for (int i = 0; i < n; i++) coli_rmsnorm(s->xn + (size_t)i * E, s->x + (size_t)i * E, L->attn_norm, E, hp->rms_eps);
+    if ((rc = matmul(s, &L->wq, s->xn, n, s->q))) return rc;
+    if ((rc = matmul(s, &L->wk, s->xn, n, s->k))) return rc;
+    if ((rc = matmul(s, &L->wv, s->xn, n, s->v))) return rc;
+    coli_half *kc = s->k_cache + (size_t)il * s->n_ctx * k_dim;
+    coli_half *vc = s->v_cache + (size_t)il * s->n_ctx * v_dim;
+    for (int i = 0; i < n; i++) {
+        float *q = s->q + (size_t)i * hp->n_head * hd;
+        float *k = s->k + (size_t)i * k_dim;
+        const float *v = s->v + (size_t)i * v_dim;
+        if (L->q_norm) {
+            for (int h = 0; h < hp->n_head; h++) coli_rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, hp->rms_eps);
+            for (int h = 0; h < hp->n_head_kv; h++) coli_rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, hp->rms_eps);
+        }
+        coli_rope(q, hp->n_head, hd, hp->n_rot, pos + i, L->rope_base, L->rope_scale, hp->rope_type);
+        coli_rope(k, hp->n_head_kv, hd, hp->n_rot, pos + i, L->rope_base, L->rope_scale, hp->rope_type);
+        for (int d = 0; d < hp->n_head * hd; d++) q[d] *= hp->attn_scale;
+        coli_half *kdst = kc + (size_t)(pos + i) * k_dim;
+        for (int d = 0; d < k_dim; d++) kdst[d] = coli_fp32_to_fp16(k[d]);
+        for (int d = 0; d < v_dim; d++) vc[(size_t)d * s->n_ctx + pos + i] = coli_fp32_to_fp16(v[d]);
+    }
+    attn_job job = {m, s, il, n, pos};
+    coli_pool_run(s->pool, attn_worker, &job);
+    if ((rc = matmul(s, &L->wo, s->att, n, s->tmp))) return rc;
+    if (L->post_attn_norm)
+        for (int i = 0; i < n; i++)
+            coli_rmsnorm(s->tmp + (size_t)i * E, s->tmp + (size_t)i * E, L->post_attn_norm, E, hp->rms_eps);
+    return 0;
+}
+
+/* ---- feed-forward ----------------------------------------------------- */
+
+static int ffn_dense(const coli_model *m, coli_state *s, int il, int n) {
+    const coli_hparams *hp = &m->hp;
+    const coli_layer *L = &m->layers[il];
+    const int E = hp->n_embd, F = hp->n_ff;
+    int rc;
+    for (int i = 0; i < n; i++) coli_rmsnorm(s->xn + (size_t)i * E, s->x + (size_t)i * E, L->ffn_norm, E, hp->rms_eps);
+    if ((rc = matmul(s, &L->ffn_gate, s->xn, n, s->hb))) return rc;
+    if ((rc = matmul(s, &L->ffn_up, s->xn, n, s->hb2))) return rc;
+    for (int i = 0; i < n; i++) {
+        if (hp->act == COLI_ACT_GELU)
+            coli_geglu(s->hb + (size_t)i * F, s->hb2 + (size_t)i * F, F);
+        else
+            coli_swiglu(s->hb + (size_t)i * F, s->hb2 + (size_t)i * F, F);
+    }
+    if ((rc = matmul(s, &L->ffn_down, s->hb, n, s->tmp))) return rc;
+    if (L->post_ffn_norm)
+        for (int i = 0; i < n; i++)
+            coli_rmsnorm(s->tmp + (size_t)i * E, s->tmp + (size_t)i * E, L->post_ffn_norm, E, hp->rms_eps);
+    return 0;
+}
+
+/* ---- the forward pass ------------------------------------------------- */
+
+static void add_rows(float *x, const float *y, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+int coli_forward(const coli_model *m, coli_state *s, const int32_t *tokens, int n, int pos, float *out,
+                 bool logits_all) {
+    const coli_hparams *hp = &m->hp;
+    const int E = hp->n_embd;
+    int rc;
+    if (n <= 0 || n > s->n_batch) return coli_fail(COLI_E_ARG, "a forward batch holds 1..%d tokens, got %d", s->n_batch, n);
+    if (pos < 0 || pos + n > s->n_ctx)
+        return coli_fail(COLI_E_TOO_LONG, "too_long: positions %d..%d do not fit the context of %d tokens", pos,
+                         pos + n - 1, s->n_ctx);
+    const coli_to_float_fn embed = coli_kernels()->type[m->tok_embd.type].to_float;
+    const size_t row_bytes = coli_row_size(m->tok_embd.type, E);
+    for (int i = 0; i < n; i++) {
+        if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
+            return coli_fail(COLI_E_ARG, "token id %d is outside the vocabulary (0..%d)", tokens[i], hp->n_vocab - 1);
+        float *x = s->x + (size_t)i * E;
+        embed((const uint8_t *)m->tok_embd.data + (size_t)tokens[i] * row_bytes, x, E);
+        if (hp->embd_scale != 1.0f)
+            for (int d = 0; d < E; d++) x[d] *= hp->embd_scale;
+    }
+    for (int il = 0; il < hp->n_layer; il++) {
+        if ((rc = attention(m, s, il, n, pos))) return rc;
+        add_rows(s->x, s->tmp, (size_t)n * E);
+        if ((rc = ffn_dense(m, s, il, n))) return rc;
+        add_rows(s->x, s->tmp, (size_t)n * E);
+    }
+    /* logits: every row when asked, else the last only */
+    const int first = logits_all ? 0 : n - 1;
+    const int rows = n - first;
+    for (int i = first; i < n; i++)
+        coli_rmsnorm(s->xn + (size_t)(i - first) * E, s->x + (size_t)i * E, m->output_norm, E, hp->rms_eps);
+    if (logits_all) {
+        if ((rc = matmul(s, &m->output, s->xn, rows, out))) return rc;
+        memcpy(s->logits, out + (size_t)(rows - 1) * hp->n_vocab, (size_t)hp->n_vocab * sizeof(float));
+    } else {
+        if ((rc = matmul(s, &m->output, s->xn, 1, s->logits))) return rc;
+        if (out) memcpy(out, s->logits, (size_t)hp->n_vocab * sizeof(float));
+    }
+    return 0;
+}

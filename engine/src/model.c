@@ -1,0 +1,244 @@
+/* model.c — binding a GGUF file's tensors to a transformer, and the forward pass.
+ *
+ * Families differ in a handful of switches (coli_hparams): RoPE layout, FFN
+ * activation, q/k norms, Gemma's post-norms, sliding-window layers. The
+ * forward pass reads like the math; attention and the FFN are helpers so a
+ * routed (MoE) FFN can slot in beside the dense one. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "ggml_types.h"
+#include "matmul.h"
+#include "model.h"
+#include "ops.h"
+#include "quant.h"
+
+/* ---- hyper-parameters ------------------------------------------------- */
+
+static int get_u32_req(const gguf_file *f, const char *arch, const char *suffix, int *out) {
+    char key[160];
+    uint32_t v;
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    int rc = gguf_get_u32(f, key, &v);
+    if (rc < 0) return rc;
+    if (rc == 0) return coli_fail(COLI_E_MISSING, "missing: the model has no '%s'", key);
+    if (v > (1u << 30)) return coli_fail(COLI_E_CORRUPT, "corrupt: '%s' is %u", key, v);
+    *out = (int)v;
+    return 0;
+}
+
+static int get_u32_opt(const gguf_file *f, const char *arch, const char *suffix, int *out) {
+    char key[160];
+    uint32_t v;
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    int rc = gguf_get_u32(f, key, &v);
+    if (rc < 0) return rc;
+    if (rc == 1) {
+        if (v > (1u << 30)) return coli_fail(COLI_E_CORRUPT, "corrupt: '%s' is %u", key, v);
+        *out = (int)v;
+    }
+    return 0;
+}
+
+static int get_f32_opt(const gguf_file *f, const char *arch, const char *suffix, float *out) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    int rc = gguf_get_f32(f, key, out);
+    return rc < 0 ? rc : 0;
+}
+
+/* Family defaults: what llama.cpp's load_hparams sets for each architecture. */
+static int family_hparams(coli_hparams *hp, const char *arch) {
+    if (strcmp(arch, "gemma3") == 0) {
+        hp->rope_type = COLI_ROPE_NEOX;
+        hp->act = COLI_ACT_GELU;
+        hp->qk_norm = true;
+        hp->post_norms = true;
+        hp->swa_pattern = 6; /* five sliding-window layers, then one global */
+        hp->rope_base_swa = 10000.0f;
+        hp->embd_scale = sqrtf((float)hp->n_embd);
+        hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+        return 0;
+    }
+    return coli_fail(COLI_E_UNSUPPORTED, "unsupported: architecture '%s' (colibri runs gemma3 today)", arch);
+}
+
+static int load_hparams(coli_model *m, const gguf_file *f) {
+    coli_hparams *hp = &m->hp;
+    const char *a = m->arch;
+    int rc;
+    memset(hp, 0, sizeof *hp);
+    if ((rc = get_u32_req(f, a, "block_count", &hp->n_layer))) return rc;
+    if ((rc = get_u32_req(f, a, "embedding_length", &hp->n_embd))) return rc;
+    if ((rc = get_u32_req(f, a, "feed_forward_length", &hp->n_ff))) return rc;
+    if ((rc = get_u32_req(f, a, "attention.head_count", &hp->n_head))) return rc;
+    hp->n_head_kv = hp->n_head;
+    if ((rc = get_u32_opt(f, a, "attention.head_count_kv", &hp->n_head_kv))) return rc;
+    if (hp->n_layer <= 0 || hp->n_embd <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 || hp->n_ff <= 0)
+        return coli_fail(COLI_E_CORRUPT, "corrupt: zero layers, width, heads or feed-forward size");
+    if (hp->n_head % hp->n_head_kv)
+        return coli_fail(COLI_E_CORRUPT, "corrupt: %d heads cannot share %d key/value heads", hp->n_head,
+                         hp->n_head_kv);
+    hp->head_dim = hp->n_embd / hp->n_head;
+    if ((rc = get_u32_opt(f, a, "attention.key_length", &hp->head_dim))) return rc;
+    hp->head_dim_v = hp->head_dim;
+    if ((rc = get_u32_opt(f, a, "attention.value_length", &hp->head_dim_v))) return rc;
+    hp->n_rot = hp->head_dim;
+    if ((rc = get_u32_opt(f, a, "rope.dimension_count", &hp->n_rot))) return rc;
+    if (hp->head_dim <= 0 || hp->head_dim_v <= 0 || hp->n_rot <= 0 || hp->n_rot > hp->head_dim ||
+        hp->n_rot % 2 || hp->n_rot > 1024)
+        return coli_fail(COLI_E_CORRUPT, "corrupt: head size %d / rotary dims %d", hp->head_dim, hp->n_rot);
+    hp->n_ctx_train = 4096;
+    if ((rc = get_u32_opt(f, a, "context_length", &hp->n_ctx_train))) return rc;
+    hp->rms_eps = 1e-6f;
+    if ((rc = get_f32_opt(f, a, "attention.layer_norm_rms_epsilon", &hp->rms_eps))) return rc;
+    hp->rope_base = 10000.0f;
+    if ((rc = get_f32_opt(f, a, "rope.freq_base", &hp->rope_base))) return rc;
+    hp->rope_scale = 1.0f;
+    float factor = 0.0f;
+    if ((rc = get_f32_opt(f, a, "rope.scaling.factor", &factor))) return rc;
+    gguf_str stype = {"", 0};
+    char key[160];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    if (gguf_get_str(f, key, &stype) < 0) return colibri_last_error_code();
+    if (stype.len && !gguf_str_eq(stype, "none") && !gguf_str_eq(stype, "linear"))
+        return coli_fail(COLI_E_UNSUPPORTED, "unsupported: RoPE scaling '%.*s' (linear only)", (int)stype.len,
+                         stype.ptr);
+    if (factor > 0.0f && !gguf_str_eq(stype, "none")) hp->rope_scale = 1.0f / factor;
+    if ((rc = get_u32_opt(f, a, "attention.sliding_window", &hp->n_swa))) return rc;
+    hp->embd_scale = 1.0f;
+    if ((rc = family_hparams(hp, a))) return rc;
+    if ((rc = get_f32_opt(f, a, "rope.freq_base_swa", &hp->rope_base_swa))) return rc;
+    return 0;
+}
+
+/* ---- tensors ---------------------------------------------------------- */
+
+static int bind_mat(coli_mat *w, const gguf_file *f, const char *name, int64_t n_in, int64_t n_out) {
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    if (!t) return coli_fail(COLI_E_MISSING, "missing: tensor '%s' is not in the file", name);
+    if (t->n_dims > 2 || t->ne[0] != n_in || t->ne[1] != n_out)
+        return coli_fail(COLI_E_CORRUPT,
+                         "corrupt: tensor '%s' has shape [%" PRId64 ", %" PRId64 ", %" PRId64 "], expected [%" PRId64
+                         ", %" PRId64 "]",
+                         name, t->ne[0], t->ne[1], t->ne[2], n_in, n_out);
+    if (!coli_kernels()->type[t->type].vec_dot)
+        return coli_fail(COLI_E_UNSUPPORTED, "unsupported: tensor '%s' has type %s, which colibri cannot compute with yet",
+                         name, ggml_type_get(t->type)->name);
+    w->data = t->data;
+    w->type = t->type;
+    w->n_in = n_in;
+    w->n_out = n_out;
+    return 0;
+}
+
+/* A norm vector as owned f32 (files store them as F32, sometimes F16). */
+static int bind_vec(float **out, const gguf_file *f, const char *name, int64_t n, bool optional) {
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    if (!t) {
+        if (optional) return 0;
+        return coli_fail(COLI_E_MISSING, "missing: tensor '%s' is not in the file", name);
+    }
+    if (t->ne[0] != n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1)
+        return coli_fail(COLI_E_CORRUPT, "corrupt: tensor '%s' has %" PRId64 " elements, expected %" PRId64, name,
+                         t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3], n);
+    coli_to_float_fn to_float = coli_kernels()->type[t->type].to_float;
+    if (!to_float)
+        return coli_fail(COLI_E_UNSUPPORTED, "unsupported: tensor '%s' has type %s", name,
+                         ggml_type_get(t->type)->name);
+    *out = malloc((size_t)n * sizeof(float));
+    if (!*out) return coli_fail(COLI_E_NOMEM, "out of memory");
+    to_float(t->data, *out, n);
+    return 0;
+}
+
+static int load_layer(coli_model *m, const gguf_file *f, int il) {
+    const coli_hparams *hp = &m->hp;
+    coli_layer *L = &m->layers[il];
+    char name[96];
+    int rc;
+#define T(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
+    if ((rc = bind_vec(&L->attn_norm, f, T("attn_norm.weight"), hp->n_embd, false))) return rc;
+    if ((rc = bind_vec(&L->ffn_norm, f, T("ffn_norm.weight"), hp->n_embd, false))) return rc;
+    if (hp->qk_norm) {
+        if ((rc = bind_vec(&L->q_norm, f, T("attn_q_norm.weight"), hp->head_dim, false))) return rc;
+        if ((rc = bind_vec(&L->k_norm, f, T("attn_k_norm.weight"), hp->head_dim, false))) return rc;
+    }
+    if (hp->post_norms) {
+        if ((rc = bind_vec(&L->post_attn_norm, f, T("post_attention_norm.weight"), hp->n_embd, false))) return rc;
+        if ((rc = bind_vec(&L->post_ffn_norm, f, T("post_ffw_norm.weight"), hp->n_embd, false))) return rc;
+    }
+    const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim;
+    const int64_t k_dim = (int64_t)hp->n_head_kv * hp->head_dim;
+    const int64_t v_dim = (int64_t)hp->n_head_kv * hp->head_dim_v;
+    if ((rc = bind_mat(&L->wq, f, T("attn_q.weight"), hp->n_embd, q_dim))) return rc;
+    if ((rc = bind_mat(&L->wk, f, T("attn_k.weight"), hp->n_embd, k_dim))) return rc;
+    if ((rc = bind_mat(&L->wv, f, T("attn_v.weight"), hp->n_embd, v_dim))) return rc;
+    if ((rc = bind_mat(&L->wo, f, T("attn_output.weight"), (int64_t)hp->n_head * hp->head_dim_v, hp->n_embd)))
+        return rc;
+    if ((rc = bind_mat(&L->ffn_gate, f, T("ffn_gate.weight"), hp->n_embd, hp->n_ff))) return rc;
+    if ((rc = bind_mat(&L->ffn_up, f, T("ffn_up.weight"), hp->n_embd, hp->n_ff))) return rc;
+    if ((rc = bind_mat(&L->ffn_down, f, T("ffn_down.weight"), hp->n_ff, hp->n_embd))) return rc;
+#undef T
+    L->is_swa = hp->n_swa > 0 && hp->swa_pattern > 0 && (il % hp->swa_pattern) < hp->swa_pattern - 1;
+    L->rope_base = L->is_swa ? hp->rope_base_swa : hp->rope_base;
+    L->rope_scale = L->is_swa ? 1.0f : hp->rope_scale;
+    return 0;
+}
+
+int coli_model_load(coli_model *m, const gguf_file *f) {
+    memset(m, 0, sizeof *m);
+    gguf_str arch;
+    int rc = gguf_get_str(f, "general.architecture", &arch);
+    if (rc < 0) return rc;
+    if (rc == 0) return coli_fail(COLI_E_MISSING, "missing: the file names no general.architecture");
+    if (arch.len == 0 || arch.len >= sizeof m->arch || memchr(arch.ptr, '\0', arch.len))
+        return coli_fail(COLI_E_UNSUPPORTED, "unsupported: architecture name of %" PRIu64 " bytes", arch.len);
+    memcpy(m->arch, arch.ptr, arch.len);
+    if ((rc = load_hparams(m, f))) return rc;
+    coli_hparams *hp = &m->hp;
+
+    const gguf_tensor *emb = gguf_find_tensor(f, "token_embd.weight");
+    if (!emb) return coli_fail(COLI_E_MISSING, "missing: tensor 'token_embd.weight' is not in the file");
+    if (emb->ne[1] <= 0 || emb->ne[1] > (1 << 24))
+        return coli_fail(COLI_E_CORRUPT, "corrupt: token_embd.weight has %" PRId64 " rows", emb->ne[1]);
+    hp->n_vocab = (int)emb->ne[1];
+    if ((rc = bind_mat(&m->tok_embd, f, "token_embd.weight", hp->n_embd, hp->n_vocab))) return rc;
+    if (gguf_find_tensor(f, "output.weight")) {
+        if ((rc = bind_mat(&m->output, f, "output.weight", hp->n_embd, hp->n_vocab))) return rc;
+    } else {
+        m->output = m->tok_embd; /* tied embeddings */
+    }
+    if ((rc = bind_vec(&m->output_norm, f, "output_norm.weight", hp->n_embd, false))) return rc;
+    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->layers) return coli_fail(COLI_E_NOMEM, "out of memory");
+    for (int il = 0; il < hp->n_layer; il++)
+        if ((rc = load_layer(m, f, il))) return rc;
+    for (int64_t i = 0; i < gguf_n_tensors(f); i++) {
+        const gguf_tensor *t = gguf_tensor_at(f, i);
+        m->n_params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+    }
+    return 0;
+}
+
+void coli_model_free(coli_model *m) {
+    if (!m) return;
+    if (m->layers) {
+        for (int il = 0; il < m->hp.n_layer; il++) {
+            coli_layer *L = &m->layers[il];
+            free(L->attn_norm);
+            free(L->q_norm);
+            free(L->k_norm);
+            free(L->post_attn_norm);
+            free(L->ffn_norm);
+            free(L->post_ffn_norm);
+        }
+    }
+    free(m->layers);
+    free(m->output_norm);
+    memset(m, 0, sizeof *m);
+}

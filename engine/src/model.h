@@ -1,0 +1,116 @@
+/* model.h — a transformer as the engine runs it: hyper-parameters (read once),
+ * weights (pointers into the GGUF mapping, never owned, except small norm
+ * vectors copied to f32), and the forward pass over a batch of tokens.
+ *
+ * Shapes use GGUF order: a matrix W with ne = [n_in, n_out] holds n_out rows
+ * of n_in elements; y = W x computes one dot product per row. */
+#ifndef COLI_MODEL_H
+#define COLI_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fp16.h"
+#include "gguf.h"
+#include "threadpool.h"
+
+typedef enum { COLI_ROPE_NORM = 0, COLI_ROPE_NEOX = 2 } coli_rope_type; /* adjacent pairs / two halves */
+typedef enum { COLI_ACT_SILU, COLI_ACT_GELU } coli_act;
+
+typedef struct {
+    const void *data; /* in the mapping */
+    uint32_t type;    /* ggml type */
+    int64_t n_in;     /* ne[0]: row length */
+    int64_t n_out;    /* ne[1]: rows */
+} coli_mat;
+
+typedef struct {
+    int n_layer;
+    int n_embd;
+    int n_head, n_head_kv;
+    int head_dim;      /* key/query head size */
+    int head_dim_v;    /* value head size */
+    int n_ff;
+    int n_vocab;
+    int n_ctx_train;
+    int n_rot;         /* rotated dims per head */
+    float rms_eps;
+    float rope_base;       /* global layers */
+    float rope_base_swa;   /* sliding-window layers */
+    float rope_scale;      /* 1 / linear scaling factor, global layers */
+    int n_swa;             /* sliding window in tokens, 0: none */
+    int swa_pattern;       /* layer il slides when il % pattern < pattern - 1; 0: none */
+    coli_rope_type rope_type;
+    coli_act act;
+    float embd_scale;      /* embeddings are multiplied by this (Gemma: sqrt(n_embd)) */
+    float attn_scale;      /* queries are multiplied by this before Q.K */
+    bool qk_norm;          /* per-head RMS norm of q and k */
+    bool post_norms;       /* RMS norm of the attention and FFN outputs (Gemma) */
+} coli_hparams;
+
+typedef struct {
+    float *attn_norm;        /* (n_embd) */
+    float *q_norm, *k_norm;  /* (head_dim) or NULL */
+    float *post_attn_norm;   /* (n_embd) or NULL */
+    float *ffn_norm;         /* (n_embd) */
+    float *post_ffn_norm;    /* (n_embd) or NULL */
+    coli_mat wq;             /* n_embd -> n_head * head_dim */
+    coli_mat wk;             /* n_embd -> n_head_kv * head_dim */
+    coli_mat wv;             /* n_embd -> n_head_kv * head_dim_v */
+    coli_mat wo;             /* n_head * head_dim_v -> n_embd */
+    coli_mat ffn_gate;       /* n_embd -> n_ff */
+    coli_mat ffn_up;         /* n_embd -> n_ff */
+    coli_mat ffn_down;       /* n_ff -> n_embd */
+    bool is_swa;             /* sliding-window attention in this layer */
+    float rope_base, rope_scale;
+} coli_layer;
+
+typedef struct {
+    char arch[32];
+    coli_hparams hp;
+    coli_mat tok_embd;   /* n_embd x n_vocab: row t is token t's embedding */
+    coli_mat output;     /* n_embd -> n_vocab (tok_embd when tied) */
+    float *output_norm;  /* (n_embd) */
+    coli_layer *layers;  /* n_layer */
+    int64_t n_params;
+} coli_model;
+
+/* Reads hyper-parameters and binds every tensor; named error on anything
+ * missing, misshapen or of a type the kernels cannot compute with. */
+int coli_model_load(coli_model *m, const gguf_file *f);
+void coli_model_free(coli_model *m);
+
+/* Run state of one sequence: its KV cache and the scratch of a batch. */
+typedef struct {
+    int n_ctx;       /* positions the KV cache holds */
+    int n_batch;     /* most tokens per forward call */
+    coli_half *k_cache;  /* [n_layer][n_ctx][n_head_kv * head_dim] */
+    coli_half *v_cache;  /* [n_layer][n_head_kv * head_dim_v][n_ctx]: transposed, so P.V is a dot per dim */
+    float *x;        /* [n_batch][n_embd] residual stream */
+    float *xn;       /* [n_batch][n_embd] normed input of a block */
+    float *tmp;      /* [n_batch][n_embd] a block's output */
+    float *q;        /* [n_batch][n_head * head_dim] */
+    float *k;        /* [n_batch][n_head_kv * head_dim] */
+    float *v;        /* [n_batch][n_head_kv * head_dim_v] */
+    float *att;      /* [n_batch][n_head * head_dim_v] */
+    float *hb, *hb2; /* [n_batch][n_ff] */
+    float *logits;   /* [n_vocab]: the last row's logits */
+    coli_half *att_scratch; /* per thread: q in f16 (head_dim) + probabilities (n_ctx) */
+    float *att_scores;      /* per thread: n_ctx scores */
+    void *mm_scratch;       /* quantized activations for matmuls */
+    size_t mm_scratch_size;
+    coli_pool *pool;
+    int n_threads;
+    size_t bytes;    /* memory held by this state */
+} coli_state;
+
+int coli_state_init(coli_state *s, const coli_model *m, int n_ctx, int n_batch, int n_threads);
+void coli_state_free(coli_state *s);
+
+/* Evaluates tokens[0..n) at positions pos..pos+n-1 (n <= n_batch; the cache
+ * must hold positions < pos). The last row's logits land in s->logits; with
+ * logits_all, every row's logits are written to out (n x n_vocab floats). */
+int coli_forward(const coli_model *m, coli_state *s, const int32_t *tokens, int n, int pos, float *out,
+                 bool logits_all);
+
+#endif

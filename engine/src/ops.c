@@ -1,0 +1,87 @@
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "fp16.h"
+#include "ops.h"
+
+void coli_rmsnorm(float *y, const float *x, const float *w, int n, float eps) {
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    if (w) {
+        for (int i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
+    } else {
+        for (int i = 0; i < n; i++) y[i] = x[i] * scale;
+    }
+}
+
+/* ggml precomputes GELU for every f16 value and looks inputs up after
+ * rounding them to f16; we do the same so the FFN matches bit for bit. */
+static coli_half gelu_table[1 << 16];
+static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
+
+static float gelu_f32(float x) {
+    const float GELU_COEF_A = 0.044715f;
+    const float SQRT_2_OVER_PI = 0.79788456080286535587989211986876f;
+    return 0.5f * x * (1.0f + tanhf(SQRT_2_OVER_PI * x * (1.0f + GELU_COEF_A * x * x)));
+}
+
+static void gelu_table_init(void) {
+    for (uint32_t i = 0; i < (1u << 16); i++) gelu_table[i] = coli_fp32_to_fp16(gelu_f32(coli_fp16_to_fp32((coli_half)i)));
+}
+
+void coli_geglu(float *x, const float *g, int n) {
+    pthread_once(&gelu_once, gelu_table_init);
+    for (int i = 0; i < n; i++) {
+        float v = x[i];
+        if (v <= -10.0f)
+            x[i] = 0.0f;
+        else if (v >= 10.0f)
+            x[i] = v * g[i];
+        else
+            x[i] = coli_fp16_to_fp32(gelu_table[coli_fp32_to_fp16(v)]) * g[i];
+    }
+}
+
+void coli_swiglu(float *x, const float *g, int n) {
+    for (int i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i])) * g[i];
+}
+
+void coli_rope(float *x, int n_heads, int head_dim, int n_rot, int pos, float base, float scale,
+               coli_rope_type type) {
+    float cs[512][2];
+    const int half = n_rot / 2;
+    if (half > 512) return; /* refused at load: n_rot <= 1024 */
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    float theta = (float)pos;
+    for (int i = 0; i < half; i++) {
+        const float t = scale * theta;
+        cs[i][0] = cosf(t);
+        cs[i][1] = sinf(t);
+        theta *= theta_scale;
+    }
+    for (int h = 0; h < n_heads; h++) {
+        float *v = x + (int64_t)h * head_dim;
+        for (int i = 0; i < half; i++) {
+            const int a = type == COLI_ROPE_NEOX ? i : 2 * i;
+            const int b = type == COLI_ROPE_NEOX ? i + half : 2 * i + 1;
+            const float x0 = v[a], x1 = v[b];
+            v[a] = x0 * cs[i][0] - x1 * cs[i][1];
+            v[b] = x0 * cs[i][1] + x1 * cs[i][0];
+        }
+    }
+}
+
+void coli_softmax(float *x, int n) {
+    float max = -INFINITY;
+    for (int i = 0; i < n; i++) max = x[i] > max ? x[i] : max;
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += (double)x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}

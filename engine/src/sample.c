@@ -1,0 +1,99 @@
+#include <math.h>
+
+#include "sample.h"
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+void coli_rng_seed(coli_rng *r, uint64_t seed) {
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t next_u64(coli_rng *r) {
+    uint64_t *s = r->s;
+    const uint64_t out = rotl(s[1] * 5, 7) * 9;
+    const uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return out;
+}
+
+double coli_rng_uniform(coli_rng *r) { return (double)(next_u64(r) >> 11) * 0x1.0p-53; }
+
+int32_t coli_argmax(const float *logits, int n) {
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+float coli_logprob(const float *logits, int n, int32_t tok) {
+    float max = logits[coli_argmax(logits, n)];
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += exp((double)logits[i] - max);
+    return (float)((double)logits[tok] - max - log(sum));
+}
+
+/* max-heap of indices keyed by p[] */
+static void sift_down(int32_t *h, int n, int i, const float *p) {
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && p[h[l]] > p[h[m]]) m = l;
+        if (r < n && p[h[r]] > p[h[m]]) m = r;
+        if (m == i) return;
+        int32_t t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+int32_t coli_sample(const float *logits, int n, float temperature, float top_p, coli_rng *rng, float *p,
+                    int32_t *heap) {
+    const float max = logits[coli_argmax(logits, n)];
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        p[i] = expf((logits[i] - max) / temperature);
+        sum += p[i];
+    }
+    if (top_p >= 1.0f) {
+        double u = coli_rng_uniform(rng) * sum, acc = 0.0;
+        for (int i = 0; i < n; i++) {
+            acc += p[i];
+            if (acc > u) return i;
+        }
+        return coli_argmax(logits, n);
+    }
+    /* nucleus: pop tokens by probability until their mass reaches top_p, then
+     * sample among them; a heap avoids sorting a 262k vocabulary */
+    for (int i = 0; i < n; i++) heap[i] = i;
+    for (int i = n / 2 - 1; i >= 0; i--) sift_down(heap, n, i, p);
+    const double target = (double)top_p * sum;
+    double kept = 0.0;
+    int size = n, k = 0;
+    while (size > 0) {
+        int32_t top = heap[0];
+        heap[0] = heap[--size];
+        sift_down(heap, size, 0, p);
+        heap[n - 1 - k++] = top; /* popped tokens collect at the end, best first */
+        kept += p[top];
+        if (kept >= target) break;
+    }
+    double u = coli_rng_uniform(rng) * kept, acc = 0.0;
+    for (int j = 0; j < k; j++) {
+        int32_t t = heap[n - 1 - j];
+        acc += p[t];
+        if (acc > u) return t;
+    }
+    return heap[n - 1];
+}

@@ -1,0 +1,54 @@
+"""`coli generate`: complete a raw prompt (no chat template), like llama.cpp's llama-cli -p."""
+from __future__ import annotations
+
+import argparse
+import codecs
+import json
+import sys
+
+from colibri.cli_options import add_model_args, open_engine
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("generate", help="complete a prompt (raw text, no chat template)")
+    add_model_args(p)
+    p.add_argument("--prompt", "-p", required=True, help="the text to complete")
+    p.add_argument("--max-tokens", "-n", type=int, default=128, help="most tokens to generate (default 128)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (default 1 = off)")
+    p.add_argument("--seed", type=int, default=None, help="seed for sampling")
+    p.add_argument("--ignore-eos", action="store_true", help="keep going past end-of-generation tokens")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from colibri.generate import generate
+
+    if args.max_tokens < 0:
+        raise SystemExit("coli generate: --max-tokens must be >= 0")
+    engine = open_engine(args)
+    prompt = engine.tokenize(args.prompt)
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def stream(tok: int) -> None:
+        sys.stdout.write(decoder.decode(engine.token_bytes(tok)))
+        sys.stdout.flush()
+
+    gen = generate(engine, prompt, args.max_tokens, args.temperature, args.top_p, args.seed,
+                   stop_at_eog=not args.ignore_eos, on_token=None if args.json else stream)
+    if args.json:
+        text = engine.detokenize(gen.tokens).decode("utf-8", errors="replace")
+        print(json.dumps({
+            "prompt_tokens": gen.prompt_tokens,
+            "tokens": gen.tokens,
+            "text": text,
+            "finish_reason": gen.finish_reason,
+            "tok_per_s": {"prefill": round(gen.prefill_tok_per_s, 2), "decode": round(gen.decode_tok_per_s, 2)},
+        }))
+    else:
+        sys.stdout.write(decoder.decode(b"", final=True) + "\n")
+        print(f"[{len(gen.prompt_tokens)} prompt tokens at {gen.prefill_tok_per_s:.1f} tok/s, "
+              f"{len(gen.tokens)} generated at {gen.decode_tok_per_s:.1f} tok/s, {gen.finish_reason}]",
+              file=sys.stderr)
+    return 0

