@@ -754,6 +754,7 @@ static void build_tables(void) {
     t->type[GGML_TYPE_Q8_0].from_float = quantize_row_q8_0_avx2;
     t->type[GGML_TYPE_Q8_1].from_float = quantize_row_q8_1_avx2;
     t->type[GGML_TYPE_F16].from_float = quantize_row_f16_avx2;
+    t->type[GGML_TYPE_Q8_K].from_float = quantize_row_q8_K_avx2;
     t = &g_tables[2];
     *t = g_tables[1];
     t->name = "avx512";

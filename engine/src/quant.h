@@ -237,6 +237,7 @@ COLI_DECLARE_VEC_DOTS(avx2);
 void quantize_row_q8_0_avx2(const float *x, void *y, int64_t n);
 void quantize_row_q8_1_avx2(const float *x, void *y, int64_t n);
 void quantize_row_f16_avx2(const float *x, void *y, int64_t n);
+void quantize_row_q8_K_avx2(const float *x, void *y, int64_t n);
 /* quant_avx512.c: AVX-512 F/BW/VL/DQ/VNNI (types without a 512-bit kernel use AVX2) */
 COLI_DECLARE_VEC_DOT(vec_dot_f32_f32_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_f16_f16_avx512);

@@ -124,6 +124,52 @@ TGT void quantize_row_f16_avx2(const float *x, void *vy, int64_t n) {
     for (; i < n; i++) y[i] = coli_fp32_to_fp16(x[i]);
 }
 
+/* ggml quantize_row_q8_K_ref, vectorised bit-exactly: the sign-keeping max
+ * is the first element of largest magnitude; x * iscale rounds half to even
+ * (nearest_int); bsums from the int8 quants. */
+TGT void quantize_row_q8_K_avx2(const float *x, void *vy, int64_t n) {
+    block_q8_K *y = vy;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        __m256 m = _mm256_setzero_ps();
+        for (int j = 0; j < QK_K; j += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
+        __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        if (!(amax > 0) || !(amax <= 3.4028235e38f)) {  /* zero (or inf/nan) block, as quantize_row_q8_K_ref */
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        const __m256 va = _mm256_set1_ps(amax);
+        int first = 0;
+        for (int j = 0; j < QK_K; j += 8) {
+            const int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)), va, _CMP_EQ_OQ));
+            if (mask) { first = j + __builtin_ctz((unsigned)mask); break; }
+        }
+        const float iscale = -127.f / x[first];
+        const __m256 mul = _mm256_set1_ps(iscale);
+        const int rnd = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        for (int j = 0; j < QK_K; j += 32) {
+            __m256i q[4];
+            for (int k = 0; k < 4; k++) {
+                const __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * k), mul), rnd);
+                q[k] = _mm256_min_epi32(_mm256_cvttps_epi32(v), _mm256_set1_epi32(127));
+            }
+            __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+            b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256((__m256i *)(y[i].qs + j), b);
+            const __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), b), _mm256_set1_epi16(1));
+            __m128i lo = _mm256_castsi256_si128(s32), hi = _mm256_extracti128_si256(s32, 1);
+            lo = _mm_hadd_epi32(lo, hi);
+            lo = _mm_hadd_epi32(lo, lo);
+            y[i].bsums[j / 16] = (int16_t)_mm_extract_epi32(lo, 0);
+            y[i].bsums[j / 16 + 1] = (int16_t)_mm_extract_epi32(lo, 1);
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
 /* ---- float rows --------------------------------------------------------------------- */
 
 INL void f32_nr(int n, const float *w, const char *a, size_t as, float *s, size_t ss, const int nr) {

@@ -170,6 +170,9 @@ static void test_quantizers(const char *isa) {
     for (int64_t i = 0; i < n; i++) x[i] = frand() * 3.0f;
     for (int i = 0; i < 32; i++) x[i] = 0.0f;  /* an all-zero block */
     for (int i = 32; i < 64; i++) x[i] = (float)(i - 48) * 0.5f;  /* exact ties after scaling */
+    for (int i = 256; i < 512; i++) x[i] = 0.0f;  /* an all-zero Q8_K block */
+    x[600] = -5.0f;  /* |max| tie of opposite signs: the first one sets the sign (q8_K) */
+    x[610] = 5.0f;
     const uint32_t acts[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q8_1, GGML_TYPE_Q8_K, GGML_TYPE_F16, GGML_TYPE_BF16};
     coli_from_float_fn scalar[] = {quantize_row_q8_0, quantize_row_q8_1, quantize_row_q8_K_ref, quantize_row_f16,
                                    quantize_row_bf16};
