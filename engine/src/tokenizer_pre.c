@@ -1,0 +1,377 @@
+/* tokenizer_pre.c — BPE pre-tokenizers (see tokenizer_pre.h).
+ *
+ * The GPT-2 and Llama-3 matchers follow llama.cpp's hand-written fast paths
+ * (unicode_regex_split_custom_gpt2 / _llama3): a position-by-position scan
+ * where a position outside the current segment reads as "no code point, no
+ * flags". llama.cpp runs every other regex through std::regex over a
+ * "collapsed" text (one byte per code point: ASCII kept, other code points
+ * replaced by a byte per category, non-ASCII whitespace by \v); the matchers
+ * here reproduce what those regexes match on that text:
+ *   - the Qwen2 regex is the Llama-3 one with \p{N} instead of \p{N}{1,3};
+ *     every code point matches one of its alternatives, so there are no gaps
+ *     and the leftmost-first ECMAScript match equals the Llama-3 scan;
+ *   - [C]+ and \p{N} split a segment into runs (or single code points) of a
+ *     class, the text between matches being kept as its own pieces;
+ *   - [0-9][0-9][0-9] takes leftmost non-overlapping ASCII digit triples.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "tokenizer_pre.h"
+#include "unicode_data.h"
+
+int coli_u32vec_reserve(coli_u32vec *a, size_t cap) {
+    if (cap <= a->cap) return 0;
+    size_t ncap = a->cap ? a->cap : 64;
+    while (ncap < cap) ncap *= 2;
+    uint32_t *v = realloc(a->v, ncap * sizeof *v);
+    if (!v) return coli_fail(COLI_E_NOMEM, "tokenizer: out of memory (%zu code points)", cap);
+    a->v = v;
+    a->cap = ncap;
+    return 0;
+}
+
+void coli_u32vec_free(coli_u32vec *a) {
+    free(a->v);
+    a->v = NULL;
+    a->n = a->cap = 0;
+}
+
+static inline int push(coli_u32vec *a, uint32_t x) {
+    if (a->n == a->cap && coli_u32vec_reserve(a, a->n + 1)) return COLI_E_NOMEM;
+    a->v[a->n++] = x;
+    return 0;
+}
+
+/* ---- UTF-8 ------------------------------------------------------------ */
+
+/* One code point at s[0..n) (n >= 1), like llama.cpp's unicode_cpt_from_utf8:
+ * lead bytes decide the length, continuation bytes must be 10xxxxxx, overlong
+ * forms and surrogates are accepted. Returns the bytes used, 0 if invalid.
+ * Values past U+10FFFF (which llama.cpp cannot re-encode) count as invalid. */
+static size_t utf8_one(const uint8_t *s, size_t n, uint32_t *cp) {
+    uint8_t b = s[0];
+    if (b < 0x80) { *cp = b; return 1; }
+    if (!(b & 0x40)) return 0;
+    if (!(b & 0x20)) {
+        if (n < 2 || (s[1] & 0xC0) != 0x80) return 0;
+        *cp = ((uint32_t)(b & 0x1F) << 6) | (s[1] & 0x3F);
+        return 2;
+    }
+    if (!(b & 0x10)) {
+        if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
+        *cp = ((uint32_t)(b & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+        return 3;
+    }
+    if (!(b & 0x08)) {
+        if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80) return 0;
+        uint32_t v = ((uint32_t)(b & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) |
+                     ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
+        if (v > 0x10FFFF) return 0;
+        *cp = v;
+        return 4;
+    }
+    return 0;
+}
+
+int coli_utf8_decode(const uint8_t *s, size_t n, coli_u32vec *out) {
+    if (coli_u32vec_reserve(out, out->n + n)) return COLI_E_NOMEM;
+    size_t i = 0;
+    while (i < n) {
+        uint32_t cp;
+        size_t k = utf8_one(s + i, n - i, &cp);
+        if (k == 0) { cp = 0xFFFD; k = 1; }
+        out->v[out->n++] = cp;
+        i += k;
+    }
+    return 0;
+}
+
+int coli_utf8_encode(uint32_t cp, uint8_t *o) {
+    if (cp < 0x80) { o[0] = (uint8_t)cp; return 1; }
+    if (cp < 0x800) {
+        o[0] = (uint8_t)(0xC0 | (cp >> 6));
+        o[1] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (uint8_t)(0xE0 | (cp >> 12));
+        o[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (uint8_t)(0xF0 | ((cp >> 18) & 0x07));
+    o[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (uint8_t)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* ---- GPT-2 byte <-> unicode --------------------------------------------- */
+
+/* Printable Latin-1 bytes stand for themselves; the other 68 bytes map, in
+ * order, to U+0100.. . */
+static int byte_is_printable(int b) {
+    return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+}
+
+uint32_t coli_byte_to_cp(uint8_t b) {
+    if (byte_is_printable(b)) return b;
+    uint32_t n = 0;
+    for (int c = 0; c < b; c++) n += !byte_is_printable(c);
+    return 0x100 + n;
+}
+
+int coli_cp_to_byte(uint32_t cp) {
+    if (cp < 0x100) return byte_is_printable((int)cp) ? (int)cp : -1;
+    if (cp >= 0x100 + 68) return -1;
+    uint32_t n = 0;
+    for (int c = 0; c < 256; c++) {
+        if (byte_is_printable(c)) continue;
+        if (0x100 + n == cp) return c;
+        n++;
+    }
+    return -1;
+}
+
+/* ---- flags -------------------------------------------------------------- */
+
+#define OUT_OF_RANGE 0xFFFFFFFFu
+
+/* A segment being scanned: positions outside [ini, end) read as "nothing". */
+typedef struct {
+    const uint32_t *cps;
+    uint32_t ini, end;
+    uint32_t prev_end;  /* end of the last piece emitted */
+    coli_u32vec *out;
+    int err;
+} scan;
+
+static inline uint32_t sc_cpt(const scan *s, uint32_t pos) {
+    return (pos >= s->ini && pos < s->end) ? s->cps[pos] : OUT_OF_RANGE;
+}
+
+/* Flags at pos; 0 outside the segment (llama.cpp's unicode_cpt_flags{}),
+ * nonzero inside (undefined code points carry a flag of their own there,
+ * which FLAG_IN stands for). */
+#define FLAG_IN 0x10
+static inline unsigned sc_flags(const scan *s, uint32_t pos) {
+    if (pos < s->ini || pos >= s->end) return 0;
+    return coli_ucd_flags(s->cps[pos]) | FLAG_IN;
+}
+
+static inline int f_letter(unsigned f) { return (f & FLAG_IN) && (f & COLI_UCAT_MASK) == COLI_UCAT_LETTER; }
+static inline int f_number(unsigned f) { return (f & FLAG_IN) && (f & COLI_UCAT_MASK) == COLI_UCAT_NUMBER; }
+static inline int f_space(unsigned f) { return (f & COLI_UFLAG_WS) != 0; }
+
+/* Emit the piece that ends at `end`; returns its length. */
+static inline uint32_t sc_add(scan *s, uint32_t end) {
+    uint32_t len = end - s->prev_end;
+    if (len > 0 && push(s->out, len)) s->err = COLI_E_NOMEM;
+    s->prev_end = end;
+    return len;
+}
+
+static inline uint32_t ascii_lower(uint32_t c) {
+    return (c >= 'A' && c <= 'Z') ? c + 32 : c;
+}
+
+/* 's|'t|'re|'ve|'m|'ll|'d at pos (case-folded if `fold`): the length, or 0. */
+static uint32_t contraction(const scan *s, uint32_t pos, int fold) {
+    if (sc_cpt(s, pos) != '\'' || pos + 1 >= s->end) return 0;
+    uint32_t c1 = sc_cpt(s, pos + 1);
+    if (fold) c1 = ascii_lower(c1);
+    if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return 2;
+    if (pos + 2 < s->end) {
+        uint32_t c2 = sc_cpt(s, pos + 2);
+        if (fold) c2 = ascii_lower(c2);
+        if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) return 3;
+    }
+    return 0;
+}
+
+/* ---- GPT-2 ------------------------------------------------------------- */
+
+static void split_gpt2(scan *s) {
+    for (uint32_t pos = s->ini; pos < s->end;) {
+        uint32_t cpt = sc_cpt(s, pos);
+        unsigned flags = sc_flags(s, pos);
+
+        uint32_t k = contraction(s, pos, 0);
+        if (k) {
+            pos += sc_add(s, pos + k);
+            continue;
+        }
+        unsigned flags2 = (cpt == ' ') ? sc_flags(s, pos + 1) : flags;
+        if (f_letter(flags2)) {                       /* <space>?\p{L}+ */
+            pos += (cpt == ' ');
+            while (f_letter(flags2)) flags2 = sc_flags(s, ++pos);
+            sc_add(s, pos);
+            continue;
+        }
+        if (f_number(flags2)) {                       /* <space>?\p{N}+ */
+            pos += (cpt == ' ');
+            while (f_number(flags2)) flags2 = sc_flags(s, ++pos);
+            sc_add(s, pos);
+            continue;
+        }
+        if (!(f_space(flags2) || f_letter(flags2) || f_number(flags2)) && flags2) {
+            pos += (cpt == ' ');                      /* <space>?[^\s\p{L}\p{N}]+ */
+            while (!(f_space(flags2) || f_letter(flags2) || f_number(flags2)) && flags2)
+                flags2 = sc_flags(s, ++pos);
+            sc_add(s, pos);
+            continue;
+        }
+        uint32_t nws = 0;
+        while (f_space(sc_flags(s, pos + nws))) nws++;
+        if (nws > 1 && sc_cpt(s, pos + nws) != OUT_OF_RANGE) {  /* \s+(?!\S) */
+            pos += nws - 1;
+            sc_add(s, pos);
+            continue;
+        }
+        if (nws > 0) {                                /* \s+ */
+            pos += nws;
+            sc_add(s, pos);
+            continue;
+        }
+        sc_add(s, ++pos);                             /* no match */
+    }
+}
+
+/* ---- Llama 3 / Qwen2 ----------------------------------------------------- */
+
+static void split_llama3(scan *s, uint32_t max_digits) {
+    for (uint32_t pos = s->ini; pos < s->end;) {
+        uint32_t cpt = sc_cpt(s, pos);
+        unsigned flags = sc_flags(s, pos);
+
+        uint32_t k = contraction(s, pos, 1);          /* (?i:'s|'t|...) */
+        if (k) {
+            pos += sc_add(s, pos + k);
+            continue;
+        }
+        if (!(cpt == '\r' || cpt == '\n' || f_number(flags))) {  /* [^\r\n\p{L}\p{N}]?\p{L}+ */
+            if (f_letter(flags) || f_letter(sc_flags(s, pos + 1))) {
+                pos++;
+                while (f_letter(sc_flags(s, pos))) pos++;
+                sc_add(s, pos);
+                continue;
+            }
+        }
+        if (f_number(flags)) {                        /* \p{N}{1,max_digits} */
+            uint32_t ini = pos;
+            while (f_number(sc_flags(s, pos))) {
+                if (++pos - ini >= max_digits) {
+                    sc_add(s, pos);
+                    ini = pos;
+                }
+            }
+            sc_add(s, pos);
+            continue;
+        }
+        unsigned flags2 = (cpt == ' ') ? sc_flags(s, pos + 1) : flags;  /*  ?[^\s\p{L}\p{N}]+[\r\n]* */
+        if (!(f_space(flags2) || f_letter(flags2) || f_number(flags2)) && flags) {
+            pos += (cpt == ' ');
+            while (!(f_space(flags2) || f_letter(flags2) || f_number(flags2)) && flags2)
+                flags2 = sc_flags(s, ++pos);
+            uint32_t c2 = sc_cpt(s, pos);
+            while (c2 == '\r' || c2 == '\n') c2 = sc_cpt(s, ++pos);
+            sc_add(s, pos);
+            continue;
+        }
+        uint32_t nws = 0, last_rn = 0;
+        while (f_space(sc_flags(s, pos + nws))) {
+            uint32_t c2 = sc_cpt(s, pos + nws);
+            if (c2 == '\r' || c2 == '\n') last_rn = pos + nws + 1;
+            nws++;
+        }
+        if (last_rn > 0) {                            /* \s*[\r\n]+ */
+            pos = last_rn;
+            sc_add(s, pos);
+            continue;
+        }
+        if (nws > 1 && sc_cpt(s, pos + nws) != OUT_OF_RANGE) {  /* \s+(?!\S) */
+            pos += nws - 1;
+            sc_add(s, pos);
+            continue;
+        }
+        if (nws > 0) {                                /* \s+ */
+            pos += nws;
+            sc_add(s, pos);
+            continue;
+        }
+        sc_add(s, ++pos);
+    }
+}
+
+/* ---- classes of the collapsed text --------------------------------------- */
+
+/* [\p{P}\$\+<=>\^~\|] on the collapsed text: ASCII punctuation and symbols
+ * but the backtick; beyond ASCII, punctuation that is not whitespace. */
+static int in_punct_class(uint32_t cp) {
+    if (cp < 0x80) return cp != '`' && cp > 0x20 && cp < 0x7F && !(cp >= '0' && cp <= '9') &&
+                          !(cp >= 'A' && cp <= 'Z') && !(cp >= 'a' && cp <= 'z');
+    uint8_t f = coli_ucd_flags(cp);
+    return !(f & COLI_UFLAG_WS) && (f & COLI_UCAT_MASK) == COLI_UCAT_PUNCT;
+}
+
+/* \p{N} on the collapsed text. */
+static int in_number_class(uint32_t cp) {
+    if (cp < 0x80) return cp >= '0' && cp <= '9';
+    uint8_t f = coli_ucd_flags(cp);
+    return !(f & COLI_UFLAG_WS) && (f & COLI_UCAT_MASK) == COLI_UCAT_NUMBER;
+}
+
+/* Matches of [C]+ (max_run = 0) or [C] (max_run = 1): pieces are the matches
+ * and the text between them. */
+static void split_class(scan *s, int (*in)(uint32_t), int max_run) {
+    uint32_t pos = s->ini;
+    while (pos < s->end) {
+        if (!in(s->cps[pos])) { pos++; continue; }
+        sc_add(s, pos);  /* the gap before the match */
+        uint32_t e = pos + 1;
+        if (!max_run) while (e < s->end && in(s->cps[e])) e++;
+        sc_add(s, e);
+        pos = e;
+    }
+    sc_add(s, s->end);
+}
+
+static inline int is_ascii_digit(uint32_t c) { return c >= '0' && c <= '9'; }
+
+static void split_triples(scan *s) {
+    uint32_t pos = s->ini;
+    while (pos + 3 <= s->end) {
+        if (is_ascii_digit(s->cps[pos]) && is_ascii_digit(s->cps[pos + 1]) && is_ascii_digit(s->cps[pos + 2])) {
+            sc_add(s, pos);
+            sc_add(s, pos + 3);
+            pos += 3;
+        } else {
+            pos++;
+        }
+    }
+    sc_add(s, s->end);
+}
+
+int coli_pre_apply(enum coli_pre_stage stage, const uint32_t *cps, const coli_u32vec *segs, coli_u32vec *out) {
+    out->n = 0;
+    if (coli_u32vec_reserve(out, segs->n + 16)) return COLI_E_NOMEM;
+    uint32_t start = 0;
+    for (size_t i = 0; i < segs->n; i++) {
+        scan s = { cps, start, start + segs->v[i], start, out, 0 };
+        start = s.end;
+        switch (stage) {
+        case COLI_STAGE_GPT2: split_gpt2(&s); break;
+        case COLI_STAGE_LLAMA3: split_llama3(&s, 3); break;
+        case COLI_STAGE_LLAMA3_DIGIT1: split_llama3(&s, 1); break;
+        case COLI_STAGE_PUNCT_RUNS: split_class(&s, in_punct_class, 0); break;
+        case COLI_STAGE_NUMBER_RUNS: split_class(&s, in_number_class, 0); break;
+        case COLI_STAGE_NUMBER_EACH: split_class(&s, in_number_class, 1); break;
+        case COLI_STAGE_DIGIT_TRIPLES: split_triples(&s); break;
+        default: sc_add(&s, s.end); break;
+        }
+        if (s.err) return s.err;
+    }
+    return 0;
+}

@@ -1,0 +1,61 @@
+/* tokenizer_pre.h — the BPE pre-tokenizers: hand-written matchers for the
+ * regexes llama.cpp selects by `tokenizer.ggml.pre`, over code points.
+ *
+ * A text is decoded once into code points (invalid UTF-8 bytes become U+FFFD,
+ * one byte each, as llama.cpp's unicode_cpts_from_utf8 does). A split is a
+ * list of segment lengths in code points that covers the text; each stage
+ * refines every segment of the previous split independently, like
+ * llama.cpp's unicode_regex_split. */
+#ifndef COLI_TOKENIZER_PRE_H
+#define COLI_TOKENIZER_PRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One pre-tokenizer stage; a pre-tokenizer is up to COLI_PRE_MAX_STAGES. */
+enum coli_pre_stage {
+    COLI_STAGE_NONE = 0,
+    /* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S) */
+    COLI_STAGE_GPT2,
+    /* (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+     *  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+    COLI_STAGE_LLAMA3,
+    /* the same with \p{N} (one digit per piece): qwen2, stablelm2 */
+    COLI_STAGE_LLAMA3_DIGIT1,
+    /* [\p{P}\$\+<=>\^~\|]+ (punctuation runs; "default") */
+    COLI_STAGE_PUNCT_RUNS,
+    /* \p{N}+ (number runs; "default") */
+    COLI_STAGE_NUMBER_RUNS,
+    /* \p{N} (each number alone; starcoder family) */
+    COLI_STAGE_NUMBER_EACH,
+    /* [0-9][0-9][0-9] (ASCII digit triples; "default") */
+    COLI_STAGE_DIGIT_TRIPLES,
+};
+
+#define COLI_PRE_MAX_STAGES 4
+
+/* A growable array of uint32_t (code points or segment lengths). */
+typedef struct {
+    uint32_t *v;
+    size_t n, cap;
+} coli_u32vec;
+
+int coli_u32vec_reserve(coli_u32vec *a, size_t cap);  /* 0 or COLI_E_NOMEM */
+void coli_u32vec_free(coli_u32vec *a);
+
+/* Decode `n` bytes into code points, appending to `out`. */
+int coli_utf8_decode(const uint8_t *s, size_t n, coli_u32vec *out);
+
+/* Encode one code point (<= 0x10FFFF) as UTF-8 into out[4]; returns bytes. */
+int coli_utf8_encode(uint32_t cp, uint8_t *out);
+
+/* Apply `stage` to the split `segs` of `cps`, writing the refined split to
+ * `out` (emptied first). 0 or COLI_E_NOMEM. */
+int coli_pre_apply(enum coli_pre_stage stage, const uint32_t *cps, const coli_u32vec *segs, coli_u32vec *out);
+
+/* GPT-2's byte-to-unicode map: the code point that stands for byte b. */
+uint32_t coli_byte_to_cp(uint8_t b);
+/* Inverse: the byte a code point stands for, or -1. */
+int coli_cp_to_byte(uint32_t cp);
+
+#endif
