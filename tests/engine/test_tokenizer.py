@@ -1,0 +1,423 @@
+"""engine/src/tokenizer*.c against llama.cpp (llama-cpp-python, vocab_only).
+
+- Gemma 3 (the default model): SentencePiece-style BPE with byte fallback,
+  262,144 tokens, user-defined whitespace tokens, control tokens.
+- Byte-level BPE vocabularies written here (merges trained on the corpus),
+  one per pre-tokenizer name colibri supports.
+Both: every text of the corpus (Unicode, emoji, code, whitespace runs, long
+numbers, control-token look-alikes, invalid UTF-8) with and without special
+parsing and BOS, every token's bytes, the end-of-generation set; then the
+round trip, bad vocabularies, the C API's buffer rules and speed.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from colibri.engine import Engine
+from colibri.errors import EngineError
+
+from .tokenizer_fixtures import (
+    CORPUS, bpe_vocab, corpus_bytes, long_text, random_texts, train_bpe, write_vocab_gguf,
+)
+
+llama_cpp = pytest.importorskip("llama_cpp")
+
+BPE_PRES = ["default", "qwen2", "llama-bpe", "olmo", "gpt-2", "starcoder", "smaug-bpe"]
+BPE_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>"]
+N_RANDOM = 400
+
+
+# ---- the reference -------------------------------------------------------------
+
+@llama_cpp.llama_log_callback
+def _quiet(level, text, user_data):  # llama.cpp logs warnings per call otherwise
+    pass
+
+
+llama_cpp.llama_log_set(_quiet, ctypes.c_void_p(0))
+
+
+class Reference:
+    """llama.cpp's vocabulary of one file, through its C API."""
+
+    def __init__(self, path: Path):
+        self.llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+        self.vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
+        self._buf = ctypes.create_string_buffer(1 << 16)
+
+    def tokenize(self, data: bytes, add_special: bool, parse_special: bool) -> list[int]:
+        n = llama_cpp.llama_tokenize(self.vocab, data, len(data), None, 0, add_special, parse_special)
+        n = -n if n < 0 else n
+        out = (llama_cpp.llama_token * max(n, 1))()
+        k = llama_cpp.llama_tokenize(self.vocab, data, len(data), out, n, add_special, parse_special)
+        assert k == n
+        return list(out[:n])
+
+    def piece(self, tok: int, special: bool) -> bytes:
+        n = llama_cpp.llama_token_to_piece(self.vocab, tok, self._buf, len(self._buf), 0, special)
+        return self._buf.raw[:n]
+
+    def is_eog(self, tok: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, tok))
+
+
+def llama_safe(data: bytes) -> bool:
+    """False for byte strings llama.cpp's BPE path cannot take: a 4-byte sequence
+    past U+10FFFF makes it throw (std::terminate); colibri reads it as U+FFFDs."""
+    for i, b in enumerate(data):
+        if 0xF5 <= b <= 0xF7 or (b == 0xF4 and i + 1 < len(data) and data[i + 1] >= 0x90):
+            return False
+    return True
+
+
+def compare_tokenize(eng: Engine, ref: Reference, texts: list[bytes]) -> tuple[int, int, list]:
+    """(cases, mismatches, first few mismatches) over texts x special x add_bos."""
+    cases, bad, examples = 0, 0, []
+    for data in texts:
+        for special in (False, True):
+            for add in (False, True):
+                cases += 1
+                want = ref.tokenize(data, add, special)
+                got = eng.tokenize(data, add_bos=None if add else False, special=special)
+                if got != want:
+                    bad += 1
+                    if len(examples) < 5:
+                        examples.append((data[:60], special, add, want[:20], got[:20]))
+    return cases, bad, examples
+
+
+# ---- fixtures ------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def gemma_path(default_model) -> Path:
+    return default_model
+
+
+@pytest.fixture(scope="module")
+def gemma(gemma_path):
+    with Engine(gemma_path, vocab_only=True) as e:
+        yield e
+
+
+@pytest.fixture(scope="module")
+def gemma_ref(gemma_path):
+    return Reference(gemma_path)
+
+
+@pytest.fixture(scope="module")
+def bpe_dir(tmp_path_factory) -> Path:
+    """One byte-level BPE vocabulary, written once per pre-tokenizer name."""
+    d = tmp_path_factory.mktemp("bpe")
+    merges = train_bpe("\n".join(CORPUS), 400)
+    tokens, types = bpe_vocab(merges, BPE_SPECIALS)
+    tokens.append("<user_tag>")  # user-defined: matched even without special parsing
+    types.append(4)
+    eos = tokens.index("<|endoftext|>")
+    for pre in BPE_PRES:
+        write_vocab_gguf(d / f"{pre}.gguf", model="gpt2", tokens=tokens, types=types,
+                         merges=[a + " " + b for a, b in merges], pre=pre,
+                         extra={"tokenizer.ggml.bos_token_id": ("uint32", eos),
+                                "tokenizer.ggml.eos_token_id": ("uint32", eos)})
+    return d
+
+
+@pytest.fixture(scope="module")
+def fuzz_texts() -> list[bytes]:
+    import random
+
+    rng = random.Random(99)
+    out = [bytes(rng.randrange(256) for _ in range(rng.randint(1, 40))) for _ in range(300)]
+    return [b for b in out if llama_safe(b)]
+
+
+# ---- Gemma 3 (SPM) ----------------------------------------------------------------
+
+def test_gemma_vocabulary(gemma, gemma_ref):
+    assert gemma.n_vocab == gemma_ref.n_vocab == 262144
+    assert gemma.bos == llama_cpp.llama_vocab_bos(gemma_ref.vocab) == 2
+    assert gemma.eos == llama_cpp.llama_vocab_eos(gemma_ref.vocab) == 1
+    eog = [t for t in range(gemma.n_vocab) if gemma.is_eog(t)]
+    assert eog == [t for t in range(gemma_ref.n_vocab) if gemma_ref.is_eog(t)]
+    assert 106 in eog  # <end_of_turn>
+
+
+def test_gemma_corpus_matches_llama_cpp(gemma, gemma_ref, fuzz_texts):
+    texts = corpus_bytes() + random_texts(N_RANDOM) + fuzz_texts
+    cases, bad, examples = compare_tokenize(gemma, gemma_ref, texts)
+    print(f"gemma: {cases} tokenizations, {bad} mismatches")
+    assert bad == 0, examples
+
+
+def test_gemma_token_bytes_match_llama_cpp(gemma, gemma_ref):
+    bad = [(t, s) for t in range(gemma.n_vocab) for s in (False, True)
+           if gemma.token_bytes(t, special=s) != gemma_ref.piece(t, s)]
+    assert not bad, bad[:10]
+
+
+def test_control_tokens_only_when_asked(gemma):
+    text = "<start_of_turn>user\nhi<end_of_turn>\n<bos>"
+    plain = gemma.tokenize(text, add_bos=False, special=False)
+    parsed = gemma.tokenize(text, add_bos=False, special=True)
+    assert 105 not in plain and 106 not in plain and 2 not in plain
+    assert parsed[0] == 105 and 106 in parsed and parsed[-1] == 2
+    assert gemma.detokenize(plain) == text.encode()
+    assert gemma.detokenize(parsed) == b"user\nhi\n"  # control tokens: no bytes unless asked
+    assert gemma.detokenize(parsed, special=True) == text.encode()
+
+
+def test_bos_and_empty_text(gemma):
+    assert gemma.tokenize(b"", add_bos=False) == []
+    assert gemma.tokenize(b"") == [gemma.bos]  # add_bos_token is true for Gemma
+    assert gemma.tokenize(b"", add_bos=True) == [gemma.bos]
+    assert gemma.tokenize("hi", add_bos=True)[0] == gemma.bos
+
+
+def test_gemma_round_trip(gemma):
+    for text in CORPUS + [t.decode() for t in random_texts(200)]:
+        data = text.encode()
+        assert gemma.detokenize(gemma.tokenize(data, add_bos=False)) == data, text[:60]
+
+
+def test_invalid_utf8_is_tokenized_byte_exact(gemma):
+    for data in [b"\xff\xfe", b"abc\x80def", b"\xe6\x97", b"\xc0\x80", b"\xf5\x80\x80\x80"]:
+        toks = gemma.tokenize(data, add_bos=False)
+        assert toks and gemma.detokenize(toks) == data  # byte fallback keeps every byte
+
+
+# ---- byte-level BPE ----------------------------------------------------------------
+
+@pytest.mark.parametrize("pre", BPE_PRES)
+def test_bpe_matches_llama_cpp(bpe_dir, pre, fuzz_texts):
+    path = bpe_dir / f"{pre}.gguf"
+    ref = Reference(path)
+    with Engine(path, vocab_only=True) as eng:
+        texts = corpus_bytes() + random_texts(N_RANDOM, seed=len(pre)) + fuzz_texts
+        cases, bad, examples = compare_tokenize(eng, ref, texts)
+        print(f"{pre}: {cases} tokenizations, {bad} mismatches")
+        assert bad == 0, examples
+        assert eng.n_vocab == ref.n_vocab
+        for t in range(eng.n_vocab):
+            for s in (False, True):
+                assert eng.token_bytes(t, special=s) == ref.piece(t, s), (t, s)
+            assert eng.is_eog(t) == ref.is_eog(t), t
+
+
+@pytest.mark.parametrize("pre", ["default", "qwen2", "llama-bpe", "gpt-2"])
+def test_bpe_round_trip(bpe_dir, pre):
+    with Engine(bpe_dir / f"{pre}.gguf", vocab_only=True) as eng:
+        for text in CORPUS:
+            data = text.encode()
+            assert eng.detokenize(eng.tokenize(data, add_bos=False)) == data, text[:60]
+
+
+def test_bpe_user_defined_token_always_matched(bpe_dir):
+    with Engine(bpe_dir / "gpt-2.gguf", vocab_only=True) as eng:
+        tag = eng.tokenize("<user_tag>", add_bos=False)
+        assert len(tag) == 1
+        assert eng.tokenize("a<user_tag>b<|im_start|>", add_bos=False)[1] == tag[0]
+        assert len(eng.tokenize("<|im_start|>", add_bos=False, special=False)) > 1
+        assert len(eng.tokenize("<|im_start|>", add_bos=False, special=True)) == 1
+
+
+# ---- odd but loadable vocabularies ------------------------------------------------
+
+def _odd_vocabularies(d: Path) -> list[Path]:
+    """Vocabularies llama.cpp accepts although they are strange: empty and NUL-
+    containing texts, malformed byte tokens, unknown types, NaN/inf scores,
+    overlapping user-defined tokens, tokens it retypes by their spelling."""
+    from .tokenizer_fixtures import bytes_to_unicode
+
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    types = [2, 3, 3] + [6] * 256
+    scores = [0.0] * len(tokens)
+    for t, ty, sc in [("\u2581a", 1, -1.0), ("\u2581b", 1, -2.0), ("ab", 4, 0.0), ("ba", 4, 0.0), ("", 1, -3.0),
+                      ("x\x00y", 1, -1.5), ("<0xZZ>", 6, 0.0), ("<0x4", 6, 0.0), ("weird", 99, -0.5),
+                      ("undef", 0, -0.5), ("nan", 1, float("nan")), ("\u2581\u2581", 1, float("inf")),
+                      ("aa", 1, -0.1), ("aaa", 1, -0.1), ("<end_of_turn>", 1, 0.0), ("unused_ctl", 3, 0.0),
+                      ("\u2581a\u2581b", 1, -0.2), ("<|channel|>", 3, 0.0), ("<|im_end|>", 1, 0.0), ("bab", 5, -0.3)]:
+        tokens.append(t)
+        types.append(ty)
+        scores.append(sc)
+    out = [
+        write_vocab_gguf(d / "odd-spm.gguf", model="llama", tokens=tokens, types=types, scores=scores,
+                         extra={"tokenizer.ggml.add_space_prefix": ("bool", True)}),
+        write_vocab_gguf(d / "odd-spm-eos.gguf", model="llama", tokens=tokens, types=types, scores=scores,
+                         extra={"tokenizer.ggml.add_bos_token": ("bool", False),
+                                "tokenizer.ggml.add_eos_token": ("bool", True)}),
+    ]
+    b2u = bytes_to_unicode()
+    btoks = [b2u[b] for b in range(256)] + ["ab", "abc", "\u0120a", "xyz", "<|im_end|>", "</s>", "<|tool_response>", "a b"]
+    btypes = [1] * 256 + [1, 1, 1, 1, 3, 1, 3, 1]
+    merges = ["a b", "ab c", "\u0120 a", "x y", "xy z", "q r", "a  b", "ab  c", "\u0120 \u0120"]
+    out.append(write_vocab_gguf(d / "odd-bpe.gguf", model="gpt2", tokens=btoks, types=btypes, merges=merges,
+                                pre="llama-bpe", extra={"tokenizer.ggml.bos_token_id": ("uint32", 256),
+                                                        "tokenizer.ggml.eos_token_id": ("uint32", 260)}))
+    return out
+
+
+def test_odd_vocabularies_match_llama_cpp(tmp_path):
+    texts = corpus_bytes() + random_texts(100, seed=5) + [b"x\x00y ab ba bab aaa nan weird <0x4"]
+    for path in _odd_vocabularies(tmp_path):
+        ref = Reference(path)
+        with Engine(path, vocab_only=True) as eng:
+            cases, bad, examples = compare_tokenize(eng, ref, texts)
+            assert bad == 0, (path.name, examples)
+            for t in range(eng.n_vocab):
+                for s in (False, True):
+                    assert eng.token_bytes(t, special=s) == ref.piece(t, s), (path.name, t, s)
+                assert eng.is_eog(t) == ref.is_eog(t), (path.name, t)
+            assert (eng.bos, eng.eos) == (llama_cpp.llama_vocab_bos(ref.vocab), llama_cpp.llama_vocab_eos(ref.vocab))
+
+
+# ---- bad vocabularies ------------------------------------------------------------
+
+def _spm_tokens(n=300):
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    tokens += ["\u2581a", "\u2581b", "ab"][: max(0, n - len(tokens))]
+    types = [2, 3, 3] + [6] * 256 + [1] * (len(tokens) - 259)
+    return tokens, types, [0.0] * len(tokens)
+
+
+@pytest.mark.parametrize("case,code,needle", [
+    ("scores_short", "corrupt", "scores"),
+    ("types_long", "corrupt", "token_type"),
+    ("bos_out_of_range", "corrupt", "bos_token_id"),
+    ("eos_out_of_range", "corrupt", "eos_token_id"),
+    ("duplicate", "corrupt", "duplicate token"),
+    ("scores_wrong_type", "corrupt", "scores"),
+    ("no_tokens", "missing", "tokenizer.ggml.tokens"),
+    ("unknown_model", "unsupported", "tokenizer model"),
+    ("bpe_no_merges", "missing", "merges"),
+    ("bpe_bad_merge", "corrupt", "merge"),
+    ("bpe_unknown_pre", "unsupported", "pre-tokenizer"),
+    ("add_bos_without_bos", "corrupt", "add_bos_token"),
+])
+def test_bad_vocabulary_is_a_named_error(tmp_path, case, code, needle):
+    tokens, types, scores = _spm_tokens()
+    kw = dict(model="llama", tokens=tokens, types=types, scores=scores, extra={})
+    if case == "scores_short":
+        kw["scores"] = scores[:-1]
+    elif case == "types_long":
+        kw["types"] = types + [1]
+    elif case == "bos_out_of_range":
+        kw["extra"] = {"tokenizer.ggml.bos_token_id": ("uint32", len(tokens))}
+    elif case == "eos_out_of_range":
+        kw["extra"] = {"tokenizer.ggml.eos_token_id": ("uint32", 10_000_000)}
+    elif case == "duplicate":
+        kw["tokens"] = tokens[:-1] + [tokens[-2]]
+    elif case == "scores_wrong_type":
+        kw["scores"] = None
+        kw["extra"] = {"tokenizer.ggml.scores": ("array", ["x"] * len(tokens))}
+    elif case == "no_tokens":
+        kw["tokens"] = []
+        kw["types"] = kw["scores"] = None
+    elif case == "unknown_model":
+        kw["model"] = "rwkv"
+    elif case in ("bpe_no_merges", "bpe_bad_merge", "bpe_unknown_pre"):
+        kw = dict(model="gpt2", tokens=["a", "b", "ab"], types=[1, 1, 1], pre="gpt-2",
+                  merges=None if case == "bpe_no_merges" else ["a b"],
+                  extra={"tokenizer.ggml.bos_token_id": ("uint32", 0), "tokenizer.ggml.eos_token_id": ("uint32", 0)})
+        if case == "bpe_bad_merge":
+            kw["merges"] = ["a b", "ab"]
+        if case == "bpe_unknown_pre":
+            kw["pre"] = "no-such-pre"
+    elif case == "add_bos_without_bos":
+        kw = dict(model="gpt2", tokens=["a", "b", "ab"], types=[1, 1, 1], pre="gpt-2", merges=["a b"],
+                  extra={"tokenizer.ggml.add_bos_token": ("bool", True)})
+    path = write_vocab_gguf(tmp_path / f"{case}.gguf", **kw)
+    with pytest.raises(EngineError) as err:
+        Engine(path, vocab_only=True)
+    assert err.value.code == code, err.value
+    assert needle in str(err.value)
+
+
+def test_small_spm_vocabulary_loads(tmp_path):
+    tokens, types, scores = _spm_tokens()
+    path = write_vocab_gguf(tmp_path / "ok.gguf", model="llama", tokens=tokens, types=types, scores=scores)
+    with Engine(path, vocab_only=True) as eng:
+        assert eng.n_vocab == len(tokens) and eng.bos == 1 and eng.eos == 2
+        toks = eng.tokenize("a b", add_bos=True)
+        assert toks[0] == 1 and eng.detokenize(toks[1:]) == b" a b"  # add_space_prefix by default
+
+
+# ---- the C API's rules -------------------------------------------------------------
+
+def test_buffer_rules_and_bad_arguments(gemma):
+    from colibri._engine import ffi, lib
+
+    e = gemma._e
+    text = b"Hello world, this is a test."
+    n = lib.colibri_tokenize(e, text, len(text), 0, 0, ffi.NULL, 0)
+    assert n > 3
+    out = ffi.new("int32_t[]", n + 1)
+    out[2] = -7
+    assert lib.colibri_tokenize(e, text, len(text), 0, 0, out, 2) == n  # full count, 2 written
+    assert out[2] == -7
+    assert lib.colibri_tokenize(e, text, len(text), 0, 0, out, n) == n
+    assert list(out[0:n]) == gemma.tokenize(text, add_bos=False)
+    assert lib.colibri_tokenize(e, ffi.NULL, 5, 0, 0, out, n) < 0
+    assert lib.colibri_tokenize(e, text, len(text), 2, 0, out, n) < 0
+    assert lib.colibri_tokenize(e, text, len(text), 0, 0, ffi.NULL, 4) < 0
+    assert lib.colibri_tokenize(ffi.NULL, text, len(text), 0, 0, out, n) < 0
+
+    buf = ffi.new("char[]", 4)
+    assert lib.colibri_token_bytes(e, 105, 1, buf, 4) == len(b"<start_of_turn>")
+    assert ffi.buffer(buf, 4)[:] == b"<sta"
+    assert lib.colibri_token_bytes(e, 105, 0, buf, 4) == 0
+    assert lib.colibri_token_bytes(e, -1, 0, buf, 4) < 0
+    assert lib.colibri_token_bytes(e, gemma.n_vocab, 0, buf, 4) < 0
+    assert lib.colibri_token_type(e, 105) == 3 and lib.colibri_token_type(e, 1000) == 1
+    assert lib.colibri_token_type(e, 255) == 6 and lib.colibri_token_type(e, 107) == 4
+    assert lib.colibri_token_type(e, -5) < 0
+    assert lib.colibri_token_eot(e) == 106
+    with pytest.raises(EngineError) as err:
+        gemma.token_bytes(gemma.n_vocab)
+    assert err.value.code == "invalid_argument"
+
+
+def test_threads_tokenize_concurrently(gemma):
+    texts = [t.encode() for t in CORPUS[5:25]]
+    want = [gemma.tokenize(t) for t in texts]
+    errors = []
+
+    def work():
+        for _ in range(20):
+            if [gemma.tokenize(t) for t in texts] != want:
+                errors.append("mismatch")
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+
+
+# ---- speed ---------------------------------------------------------------------
+
+def _best(fn, reps=3):
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        r = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, r
+
+
+def test_speed_10k_words(gemma, gemma_ref, gemma_path):
+    text = long_text(10_000)
+    t_ours, toks = _best(lambda: gemma.tokenize(text, add_bos=False))
+    t_ref, ref = _best(lambda: gemma_ref.tokenize(text, False, False))
+    assert toks == ref
+    print(f"gemma 10k words: {len(toks)} tokens, colibri {t_ours * 1e3:.1f} ms "
+          f"({len(toks) / t_ours / 1e6:.2f} M tok/s), llama.cpp {t_ref * 1e3:.1f} ms")
+    assert t_ours < 0.25  # milliseconds in practice; generous for slow CI machines
+    t_load, _ = _best(lambda: Engine(gemma_path, vocab_only=True).close(), reps=1)
+    print(f"gemma vocab load: {t_load * 1e3:.1f} ms")
+    assert t_load < 2.0
