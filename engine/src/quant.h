@@ -238,7 +238,8 @@ void quantize_row_q8_0_avx2(const float *x, void *y, int64_t n);
 void quantize_row_q8_1_avx2(const float *x, void *y, int64_t n);
 void quantize_row_f16_avx2(const float *x, void *y, int64_t n);
 void quantize_row_q8_K_avx2(const float *x, void *y, int64_t n);
-/* quant_avx512.c: AVX-512 F/BW/VL/DQ/VNNI (types without a 512-bit kernel use AVX2) */
+/* quant_avx512.c: AVX-512 F/BW/VL/DQ/VNNI (types without a 512-bit kernel use AVX2;
+ * the Q4_K/Q5_K ones are not in the table, see quant.c, but are kept and tested) */
 COLI_DECLARE_VEC_DOT(vec_dot_f32_f32_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_f16_f16_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_bf16_bf16_avx512);     /* needs avx512bf16 */

@@ -162,6 +162,40 @@ static void test_vec_dot(const char *isa) {
     }
 }
 
+#ifdef COLI_X86
+/* 512-bit kernels that the table does not use (slower at decode) stay correct */
+static void test_spare_avx512(void) {
+    if (colibri_kernel_set_isa("avx512") != 0) return;
+    const coli_vec_dot_fn spare[] = {vec_dot_q4_K_q8_K_avx512, vec_dot_q5_K_q8_K_avx512};
+    const uint32_t types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K};
+    const int64_t n = 1024;
+    for (int k = 0; k < 2; k++) {
+        const size_t wrow = coli_row_size(types[k], n), arow = coli_row_size(GGML_TYPE_Q8_K, n);
+        void *w = xmalloc(wrow);
+        char *a = xmalloc(COLI_MAX_NR * arow);
+        float *x = xmalloc(n * sizeof(float));
+        random_row(types[k], n, w);
+        for (int r = 0; r < COLI_MAX_NR; r++) {
+            for (int64_t i = 0; i < n; i++) x[i] = frand();
+            quantize_row_q8_K_ref(x, a + r * arow, n);
+        }
+        float s1[COLI_MAX_NR], s4[COLI_MAX_NR], g[COLI_MAX_NR];
+        spare[k]((int)n, w, a, arow, s4, 1, COLI_MAX_NR);
+        for (int r = 0; r < COLI_MAX_NR; r++) {
+            spare[k]((int)n, w, a + r * arow, 0, &s1[r], 1, 1);
+            double scale;
+            (void)ref_dot(types[k], GGML_TYPE_Q8_K, n, w, a + r * arow, &scale);
+            (types[k] == GGML_TYPE_Q4_K ? vec_dot_q4_K_q8_K_generic : vec_dot_q5_K_q8_K_generic)((int)n, w, a + r * arow, 0, &g[r], 1, 1);
+            CHECK(fabs(s1[r] - g[r]) <= MAX_DOT_PRODUCT_ERROR * scale && memcmp(&s1[r], &s4[r], 4) == 0,
+                  "spare avx512 %s: %.9g / %.9g vs generic %.9g", tname(types[k]), s1[r], s4[r], g[r]);
+        }
+        free(w);
+        free(a);
+        free(x);
+    }
+}
+#endif
+
 static void test_quantizers(const char *isa) {
     colibri_kernel_set_isa(isa);
     const coli_kernel_table *t = coli_kernels();
@@ -320,6 +354,7 @@ int main(void) {
     }
 #ifdef COLI_X86
     if (coli_cpu()->f16c) test_fp16_f16c();
+    test_spare_avx512();
 #endif
     test_validation();
     test_pool();
