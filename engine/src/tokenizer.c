@@ -607,6 +607,48 @@ static int build_special(struct coli_tokenizer *t) {
     return 0;
 }
 
+/* ---- per-model strip attributes ------------------------------------------ */
+
+static int contains(gguf_str hay, const char *needle) {
+    size_t n = strlen(needle);
+    for (size_t i = 0; i + n <= hay.len; i++)
+        if (memcmp(hay.ptr + i, needle, n) == 0) return 1;
+    return 0;
+}
+
+static void set_strip(struct coli_tokenizer *t, const char *text, uint16_t bit, int on) {
+    int32_t id = find_cstr(t, text);
+    if (id < 0) return;
+    t->attr[id] = on ? (uint16_t)(t->attr[id] | bit) : (uint16_t)(t->attr[id] & ~bit);
+}
+
+/* llama.cpp sets LSTRIP/RSTRIP by model: the file does not say. Phi-3's
+ * special tokens swallow the whitespace after them; some BERT-style models'
+ * mask token the whitespace before it. */
+static void strip_attributes(struct coli_tokenizer *t, gguf_file *f) {
+    gguf_str name = {"", 0}, pre = {"", 0}, arch = {"", 0};
+    if (gguf_get_str(f, "general.name", &name) < 0) name.len = 0;
+    if (gguf_get_str(f, "tokenizer.ggml.pre", &pre) < 0) pre.len = 0;
+    if (gguf_get_str(f, "general.architecture", &arch) < 0) arch.len = 0;
+    coli_clear_error();
+    char lower[256];
+    size_t n = name.len < sizeof lower ? name.len : sizeof lower;
+    for (size_t i = 0; i < n; i++) lower[i] = (char)((name.ptr[i] >= 'A' && name.ptr[i] <= 'Z') ? name.ptr[i] + 32 : name.ptr[i]);
+    gguf_str lname = {lower, n};
+    if (contains(pre, "jina-v2-de") || contains(pre, "jina-v2-es") || contains(pre, "jina-v2-code") ||
+        contains(arch, "nomic-bert-moe") || contains(arch, "jina-bert-v3")) {
+        set_strip(t, "<mask>", COLI_ATTR_LSTRIP, 1);
+    } else if (contains(lname, "phi-3") || contains(lname, "phi3")) {
+        for (int32_t r = 0; r < t->n_special; r++) t->attr[t->special[r]] |= COLI_ATTR_RSTRIP;
+        set_strip(t, "</s>", COLI_ATTR_RSTRIP, 1);
+        set_strip(t, "<unk>", COLI_ATTR_RSTRIP, 0);
+        set_strip(t, "<s>", COLI_ATTR_RSTRIP, 0);
+        set_strip(t, "<|endoftext|>", COLI_ATTR_RSTRIP, 0);
+    } else if (contains(lname, "modern-bert")) {
+        set_strip(t, "[MASK]", COLI_ATTR_LSTRIP, 1);
+    }
+}
+
 /* ---- byte fallback ------------------------------------------------------ */
 
 static void build_byte_tokens(struct coli_tokenizer *t) {
@@ -647,6 +689,7 @@ struct coli_tokenizer *coli_tokenizer_load(gguf_file *f) {
     if (!rc) rc = load_special_ids(t, f);
     if (!rc) rc = derive_special(t);
     if (!rc) rc = build_special(t);
+    if (!rc) strip_attributes(t, f);
     if (rc) {
         coli_tokenizer_free(t);
         return NULL;

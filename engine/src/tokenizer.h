@@ -35,6 +35,8 @@ enum {
     COLI_ATTR_CONTROL = 1 << 3,
     COLI_ATTR_USER_DEFINED = 1 << 4,
     COLI_ATTR_BYTE = 1 << 5,
+    COLI_ATTR_LSTRIP = 1 << 7,  /* matched in text: drops the whitespace before it */
+    COLI_ATTR_RSTRIP = 1 << 8,  /* matched in text: drops the whitespace after it */
 };
 
 /* One node of the byte trie over special-token texts. */

@@ -16,7 +16,7 @@
 #include "error.h"
 #include "tokenizer.h"
 
-#define MAX_TEXT (1u << 30)  /* bytes per call: 1 GiB keeps every count in an int */
+#define MAX_TEXT (1u << 28)  /* bytes per call (256 MiB): keeps every offset and count in 32 bits */
 
 /* ---- growable arrays ---------------------------------------------------- */
 
@@ -322,6 +322,11 @@ static uint32_t find_in(const uint8_t *s, uint32_t from, uint32_t end, const uin
     return UINT32_MAX;
 }
 
+/* isspace() in the C locale. */
+static inline int is_c_space(uint8_t c) {
+    return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
 static inline int special_enabled(const struct coli_tokenizer *t, int32_t rank, int parse_special) {
     return parse_special || !(t->attr[t->special[rank]] & (COLI_ATTR_CONTROL | COLI_ATTR_UNKNOWN));
 }
@@ -382,12 +387,18 @@ static int partition(const struct coli_tokenizer *t, const uint8_t *text, uint32
                 rc = frag_push(tmp, f.token, f.off, f.len);
                 continue;
             }
+            uint16_t attr = t->attr[id];
             uint32_t base = f.off;
             uint32_t at = find_in(text, base > fp ? base : fp, end, tt, m);
             while (at != UINT32_MAX && !rc) {
-                if (at > base) rc = frag_push(tmp, -1, base, at - base);
+                uint32_t left = at - base;
+                if (attr & COLI_ATTR_LSTRIP)
+                    while (left > 0 && is_c_space(text[base + left - 1])) left--;
+                if (left > 0) rc = frag_push(tmp, -1, base, left);
                 if (!rc) rc = frag_push(tmp, id, 0, 0);
                 base = at + m;
+                if (attr & COLI_ATTR_RSTRIP)
+                    while (base < end && is_c_space(text[base])) base++;
                 at = find_in(text, base, end, tt, m);
             }
             if (!rc && base < end) rc = frag_push(tmp, -1, base, end - base);
