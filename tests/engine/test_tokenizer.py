@@ -12,6 +12,7 @@ round trip, bad vocabularies, the C API's buffer rules and speed.
 from __future__ import annotations
 
 import ctypes
+import json
 import threading
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 
 from colibri.engine import Engine
 from colibri.errors import EngineError
+from tests.conftest import run_coli
 
 from .tokenizer_fixtures import (
     CORPUS, bpe_vocab, corpus_bytes, long_text, random_texts, train_bpe, write_vocab_gguf,
@@ -208,6 +210,25 @@ def test_bpe_matches_llama_cpp(bpe_dir, pre, fuzz_texts):
             assert eng.is_eog(t) == ref.is_eog(t), t
 
 
+@pytest.mark.parametrize("pre", ["gpt-2", "default"])
+def test_unicode_categories_match_llama_cpp(bpe_dir, pre):
+    """Letters, numbers, whitespace and punctuation as llama.cpp classifies them
+    (engine/tools/gen_unicode.py): code points in contexts whose split depends on
+    their class. All of Latin-1 and every 13th code point beyond (every code
+    point was checked when the table was generated)."""
+    path = bpe_dir / f"{pre}.gguf"
+    ref = Reference(path)
+    cps = [c for c in list(range(0x100)) + list(range(0x100, 0x110000, 13)) if not 0xD800 <= c < 0xE000]
+    with Engine(path, vocab_only=True) as eng:
+        for i in range(0, len(cps), 256):
+            data = "".join(f"x{chr(c)}1{chr(c)} {chr(c)}'{chr(c)}A" for c in cps[i:i + 256]).encode()
+            if eng.tokenize(data, add_bos=False) != ref.tokenize(data, False, False):
+                bad = [hex(c) for c in cps[i:i + 256]
+                       if (d := f"x{chr(c)}1{chr(c)} {chr(c)}'{chr(c)}A".encode())
+                       and eng.tokenize(d, add_bos=False) != ref.tokenize(d, False, False)]
+                pytest.fail(f"code points classified differently from llama.cpp: {bad[:20]}")
+
+
 @pytest.mark.parametrize("pre", ["default", "qwen2", "llama-bpe", "gpt-2"])
 def test_bpe_round_trip(bpe_dir, pre):
     with Engine(bpe_dir / f"{pre}.gguf", vocab_only=True) as eng:
@@ -258,11 +279,28 @@ def _odd_vocabularies(d: Path) -> list[Path]:
     out.append(write_vocab_gguf(d / "odd-bpe.gguf", model="gpt2", tokens=btoks, types=btypes, merges=merges,
                                 pre="llama-bpe", extra={"tokenizer.ggml.bos_token_id": ("uint32", 256),
                                                         "tokenizer.ggml.eos_token_id": ("uint32", 260)}))
+    # whitespace-stripping special tokens, which llama.cpp assigns by model name
+    for t, ty in [("<|user|>", 3), ("<|assistant|>", 3), ("<|end|>", 3), ("<|endoftext|>", 3),
+                  ("<|placeholder1|>", 4), ("\u2581Hello", 1), ("\u2581hi", 1), ("<mask>", 3), ("[MASK]", 3)]:
+        tokens.append(t)
+        types.append(ty)
+        scores.append(-1.0)
+    for name in ("Phi-3 Mini Test", "Modern-BERT Test"):
+        out.append(write_vocab_gguf(d / f"{name[:5]}.gguf", model="llama", tokens=tokens, types=types, scores=scores,
+                                    extra={"general.name": ("string", name)}))
+    out.append(write_vocab_gguf(d / "jina.gguf", model="gpt2", tokens=btoks[:256] + ["<mask>", "<s>"],
+                                types=[1] * 256 + [3, 3], merges=["a b"], pre="jina-v2-es",
+                                extra={"tokenizer.ggml.bos_token_id": ("uint32", 257),
+                                       "tokenizer.ggml.eos_token_id": ("uint32", 257)}))
     return out
 
 
+STRIP_TEXTS = [b"<|user|>\n  Hello<|end|>\n<|assistant|> hi </s> x <s> y <unk> z <|endoftext|>  w <|placeholder1|>\t\tq",
+               b"a <mask> b  <mask>\n[MASK] c", b" \n<|user|> \n ", b"<|end|>"]
+
+
 def test_odd_vocabularies_match_llama_cpp(tmp_path):
-    texts = corpus_bytes() + random_texts(100, seed=5) + [b"x\x00y ab ba bab aaa nan weird <0x4"]
+    texts = corpus_bytes() + random_texts(100, seed=5) + [b"x\x00y ab ba bab aaa nan weird <0x4"] + STRIP_TEXTS
     for path in _odd_vocabularies(tmp_path):
         ref = Reference(path)
         with Engine(path, vocab_only=True) as eng:
@@ -273,6 +311,9 @@ def test_odd_vocabularies_match_llama_cpp(tmp_path):
                     assert eng.token_bytes(t, special=s) == ref.piece(t, s), (path.name, t, s)
                 assert eng.is_eog(t) == ref.is_eog(t), (path.name, t)
             assert (eng.bos, eng.eos) == (llama_cpp.llama_vocab_bos(ref.vocab), llama_cpp.llama_vocab_eos(ref.vocab))
+            if path.name.startswith("Phi-3"):  # the whitespace after <|user|> is swallowed
+                assert (eng.tokenize("<|user|>\n hi", add_bos=False, special=True)
+                        == eng.tokenize("<|user|>hi", add_bos=False, special=True))
 
 
 # ---- bad vocabularies ------------------------------------------------------------
@@ -379,6 +420,17 @@ def test_buffer_rules_and_bad_arguments(gemma):
     with pytest.raises(EngineError) as err:
         gemma.token_bytes(gemma.n_vocab)
     assert err.value.code == "invalid_argument"
+
+
+def test_coli_tokenize_command(default_model):
+    r = run_coli("tokenize", "--model", str(default_model), "--text", "Hi <start_of_turn>user", "--json", "--special")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["tokens"][0] == 2 and 105 in out["tokens"]
+    assert out["pieces"][0] == "<bos>" and "<start_of_turn>" in out["pieces"]
+    r = run_coli("tokenize", "--model", str(default_model), "--text", "Hi <start_of_turn>", "--no-bos")
+    assert r.returncode == 0, r.stderr
+    assert "<start_of_turn>" not in r.stdout and "'Hi'" in r.stdout
 
 
 def test_threads_tokenize_concurrently(gemma):
