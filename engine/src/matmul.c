@@ -1,6 +1,7 @@
 /* matmul.c — threaded, tiled y = x . W^T over the kernels of quant.c. */
 #include "matmul.h"
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,20 +29,20 @@ typedef struct {
     atomic_llong next_chunk;
     coli_pool *pool;
     int quantize;               /* phase 1 needed */
+    int64_t q_parts;            /* conversion chunks per activation row */
+    int64_t q_blocks;           /* activation blocks per conversion chunk */
+    int64_t q_chunks;           /* n_rows * q_parts */
+    atomic_llong q_next;        /* next conversion chunk to claim */
+    atomic_llong q_done;        /* conversion chunks finished */
 } mm_ctx;
 
-static void quantize_part(mm_ctx *c, int ith, int nth) {
-    if (c->n_rows >= nth) {
-        for (int64_t r = ith; r < c->n_rows; r += nth)
-            c->from_float(c->x + r * c->n_in, (char *)c->xq + r * c->xq_stride, c->n_in);
-        return;
-    }
-    const int64_t nb = c->n_in / c->act_blck;  /* few rows: split each row's blocks */
-    const int64_t b0 = nb * ith / nth, b1 = nb * (ith + 1) / nth;
-    if (b1 <= b0) return;
-    for (int64_t r = 0; r < c->n_rows; r++)
-        c->from_float(c->x + r * c->n_in + b0 * c->act_blck,
-                      (char *)c->xq + r * c->xq_stride + b0 * c->act_blck_bytes, (b1 - b0) * c->act_blck);
+/* Conversion chunk k: row k / q_parts, a range of its blocks. */
+static void quantize_chunk(mm_ctx *c, int64_t k) {
+    const int64_t r = k / c->q_parts, part = k % c->q_parts;
+    const int64_t nb = c->n_in / c->act_blck;
+    const int64_t b0 = part * c->q_blocks, b1 = b0 + c->q_blocks < nb ? b0 + c->q_blocks : nb;
+    c->from_float(c->x + r * c->n_in + b0 * c->act_blck, (char *)c->xq + r * c->xq_stride + b0 * c->act_blck_bytes,
+                  (b1 - b0) * c->act_blck);
 }
 
 static void dot_chunk(const mm_ctx *c, int64_t o0, int64_t o1) {
@@ -57,9 +58,19 @@ static void dot_chunk(const mm_ctx *c, int64_t o0, int64_t o1) {
 
 static void mm_worker(void *p, int ith, int nth) {
     mm_ctx *c = p;
+    (void)ith;
+    (void)nth;
+    /* Work is claimed from atomic counters (coli_pool_run_shared): whichever
+     * threads show up share it, and the result does not depend on who did what. */
     if (c->quantize) {
-        quantize_part(c, ith, nth);
-        coli_pool_barrier(c->pool);
+        for (;;) {
+            const int64_t k = atomic_fetch_add_explicit(&c->q_next, 1, memory_order_relaxed);
+            if (k >= c->q_chunks) break;
+            quantize_chunk(c, k);
+            atomic_fetch_add_explicit(&c->q_done, 1, memory_order_release);
+        }
+        for (unsigned i = 1; atomic_load_explicit(&c->q_done, memory_order_acquire) < c->q_chunks; i++)
+            if ((i & 1023) == 0) sched_yield();  /* another thread is converting the last chunks */
     }
     for (;;) {
         const int64_t k = atomic_fetch_add_explicit(&c->next_chunk, 1, memory_order_relaxed);
@@ -89,6 +100,21 @@ static int check_shape(uint32_t wtype, int64_t n_in, int64_t n_out, int64_t n_ro
                          ggml_type_get(wtype)->name);
     *out = k;
     return COLI_OK;
+}
+
+static void plan_quantize(mm_ctx *c, const ggml_type_traits *at, int nth) {
+    c->quantize = 1;
+    c->act_blck = at->blck_size;
+    c->act_blck_bytes = (size_t)at->type_size;
+    const int64_t nb = c->n_in / c->act_blck;
+    /* one chunk per row when there are enough rows, else split rows in ~nth parts */
+    int64_t parts = c->n_rows >= 2 * nth ? 1 : (2 * nth + c->n_rows - 1) / c->n_rows;
+    if (parts > nb) parts = nb;
+    c->q_blocks = (nb + parts - 1) / parts;
+    c->q_parts = (nb + c->q_blocks - 1) / c->q_blocks;
+    c->q_chunks = c->n_rows * c->q_parts;
+    atomic_init(&c->q_next, 0);
+    atomic_init(&c->q_done, 0);
 }
 
 static void plan_chunks(mm_ctx *c, int nth) {
@@ -123,16 +149,13 @@ int coli_matmul(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, in
         c.xq_stride = (size_t)n_in * sizeof(float);
     } else {
         if (!scratch) return coli_fail(COLI_E_ARG, "matmul: scratch is NULL");
-        const ggml_type_traits *at = ggml_type_get(k->vec_dot_type);
-        c.quantize = 1;
         c.xq = scratch;
         c.xq_stride = coli_row_size(k->vec_dot_type, n_in);
         c.from_float = t->type[k->vec_dot_type].from_float;
-        c.act_blck = at->blck_size;
-        c.act_blck_bytes = (size_t)at->type_size;
+        plan_quantize(&c, ggml_type_get(k->vec_dot_type), coli_pool_size(pool));
     }
     plan_chunks(&c, coli_pool_size(pool));
-    coli_pool_run(pool, mm_worker, &c);
+    coli_pool_run_shared(pool, mm_worker, &c);
     return COLI_OK;
 }
 
@@ -140,6 +163,7 @@ int coli_matmul_quantize(coli_pool *pool, uint32_t wtype, int64_t n_in, const fl
     const coli_type_kernels *k = NULL;
     int rc = check_shape(wtype, n_in, 0, n_rows, &k);
     if (rc) return rc;
+    if (n_rows == 0) return COLI_OK;
     if (k->vec_dot_type == GGML_TYPE_F32) {
         memcpy(xq, x, (size_t)(n_in * n_rows) * sizeof(float));
         return COLI_OK;
@@ -153,12 +177,10 @@ int coli_matmul_quantize(coli_pool *pool, uint32_t wtype, int64_t n_in, const fl
     c.n_rows = n_rows;
     c.xq_stride = coli_row_size(k->vec_dot_type, n_in);
     c.from_float = coli_kernels()->type[k->vec_dot_type].from_float;
-    c.act_blck = at->blck_size;
-    c.act_blck_bytes = (size_t)at->type_size;
-    c.quantize = 1;
     c.pool = pool;
+    plan_quantize(&c, at, coli_pool_size(pool));
     atomic_init(&c.next_chunk, 0);  /* n_chunks = 0: phase 2 is empty */
-    coli_pool_run(pool, mm_worker, &c);
+    coli_pool_run_shared(pool, mm_worker, &c);
     return COLI_OK;
 }
 
@@ -181,7 +203,7 @@ int coli_matmul_q(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, 
     c.vec_dot = k->vec_dot;
     c.pool = pool;
     plan_chunks(&c, coli_pool_size(pool));
-    coli_pool_run(pool, mm_worker, &c);
+    coli_pool_run_shared(pool, mm_worker, &c);
     return COLI_OK;
 }
 

@@ -39,6 +39,8 @@ struct coli_pool {
     atomic_int bar_count;     /* barrier arrivals */
     atomic_uint bar_phase;    /* barrier generation */
     atomic_int n_sleeping;
+    /* run_shared: generation (high 32 bits) | SHARED | OPEN | workers joined */
+    atomic_ullong join;
     pthread_mutex_t mu;
     pthread_cond_t cv;
 };
@@ -77,6 +79,21 @@ static unsigned spin_while_equal(atomic_uint *a, unsigned old, int64_t budget_ns
     }
 }
 
+#define JOIN_SHARED (1ull << 31)
+#define JOIN_OPEN (1ull << 30)
+#define JOIN_COUNT 0xffffull
+
+/* A shared run takes a worker only while its job is open and of the
+ * generation the worker saw; returns 1 when this worker joined. */
+static int try_join(coli_pool *pool, unsigned g) {
+    unsigned long long s = atomic_load_explicit(&pool->join, memory_order_acquire);
+    for (;;) {
+        if ((unsigned)(s >> 32) != g || !(s & JOIN_OPEN)) return 0;
+        if (atomic_compare_exchange_weak_explicit(&pool->join, &s, s + 1, memory_order_acq_rel, memory_order_acquire))
+            return 1;
+    }
+}
+
 static void *worker_main(void *p) {
     worker_arg *wa = p;
     coli_pool *pool = wa->pool;
@@ -94,6 +111,9 @@ static void *worker_main(void *p) {
         }
         seen = g;
         if (atomic_load_explicit(&pool->stop, memory_order_acquire)) break;
+        const unsigned long long js = atomic_load_explicit(&pool->join, memory_order_acquire);
+        if ((unsigned)(js >> 32) != g) continue;  /* a shared run we missed; the caller moved on */
+        if ((js & JOIN_SHARED) && !try_join(pool, g)) continue;  /* too late: the caller did the work */
         pool->fn(pool->ctx, ith, pool->n);
         atomic_fetch_add_explicit(&pool->n_done, 1, memory_order_release);
     }
@@ -120,6 +140,7 @@ coli_pool *coli_pool_create(int n_threads) {
     atomic_init(&pool->bar_count, 0);
     atomic_init(&pool->bar_phase, 0);
     atomic_init(&pool->n_sleeping, 0);
+    atomic_init(&pool->join, 0);
     pthread_mutex_init(&pool->mu, NULL);
     pthread_cond_init(&pool->cv, NULL);
     if (n_threads == 1) return pool;
@@ -168,12 +189,36 @@ void coli_pool_run(coli_pool *pool, coli_pool_fn fn, void *ctx) {
     pool->fn = fn;
     pool->ctx = ctx;
     atomic_store_explicit(&pool->n_done, 0, memory_order_relaxed);
-    atomic_fetch_add(&pool->gen, 1);  /* seq_cst: publishes fn/ctx/n_done */
+    const unsigned g = atomic_load_explicit(&pool->gen, memory_order_relaxed) + 1;
+    atomic_store_explicit(&pool->join, (unsigned long long)g << 32, memory_order_release);
+    atomic_fetch_add(&pool->gen, 1);  /* seq_cst: publishes fn/ctx/n_done/join */
     wake(pool);
     fn(ctx, 0, pool->n);
     for (unsigned i = 1; atomic_load_explicit(&pool->n_done, memory_order_acquire) != pool->n - 1; i++) {
         cpu_relax();
         if ((i & 1023) == 0) sched_yield();  /* a worker may have been preempted */
+    }
+}
+
+void coli_pool_run_shared(coli_pool *pool, coli_pool_fn fn, void *ctx) {
+    if (!pool || pool->n == 1) {
+        fn(ctx, 0, 1);
+        return;
+    }
+    pool->fn = fn;
+    pool->ctx = ctx;
+    atomic_store_explicit(&pool->n_done, 0, memory_order_relaxed);
+    const unsigned g = atomic_load_explicit(&pool->gen, memory_order_relaxed) + 1;
+    atomic_store_explicit(&pool->join, ((unsigned long long)g << 32) | JOIN_SHARED | JOIN_OPEN, memory_order_release);
+    atomic_fetch_add(&pool->gen, 1);
+    wake(pool);
+    fn(ctx, 0, pool->n);
+    /* close the job: workers that have not joined yet will skip it */
+    const unsigned long long s = atomic_fetch_and_explicit(&pool->join, ~JOIN_OPEN, memory_order_acq_rel);
+    const int joined = (int)(s & JOIN_COUNT);
+    for (unsigned i = 1; atomic_load_explicit(&pool->n_done, memory_order_acquire) != joined; i++) {
+        cpu_relax();
+        if ((i & 1023) == 0) sched_yield();
     }
 }
 

@@ -17,7 +17,12 @@ void coli_pool_free(coli_pool *pool);  /* NULL is fine */
 int coli_pool_size(const coli_pool *pool);  /* 1 for NULL */
 /* Runs fn(ctx, ith, nth) for ith in 0..nth-1; pool may be NULL (runs inline). */
 void coli_pool_run(coli_pool *pool, coli_pool_fn fn, void *ctx);
-/* Inside a run: wait until all nth threads reach this point. */
+/* Like coli_pool_run, but only the workers that are free in time join
+ * (always the caller, as ith 0): fn must share its work dynamically (atomic
+ * counters), never split it by ith nor use the barrier. On a busy machine a
+ * preempted worker then costs nothing instead of a time slice. */
+void coli_pool_run_shared(coli_pool *pool, coli_pool_fn fn, void *ctx);
+/* Inside a coli_pool_run: wait until all nth threads reach this point. */
 void coli_pool_barrier(coli_pool *pool);
 /* Physical cores (unique package/core pairs), at least 1. */
 int coli_physical_cores(void);

@@ -11,6 +11,7 @@
  * conversions vs F16C, and argument validation of the public hooks. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,7 +329,21 @@ static void test_pool(void) {
     }
     CHECK(counts[0] == 40000 && counts[1] == 40000 && counts[2] == 40000 && counts[3] == 40000,
           "pool counts %ld %ld %ld %ld", counts[0], counts[1], counts[2], counts[3]);
+    /* shared runs: the caller always runs, late workers may skip */
+    static atomic_long shared_calls;
+    for (int it = 0; it < 20000; it++) {
+        void fn_shared(void *, int, int);
+        coli_pool_run_shared(p, fn_shared, &shared_calls);
+    }
+    const long sc = atomic_load(&shared_calls);
+    CHECK(sc >= 20000 && sc <= 80000, "shared runs: %ld calls", sc);
     coli_pool_free(p);
+}
+
+void fn_shared(void *vc, int ith, int nth) {
+    (void)ith;
+    (void)nth;
+    atomic_fetch_add((atomic_long *)vc, 1);
 }
 
 /* each thread bumps its own counter, barrier, bumps again */
