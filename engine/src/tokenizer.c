@@ -671,6 +671,22 @@ static void build_byte_tokens(struct coli_tokenizer *t) {
     for (uint32_t cp = 0; cp < 0x144; cp++) t->gpt2_dec[cp] = (int16_t)coli_cp_to_byte(cp);
 }
 
+/* A byte token's byte is read from its text after "<0x": llama.cpp refuses a
+ * vocabulary whose byte token is too short for that (it throws while loading). */
+static int check_byte_tokens(const struct coli_tokenizer *t) {
+    for (int32_t i = 0; i < t->n_tokens; i++) {
+        uint16_t a = t->attr[i];
+        if (!(a & COLI_ATTR_BYTE) ||
+            (a & (COLI_ATTR_UNKNOWN | COLI_ATTR_CONTROL | COLI_ATTR_USER_DEFINED | COLI_ATTR_NORMAL)))
+            continue;
+        size_t n;
+        const char *p = coli_tok_text(t, i, &n);
+        if (n < 3)
+            return coli_fail(COLI_E_CORRUPT, "corrupt: byte token %d is '%.*s', not <0xNN>", (int)i, (int)n, p);
+    }
+    return 0;
+}
+
 /* ---- load / free -------------------------------------------------------- */
 
 struct coli_tokenizer *coli_tokenizer_load(gguf_file *f) {
@@ -690,6 +706,7 @@ struct coli_tokenizer *coli_tokenizer_load(gguf_file *f) {
     if (!rc) rc = derive_special(t);
     if (!rc) rc = build_special(t);
     if (!rc) strip_attributes(t, f);
+    if (!rc) rc = check_byte_tokens(t);
     if (rc) {
         coli_tokenizer_free(t);
         return NULL;

@@ -114,42 +114,56 @@ static void work_free(work *w) {
     coli_u32vec_free(&w->segs2);
 }
 
-/* ---- the merge queue ----------------------------------------------------- */
+/* ---- the merge queue -------------------------------------------------------
+ * A binary heap that moves its elements exactly as libstdc++'s push_heap and
+ * pop_heap do under std::priority_queue, with llama.cpp's comparators. With a
+ * strict order any heap pops the same sequence; this one also matches when
+ * the file's scores hold NaNs, for which the comparison is no order at all. */
 
-static inline int before(const heap *h, const bigram *a, const bigram *b) {
-    if (h->spm) {
-        if (a->key.score != b->key.score) return a->key.score > b->key.score;
-    } else {
-        if (a->key.rank != b->key.rank) return a->key.rank < b->key.rank;
+/* llama.cpp's comparator: a ranks below b (pops later). */
+static inline int below(const heap *h, const bigram *a, const bigram *b) {
+    if (h->spm) return a->key.score < b->key.score || (a->key.score == b->key.score && a->left > b->left);
+    return a->key.rank > b->key.rank || (a->key.rank == b->key.rank && a->left > b->left);
+}
+
+/* libstdc++ __push_heap: sift `x` up from `hole` towards `top`. */
+static void sift_up(heap *h, size_t hole, size_t top, bigram x) {
+    while (hole > top) {
+        size_t parent = (hole - 1) / 2;
+        if (!below(h, &h->v[parent], &x)) break;
+        h->v[hole] = h->v[parent];
+        hole = parent;
     }
-    return a->left < b->left;
+    h->v[hole] = x;
 }
 
 static int heap_push(heap *h, bigram x) {
     if (h->n == h->cap && grow((void **)&h->v, &h->cap, h->n + 1, sizeof *h->v)) return COLI_E_NOMEM;
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!before(h, &x, &h->v[p])) break;
-        h->v[i] = h->v[p];
-        i = p;
-    }
-    h->v[i] = x;
+    h->n++;
+    sift_up(h, h->n - 1, 0, x);
     return 0;
 }
 
+/* libstdc++ pop_heap + pop_back: the top out, the last element re-seated by
+ * __adjust_heap (down to a leaf along the larger children, then up). */
 static bigram heap_pop(heap *h) {
-    bigram top = h->v[0], x = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && before(h, &h->v[c + 1], &h->v[c])) c++;
-        if (!before(h, &h->v[c], &x)) break;
-        h->v[i] = h->v[c];
-        i = c;
+    bigram top = h->v[0];
+    size_t len = --h->n;
+    if (len == 0) return top;
+    bigram x = h->v[len];
+    size_t hole = 0, child = 0;
+    while (child < (len - 1) / 2) {
+        child = 2 * (child + 1);
+        if (below(h, &h->v[child], &h->v[child - 1])) child--;
+        h->v[hole] = h->v[child];
+        hole = child;
     }
-    if (h->n) h->v[i] = x;
+    if ((len & 1) == 0 && child == (len - 2) / 2) {
+        child = 2 * (child + 1);
+        h->v[hole] = h->v[child - 1];
+        hole = child - 1;
+    }
+    sift_up(h, hole, 0, x);
     return top;
 }
 
@@ -495,6 +509,20 @@ static int hexval(char c) {
     return -1;
 }
 
+/* The byte a byte token stands for: "<0xNN>" -> NN. Like llama.cpp, the two
+ * characters after "<0x" read by strtol(.., 16): leading whitespace, a sign
+ * and a "0x" are allowed, the value is cut to a byte. */
+static uint8_t byte_value(const char *p, size_t n) {
+    char s[6] = {0};
+    for (size_t i = 3; i < 5 && i < n; i++) s[i - 3] = p[i];
+    int i = 0, neg = 0, v = 0;
+    while (s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r')) i++;
+    if (s[i] == '+' || s[i] == '-') neg = s[i++] == '-';
+    if (s[i] == '0' && (s[i + 1] == 'x' || s[i + 1] == 'X') && hexval(s[i + 2]) >= 0) i += 2;
+    for (; s[i] && hexval(s[i]) >= 0; i++) v = v * 16 + hexval(s[i]);
+    return (uint8_t)(neg ? -v : v);
+}
+
 /* GPT-2 byte-level text back to bytes (llama_decode_text). */
 static int decode_gpt2(const struct coli_tokenizer *t, const char *p, size_t n, sink *s) {
     coli_u32vec cps = {0};
@@ -551,10 +579,7 @@ int coli_tok_piece(const struct coli_tokenizer *t, int32_t id, int special, char
             }
         }
     } else if (attr & COLI_ATTR_BYTE) {
-        /* "<0xNN>": the two characters after "<0x", as strtol reads them */
-        int v = 0;
-        for (size_t i = 3; i < 5 && i < n && hexval(p[i]) >= 0; i++) v = v * 16 + hexval(p[i]);
-        uint8_t c = (uint8_t)v;
+        uint8_t c = byte_value(p, n);
         put(&s, &c, 1);
     }
     if (s.n > (size_t)INT32_MAX) return coli_fail(COLI_E_TOO_LONG, "token_bytes: piece too long");

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
+import random
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -21,7 +24,7 @@ import pytest
 
 from colibri.engine import Engine
 from colibri.errors import EngineError
-from tests.conftest import run_coli
+from tests.conftest import ROOT, run_coli
 
 from .tokenizer_fixtures import (
     CORPUS, bpe_vocab, corpus_bytes, long_text, random_texts, train_bpe, write_vocab_gguf,
@@ -473,3 +476,67 @@ def test_speed_10k_words(gemma, gemma_ref, gemma_path):
     t_load, _ = _best(lambda: Engine(gemma_path, vocab_only=True).close(), reps=1)
     print(f"gemma vocab load: {t_load * 1e3:.1f} ms")
     assert t_load < 2.0
+
+
+# ---- sanitizers ---------------------------------------------------------------------
+
+def _random_vocabularies(d: Path, n: int, seed: int = 3) -> list[Path]:
+    """Vocabularies with hostile contents: empty, NUL and invalid-UTF-8 texts,
+    duplicates, any token type, NaN scores, bad merges, ids past the end."""
+    rng = random.Random(seed)
+    alphabet = [b"a", b"b", b" ", b"\xe2\x96\x81", b"<", b">", b"\x00", b"\xff", b"\xc3", b"<0x41>", b"\xc4\xa0", b"'s"]
+    pres = ["default", "qwen2", "llama-bpe", "olmo", "gpt-2", "starcoder", "no-such-pre", ""]
+    out = []
+    for i in range(n):
+        model = rng.choice(["llama", "gpt2"])
+        nt = rng.randint(1, 80)
+        tokens = [b"".join(rng.choice(alphabet) for _ in range(rng.randint(0, 4))) for _ in range(nt)]
+        if model == "llama" and rng.random() < 0.7:
+            tokens += [f"<0x{b:02X}>".encode() for b in range(256)]
+        if rng.random() < 0.9:  # most unique (as llama.cpp needs: the text before a NUL counts), a few not
+            seen, uniq = set(), []
+            for t in tokens:
+                key = t.split(b"\x00")[0] or b"[EMPTY]"
+                if key not in seen:
+                    seen.add(key)
+                    uniq.append(t)
+            tokens = uniq
+        kw = dict(model=model, tokens=tokens, extra={})
+        if rng.random() < 0.8:
+            kw["types"] = [rng.randint(-1, 8) for _ in tokens]
+        if rng.random() < 0.8:
+            kw["scores"] = [rng.choice([0.0, -1.5, float("nan"), float("inf"), rng.uniform(-10, 0)]) for _ in tokens]
+        if model == "gpt2":
+            kw["pre"] = rng.choice(pres)
+            parts = [t for t in tokens if t and b" " not in t and b"\x00" not in t] or [b"a"]
+            kw["merges"] = [rng.choice(parts) + b" " + rng.choice(parts) for _ in range(rng.randint(0, 40))]
+            if rng.random() < 0.1:
+                kw["merges"].append(b"nospace")
+        for key in ("bos", "eos", "eot", "unknown", "padding"):
+            if rng.random() < 0.5:
+                kw["extra"][f"tokenizer.ggml.{key}_token_id"] = ("uint32", rng.randint(0, len(tokens) + 2))
+        for key in ("add_bos_token", "add_eos_token", "add_space_prefix"):
+            if rng.random() < 0.5:
+                kw["extra"][f"tokenizer.ggml.{key}"] = ("bool", rng.random() < 0.5)
+        out.append(write_vocab_gguf(d / f"random{i}.gguf", **kw))
+    return out
+
+
+def test_tokenizer_under_sanitizers(asan_gguf_check, tmp_path, bpe_dir, default_model):
+    """tests/engine/test_tokenizer_fuzz.c against the AddressSanitizer + UBSan
+    build of the engine, on every vocabulary above and on hostile ones."""
+    lib = asan_gguf_check.parent / "libcolibri.a"
+    exe = tmp_path / "test_tokenizer_fuzz"
+    cc = os.environ.get("CC", "cc")
+    subprocess.run([cc, "-std=c11", "-Wall", "-Wextra", "-O1", "-g", "-fno-omit-frame-pointer",
+                    "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
+                    f"-I{ROOT / 'engine' / 'include'}", "-o", str(exe),
+                    str(Path(__file__).with_name("test_tokenizer_fuzz.c")), str(lib), "-lm", "-pthread"], check=True)
+    files = [default_model] + sorted(bpe_dir.glob("*.gguf")) + _odd_vocabularies(tmp_path)
+    files += _random_vocabularies(tmp_path, 60)
+    r = subprocess.run([str(exe), "300", *map(str, files)], capture_output=True, text=True, errors="replace",
+                       timeout=300)
+    report = r.stdout + r.stderr
+    assert r.returncode == 0, report[-4000:]
+    assert "runtime error" not in report and "AddressSanitizer" not in report, report[-4000:]
+    assert report.count(": ok (") >= len(files) // 2, report
