@@ -4,6 +4,8 @@
 
 #include "engine.h"
 #include "error.h"
+#include "jsonbuf.h"
+#include "quant.h"
 #include "threadpool.h"
 #include "tokenizer.h"
 
@@ -71,9 +73,30 @@ void colibri_close(colibri_engine *e) {
     free(e);
 }
 
+/* The file's description plus what opening decided (context, threads, memory). */
 int64_t colibri_model_info(colibri_engine *e, char *out, size_t cap) {
     if (!e) return coli_fail(COLI_E_ARG, "colibri_model_info: no engine");
-    return colibri_gguf_describe((const colibri_gguf *)e->gguf, out, cap);
+    int64_t n = colibri_gguf_describe((const colibri_gguf *)(const void *)e->gguf, NULL, 0);
+    if (n < 0) return n;
+    char *desc = malloc((size_t)n + 1);
+    if (!desc) return coli_fail(COLI_E_NOMEM, "out of memory");
+    colibri_gguf_describe((const colibri_gguf *)(const void *)e->gguf, desc, (size_t)n + 1);
+    jsonbuf b;
+    jb_init(&b);
+    jb_raw(&b, desc, (size_t)n - 1); /* without the closing brace */
+    free(desc);
+    jb_printf(&b, ",\"vocab_only\":%s,\"kernels\":\"%s\"", e->loaded ? "false" : "true", coli_kernels()->name);
+    if (e->loaded) {
+        const coli_state *s = &e->state;
+        const size_t kv_bytes = (size_t)e->model.hp.n_layer * s->n_ctx *
+                                ((size_t)e->model.hp.n_head_kv * (e->model.hp.head_dim + e->model.hp.head_dim_v)) *
+                                sizeof(coli_half);
+        jb_printf(&b, ",\"n_ctx\":%d,\"n_batch\":%d,\"n_threads\":%d,\"n_slots\":%d", e->cfg.n_ctx,
+                  e->cfg.n_batch, e->cfg.n_threads, e->cfg.n_slots);
+        jb_printf(&b, ",\"kv_bytes_per_slot\":%zu,\"state_bytes\":%zu", kv_bytes, s->bytes);
+    }
+    jb_puts(&b, "}");
+    return jb_finish(&b, out, cap);
 }
 
 static int need_model(const colibri_engine *e, const char *fn) {

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import codecs
 import json
 import sys
 
@@ -23,16 +22,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from colibri.detok import Detokenizer
     from colibri.generate import generate
 
     if args.max_tokens < 0:
         raise SystemExit("coli generate: --max-tokens must be >= 0")
     engine = open_engine(args)
     prompt = engine.tokenize(args.prompt)
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    detok = Detokenizer(engine.token_bytes)
 
     def stream(tok: int) -> None:
-        sys.stdout.write(decoder.decode(engine.token_bytes(tok)))
+        sys.stdout.write(detok.add(tok))
         sys.stdout.flush()
 
     gen = generate(engine, prompt, args.max_tokens, args.temperature, args.top_p, args.seed,
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
             "tok_per_s": {"prefill": round(gen.prefill_tok_per_s, 2), "decode": round(gen.decode_tok_per_s, 2)},
         }))
     else:
-        sys.stdout.write(decoder.decode(b"", final=True) + "\n")
+        sys.stdout.write(detok.flush() + "\n")
         print(f"[{len(gen.prompt_tokens)} prompt tokens at {gen.prefill_tok_per_s:.1f} tok/s, "
               f"{len(gen.tokens)} generated at {gen.decode_tok_per_s:.1f} tok/s, {gen.finish_reason}]",
               file=sys.stderr)

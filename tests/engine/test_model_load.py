@@ -1,0 +1,86 @@
+"""engine/src/model.c and forward.c on tiny synthetic models: loading, bad
+input as named errors, prefill equal to decode, the context limit."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from colibri.engine import Engine
+from colibri.errors import EngineError
+from tests.engine.tiny_models import write_tiny_gemma3
+
+pytest.importorskip("gguf")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return write_tiny_gemma3(tmp_path_factory.mktemp("tiny") / "tiny.gguf")
+
+
+def test_tiny_model_loads_and_reports(tiny):
+    with Engine(tiny, n_ctx=64, n_threads=2) as e:
+        info = e.model_info()
+        assert info["arch"] == "gemma3" and info["n_ctx"] == 64 and info["n_threads"] == 2
+        assert info["vocab_only"] is False and info["kv_bytes_per_slot"] > 0
+        assert e.n_vocab == 260
+
+
+def test_prefill_equals_decode_and_threads_agree(tiny):
+    tokens = [258, 72, 101, 108, 108, 111, 32, 119, 111, 114, 108, 100, 33, 10, 65, 66]
+    with Engine(tiny, n_ctx=64, n_threads=2, n_batch=5) as e:
+        batch = np.frombuffer(e.eval(tokens, 0, logits="all"), np.float32).reshape(len(tokens), -1)
+        assert np.isfinite(batch).all()
+        one = np.stack([np.frombuffer(e.eval([t], i, logits="last"), np.float32) for i, t in enumerate(tokens)])
+    with Engine(tiny, n_ctx=64, n_threads=1) as e1:
+        single = np.frombuffer(e1.eval(tokens, 0, logits="all"), np.float32).reshape(len(tokens), -1)
+    assert np.array_equal(batch, one), "a token's logits depend on how the prompt was batched"
+    assert np.array_equal(batch, single), "logits depend on the thread count"
+
+
+def test_sliding_window_limits_attention(tiny):
+    """With a 4-token window, the last position's logits ignore tokens 5+ back in SWA layers,
+    but layer 1 (global: pattern 6 makes layers 0..4 sliding, 5 global) is sliding too here,
+    so changing the first token must not change the logits of position 9."""
+    a = [258, 10, 11, 12, 13, 14, 15, 16, 17, 18]
+    b = [258, 99, 11, 12, 13, 14, 15, 16, 17, 18]
+    with Engine(tiny, n_ctx=32, n_threads=1) as e:
+        la = np.frombuffer(e.eval(a, 0, logits="all"), np.float32).reshape(len(a), -1)
+        lb = np.frombuffer(e.eval(b, 0, logits="all"), np.float32).reshape(len(b), -1)
+    assert not np.array_equal(la[2], lb[2])  # inside the window: the change is seen
+    # both layers slide (window 4), so after two layers the receptive field is 2*(4-1)=6 back
+    assert np.array_equal(la[9], lb[9])
+
+
+def test_context_limit_is_named(tiny):
+    with Engine(tiny, n_ctx=16, n_threads=1) as e:
+        with pytest.raises(EngineError) as err:
+            e.eval(list(range(17)), 0)
+        assert err.value.code == "too_long" and "context holds 16" in str(err.value)
+        with pytest.raises(EngineError) as err:
+            e.eval([5000], 0)
+        assert err.value.code == "invalid_argument" and "outside the vocabulary" in str(err.value)
+
+
+def test_vocab_only_engine_refuses_eval(tiny):
+    with Engine(tiny, vocab_only=True) as e:
+        assert e.tokenize("hi")
+        with pytest.raises(EngineError) as err:
+            e.eval([1], 0)
+        assert err.value.code == "bad_state"
+
+
+@pytest.mark.parametrize("kwargs,code,fragment", [
+    ({"arch": "mamba"}, "unsupported", "architecture 'mamba'"),
+    ({"drop": "blk.1.ffn_up.weight"}, "missing", "blk.1.ffn_up.weight"),
+    ({"drop": "blk.0.attn_q_norm.weight"}, "missing", "attn_q_norm"),
+    ({"drop": "output_norm.weight"}, "missing", "output_norm"),
+    ({"reshape": {"blk.0.attn_q.weight": (96, 64)}}, "corrupt", "expected [64, 64]"),
+    ({"reshape": {"blk.1.ffn_down.weight": (64, 100)}}, "corrupt", "blk.1.ffn_down.weight"),
+    ({"raw_types": {"blk.0.ffn_gate.weight": 20}}, "unsupported", "IQ4_NL"),
+])
+def test_bad_model_is_a_named_error(tmp_path, kwargs, code, fragment):
+    path = write_tiny_gemma3(tmp_path / "bad.gguf", **kwargs)
+    with pytest.raises(EngineError) as err:
+        Engine(path, n_ctx=32)
+    assert err.value.code == code, str(err.value)
+    assert fragment in str(err.value)

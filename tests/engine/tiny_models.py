@@ -1,0 +1,82 @@
+"""Tiny synthetic dense models written with the `gguf` package, for load and
+bad-input tests (random weights; the real model is the default Gemma 3)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from tests.engine.tokenizer_fixtures import bpe_vocab, train_bpe
+
+E, H, HKV, D, F, L = 64, 2, 1, 32, 128, 2
+
+
+def write_tiny_gemma3(path: Path, *, arch: str = "gemma3", drop: str | None = None,
+                      reshape: dict[str, tuple[int, ...]] | None = None,
+                      raw_types: dict[str, int] | None = None, extra_kv: dict | None = None) -> Path:
+    """A 2-layer Gemma 3-shaped model; `drop` leaves a tensor out, `reshape` changes
+    a tensor's shape, `raw_types` writes a tensor as another ggml type (bytes)."""
+    import gguf
+
+    rng = np.random.default_rng(0)
+    merges = train_bpe("hello hello world", 2)
+    tokens, types = bpe_vocab(merges, ["<bos>", "<eos>"])
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_block_count(L)
+    w.add_context_length(256)
+    w.add_embedding_length(E)
+    w.add_feed_forward_length(F)
+    w.add_head_count(H)
+    w.add_head_count_kv(HKV)
+    w.add_key_length(D)
+    w.add_value_length(D)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(10000.0)
+    w.add_sliding_window(4)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges([f"{a} {b}" for a, b in merges])
+    w.add_bos_token_id(len(tokens) - 2)
+    w.add_eos_token_id(len(tokens) - 1)
+    w.add_add_bos_token(True)
+    for key, value in (extra_kv or {}).items():
+        w.add_key_value(key, value, gguf.GGUFValueType.UINT32)
+    V = len(tokens)
+
+    def mat(n_out, n_in, scale=0.2):
+        return (rng.standard_normal((n_out, n_in)) * scale / np.sqrt(n_in)).astype(np.float32)
+
+    def norm(n):
+        return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+
+    tensors = {"token_embd.weight": mat(V, E, 1.0), "output_norm.weight": norm(E)}
+    for il in range(L):
+        b = f"blk.{il}."
+        tensors.update({
+            b + "attn_norm.weight": norm(E), b + "attn_q.weight": mat(H * D, E), b + "attn_k.weight": mat(HKV * D, E),
+            b + "attn_v.weight": mat(HKV * D, E), b + "attn_output.weight": mat(E, H * D),
+            b + "attn_q_norm.weight": norm(D), b + "attn_k_norm.weight": norm(D),
+            b + "post_attention_norm.weight": norm(E), b + "ffn_norm.weight": norm(E),
+            b + "ffn_gate.weight": mat(F, E), b + "ffn_up.weight": mat(F, E), b + "ffn_down.weight": mat(E, F),
+            b + "post_ffw_norm.weight": norm(E),
+        })
+    for name, arr in tensors.items():
+        if name == drop:
+            continue
+        if reshape and name in reshape:
+            arr = np.resize(arr, reshape[name]).astype(np.float32)
+        if raw_types and name in raw_types:
+            t = gguf.GGMLQuantizationType(raw_types[name])
+            block, size = gguf.GGML_QUANT_SIZES[t]
+            n_out, n_in = arr.shape
+            raw = np.zeros((n_out, n_in // block * size), dtype=np.uint8)
+            w.add_tensor(name, raw, raw_dtype=t)
+        else:
+            w.add_tensor(name, arr)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
