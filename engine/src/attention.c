@@ -42,6 +42,8 @@ static void attn_worker(void *ctx, int ith, int nth) {
         const float *q = s->q + ((size_t)i * hp->n_head + h) * hd;
         for (int d = 0; d < hd; d++) qh[d] = coli_fp32_to_fp16(q[d]);
         for (int j = 0; j < nk; j++) dot(hd, kc + (size_t)(lo + j) * k_dim + (size_t)kvh * hd, qh, 0, &sc[j], 0, 1);
+        if (hp->kq_scale != 1.0f)
+            for (int j = 0; j < nk; j++) sc[j] *= hp->kq_scale; /* ggml_soft_max_ext's scale */
         coli_softmax(sc, nk);
         for (int j = 0; j < nk; j++) ph[j] = coli_fp32_to_fp16(sc[j]);
         float *out = s->att + ((size_t)i * hp->n_head + h) * hdv;

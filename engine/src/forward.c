@@ -108,6 +108,13 @@ static int matmul(coli_state *s, const coli_mat *w, const float *x, int n, float
     return coli_matmul(s->pool, w->data, w->type, w->n_in, w->n_out, x, n, y, s->mm_scratch);
 }
 
+/* Each of n rows of width w gets b added (no-op without a bias). */
+static void add_bias(float *x, const float *b, int n, int w) {
+    if (!b) return;
+    for (int i = 0; i < n; i++)
+        for (int d = 0; d < w; d++) x[(size_t)i * w + d] += b[d];
+}
+
 static int attention(const coli_model *m, coli_state *s, int il, int n, int pos) {
     const coli_hparams *hp = &m->hp;
     const coli_layer *L = &m->layers[il];
@@ -118,6 +125,9 @@ static int attention(const coli_model *m, coli_state *s, int il, int n, int pos)
     if ((rc = matmul(s, &L->wq, s->xn, n, s->q))) return rc;
     if ((rc = matmul(s, &L->wk, s->xn, n, s->k))) return rc;
     if ((rc = matmul(s, &L->wv, s->xn, n, s->v))) return rc;
+    add_bias(s->q, L->bq, n, hp->n_head * hd);
+    add_bias(s->k, L->bk, n, k_dim);
+    add_bias(s->v, L->bv, n, v_dim);
     coli_half *kc = s->k_cache + (size_t)il * s->n_ctx * k_dim;
     coli_half *vc = s->v_cache + (size_t)il * s->n_ctx * v_dim;
     for (int i = 0; i < n; i++) {
@@ -130,13 +140,15 @@ static int attention(const coli_model *m, coli_state *s, int il, int n, int pos)
         }
         coli_rope(q, hp->n_head, hd, hp->n_rot, pos + i, L->rope_base, L->rope_scale, hp->rope_type);
         coli_rope(k, hp->n_head_kv, hd, hp->n_rot, pos + i, L->rope_base, L->rope_scale, hp->rope_type);
-        for (int d = 0; d < hp->n_head * hd; d++) q[d] *= hp->attn_scale;
+        if (hp->attn_scale != 1.0f)
+            for (int d = 0; d < hp->n_head * hd; d++) q[d] *= hp->attn_scale;
         coli_half *kdst = kc + (size_t)(pos + i) * k_dim;
         for (int d = 0; d < k_dim; d++) kdst[d] = coli_fp32_to_fp16(k[d]);
         for (int d = 0; d < v_dim; d++) vc[(size_t)d * s->n_ctx + pos + i] = coli_fp32_to_fp16(v[d]);
     }
     coli_attention(m, s, il, n, pos);
     if ((rc = matmul(s, &L->wo, s->att, n, s->tmp))) return rc;
+    add_bias(s->tmp, L->bo, n, E);
     if (L->post_attn_norm)
         for (int i = 0; i < n; i++)
             coli_rmsnorm(s->tmp + (size_t)i * E, s->tmp + (size_t)i * E, L->post_attn_norm, E, hp->rms_eps);

@@ -51,8 +51,11 @@ static int get_f32_opt(const gguf_file *f, const char *arch, const char *suffix,
     return rc < 0 ? rc : 0;
 }
 
-/* Family defaults: what llama.cpp's load_hparams sets for each architecture. */
+/* Family switches: what llama.cpp's graph for each architecture does. */
 static int family_hparams(coli_hparams *hp, const char *arch) {
+    hp->attn_scale = 1.0f;
+    hp->kq_scale = 1.0f / sqrtf((float)hp->head_dim);
+    hp->act = COLI_ACT_SILU;
     if (strcmp(arch, "gemma3") == 0) {
         hp->rope_type = COLI_ROPE_NEOX;
         hp->act = COLI_ACT_GELU;
@@ -61,10 +64,25 @@ static int family_hparams(coli_hparams *hp, const char *arch) {
         hp->swa_pattern = 6; /* five sliding-window layers, then one global */
         hp->rope_base_swa = 10000.0f;
         hp->embd_scale = sqrtf((float)hp->n_embd);
-        hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+        hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim); /* Gemma scales q, not the scores */
+        hp->kq_scale = 1.0f;
         return 0;
     }
-    return coli_fail(COLI_E_UNSUPPORTED, "unsupported: architecture '%s' (colibri runs gemma3 today)", arch);
+    if (strcmp(arch, "llama") == 0) {
+        hp->rope_type = COLI_ROPE_NORM;
+        return 0;
+    }
+    if (strcmp(arch, "qwen2") == 0) {
+        hp->rope_type = COLI_ROPE_NEOX;
+        return 0;
+    }
+    if (strcmp(arch, "qwen3") == 0) {
+        hp->rope_type = COLI_ROPE_NEOX;
+        hp->qk_norm = true;
+        return 0;
+    }
+    return coli_fail(COLI_E_UNSUPPORTED,
+                     "unsupported: architecture '%s' (colibri runs gemma3, llama, qwen2 and qwen3 today)", arch);
 }
 
 static int load_hparams(coli_model *m, const gguf_file *f) {
@@ -110,6 +128,11 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
                          stype.ptr);
     if (factor > 0.0f && !gguf_str_eq(stype, "none")) hp->rope_scale = 1.0f / factor;
     if ((rc = get_u32_opt(f, a, "attention.sliding_window", &hp->n_swa))) return rc;
+    int n_expert = 0;
+    if ((rc = get_u32_opt(f, a, "expert_count", &n_expert))) return rc;
+    if (n_expert > 0)
+        return coli_fail(COLI_E_UNSUPPORTED, "unsupported: a mixture-of-experts '%s' model (%d experts); colibri "
+                         "runs dense models today", a, n_expert);
     hp->embd_scale = 1.0f;
     if ((rc = family_hparams(hp, a))) return rc;
     if ((rc = get_f32_opt(f, a, "rope.freq_base_swa", &hp->rope_base_swa))) return rc;
@@ -180,6 +203,10 @@ static int load_layer(coli_model *m, const gguf_file *f, int il) {
     if ((rc = bind_mat(&L->wv, f, T("attn_v.weight"), hp->n_embd, v_dim))) return rc;
     if ((rc = bind_mat(&L->wo, f, T("attn_output.weight"), (int64_t)hp->n_head * hp->head_dim_v, hp->n_embd)))
         return rc;
+    if ((rc = bind_vec(&L->bq, f, T("attn_q.bias"), q_dim, true))) return rc;
+    if ((rc = bind_vec(&L->bk, f, T("attn_k.bias"), k_dim, true))) return rc;
+    if ((rc = bind_vec(&L->bv, f, T("attn_v.bias"), v_dim, true))) return rc;
+    if ((rc = bind_vec(&L->bo, f, T("attn_output.bias"), hp->n_embd, true))) return rc;
     if ((rc = bind_mat(&L->ffn_gate, f, T("ffn_gate.weight"), hp->n_embd, hp->n_ff))) return rc;
     if ((rc = bind_mat(&L->ffn_up, f, T("ffn_up.weight"), hp->n_embd, hp->n_ff))) return rc;
     if ((rc = bind_mat(&L->ffn_down, f, T("ffn_down.weight"), hp->n_ff, hp->n_embd))) return rc;
@@ -236,6 +263,10 @@ void coli_model_free(coli_model *m) {
             free(L->post_attn_norm);
             free(L->ffn_norm);
             free(L->post_ffn_norm);
+            free(L->bq);
+            free(L->bk);
+            free(L->bv);
+            free(L->bo);
         }
     }
     free(m->layers);

@@ -43,7 +43,8 @@ typedef struct {
     coli_rope_type rope_type;
     coli_act act;
     float embd_scale;      /* embeddings are multiplied by this (Gemma: sqrt(n_embd)) */
-    float attn_scale;      /* queries are multiplied by this before Q.K */
+    float attn_scale;      /* queries are multiplied by this before Q.K (Gemma) */
+    float kq_scale;        /* scores are multiplied by this inside the softmax (the rest) */
     bool qk_norm;          /* per-head RMS norm of q and k */
     bool post_norms;       /* RMS norm of the attention and FFN outputs (Gemma) */
 } coli_hparams;
@@ -58,6 +59,7 @@ typedef struct {
     coli_mat wk;             /* n_embd -> n_head_kv * head_dim */
     coli_mat wv;             /* n_embd -> n_head_kv * head_dim_v */
     coli_mat wo;             /* n_head * head_dim_v -> n_embd */
+    float *bq, *bk, *bv, *bo; /* attention biases (Qwen2) or NULL */
     coli_mat ffn_gate;       /* n_embd -> n_ff */
     coli_mat ffn_up;         /* n_embd -> n_ff */
     coli_mat ffn_down;       /* n_ff -> n_embd */
