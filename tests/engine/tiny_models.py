@@ -11,14 +11,23 @@ from tests.engine.tokenizer_fixtures import bpe_vocab, train_bpe
 E, H, HKV, D, F, L = 64, 2, 1, 32, 128, 2
 
 
-def write_tiny_gemma3(path: Path, *, arch: str = "gemma3", drop: str | None = None,
-                      reshape: dict[str, tuple[int, ...]] | None = None,
-                      raw_types: dict[str, int] | None = None, extra_kv: dict | None = None) -> Path:
-    """A 2-layer Gemma 3-shaped model; `drop` leaves a tensor out, `reshape` changes
-    a tensor's shape, `raw_types` writes a tensor as another ggml type (bytes)."""
+FAMILIES = ("gemma3", "llama", "qwen2", "qwen3")
+
+
+def write_tiny_gemma3(path: Path, **kw) -> Path:
+    return write_tiny(path, family="gemma3", **kw)
+
+
+def write_tiny(path: Path, *, family: str = "gemma3", arch: str | None = None, drop: str | None = None,
+               reshape: dict[str, tuple[int, ...]] | None = None, raw_types: dict[str, int] | None = None,
+               extra_kv: dict | None = None, quant: int | None = None, tied: bool = True, seed: int = 0) -> Path:
+    """A 2-layer model laid out as llama.cpp expects `family`; `drop` leaves a tensor
+    out, `reshape` changes a tensor's shape, `raw_types` writes a tensor as another
+    ggml type (zero bytes), `quant` stores the matrices in that ggml type."""
     import gguf
 
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
+    arch = arch or family
     merges = train_bpe("hello hello world", 2)
     tokens, types = bpe_vocab(merges, ["<bos>", "<eos>"])
     w = gguf.GGUFWriter(str(path), arch)
@@ -32,7 +41,8 @@ def write_tiny_gemma3(path: Path, *, arch: str = "gemma3", drop: str | None = No
     w.add_value_length(D)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_rope_freq_base(10000.0)
-    w.add_sliding_window(4)
+    if family == "gemma3":
+        w.add_sliding_window(4)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("default")
     w.add_token_list(tokens)
@@ -57,11 +67,18 @@ def write_tiny_gemma3(path: Path, *, arch: str = "gemma3", drop: str | None = No
         tensors.update({
             b + "attn_norm.weight": norm(E), b + "attn_q.weight": mat(H * D, E), b + "attn_k.weight": mat(HKV * D, E),
             b + "attn_v.weight": mat(HKV * D, E), b + "attn_output.weight": mat(E, H * D),
-            b + "attn_q_norm.weight": norm(D), b + "attn_k_norm.weight": norm(D),
-            b + "post_attention_norm.weight": norm(E), b + "ffn_norm.weight": norm(E),
+            b + "ffn_norm.weight": norm(E),
             b + "ffn_gate.weight": mat(F, E), b + "ffn_up.weight": mat(F, E), b + "ffn_down.weight": mat(E, F),
-            b + "post_ffw_norm.weight": norm(E),
         })
+        if family in ("gemma3", "qwen3"):
+            tensors.update({b + "attn_q_norm.weight": norm(D), b + "attn_k_norm.weight": norm(D)})
+        if family == "gemma3":
+            tensors.update({b + "post_attention_norm.weight": norm(E), b + "post_ffw_norm.weight": norm(E)})
+        if family == "qwen2":
+            tensors.update({b + "attn_q.bias": 0.1 * norm(H * D), b + "attn_k.bias": 0.1 * norm(HKV * D),
+                            b + "attn_v.bias": 0.1 * norm(HKV * D)})
+    if not tied:
+        tensors["output.weight"] = mat(V, E, 1.0)
     for name, arr in tensors.items():
         if name == drop:
             continue
@@ -73,6 +90,9 @@ def write_tiny_gemma3(path: Path, *, arch: str = "gemma3", drop: str | None = No
             n_out, n_in = arr.shape
             raw = np.zeros((n_out, n_in // block * size), dtype=np.uint8)
             w.add_tensor(name, raw, raw_dtype=t)
+        elif quant is not None and arr.ndim == 2:
+            t = gguf.GGMLQuantizationType(quant)
+            w.add_tensor(name, gguf.quants.quantize(arr, t), raw_dtype=t)
         else:
             w.add_tensor(name, arr)
     w.write_header_to_file()
