@@ -130,6 +130,8 @@ typedef struct {
     enum coli_pre_stage stages[COLI_PRE_MAX_STAGES];
     int ignore_merges;
     int add_bos;
+    int no_bos;         /* no default BOS id */
+    int merges_needed;  /* 0: a file without merges is accepted (Kimi K2) */
 } pre_def;
 
 static const char *const pre_default[] = {"default", NULL};
@@ -143,14 +145,28 @@ static const char *const pre_gpt2[] = {"gpt-2", "phi-2", "jina-es", "jina-de", "
                                        "trillion", "granite-docling", "exaone4", NULL};
 static const char *const pre_starcoder[] = {"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone",
                                             "minerva-7b", "mellum2", NULL};
+static const char *const pre_glm4[] = {"glm4", "chatglm-bpe", NULL};
+static const char *const pre_qwen35[] = {"qwen35", NULL};
+static const char *const pre_deepseek3[] = {"deepseek-v3", "hunyuan-dense", "joyai-llm", "hy_v4", NULL};
+static const char *const pre_gpt4o[] = {"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2", NULL};
+static const char *const pre_tekken[] = {"tekken", NULL};
+static const char *const pre_kimi_k2[] = {"kimi-k2", NULL};
 
+/* Which stages each tokenizer.ggml.pre name selects (llama-vocab.cpp,
+ * llm_tokenizer_bpe), and the flags llama.cpp sets with it. */
 static const pre_def pre_defs[] = {
-    {pre_default, {COLI_STAGE_PUNCT_RUNS, COLI_STAGE_GPT2, COLI_STAGE_NUMBER_RUNS, COLI_STAGE_DIGIT_TRIPLES}, 0, 0},
-    {pre_llama3, {COLI_STAGE_LLAMA3}, 1, 1},
-    {pre_llama3_plain, {COLI_STAGE_LLAMA3}, 0, 0},
-    {pre_qwen2, {COLI_STAGE_LLAMA3_DIGIT1}, 0, 0},
-    {pre_gpt2, {COLI_STAGE_GPT2}, 0, 0},
-    {pre_starcoder, {COLI_STAGE_NUMBER_EACH, COLI_STAGE_GPT2}, 0, 0},
+    {pre_default, {COLI_STAGE_PUNCT_RUNS, COLI_STAGE_GPT2, COLI_STAGE_NUMBER_RUNS, COLI_STAGE_DIGIT_TRIPLES}, 0, 0, 0, 1},
+    {pre_llama3, {COLI_STAGE_LLAMA3}, 1, 1, 0, 1},
+    {pre_llama3_plain, {COLI_STAGE_LLAMA3}, 0, 0, 0, 1},
+    {pre_glm4, {COLI_STAGE_LLAMA3}, 0, 0, 1, 1},
+    {pre_qwen2, {COLI_STAGE_LLAMA3_DIGIT1}, 0, 0, 0, 1},
+    {pre_qwen35, {COLI_STAGE_QWEN35}, 0, 0, 0, 1},
+    {pre_gpt2, {COLI_STAGE_GPT2}, 0, 0, 0, 1},
+    {pre_starcoder, {COLI_STAGE_NUMBER_EACH, COLI_STAGE_GPT2}, 0, 0, 0, 1},
+    {pre_deepseek3, {COLI_STAGE_NUMBER_TRIPLES, COLI_STAGE_CJK_RUNS, COLI_STAGE_DEEPSEEK3}, 0, 0, 0, 1},
+    {pre_gpt4o, {COLI_STAGE_GPT4O}, 0, 0, 0, 1},
+    {pre_tekken, {COLI_STAGE_TEKKEN}, 1, 1, 0, 1},
+    {pre_kimi_k2, {COLI_STAGE_KIMI_K2}, 0, 0, 0, 0},
 };
 
 static int load_model_type(struct coli_tokenizer *t, gguf_file *f) {
@@ -184,6 +200,8 @@ static int load_model_type(struct coli_tokenizer *t, gguf_file *f) {
             while (t->n_stages < COLI_PRE_MAX_STAGES && t->stages[t->n_stages] != COLI_STAGE_NONE) t->n_stages++;
             t->ignore_merges = pre_defs[d].ignore_merges;
             t->add_bos = pre_defs[d].add_bos;
+            t->merges_optional = !pre_defs[d].merges_needed;
+            if (pre_defs[d].no_bos) t->bos = COLI_TOKEN_NULL;
             return 0;
         }
     }
@@ -293,6 +311,7 @@ static int load_merges(struct coli_tokenizer *t, gguf_file *f) {
     int rc;
     const gguf_kv *mk = string_array(f, "tokenizer.ggml.merges", &rc);
     if (rc) return rc;
+    if (!mk && t->merges_optional) return 0;
     if (!mk) return coli_fail(COLI_E_MISSING, "missing: tokenizer.ggml.merges (a gpt2 tokenizer needs its merges)");
     if (mk->arr_n > MAX_VOCAB * 4ull)
         return coli_fail(COLI_E_CORRUPT, "corrupt: tokenizer.ggml.merges has %llu entries", (unsigned long long)mk->arr_n);

@@ -74,6 +74,7 @@ struct coli_tokenizer {
     enum coli_pre_stage stages[COLI_PRE_MAX_STAGES];
     int n_stages;
     int ignore_merges;             /* a whole pre-token that is a token is kept as is */
+    int merges_optional;           /* the pre-tokenizer works without merges (Kimi K2) */
 
     /* ---- special tokens, matched in the text before tokenizing ---- */
     int32_t n_special;

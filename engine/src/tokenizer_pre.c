@@ -241,7 +241,11 @@ static void split_gpt2(scan *s) {
 
 /* ---- Llama 3 / Qwen2 ----------------------------------------------------- */
 
-static void split_llama3(scan *s, uint32_t max_digits) {
+static inline int f_mark(unsigned f) { return (f & FLAG_IN) && (f & COLI_UCAT_MASK) == COLI_UCAT_MARK; }
+
+/* marks: \p{M} counts with \p{L} (qwen35's [\p{L}\p{M}]+, [^\s\p{L}\p{M}\p{N}]) */
+#define LETTERISH(f) (f_letter(f) || (marks && f_mark(f)))
+static void split_llama3(scan *s, uint32_t max_digits, int marks) {
     for (uint32_t pos = s->ini; pos < s->end;) {
         uint32_t cpt = sc_cpt(s, pos);
         unsigned flags = sc_flags(s, pos);
@@ -252,9 +256,9 @@ static void split_llama3(scan *s, uint32_t max_digits) {
             continue;
         }
         if (!(cpt == '\r' || cpt == '\n' || f_number(flags))) {  /* [^\r\n\p{L}\p{N}]?\p{L}+ */
-            if (f_letter(flags) || f_letter(sc_flags(s, pos + 1))) {
+            if (LETTERISH(flags) || LETTERISH(sc_flags(s, pos + 1))) {
                 pos++;
-                while (f_letter(sc_flags(s, pos))) pos++;
+                while (LETTERISH(sc_flags(s, pos))) pos++;
                 sc_add(s, pos);
                 continue;
             }
@@ -271,9 +275,9 @@ static void split_llama3(scan *s, uint32_t max_digits) {
             continue;
         }
         unsigned flags2 = (cpt == ' ') ? sc_flags(s, pos + 1) : flags;  /*  ?[^\s\p{L}\p{N}]+[\r\n]* */
-        if (!(f_space(flags2) || f_letter(flags2) || f_number(flags2)) && flags) {
+        if (!(f_space(flags2) || LETTERISH(flags2) || f_number(flags2)) && flags) {
             pos += (cpt == ' ');
-            while (!(f_space(flags2) || f_letter(flags2) || f_number(flags2)) && flags2)
+            while (!(f_space(flags2) || LETTERISH(flags2) || f_number(flags2)) && flags2)
                 flags2 = sc_flags(s, ++pos);
             uint32_t c2 = sc_cpt(s, pos);
             while (c2 == '\r' || c2 == '\n') c2 = sc_cpt(s, ++pos);
@@ -304,6 +308,8 @@ static void split_llama3(scan *s, uint32_t max_digits) {
         sc_add(s, ++pos);
     }
 }
+
+#undef LETTERISH
 
 /* ---- classes of the collapsed text --------------------------------------- */
 
@@ -354,6 +360,240 @@ static void split_triples(scan *s) {
     sc_add(s, s->end);
 }
 
+/* ---- regexes over the collapsed text -------------------------------------
+ * llama.cpp matches these with std::regex (ECMAScript: leftmost match, first
+ * alternative that succeeds, greedy with backtracking) over one byte per code
+ * point: ASCII as itself, other whitespace as \v, other code points as a byte
+ * per category, where \p{L} becomes [<letter byte>A-Za-z], \p{P} and \p{S}
+ * the category byte plus the ASCII characters of that category. A matcher returns the length of the match at
+ * a position, 0 for none; split_regex turns matches and the text between
+ * them into pieces, as unicode_regex_split_stl does. */
+
+enum { CV_NONE = -1, CV_WS = 0x0B, CV_OTHER = 0xD0, CV_N = 0xD1, CV_L = 0xD2, CV_P = 0xD3, CV_M = 0xD4, CV_S = 0xD5 };
+
+static inline int cv(const scan *s, uint32_t pos) {
+    if (pos < s->ini || pos >= s->end) return CV_NONE;
+    uint32_t cp = s->cps[pos];
+    if (cp < 0x80) return (int)cp;
+    uint8_t f = coli_ucd_flags(cp);
+    if (f & COLI_UFLAG_WS) return CV_WS;
+    switch (f & COLI_UCAT_MASK) {
+    case COLI_UCAT_NUMBER: return CV_N;
+    case COLI_UCAT_LETTER: return CV_L;
+    case COLI_UCAT_PUNCT: return CV_P;
+    case COLI_UCAT_MARK: return CV_M;
+    case COLI_UCAT_SYMBOL: return CV_S;
+    default: return CV_OTHER;
+    }
+}
+
+static inline int c_lower(int x) { return x >= 'a' && x <= 'z'; }
+static inline int c_upper(int x) { return x >= 'A' && x <= 'Z'; }
+static inline int c_alpha(int x) { return c_lower(x) || c_upper(x); }
+static inline int c_L(int x) { return x == CV_L || c_alpha(x); }
+static inline int c_N(int x) { return x == CV_N || (x >= '0' && x <= '9'); }
+static inline int c_M(int x) { return x == CV_M; }
+static inline int c_P(int x) { return x == CV_P || (x > 0 && x < 0x80 && strchr("!\"#%&'()*,-./:;?@[\\]_{}", x)); }
+static inline int c_S(int x) { return x == CV_S || (x > 0 && x < 0x80 && strchr("$+<=>^`|~", x)); }
+static inline int c_space(int x) { return x == ' ' || (x >= '\t' && x <= '\r'); }
+static inline int c_rn(int x) { return x == '\r' || x == '\n'; }
+
+typedef uint32_t (*matcher)(const scan *s, uint32_t pos);
+
+static void split_regex(scan *s, matcher m) {
+    uint32_t pos = s->ini;
+    while (pos < s->end) {
+        uint32_t len = m(s, pos);
+        if (!len) {
+            pos++;
+            continue;
+        }
+        sc_add(s, pos);  /* the text since the last match */
+        sc_add(s, pos + len);
+        pos += len;
+    }
+    sc_add(s, s->end);
+}
+
+/* \s*[\r\n]+|\s+(?!\S)|\s+ */
+static uint32_t match_spaces(const scan *s, uint32_t p) {
+    uint32_t n = 0, last_rn = 0;
+    while (c_space(cv(s, p + n))) {
+        if (c_rn(cv(s, p + n))) last_rn = n + 1;
+        n++;
+    }
+    if (last_rn) return last_rn;
+    if (n > 1 && p + n < s->end) return n - 1;
+    return n;
+}
+
+static uint32_t match_number_triple(const scan *s, uint32_t p) {  /* \p{N}{1,3} */
+    uint32_t n = 0;
+    while (n < 3 && c_N(cv(s, p + n))) n++;
+    return n;
+}
+
+static uint32_t match_cjk_run(const scan *s, uint32_t p) {  /* [一-龥぀-ゟ゠-ヿ]+ */
+    uint32_t n = 0;
+    for (;; n++) {
+        uint32_t c = sc_cpt(s, p + n);
+        if (!((c >= 0x4E00 && c <= 0x9FA5) || (c >= 0x3040 && c <= 0x30FF))) return n;
+    }
+}
+
+static uint32_t match_deepseek3(const scan *s, uint32_t p) {
+    int c = cv(s, p), c1 = cv(s, p + 1);
+    uint32_t q;
+    if (c > 0x20 && c < 0x7F && !c_alpha(c) && !(c >= '0' && c <= '9') && c_alpha(c1)) {
+        for (q = p + 1; c_alpha(cv(s, q)); q++) {}    /* [!-/:-@[-`{-~][A-Za-z]+ */
+        return q - p;
+    }
+    if (c != CV_NONE && !c_rn(c) && !c_L(c) && !c_P(c) && !c_S(c) && (c_L(c1) || c_M(c1))) {
+        for (q = p + 1; c_L(cv(s, q)) || c_M(cv(s, q)); q++) {}  /* [^\r\n\p{L}\p{P}\p{S}][\p{L}\p{M}]+ */
+        return q - p;
+    }
+    if (c_L(c) || c_M(c)) {                            /* [\p{L}\p{M}]+ */
+        for (q = p; c_L(cv(s, q)) || c_M(cv(s, q)); q++) {}
+        return q - p;
+    }
+    q = (c == ' ' && (c_P(c1) || c_S(c1))) ? p + 1 : p;  /*  ?[\p{P}\p{S}]+[\r\n]* */
+    if (c_P(cv(s, q)) || c_S(cv(s, q))) {
+        while (c_P(cv(s, q)) || c_S(cv(s, q))) q++;
+        while (c_rn(cv(s, q))) q++;
+        return q - p;
+    }
+    return match_spaces(s, p);
+}
+
+/* The letter part of the GPT-4o regex from q: an "upper" is [A-Z] or a
+ * non-ASCII letter, a "lower" [a-z] or a non-ASCII letter. First
+ * <upper>*<lower>+, with <upper>* giving characters back until <lower>+ can
+ * start; else <upper>+<lower>*. Returns the end, 0 if neither matches. */
+static uint32_t gpt4o_letters(const scan *s, uint32_t q, int contractions) {
+    uint32_t e = q, last_both = UINT32_MAX, f;
+    for (int x; (x = cv(s, e)) == CV_L || c_upper(x); e++)
+        if (x == CV_L) last_both = e;
+    int xe = cv(s, e);
+    if (xe == CV_L || c_lower(xe)) {
+        for (f = e; cv(s, f) == CV_L || c_lower(cv(s, f)); f++) {}
+    } else if (last_both != UINT32_MAX) {
+        f = last_both + 1;
+    } else if (e > q) {
+        f = e;
+    } else {
+        return 0;
+    }
+    return contractions ? f + contraction(s, f, 1) : f;
+}
+
+static uint32_t match_gpt4o_like(const scan *s, uint32_t p, int contractions, uint32_t max_digits) {
+    int c = cv(s, p);
+    uint32_t q = (c != CV_NONE && !c_rn(c) && !c_L(c) && !c_N(c)) ? p + 1 : p;  /* [^\r\n\p{L}\p{N}]? */
+    uint32_t f = gpt4o_letters(s, q, contractions);
+    if (f) return f - p;
+    if (c_N(c)) {                                      /* \p{N}{1,max_digits} */
+        uint32_t n = 1;
+        while (n < max_digits && c_N(cv(s, p + n))) n++;
+        return n;
+    }
+    int c1 = cv(s, p + 1);                             /*  ?[^\s\p{L}\p{N}]+[\r\n/]* */
+    q = (c == ' ' && c1 != CV_NONE && !c_space(c1) && !c_L(c1) && !c_N(c1)) ? p + 1 : p;
+    int x = cv(s, q);
+    if (x != CV_NONE && !c_space(x) && !c_L(x) && !c_N(x)) {
+        for (; (x = cv(s, q)) != CV_NONE && !c_space(x) && !c_L(x) && !c_N(x); q++) {}
+        while (c_rn(cv(s, q)) || cv(s, q) == '/') q++;
+        return q - p;
+    }
+    return match_spaces(s, p);
+}
+
+static uint32_t match_gpt4o(const scan *s, uint32_t p) { return match_gpt4o_like(s, p, 1, 3); }
+static uint32_t match_tekken(const scan *s, uint32_t p) { return match_gpt4o_like(s, p, 0, 1); }
+
+/* ---- Kimi K2 (llama.cpp's unicode_regex_split_custom_kimi_k2) ------------- */
+
+static int is_han(uint32_t c) {
+    return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
+           (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) ||
+           (c >= 0x2CEB0 && c <= 0x2EBEF) || (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+static void split_kimi_k2(scan *s) {
+    for (uint32_t pos = s->ini; pos < s->end;) {
+        uint32_t cpt = sc_cpt(s, pos);
+        unsigned flags = sc_flags(s, pos);
+        if (is_han(cpt)) {                                       /* [\p{Han}]+ */
+            while (is_han(sc_cpt(s, pos))) pos++;
+            sc_add(s, pos);
+            continue;
+        }
+        /* letters without Han, an optional leading [^\r\n\p{L}\p{N}], an optional contraction */
+        int lead = !(cpt == '\r' || cpt == '\n' || f_letter(flags) || f_number(flags));
+        int letter_pattern = (f_letter(flags) && !is_han(cpt)) ||
+                             (lead && f_letter(sc_flags(s, pos + 1)) && !is_han(sc_cpt(s, pos + 1)));
+        if (letter_pattern) {
+            if (lead) pos++;
+            int has_letters = 0;
+            while (f_letter(sc_flags(s, pos)) && !is_han(sc_cpt(s, pos))) {
+                has_letters = 1;
+                pos++;
+            }
+            if (has_letters || (!lead && f_letter(sc_flags(s, pos)) && !is_han(sc_cpt(s, pos)))) {
+                if (!has_letters) pos++;
+                while (f_letter(sc_flags(s, pos)) && !is_han(sc_cpt(s, pos))) pos++;
+                pos += contraction(s, pos, 1);
+                sc_add(s, pos);
+                continue;
+            } else if (lead) {
+                pos--;
+            }
+        }
+        if (f_number(flags)) {                                   /* \p{N}{1,3} */
+            uint32_t ini = pos;
+            while (f_number(sc_flags(s, pos))) {
+                if (++pos - ini >= 3) {
+                    sc_add(s, pos);
+                    ini = pos;
+                }
+            }
+            sc_add(s, pos);
+            continue;
+        }
+        unsigned flags2 = (cpt == ' ') ? sc_flags(s, pos + 1) : flags;  /*  ?[^\s\p{L}\p{N}]+[\r\n]* */
+        if (!(f_space(flags2) || f_letter(flags2) || f_number(flags2)) && flags2) {
+            pos += (cpt == ' ');
+            while (!(f_space(flags2) || f_letter(flags2) || f_number(flags2)) && flags2)
+                flags2 = sc_flags(s, ++pos);
+            uint32_t c2 = sc_cpt(s, pos);
+            while (c2 == '\r' || c2 == '\n') c2 = sc_cpt(s, ++pos);
+            sc_add(s, pos);
+            continue;
+        }
+        uint32_t nws = 0, last_rn = 0;
+        while (f_space(sc_flags(s, pos + nws))) {
+            uint32_t c2 = sc_cpt(s, pos + nws);
+            if (c2 == '\r' || c2 == '\n') last_rn = pos + nws + 1;
+            nws++;
+        }
+        if (last_rn > 0) {
+            pos = last_rn;
+            sc_add(s, pos);
+            continue;
+        }
+        if (nws > 1 && sc_cpt(s, pos + nws) != OUT_OF_RANGE) {
+            pos += nws - 1;
+            sc_add(s, pos);
+            continue;
+        }
+        if (nws > 0) {
+            pos += nws;
+            sc_add(s, pos);
+            continue;
+        }
+        sc_add(s, ++pos);
+    }
+}
+
 int coli_pre_apply(enum coli_pre_stage stage, const uint32_t *cps, const coli_u32vec *segs, coli_u32vec *out) {
     out->n = 0;
     if (coli_u32vec_reserve(out, segs->n + 16)) return COLI_E_NOMEM;
@@ -363,8 +603,15 @@ int coli_pre_apply(enum coli_pre_stage stage, const uint32_t *cps, const coli_u3
         start = s.end;
         switch (stage) {
         case COLI_STAGE_GPT2: split_gpt2(&s); break;
-        case COLI_STAGE_LLAMA3: split_llama3(&s, 3); break;
-        case COLI_STAGE_LLAMA3_DIGIT1: split_llama3(&s, 1); break;
+        case COLI_STAGE_LLAMA3: split_llama3(&s, 3, 0); break;
+        case COLI_STAGE_LLAMA3_DIGIT1: split_llama3(&s, 1, 0); break;
+        case COLI_STAGE_QWEN35: split_llama3(&s, 1, 1); break;
+        case COLI_STAGE_NUMBER_TRIPLES: split_regex(&s, match_number_triple); break;
+        case COLI_STAGE_CJK_RUNS: split_regex(&s, match_cjk_run); break;
+        case COLI_STAGE_DEEPSEEK3: split_regex(&s, match_deepseek3); break;
+        case COLI_STAGE_GPT4O: split_regex(&s, match_gpt4o); break;
+        case COLI_STAGE_TEKKEN: split_regex(&s, match_tekken); break;
+        case COLI_STAGE_KIMI_K2: split_kimi_k2(&s); break;
         case COLI_STAGE_PUNCT_RUNS: split_class(&s, in_punct_class, 0); break;
         case COLI_STAGE_NUMBER_RUNS: split_class(&s, in_number_class, 0); break;
         case COLI_STAGE_NUMBER_EACH: split_class(&s, in_number_class, 1); break;

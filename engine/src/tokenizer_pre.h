@@ -30,6 +30,22 @@ enum coli_pre_stage {
     COLI_STAGE_NUMBER_EACH,
     /* [0-9][0-9][0-9] (ASCII digit triples; "default") */
     COLI_STAGE_DIGIT_TRIPLES,
+    /* Qwen2's regex with \p{M} beside \p{L}: qwen35 */
+    COLI_STAGE_QWEN35,
+    /* \p{N}{1,3} alone (deepseek-v3, first of three) */
+    COLI_STAGE_NUMBER_TRIPLES,
+    /* [一-龥぀-ゟ゠-ヿ]+ (deepseek-v3, second) */
+    COLI_STAGE_CJK_RUNS,
+    /* [ASCII punct][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|
+     * \s*[\r\n]+|\s+(?!\S)|\s+ (deepseek-v3, third) */
+    COLI_STAGE_DEEPSEEK3,
+    /* [^\r\n\p{L}\p{N}]?<upper>*<lower>+<'s..>?|[^\r\n\p{L}\p{N}]?<upper>+<lower>*<'s..>?|\p{N}{1,3}|
+     *  ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+ (gpt-4o, llama4, minimax-m2) */
+    COLI_STAGE_GPT4O,
+    /* the same without contractions and with \p{N} (tekken) */
+    COLI_STAGE_TEKKEN,
+    /* llama.cpp's hand-written Kimi-K2 splitter (Han runs apart) */
+    COLI_STAGE_KIMI_K2,
 };
 
 #define COLI_PRE_MAX_STAGES 4
