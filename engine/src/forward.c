@@ -10,6 +10,8 @@
 #include "matmul.h"
 #include "model.h"
 #include "attention.h"
+#include "experts.h"
+#include "moe.h"
 #include "ops.h"
 #include "quant.h"
 
@@ -50,13 +52,36 @@ int coli_state_init(coli_state *s, const coli_model *m, int n_ctx, int n_batch, 
     const size_t per_thread_half = (size_t)hp->head_dim + (size_t)n_ctx + 64;
     s->att_scratch = alloc64((size_t)n_threads * per_thread_half * sizeof(coli_half), &s->bytes);
     s->att_scores = alloc64((size_t)n_threads * ((size_t)n_ctx + 16) * sizeof(float), &s->bytes);
+    if (hp->n_expert > 0) {
+        const size_t K = (size_t)hp->n_expert_used;
+        const size_t ff = (size_t)(hp->n_ff_exp > hp->n_ff_shexp ? hp->n_ff_exp : hp->n_ff_shexp);
+        s->router = alloc64(nb * hp->n_expert * sizeof(float), &s->bytes);
+        s->route_ids = alloc64(nb * hp->n_layer * K * sizeof(int32_t), &s->bytes);
+        s->route_w = alloc64(nb * hp->n_layer * K * sizeof(float), &s->bytes);
+        s->pairs = alloc64(nb * K * sizeof(int32_t), &s->bytes);
+        s->counts = alloc64(((size_t)hp->n_expert + 1) * sizeof(int32_t), &s->bytes);
+        s->xg = alloc64(nb * hp->n_embd * sizeof(float), &s->bytes);
+        s->yg = alloc64(nb * hp->n_embd * sizeof(float), &s->bytes);
+        s->hg = alloc64(nb * ff * sizeof(float), &s->bytes);
+        s->hg2 = alloc64(nb * ff * sizeof(float), &s->bytes);
+        s->eo = alloc64(nb * K * hp->n_embd * sizeof(float), &s->bytes);
+        s->experts = coli_experts_open(m);
+        if (!s->router || !s->route_ids || !s->route_w || !s->pairs || !s->counts || !s->xg || !s->yg || !s->hg ||
+            !s->hg2 || !s->eo || !s->experts) {
+            coli_state_free(s);
+            return coli_fail(COLI_E_NOMEM, "out of memory for the routed-FFN scratch");
+        }
+    }
     /* the largest activation conversion any matmul of a batch needs */
     size_t need = 0;
     const coli_layer *L0 = &m->layers[0];
     for (int il = 0; il < hp->n_layer; il++) {
         const coli_layer *L = &m->layers[il];
-        const coli_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down};
+        const coli_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down,
+                                  &L->ffn_gate_inp, &L->exps.gate, &L->exps.up, &L->exps.down, &L->gate_shexp,
+                                  &L->up_shexp, &L->down_shexp};
         for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) {
+            if (!mats[i]->n_in) continue; /* absent in this layer */
             size_t sz = coli_matmul_scratch_size(mats[i]->type, mats[i]->n_in, n_batch);
             if (sz > need) need = sz;
         }
@@ -101,6 +126,17 @@ void coli_state_free(coli_state *s) {
     free(s->att_scratch);
     free(s->att_scores);
     free(s->mm_scratch);
+    free(s->router);
+    free(s->route_ids);
+    free(s->route_w);
+    free(s->pairs);
+    free(s->counts);
+    free(s->xg);
+    free(s->yg);
+    free(s->hg);
+    free(s->hg2);
+    free(s->eo);
+    coli_experts_close(s->experts);
     memset(s, 0, sizeof *s);
 }
 
@@ -134,7 +170,10 @@ static int attention(const coli_model *m, coli_state *s, int il, int n, int pos)
         float *q = s->q + (size_t)i * hp->n_head * hd;
         float *k = s->k + (size_t)i * k_dim;
         const float *v = s->v + (size_t)i * v_dim;
-        if (L->q_norm) {
+        if (L->q_norm && hp->qk_norm_full) { /* one norm across all heads (OLMoE) */
+            coli_rmsnorm(q, q, L->q_norm, hp->n_head * hd, hp->rms_eps);
+            coli_rmsnorm(k, k, L->k_norm, k_dim, hp->rms_eps);
+        } else if (L->q_norm) {
             for (int h = 0; h < hp->n_head; h++) coli_rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, hp->rms_eps);
             for (int h = 0; h < hp->n_head_kv; h++) coli_rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, hp->rms_eps);
         }
@@ -157,12 +196,13 @@ static int attention(const coli_model *m, coli_state *s, int il, int n, int pos)
 
 /* ---- feed-forward ----------------------------------------------------- */
 
-static int ffn_dense(const coli_model *m, coli_state *s, int il, int n) {
+static int ffn(const coli_model *m, coli_state *s, int il, int n) {
     const coli_hparams *hp = &m->hp;
     const coli_layer *L = &m->layers[il];
     const int E = hp->n_embd, F = hp->n_ff;
     int rc;
     for (int i = 0; i < n; i++) coli_rmsnorm(s->xn + (size_t)i * E, s->x + (size_t)i * E, L->ffn_norm, E, hp->rms_eps);
+    if (L->is_moe) return coli_moe_ffn(m, s, s->experts, il, n);
     if ((rc = matmul(s, &L->ffn_gate, s->xn, n, s->hb))) return rc;
     if ((rc = matmul(s, &L->ffn_up, s->xn, n, s->hb2))) return rc;
     for (int i = 0; i < n; i++) {
@@ -206,7 +246,7 @@ int coli_forward(const coli_model *m, coli_state *s, const int32_t *tokens, int 
     for (int il = 0; il < hp->n_layer; il++) {
         if ((rc = attention(m, s, il, n, pos))) return rc;
         add_rows(s->x, s->tmp, (size_t)n * E);
-        if ((rc = ffn_dense(m, s, il, n))) return rc;
+        if ((rc = ffn(m, s, il, n))) return rc;
         add_rows(s->x, s->tmp, (size_t)n * E);
     }
     /* logits: every row when asked, else the last only */

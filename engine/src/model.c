@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "experts.h"
 #include "ggml_types.h"
 #include "matmul.h"
 #include "model.h"
@@ -70,19 +71,28 @@ static int family_hparams(coli_hparams *hp, const char *arch) {
     }
     if (strcmp(arch, "llama") == 0) {
         hp->rope_type = COLI_ROPE_NORM;
+        hp->expert_norm_w = true; /* Mixtral: softmax over the chosen experts */
         return 0;
     }
     if (strcmp(arch, "qwen2") == 0) {
         hp->rope_type = COLI_ROPE_NEOX;
         return 0;
     }
-    if (strcmp(arch, "qwen3") == 0) {
+    if (strcmp(arch, "qwen3") == 0 || strcmp(arch, "qwen3moe") == 0) {
         hp->rope_type = COLI_ROPE_NEOX;
         hp->qk_norm = true;
+        hp->expert_norm_w = true;
+        return 0;
+    }
+    if (strcmp(arch, "olmoe") == 0) {
+        hp->rope_type = COLI_ROPE_NEOX;
+        hp->qk_norm = true;
+        hp->qk_norm_full = true;
         return 0;
     }
     return coli_fail(COLI_E_UNSUPPORTED,
-                     "unsupported: architecture '%s' (colibri runs gemma3, llama, qwen2 and qwen3 today)", arch);
+                     "unsupported: architecture '%s' (colibri runs gemma3, llama (incl. Mixtral), qwen2, qwen3, qwen3moe "
+                     "and olmoe today)", arch);
 }
 
 static int load_hparams(coli_model *m, const gguf_file *f) {
@@ -128,11 +138,20 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
                          stype.ptr);
     if (factor > 0.0f && !gguf_str_eq(stype, "none")) hp->rope_scale = 1.0f / factor;
     if ((rc = get_u32_opt(f, a, "attention.sliding_window", &hp->n_swa))) return rc;
-    int n_expert = 0;
-    if ((rc = get_u32_opt(f, a, "expert_count", &n_expert))) return rc;
-    if (n_expert > 0)
-        return coli_fail(COLI_E_UNSUPPORTED, "unsupported: a mixture-of-experts '%s' model (%d experts); colibri "
-                         "runs dense models today", a, n_expert);
+    if ((rc = get_u32_opt(f, a, "expert_count", &hp->n_expert))) return rc;
+    if ((rc = get_u32_opt(f, a, "expert_used_count", &hp->n_expert_used))) return rc;
+    if (hp->n_expert > 0) {
+        if (hp->n_expert_used <= 0 || hp->n_expert_used > hp->n_expert || hp->n_expert_used > COLI_MAX_EXPERT_USED)
+            return coli_fail(COLI_E_CORRUPT, "corrupt: %d experts used per token out of %d (at most %d)",
+                             hp->n_expert_used, hp->n_expert, hp->n_expert > COLI_MAX_EXPERT_USED ? COLI_MAX_EXPERT_USED
+                                                                                                  : hp->n_expert);
+        if (hp->n_expert > 4096) return coli_fail(COLI_E_CORRUPT, "corrupt: %d experts", hp->n_expert);
+        hp->n_ff_exp = hp->n_ff;
+        if ((rc = get_u32_opt(f, a, "expert_feed_forward_length", &hp->n_ff_exp))) return rc;
+        if ((rc = get_f32_opt(f, a, "expert_weights_scale", &hp->expert_w_scale))) return rc;
+    } else if (hp->n_expert_used > 0) {
+        return coli_fail(COLI_E_CORRUPT, "corrupt: %d experts used per token but no expert_count", hp->n_expert_used);
+    }
     hp->embd_scale = 1.0f;
     if ((rc = family_hparams(hp, a))) return rc;
     if ((rc = get_f32_opt(f, a, "rope.freq_base_swa", &hp->rope_base_swa))) return rc;
@@ -188,8 +207,10 @@ static int load_layer(coli_model *m, const gguf_file *f, int il) {
     if ((rc = bind_vec(&L->attn_norm, f, T("attn_norm.weight"), hp->n_embd, false))) return rc;
     if ((rc = bind_vec(&L->ffn_norm, f, T("ffn_norm.weight"), hp->n_embd, false))) return rc;
     if (hp->qk_norm) {
-        if ((rc = bind_vec(&L->q_norm, f, T("attn_q_norm.weight"), hp->head_dim, false))) return rc;
-        if ((rc = bind_vec(&L->k_norm, f, T("attn_k_norm.weight"), hp->head_dim, false))) return rc;
+        const int64_t qn = hp->qk_norm_full ? (int64_t)hp->n_head * hp->head_dim : hp->head_dim;
+        const int64_t kn = hp->qk_norm_full ? (int64_t)hp->n_head_kv * hp->head_dim : hp->head_dim;
+        if ((rc = bind_vec(&L->q_norm, f, T("attn_q_norm.weight"), qn, false))) return rc;
+        if ((rc = bind_vec(&L->k_norm, f, T("attn_k_norm.weight"), kn, false))) return rc;
     }
     if (hp->post_norms) {
         if ((rc = bind_vec(&L->post_attn_norm, f, T("post_attention_norm.weight"), hp->n_embd, false))) return rc;
@@ -207,9 +228,21 @@ static int load_layer(coli_model *m, const gguf_file *f, int il) {
     if ((rc = bind_vec(&L->bk, f, T("attn_k.bias"), k_dim, true))) return rc;
     if ((rc = bind_vec(&L->bv, f, T("attn_v.bias"), v_dim, true))) return rc;
     if ((rc = bind_vec(&L->bo, f, T("attn_output.bias"), hp->n_embd, true))) return rc;
-    if ((rc = bind_mat(&L->ffn_gate, f, T("ffn_gate.weight"), hp->n_embd, hp->n_ff))) return rc;
-    if ((rc = bind_mat(&L->ffn_up, f, T("ffn_up.weight"), hp->n_embd, hp->n_ff))) return rc;
-    if ((rc = bind_mat(&L->ffn_down, f, T("ffn_down.weight"), hp->n_ff, hp->n_embd))) return rc;
+    L->is_moe = hp->n_expert > 0 && il >= hp->n_layer_dense_lead;
+    if (L->is_moe) {
+        if ((rc = bind_mat(&L->ffn_gate_inp, f, T("ffn_gate_inp.weight"), hp->n_embd, hp->n_expert))) return rc;
+        if ((rc = bind_vec(&L->exp_probs_b, f, T("exp_probs_b.bias"), hp->n_expert, true))) return rc;
+        if ((rc = coli_layer_experts_bind(&L->exps, f, il, hp->n_embd, hp->n_ff_exp, hp->n_expert))) return rc;
+        if (hp->n_ff_shexp > 0) {
+            if ((rc = bind_mat(&L->gate_shexp, f, T("ffn_gate_shexp.weight"), hp->n_embd, hp->n_ff_shexp))) return rc;
+            if ((rc = bind_mat(&L->up_shexp, f, T("ffn_up_shexp.weight"), hp->n_embd, hp->n_ff_shexp))) return rc;
+            if ((rc = bind_mat(&L->down_shexp, f, T("ffn_down_shexp.weight"), hp->n_ff_shexp, hp->n_embd))) return rc;
+        }
+    } else {
+        if ((rc = bind_mat(&L->ffn_gate, f, T("ffn_gate.weight"), hp->n_embd, hp->n_ff))) return rc;
+        if ((rc = bind_mat(&L->ffn_up, f, T("ffn_up.weight"), hp->n_embd, hp->n_ff))) return rc;
+        if ((rc = bind_mat(&L->ffn_down, f, T("ffn_down.weight"), hp->n_ff, hp->n_embd))) return rc;
+    }
 #undef T
     L->is_swa = hp->n_swa > 0 && hp->swa_pattern > 0 && (il % hp->swa_pattern) < hp->swa_pattern - 1;
     L->rope_base = L->is_swa ? hp->rope_base_swa : hp->rope_base;
@@ -267,6 +300,7 @@ void coli_model_free(coli_model *m) {
             free(L->bk);
             free(L->bv);
             free(L->bo);
+            free(L->exp_probs_b);
         }
     }
     free(m->layers);

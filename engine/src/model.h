@@ -24,6 +24,18 @@ typedef struct {
     int64_t n_out;    /* ne[1]: rows */
 } coli_mat;
 
+/* One layer's routed experts as the file stores them: 3-D tensors
+ * [n_in, n_out, n_expert], expert e's matrix at data + e * stride. Read
+ * through experts.h, never directly, so the streaming store can take over. */
+typedef struct {
+    coli_mat gate, up, down; /* expert 0's matrices */
+    size_t gate_stride, up_stride, down_stride; /* bytes from one expert to the next */
+} coli_layer_experts;
+
+typedef enum { COLI_GATE_SOFTMAX, COLI_GATE_SIGMOID } coli_gating;
+
+#define COLI_MAX_EXPERT_USED 64 /* top-k per token, at most */
+
 typedef struct {
     int n_layer;
     int n_embd;
@@ -47,11 +59,20 @@ typedef struct {
     float kq_scale;        /* scores are multiplied by this inside the softmax (the rest) */
     bool qk_norm;          /* per-head RMS norm of q and k */
     bool post_norms;       /* RMS norm of the attention and FFN outputs (Gemma) */
+    bool qk_norm_full;     /* q/k norms span all heads at once (OLMoE), not one head */
+    /* mixture of experts (n_expert == 0: dense) */
+    int n_expert, n_expert_used;
+    int n_ff_exp;          /* hidden size of one routed expert */
+    int n_ff_shexp;        /* hidden size of the shared expert(s), 0: none */
+    int n_layer_dense_lead; /* the first layers are dense (GLM-4.5) */
+    coli_gating gating;
+    bool expert_norm_w;    /* renormalise the top-k weights to sum to 1 */
+    float expert_w_scale;  /* multiply the weights (0 or 1: no-op) */
 } coli_hparams;
 
 typedef struct {
     float *attn_norm;        /* (n_embd) */
-    float *q_norm, *k_norm;  /* (head_dim) or NULL */
+    float *q_norm, *k_norm;  /* (head_dim), (n_head * head_dim) when qk_norm_full, or NULL */
     float *post_attn_norm;   /* (n_embd) or NULL */
     float *ffn_norm;         /* (n_embd) */
     float *post_ffn_norm;    /* (n_embd) or NULL */
@@ -63,6 +84,12 @@ typedef struct {
     coli_mat ffn_gate;       /* n_embd -> n_ff */
     coli_mat ffn_up;         /* n_embd -> n_ff */
     coli_mat ffn_down;       /* n_ff -> n_embd */
+    /* routed FFN (is_moe): router, selection bias, experts, shared expert */
+    bool is_moe;
+    coli_mat ffn_gate_inp;   /* n_embd -> n_expert */
+    float *exp_probs_b;      /* (n_expert) selection bias or NULL */
+    coli_layer_experts exps;
+    coli_mat gate_shexp, up_shexp, down_shexp; /* n_in == 0 when absent */
     bool is_swa;             /* sliding-window attention in this layer */
     float rope_base, rope_scale;
 } coli_layer;
@@ -99,6 +126,16 @@ typedef struct {
     float *logits;   /* [n_vocab]: the last row's logits */
     coli_half *att_scratch; /* per thread: q in f16 (head_dim) + probabilities (n_ctx) */
     float *att_scores;      /* per thread: n_ctx scores */
+    /* routed FFN (MoE models only) */
+    float *router;          /* [n_batch][n_expert] router logits, then probabilities */
+    int32_t *route_ids;     /* [n_batch][n_layer][n_expert_used]: the last batch's routing */
+    float *route_w;         /* [n_batch][n_layer][n_expert_used]: its weights */
+    int32_t *pairs;         /* [n_batch * n_expert_used] row * K + k, grouped by expert */
+    int32_t *counts;        /* [n_expert + 1] group offsets into pairs */
+    float *xg, *yg;         /* [n_batch][n_embd] rows gathered for one expert, its output */
+    float *hg, *hg2;        /* [n_batch][max(n_ff_exp, n_ff_shexp)] */
+    float *eo;              /* [n_batch][n_expert_used][n_embd] weighted expert outputs */
+    struct coli_expert_store *experts;
     void *mm_scratch;       /* quantized activations for matmuls */
     size_t mm_scratch_size;
     coli_pool *pool;

@@ -103,3 +103,28 @@ void coli_softmax(float *x, int n) {
     const float inv = (float)(1.0 / sum);
     for (int i = 0; i < n; i++) x[i] *= inv;
 }
+
+/* _mm512_reduce_add_ps as GCC expands it: halves, quarters, then pairs. */
+static float reduce_add16(const float *a) {
+    float t3[8], t6[4];
+    for (int j = 0; j < 8; j++) t3[j] = a[8 + j] + a[j];
+    for (int j = 0; j < 4; j++) t6[j] = t3[4 + j] + t3[j];
+    return (t6[0] + t6[2]) + (t6[1] + t6[3]);
+}
+
+void coli_softmax_ggml(float *x, int n) {
+    float max = -INFINITY;
+    for (int i = 0; i < n; i++) max = x[i] > max ? x[i] : max;
+    double sum = 0.0;
+    int i = 0;
+    for (; i + 15 < n; i += 16) {
+        for (int k = i; k < i + 16; k++) x[k] = coli_ggml_expf(x[k] - max);
+        sum += (double)reduce_add16(x + i);
+    }
+    for (; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += (double)x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int k = 0; k < n; k++) x[k] *= inv;
+}

@@ -20,7 +20,11 @@ void coli_swiglu(float *x, const float *g, int n);
 /* Rotate n_heads heads of head_dim floats at position pos (first n_rot dims). */
 void coli_rope(float *x, int n_heads, int head_dim, int n_rot, int pos, float base, float scale,
                coli_rope_type type);
-/* In place softmax; returns nothing, sums in double like ggml. */
+/* In place softmax with libm expf, summed in double. */
 void coli_softmax(float *x, int n);
+/* In place softmax exactly as ggml's AVX-512 soft_max computes it: the SIMD
+ * exp over chunks of 16 (each chunk summed as _mm512_reduce_add_ps), libm
+ * for the tail, the total in double. */
+void coli_softmax_ggml(float *x, int n);
 
 #endif
