@@ -30,6 +30,8 @@ static const char *const pieces[] = {
     "\xf5\x80", "\x80", "\xed\xa0\x80", "\xc0\x80", "\x00", "\xe3\x80\x80", "\xc2\x85", "\xd9\xa3",
 };
 
+static int fuzz_engine(colibri_engine *e, const char *path, int iterations);
+
 static int fuzz_file(const char *path, int iterations) {
     colibri_config cfg;
     colibri_config_default(&cfg);
@@ -41,6 +43,12 @@ static int fuzz_file(const char *path, int iterations) {
         printf("%s: refused (%s: %s)\n", path, name, colibri_last_error());
         return strcmp(name, "unknown_error") == 0 || strcmp(name, "ok") == 0;
     }
+    int rc = fuzz_engine(e, path, iterations);
+    colibri_close(e);
+    return rc;
+}
+
+static int fuzz_engine(colibri_engine *e, const char *path, int iterations) {
     int nv = colibri_n_vocab(e);
     char piece[512];
     for (int t = -2; t < nv + 2; t++)
@@ -71,6 +79,13 @@ static int fuzz_file(const char *path, int iterations) {
             }
         }
         int add_bos = (int)(rnd() % 3) - 1, special = (int)(rnd() % 2);
+        if (add_bos == 1 && colibri_token_bos(e) < 0) {  /* "BOS always" without one: refused */
+            if (colibri_tokenize(e, text, n, 1, special, out, 4) >= 0) {
+                printf("%s: add_bos=1 accepted without a BOS token\n", path);
+                return 1;
+            }
+            continue;
+        }
         int want = colibri_tokenize(e, text, n, add_bos, special, NULL, 0);
         int cap = (int)(rnd() % 64);
         int got = colibri_tokenize(e, text, n, add_bos, special, out, cap);
@@ -90,7 +105,6 @@ static int fuzz_file(const char *path, int iterations) {
         return 1;
     }
     printf("%s: ok (%d tokens)\n", path, nv);
-    colibri_close(e);
     return 0;
 }
 
@@ -99,6 +113,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s ITERATIONS FILE...\n", argv[0]);
         return 2;
     }
+    setvbuf(stdout, NULL, _IONBF, 0);
     int iterations = atoi(argv[1]), failed = 0;
     for (int a = 2; a < argc; a++) failed |= fuzz_file(argv[a], iterations);
     return failed;
