@@ -84,6 +84,14 @@ static int family_hparams(coli_hparams *hp, const char *arch) {
         hp->expert_norm_w = true;
         return 0;
     }
+    if (strcmp(arch, "glm4moe") == 0) {
+        hp->rope_type = COLI_ROPE_NEOX;
+        hp->qk_norm = true;
+        hp->qk_norm_optional = true;
+        hp->ffn_norm_post_attn = true;
+        hp->gating = COLI_GATE_SIGMOID;
+        return 0;
+    }
     if (strcmp(arch, "olmoe") == 0) {
         hp->rope_type = COLI_ROPE_NEOX;
         hp->qk_norm = true;
@@ -91,8 +99,8 @@ static int family_hparams(coli_hparams *hp, const char *arch) {
         return 0;
     }
     return coli_fail(COLI_E_UNSUPPORTED,
-                     "unsupported: architecture '%s' (colibri runs gemma3, llama (incl. Mixtral), qwen2, qwen3, qwen3moe "
-                     "and olmoe today)", arch);
+                     "unsupported: architecture '%s' (colibri runs gemma3, llama (incl. Mixtral), qwen2, qwen3, qwen3moe, "
+                     "olmoe and glm4moe today)", arch);
 }
 
 static int load_hparams(coli_model *m, const gguf_file *f) {
@@ -155,6 +163,24 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
     hp->embd_scale = 1.0f;
     if ((rc = family_hparams(hp, a))) return rc;
     if ((rc = get_f32_opt(f, a, "rope.freq_base_swa", &hp->rope_base_swa))) return rc;
+    if (hp->n_expert > 0) { /* keys only some MoE families write */
+        int gating = 0, shared = 0, nextn = 0, norm_w = hp->expert_norm_w;
+        if ((rc = get_u32_opt(f, a, "expert_gating_func", &gating))) return rc;
+        if (gating == 1) hp->gating = COLI_GATE_SOFTMAX;
+        else if (gating == 2) hp->gating = COLI_GATE_SIGMOID;
+        else if (gating != 0)
+            return coli_fail(COLI_E_UNSUPPORTED, "unsupported: expert gating function %d (softmax or sigmoid)", gating);
+        snprintf(key, sizeof key, "%s.expert_weights_norm", a);
+        if (gguf_get_bool(f, key, &norm_w) < 0) return colibri_last_error_code();
+        hp->expert_norm_w = norm_w != 0;
+        if ((rc = get_u32_opt(f, a, "expert_shared_count", &shared))) return rc;
+        hp->n_ff_shexp = shared * hp->n_ff_exp;
+        if ((rc = get_u32_opt(f, a, "leading_dense_block_count", &hp->n_layer_dense_lead))) return rc;
+        /* GLM-4.5's multi-token-prediction layers follow the trunk; generation skips them */
+        if ((rc = get_u32_opt(f, a, "nextn_predict_layers", &nextn))) return rc;
+        if (nextn >= hp->n_layer) return coli_fail(COLI_E_CORRUPT, "corrupt: %d of %d layers are MTP layers", nextn, hp->n_layer);
+        hp->n_layer -= nextn;
+    }
     return 0;
 }
 
@@ -205,12 +231,14 @@ static int load_layer(coli_model *m, const gguf_file *f, int il) {
     int rc;
 #define T(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
     if ((rc = bind_vec(&L->attn_norm, f, T("attn_norm.weight"), hp->n_embd, false))) return rc;
-    if ((rc = bind_vec(&L->ffn_norm, f, T("ffn_norm.weight"), hp->n_embd, false))) return rc;
+    if ((rc = bind_vec(&L->ffn_norm, f, hp->ffn_norm_post_attn ? T("post_attention_norm.weight") : T("ffn_norm.weight"),
+                       hp->n_embd, false)))
+        return rc;
     if (hp->qk_norm) {
         const int64_t qn = hp->qk_norm_full ? (int64_t)hp->n_head * hp->head_dim : hp->head_dim;
         const int64_t kn = hp->qk_norm_full ? (int64_t)hp->n_head_kv * hp->head_dim : hp->head_dim;
-        if ((rc = bind_vec(&L->q_norm, f, T("attn_q_norm.weight"), qn, false))) return rc;
-        if ((rc = bind_vec(&L->k_norm, f, T("attn_k_norm.weight"), kn, false))) return rc;
+        if ((rc = bind_vec(&L->q_norm, f, T("attn_q_norm.weight"), qn, hp->qk_norm_optional))) return rc;
+        if ((rc = bind_vec(&L->k_norm, f, T("attn_k_norm.weight"), kn, hp->qk_norm_optional))) return rc;
     }
     if (hp->post_norms) {
         if ((rc = bind_vec(&L->post_attn_norm, f, T("post_attention_norm.weight"), hp->n_embd, false))) return rc;

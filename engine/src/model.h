@@ -60,6 +60,8 @@ typedef struct {
     bool qk_norm;          /* per-head RMS norm of q and k */
     bool post_norms;       /* RMS norm of the attention and FFN outputs (Gemma) */
     bool qk_norm_full;     /* q/k norms span all heads at once (OLMoE), not one head */
+    bool qk_norm_optional; /* q/k norms only where the file has them (GLM-4.5) */
+    bool ffn_norm_post_attn; /* the FFN's input norm is named post_attention_norm (GLM-4.5) */
     /* mixture of experts (n_expert == 0: dense) */
     int n_expert, n_expert_used;
     int n_ff_exp;          /* hidden size of one routed expert */
