@@ -155,7 +155,9 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
                                                                                                   : hp->n_expert);
         if (hp->n_expert > 4096) return coli_fail(COLI_E_CORRUPT, "corrupt: %d experts", hp->n_expert);
         hp->n_ff_exp = hp->n_ff;
-        if ((rc = get_u32_opt(f, a, "expert_feed_forward_length", &hp->n_ff_exp))) return rc;
+        /* llama.cpp sizes OLMoE's and Mixtral's experts by feed_forward_length */
+        if (strcmp(a, "olmoe") != 0 && strcmp(a, "llama") != 0)
+            if ((rc = get_u32_opt(f, a, "expert_feed_forward_length", &hp->n_ff_exp))) return rc;
         if ((rc = get_f32_opt(f, a, "expert_weights_scale", &hp->expert_w_scale))) return rc;
     } else if (hp->n_expert_used > 0) {
         return coli_fail(COLI_E_CORRUPT, "corrupt: %d experts used per token but no expert_count", hp->n_expert_used);

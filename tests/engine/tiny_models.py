@@ -12,6 +12,8 @@ E, H, HKV, D, F, L = 64, 2, 1, 32, 128, 2
 
 
 FAMILIES = ("gemma3", "llama", "qwen2", "qwen3")
+MOE_FAMILIES = ("qwen3moe", "olmoe", "mixtral")
+N_EXPERT, N_EXPERT_USED, F_EXP = 8, 2, 32
 
 
 def write_tiny_gemma3(path: Path, **kw) -> Path:
@@ -27,7 +29,8 @@ def write_tiny(path: Path, *, family: str = "gemma3", arch: str | None = None, d
     import gguf
 
     rng = np.random.default_rng(seed)
-    arch = arch or family
+    moe = family in MOE_FAMILIES
+    arch = arch or ("llama" if family == "mixtral" else family)
     merges = train_bpe("hello hello world", 2)
     tokens, types = bpe_vocab(merges, ["<bos>", "<eos>"])
     w = gguf.GGUFWriter(str(path), arch)
@@ -36,13 +39,19 @@ def write_tiny(path: Path, *, family: str = "gemma3", arch: str | None = None, d
     w.add_embedding_length(E)
     w.add_feed_forward_length(F)
     w.add_head_count(H)
-    w.add_head_count_kv(HKV)
+    hkv = H if family == "olmoe" else HKV  # OLMoE has as many KV heads as heads
+    w.add_head_count_kv(hkv)
     w.add_key_length(D)
     w.add_value_length(D)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_rope_freq_base(10000.0)
     if family == "gemma3":
         w.add_sliding_window(4)
+    if moe:
+        w.add_expert_count(N_EXPERT)
+        w.add_expert_used_count(N_EXPERT_USED)
+        if family not in ("mixtral", "olmoe"):
+            w.add_expert_feed_forward_length(F_EXP)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("default")
     w.add_token_list(tokens)
@@ -65,13 +74,25 @@ def write_tiny(path: Path, *, family: str = "gemma3", arch: str | None = None, d
     for il in range(L):
         b = f"blk.{il}."
         tensors.update({
-            b + "attn_norm.weight": norm(E), b + "attn_q.weight": mat(H * D, E), b + "attn_k.weight": mat(HKV * D, E),
-            b + "attn_v.weight": mat(HKV * D, E), b + "attn_output.weight": mat(E, H * D),
+            b + "attn_norm.weight": norm(E), b + "attn_q.weight": mat(H * D, E), b + "attn_k.weight": mat(hkv * D, E),
+            b + "attn_v.weight": mat(hkv * D, E), b + "attn_output.weight": mat(E, H * D),
             b + "ffn_norm.weight": norm(E),
-            b + "ffn_gate.weight": mat(F, E), b + "ffn_up.weight": mat(F, E), b + "ffn_down.weight": mat(E, F),
         })
-        if family in ("gemma3", "qwen3"):
+        if moe:
+            fe = F if family in ("mixtral", "olmoe") else F_EXP
+            tensors.update({
+                b + "ffn_gate_inp.weight": mat(N_EXPERT, E, 4.0),
+                b + "ffn_gate_exps.weight": np.stack([mat(fe, E) for _ in range(N_EXPERT)]),
+                b + "ffn_up_exps.weight": np.stack([mat(fe, E) for _ in range(N_EXPERT)]),
+                b + "ffn_down_exps.weight": np.stack([mat(E, fe) for _ in range(N_EXPERT)]),
+            })
+        else:
+            tensors.update({b + "ffn_gate.weight": mat(F, E), b + "ffn_up.weight": mat(F, E),
+                            b + "ffn_down.weight": mat(E, F)})
+        if family in ("gemma3", "qwen3", "qwen3moe"):
             tensors.update({b + "attn_q_norm.weight": norm(D), b + "attn_k_norm.weight": norm(D)})
+        if family == "olmoe":
+            tensors.update({b + "attn_q_norm.weight": norm(H * D), b + "attn_k_norm.weight": norm(hkv * D)})
         if family == "gemma3":
             tensors.update({b + "post_attention_norm.weight": norm(E), b + "post_ffw_norm.weight": norm(E)})
         if family == "qwen2":
@@ -90,7 +111,7 @@ def write_tiny(path: Path, *, family: str = "gemma3", arch: str | None = None, d
             n_out, n_in = arr.shape
             raw = np.zeros((n_out, n_in // block * size), dtype=np.uint8)
             w.add_tensor(name, raw, raw_dtype=t)
-        elif quant is not None and arr.ndim == 2:
+        elif quant is not None and arr.ndim >= 2 and "gate_inp" not in name:
             t = gguf.GGMLQuantizationType(quant)
             w.add_tensor(name, gguf.quants.quantize(arr, t), raw_dtype=t)
         else:
