@@ -12,7 +12,7 @@ E, H, HKV, D, F, L = 64, 2, 1, 32, 128, 2
 
 
 FAMILIES = ("gemma3", "llama", "qwen2", "qwen3")
-MOE_FAMILIES = ("qwen3moe", "olmoe", "mixtral")
+MOE_FAMILIES = ("qwen3moe", "olmoe", "mixtral", "glm4moe")
 N_EXPERT, N_EXPERT_USED, F_EXP = 8, 2, 32
 
 
@@ -52,6 +52,13 @@ def write_tiny(path: Path, *, family: str = "gemma3", arch: str | None = None, d
         w.add_expert_used_count(N_EXPERT_USED)
         if family not in ("mixtral", "olmoe"):
             w.add_expert_feed_forward_length(F_EXP)
+        if family == "glm4moe":  # one dense lead layer, a shared expert, sigmoid gating with a bias
+            w.add_leading_dense_block_count(1)
+            w.add_expert_shared_count(1)
+            w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+            w.add_expert_weights_norm(True)
+            w.add_expert_weights_scale(2.5)
+            w.add_rope_dimension_count(D // 2)  # partial rotary
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("default")
     w.add_token_list(tokens)
@@ -78,7 +85,18 @@ def write_tiny(path: Path, *, family: str = "gemma3", arch: str | None = None, d
             b + "attn_v.weight": mat(hkv * D, E), b + "attn_output.weight": mat(E, H * D),
             b + "ffn_norm.weight": norm(E),
         })
-        if moe:
+        dense_lead = family == "glm4moe" and il == 0
+        if family == "glm4moe":  # GLM names the FFN's input norm post_attention_norm
+            tensors[b + "post_attention_norm.weight"] = tensors.pop(b + "ffn_norm.weight")
+            tensors.update({b + "attn_q.bias": 0.1 * norm(H * D), b + "attn_k.bias": 0.1 * norm(HKV * D),
+                            b + "attn_v.bias": 0.1 * norm(HKV * D)})
+        if family == "glm4moe" and not dense_lead:
+            tensors.update({
+                b + "exp_probs_b.bias": (0.05 * rng.standard_normal(N_EXPERT)).astype(np.float32),
+                b + "ffn_gate_shexp.weight": mat(F_EXP, E), b + "ffn_up_shexp.weight": mat(F_EXP, E),
+                b + "ffn_down_shexp.weight": mat(E, F_EXP),
+            })
+        if moe and not dense_lead:
             fe = F if family in ("mixtral", "olmoe") else F_EXP
             tensors.update({
                 b + "ffn_gate_inp.weight": mat(N_EXPERT, E, 4.0),
