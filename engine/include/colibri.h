@@ -215,6 +215,11 @@ int colibri_eval(colibri_engine *e, const int32_t *tokens, int n, int pos, float
  * NULL) gets its log-softmax under the model's unmodified distribution. */
 int32_t colibri_sample(colibri_engine *e, const colibri_sampling *p, float *logprob);
 void colibri_seed(colibri_engine *e, uint64_t seed);
+/* Routing of row `row` of the last evaluated batch: for each layer, the
+ * n_expert_used chosen experts (best first) and their weights; -1 and 0 for
+ * dense layers. ids and weights hold n_layer * n_expert_used entries.
+ * Returns n_expert_used (0 for a dense model). */
+int colibri_last_routing(const colibri_engine *e, int row, int32_t *ids, float *weights);
 /* Teacher-forced scoring of tokens[0..n) evaluated from position 0: for each
  * position j in [first, n-1), nll_out[j-first] = -log p(tokens[j+1] | tokens[..j])
  * and argmax_out[j-first] = the most likely next token. Either output may be

@@ -176,3 +176,22 @@ int colibri_score(colibri_engine *e, const int32_t *tokens, int n, int first, fl
     free(logits);
     return rc;
 }
+
+int colibri_last_routing(const colibri_engine *e, int row, int32_t *ids, float *weights) {
+    int rc = need_model(e, "colibri_last_routing");
+    if (rc) return rc;
+    const coli_hparams *hp = &e->model.hp;
+    if (hp->n_expert == 0) return 0;
+    if (row < 0 || row >= e->cfg.n_batch || !ids || !weights)
+        return coli_fail(COLI_E_ARG, "colibri_last_routing: row %d is outside the batch of %d", row, e->cfg.n_batch);
+    const int K = hp->n_expert_used;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const size_t at = ((size_t)row * hp->n_layer + il) * K;
+        for (int k = 0; k < K; k++) {
+            const bool moe = e->model.layers[il].is_moe;
+            ids[il * K + k] = moe ? e->state.route_ids[at + k] : -1;
+            weights[il * K + k] = moe ? e->state.route_w[at + k] : 0.0f;
+        }
+    }
+    return K;
+}

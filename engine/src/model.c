@@ -260,7 +260,11 @@ static int load_layer(coli_model *m, const gguf_file *f, int il) {
     if ((rc = bind_vec(&L->bo, f, T("attn_output.bias"), hp->n_embd, true))) return rc;
     L->is_moe = hp->n_expert > 0 && il >= hp->n_layer_dense_lead;
     if (L->is_moe) {
-        if ((rc = bind_mat(&L->ffn_gate_inp, f, T("ffn_gate_inp.weight"), hp->n_embd, hp->n_expert))) return rc;
+        const gguf_tensor *router = gguf_find_tensor(f, T("ffn_gate_inp.weight"));
+        if (router && router->ne[0] == hp->n_embd && router->ne[1] != hp->n_expert)
+            return coli_fail(COLI_E_CORRUPT, "corrupt: router '%s' chooses among %" PRId64 " experts, but the file "
+                             "declares %d experts", name, router->ne[1], hp->n_expert);
+        if ((rc = bind_mat(&L->ffn_gate_inp, f, name, hp->n_embd, hp->n_expert))) return rc;
         if ((rc = bind_vec(&L->exp_probs_b, f, T("exp_probs_b.bias"), hp->n_expert, true))) return rc;
         if ((rc = coli_layer_experts_bind(&L->exps, f, il, hp->n_embd, hp->n_ff_exp, hp->n_expert))) return rc;
         if (hp->n_ff_shexp > 0) {

@@ -275,5 +275,17 @@ class Engine:
             raise last_error()
         return list(ffi.unpack(nll, k)), list(ffi.unpack(am, k))
 
+    def last_routing(self, row: int) -> list[list[tuple[int, float]]]:
+        """Per layer, the (expert, weight) pairs row `row` of the last batch was routed to ([] for dense layers)."""
+        info = self.model_info()
+        n_layer, k = info["n_layer"], info.get("n_expert_used") or 0
+        if not k:
+            return []
+        ids = ffi.new("int32_t[]", n_layer * k)
+        w = ffi.new("float[]", n_layer * k)
+        if lib.colibri_last_routing(self._e, row, ids, w) < 0:
+            raise last_error()
+        return [[(ids[l * k + j], w[l * k + j]) for j in range(k) if ids[l * k + j] >= 0] for l in range(n_layer)]
+
     def seed(self, seed: int) -> None:
         lib.colibri_seed(self._e, seed & 0xFFFFFFFFFFFFFFFF)

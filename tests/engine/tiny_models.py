@@ -22,7 +22,8 @@ def write_tiny_gemma3(path: Path, **kw) -> Path:
 
 def write_tiny(path: Path, *, family: str = "gemma3", arch: str | None = None, drop: str | None = None,
                reshape: dict[str, tuple[int, ...]] | None = None, raw_types: dict[str, int] | None = None,
-               extra_kv: dict | None = None, quant: int | None = None, tied: bool = True, seed: int = 0) -> Path:
+               extra_kv: dict | None = None, quant: int | None = None, tied: bool = True, seed: int = 0,
+               declare_experts: int | None = None, declare_used: int | None = None) -> Path:
     """A 2-layer model laid out as llama.cpp expects `family`; `drop` leaves a tensor
     out, `reshape` changes a tensor's shape, `raw_types` writes a tensor as another
     ggml type (zero bytes), `quant` stores the matrices in that ggml type."""
@@ -48,8 +49,8 @@ def write_tiny(path: Path, *, family: str = "gemma3", arch: str | None = None, d
     if family == "gemma3":
         w.add_sliding_window(4)
     if moe:
-        w.add_expert_count(N_EXPERT)
-        w.add_expert_used_count(N_EXPERT_USED)
+        w.add_expert_count(declare_experts or N_EXPERT)
+        w.add_expert_used_count(declare_used or N_EXPERT_USED)
         if family not in ("mixtral", "olmoe"):
             w.add_expert_feed_forward_length(F_EXP)
         if family == "glm4moe":  # one dense lead layer, a shared expert, sigmoid gating with a bias
