@@ -7,12 +7,14 @@ import numpy as np
 import pytest
 
 from colibri.engine import Engine
+from colibri.generate import generate
 from tests.engine.tiny_models import MOE_FAMILIES, write_tiny
 from tests.reference import load_reference, log_softmax
 
 pytest.importorskip("gguf")
 
 Q8_0, Q4_0 = 8, 2
+POSITIONS = 512
 
 
 @pytest.mark.parametrize("quant", [None, Q8_0, Q4_0], ids=["f32", "q8_0", "q4_0"])
@@ -20,19 +22,34 @@ Q8_0, Q4_0 = 8, 2
 def test_moe_family_matches_llama_cpp(tmp_path, family, quant):
     path = write_tiny(tmp_path / f"{family}.gguf", family=family, quant=quant, tied=False, seed=11)
     rng = np.random.default_rng(5)
-    with Engine(path, n_ctx=64, n_threads=2, n_batch=16) as e:
-        tokens = [e.bos] + [int(t) for t in rng.integers(0, 256, 47)]
+    with Engine(path, n_ctx=POSITIONS, n_threads=2, n_batch=64) as e:
+        tokens = [e.bos] + [int(t) for t in rng.integers(0, 256, POSITIONS - 1)]
         ours = np.frombuffer(e.eval(tokens, 0, logits="all"), np.float32).reshape(len(tokens), -1)
-    ref = load_reference(path, n_ctx=64)
+        prompt = tokens[:8]
+        greedy = generate(e, prompt, 32, stop_at_eog=False).tokens
+    ref = load_reference(path, n_ctx=POSITIONS)
     ref.eval(tokens)
-    theirs = np.asarray(ref.scores[: len(tokens)])
+    theirs = np.asarray(ref.scores[: len(tokens)]).copy()
+    ref.reset()
+    ref.eval(prompt)
+    ref_greedy, margins = [], []
+    for _ in range(32):
+        row = np.asarray(ref.scores[ref.n_tokens - 1])
+        top2 = np.partition(row, -2)[-2:]
+        margins.append(float(top2[1] - top2[0]))
+        ref_greedy.append(int(np.argmax(row)))
+        ref.eval([ref_greedy[-1]])
     lt, lo = log_softmax(theirs), log_softmax(ours)
     kl = (np.exp(lt) * (lt - lo)).sum(-1)
     top1 = float((ours.argmax(-1) == theirs.argmax(-1)).mean())
     print(f"{family} {quant}: mean KL {kl.mean():.2e}, max {kl.max():.2e}, top-1 {top1:.3f}, "
           f"max |dlogit| {np.abs(ours - theirs).max():.2e}")
     assert kl.mean() < 1e-5 and kl.max() < 1e-4
-    assert top1 == 1.0
+    assert top1 >= 0.99
+    for k, (a, b) in enumerate(zip(greedy, ref_greedy)):  # identical, unless llama.cpp itself hesitated
+        if a != b:
+            assert margins[k] < 0.01, f"greedy diverged at step {k} where llama.cpp's top-2 margin is {margins[k]}"
+            break
 
 
 @pytest.mark.parametrize("family", MOE_FAMILIES)

@@ -36,7 +36,7 @@ def write_tiny(path: Path, *, family: str = "gemma3", arch: str | None = None, d
     tokens, types = bpe_vocab(merges, ["<bos>", "<eos>"])
     w = gguf.GGUFWriter(str(path), arch)
     w.add_block_count(L)
-    w.add_context_length(256)
+    w.add_context_length(1024)
     w.add_embedding_length(E)
     w.add_feed_forward_length(F)
     w.add_head_count(H)
