@@ -38,3 +38,37 @@ def log_softmax(x: np.ndarray) -> np.ndarray:
     x = x.astype(np.float64)
     m = x.max(axis=-1, keepdims=True)
     return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+
+
+def compare_logits(ours: np.ndarray, theirs: np.ndarray, label: str = "") -> tuple[np.ndarray, float]:
+    """Per-position KL(llama.cpp || ours) and the top-1 agreement; prints a one-line summary."""
+    lt, lo = log_softmax(theirs), log_softmax(ours)
+    kl = (np.exp(lt) * (lt - lo)).sum(-1)
+    top1 = float((ours.argmax(-1) == theirs.argmax(-1)).mean())
+    print(f"{label}: mean KL {kl.mean():.2e}, max {kl.max():.2e}, top-1 {top1:.3f}, "
+          f"max |dlogit| {np.abs(ours - theirs).max():.2e}")
+    return kl, top1
+
+
+def greedy_with_margins(ref, prompt_tokens: list[int], n: int) -> tuple[list[int], list[float]]:
+    """llama.cpp's greedy continuation, and its top-2 logit margin at every step."""
+    ref.reset()
+    ref.eval(prompt_tokens)
+    out, margins = [], []
+    for _ in range(n):
+        row = np.asarray(ref.scores[ref.n_tokens - 1])
+        top2 = np.partition(row, -2)[-2:]
+        margins.append(float(abs(top2[1] - top2[0])))
+        out.append(int(row.argmax()))
+        ref.eval([out[-1]])
+    return out, margins
+
+
+def assert_same_greedy(ours: list[int], theirs: list[int], margins: list[float], near_tie: float = 0.01) -> None:
+    """Identical continuations, except right after a step where llama.cpp's own top-2 were within near_tie."""
+    for k, (a, b) in enumerate(zip(ours, theirs)):
+        if a != b:
+            assert margins[k] < near_tie, (
+                f"diverged at step {k} ({a} vs llama.cpp {b}) where llama.cpp's top-2 margin is {margins[k]:.4f}")
+            return
+    assert ours == theirs

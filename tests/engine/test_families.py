@@ -9,7 +9,7 @@ import pytest
 
 from colibri.engine import Engine
 from tests.engine.tiny_models import FAMILIES, write_tiny
-from tests.reference import load_reference, log_softmax
+from tests.reference import compare_logits, load_reference
 
 pytest.importorskip("gguf")
 
@@ -27,10 +27,6 @@ def test_family_matches_llama_cpp(tmp_path, family, quant):
     ref = load_reference(path, n_ctx=64)
     ref.eval(tokens)
     theirs = np.asarray(ref.scores[: len(tokens)])
-    lt, lo = log_softmax(theirs), log_softmax(ours)
-    kl = (np.exp(lt) * (lt - lo)).sum(-1)
-    top1 = float((ours.argmax(-1) == theirs.argmax(-1)).mean())
-    print(f"{family} {quant}: mean KL {kl.mean():.2e}, max {kl.max():.2e}, top-1 {top1:.3f}, "
-          f"max |dlogit| {np.abs(ours - theirs).max():.2e}")
+    kl, top1 = compare_logits(ours, theirs, f"{family} {quant}")
     assert kl.mean() < 1e-5 and kl.max() < 1e-4
     assert top1 == 1.0

@@ -8,7 +8,7 @@ import pytest
 
 from colibri.engine import Engine
 from colibri.generate import generate
-from tests.reference import load_reference, log_softmax, real_text
+from tests.reference import assert_same_greedy, greedy_with_margins, load_reference, log_softmax, real_text
 
 WINDOW = 512
 MIN_POSITIONS = 1000
@@ -63,31 +63,9 @@ PROMPTS = [
 ]
 
 
-def ref_greedy(ref, prompt_tokens, n):
-    """llama.cpp's greedy continuation, and the top-2 logit margin at every step."""
-    ref.reset()
-    ref.eval(prompt_tokens)
-    out, margins = [], []
-    for _ in range(n):
-        row = np.asarray(ref.scores[ref.n_tokens - 1])
-        top2 = np.partition(row, -2)[-2:]
-        margins.append(float(abs(top2[1] - top2[0])))
-        tok = int(row.argmax())
-        out.append(tok)
-        ref.eval([tok])
-    return out, margins
-
-
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_greedy_continuation_matches(ours, ref, prompt):
     prompt_tokens = ours.tokenize(prompt)
     gen = generate(ours, prompt_tokens, 64, temperature=0.0, stop_at_eog=False)
-    theirs, margins = ref_greedy(ref, prompt_tokens, 64)
-    for k, (a, b) in enumerate(zip(gen.tokens, theirs)):
-        if a != b:
-            assert margins[k] < NEAR_TIE, (
-                f"diverged at step {k} ({a} vs llama.cpp {b}) where llama.cpp's top-2 margin is {margins[k]:.4f}"
-            )
-            break
-    else:
-        assert gen.tokens == theirs
+    theirs, margins = greedy_with_margins(ref, prompt_tokens, 64)
+    assert_same_greedy(gen.tokens, theirs, margins, NEAR_TIE)

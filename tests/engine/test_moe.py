@@ -9,7 +9,7 @@ import pytest
 from colibri.engine import Engine
 from colibri.generate import generate
 from tests.engine.tiny_models import MOE_FAMILIES, write_tiny
-from tests.reference import load_reference, log_softmax
+from tests.reference import assert_same_greedy, compare_logits, greedy_with_margins, load_reference
 
 pytest.importorskip("gguf")
 
@@ -30,26 +30,11 @@ def test_moe_family_matches_llama_cpp(tmp_path, family, quant):
     ref = load_reference(path, n_ctx=POSITIONS)
     ref.eval(tokens)
     theirs = np.asarray(ref.scores[: len(tokens)]).copy()
-    ref.reset()
-    ref.eval(prompt)
-    ref_greedy, margins = [], []
-    for _ in range(32):
-        row = np.asarray(ref.scores[ref.n_tokens - 1])
-        top2 = np.partition(row, -2)[-2:]
-        margins.append(float(top2[1] - top2[0]))
-        ref_greedy.append(int(np.argmax(row)))
-        ref.eval([ref_greedy[-1]])
-    lt, lo = log_softmax(theirs), log_softmax(ours)
-    kl = (np.exp(lt) * (lt - lo)).sum(-1)
-    top1 = float((ours.argmax(-1) == theirs.argmax(-1)).mean())
-    print(f"{family} {quant}: mean KL {kl.mean():.2e}, max {kl.max():.2e}, top-1 {top1:.3f}, "
-          f"max |dlogit| {np.abs(ours - theirs).max():.2e}")
+    ref_greedy, margins = greedy_with_margins(ref, prompt, 32)
+    kl, top1 = compare_logits(ours, theirs, f"{family} {quant}")
     assert kl.mean() < 1e-5 and kl.max() < 1e-4
     assert top1 >= 0.99
-    for k, (a, b) in enumerate(zip(greedy, ref_greedy)):  # identical, unless llama.cpp itself hesitated
-        if a != b:
-            assert margins[k] < 0.01, f"greedy diverged at step {k} where llama.cpp's top-2 margin is {margins[k]}"
-            break
+    assert_same_greedy(greedy, ref_greedy, margins)
 
 
 @pytest.mark.parametrize("family", MOE_FAMILIES)
