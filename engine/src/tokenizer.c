@@ -138,8 +138,11 @@ static const char *const pre_default[] = {"default", NULL};
 static const char *const pre_llama3[] = {"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral",
                                          "midm-2.0", "lfm2", "jina-v5-nano", NULL};
 static const char *const pre_llama3_plain[] = {"dbrx", "smaug-bpe", NULL};
+/* bailingmoe's regex ends its newline alternative in [\r\n] instead of
+ * [\r\n]+, which matches the same text */
 static const char *const pre_qwen2[] = {"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "stablelm2", "megrez",
-                                        "hunyuan", "solar-open", NULL};
+                                        "hunyuan", "solar-open", "grok-2", "bailingmoe", "bailingmoe2",
+                                        "llada-moe", NULL};
 static const char *const pre_gpt2[] = {"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es",
                                        "jina-v2-de", "a.x-4.0", "mellum", "modern-bert", "mpt", "olmo", "jais",
                                        "trillion", "granite-docling", "exaone4", NULL};

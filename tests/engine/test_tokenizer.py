@@ -33,7 +33,7 @@ from .tokenizer_fixtures import (
 llama_cpp = pytest.importorskip("llama_cpp")
 
 BPE_PRES = ["default", "qwen2", "llama-bpe", "olmo", "gpt-2", "starcoder", "smaug-bpe", "glm4", "qwen35",
-            "deepseek-v3", "gpt-4o", "tekken", "kimi-k2"]
+            "deepseek-v3", "gpt-4o", "tekken", "kimi-k2", "bailingmoe"]
 SLOW_REFERENCE = {"gpt-4o", "tekken"}  # llama.cpp runs their lookahead regexes through std::regex
 BPE_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>"]
 N_RANDOM = 400
