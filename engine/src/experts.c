@@ -24,13 +24,8 @@ static int bind_exps(coli_mat *w, size_t *stride, const gguf_file *f, const char
                          "corrupt: tensor '%s' has shape [%" PRId64 ", %" PRId64 ", %" PRId64 "], expected [%" PRId64
                          ", %" PRId64 ", %d] (the file declares %d experts)",
                          name, t->ne[0], t->ne[1], t->ne[2], n_in, n_out, n_expert, n_expert);
-    if (!coli_kernels()->type[t->type].vec_dot)
-        return coli_fail(COLI_E_UNSUPPORTED, "unsupported: tensor '%s' has type %s, which colibri cannot compute with yet",
-                         name, ggml_type_get(t->type)->name);
-    w->data = t->data;
-    w->type = t->type;
-    w->n_in = n_in;
-    w->n_out = n_out;
+    int rc = coli_mat_from_tensor(w, t, name, n_in, n_out);
+    if (rc) return rc;
     *stride = coli_row_size(t->type, n_in) * (size_t)n_out;
     return 0;
 }

@@ -11,8 +11,8 @@
 #include "gguf.h"
 #include "model.h"
 
-typedef struct {
-    coli_mat gate; /* n_embd -> n_ff_exp (absent: n_in == 0, for up-only families) */
+typedef struct coli_expert {
+    coli_mat gate; /* n_embd -> n_ff_exp */
     coli_mat up;   /* n_embd -> n_ff_exp */
     coli_mat down; /* n_ff_exp -> n_embd */
 } coli_expert;

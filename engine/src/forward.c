@@ -60,14 +60,20 @@ int coli_state_init(coli_state *s, const coli_model *m, int n_ctx, int n_batch, 
         s->route_w = alloc64(nb * hp->n_layer * K * sizeof(float), &s->bytes);
         s->pairs = alloc64(nb * K * sizeof(int32_t), &s->bytes);
         s->counts = alloc64(((size_t)hp->n_expert + 1) * sizeof(int32_t), &s->bytes);
-        s->xg = alloc64(nb * hp->n_embd * sizeof(float), &s->bytes);
-        s->yg = alloc64(nb * hp->n_embd * sizeof(float), &s->bytes);
-        s->hg = alloc64(nb * ff * sizeof(float), &s->bytes);
-        s->hg2 = alloc64(nb * ff * sizeof(float), &s->bytes);
+        s->yg = alloc64(nb * K * hp->n_embd * sizeof(float), &s->bytes);
+        s->hg = alloc64(nb * K * ff * sizeof(float), &s->bytes);
+        s->hg2 = alloc64(nb * K * ff * sizeof(float), &s->bytes);
+        s->active = alloc64((size_t)hp->n_expert * sizeof(int32_t), &s->bytes);
+        s->ex_of = alloc64((size_t)hp->n_expert * sizeof(coli_expert), &s->bytes);
+        s->slot_of_pair = alloc64(nb * K * sizeof(int32_t), &s->bytes);
+        /* quantized rows are never larger than f32 rows */
+        s->xq_in = alloc64(nb * K * hp->n_embd * sizeof(float), &s->bytes);
+        const size_t mid = (size_t)(hp->n_ff_exp > hp->n_embd ? hp->n_ff_exp : hp->n_embd);
+        s->xq_mid = alloc64(nb * K * mid * sizeof(float), &s->bytes); /* also up's input when its type differs */
         s->eo = alloc64(nb * K * hp->n_embd * sizeof(float), &s->bytes);
         s->experts = coli_experts_open(m);
-        if (!s->router || !s->route_ids || !s->route_w || !s->pairs || !s->counts || !s->xg || !s->yg || !s->hg ||
-            !s->hg2 || !s->eo || !s->experts) {
+        if (!s->router || !s->route_ids || !s->route_w || !s->pairs || !s->counts || !s->yg || !s->hg || !s->hg2 ||
+            !s->eo || !s->active || !s->ex_of || !s->slot_of_pair || !s->xq_in || !s->xq_mid || !s->experts) {
             coli_state_free(s);
             return coli_fail(COLI_E_NOMEM, "out of memory for the routed-FFN scratch");
         }
@@ -131,7 +137,11 @@ void coli_state_free(coli_state *s) {
     free(s->route_w);
     free(s->pairs);
     free(s->counts);
-    free(s->xg);
+    free(s->active);
+    free(s->ex_of);
+    free(s->slot_of_pair);
+    free(s->xq_in);
+    free(s->xq_mid);
     free(s->yg);
     free(s->hg);
     free(s->hg2);

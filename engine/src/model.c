@@ -188,14 +188,7 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
 
 /* ---- tensors ---------------------------------------------------------- */
 
-static int bind_mat(coli_mat *w, const gguf_file *f, const char *name, int64_t n_in, int64_t n_out) {
-    const gguf_tensor *t = gguf_find_tensor(f, name);
-    if (!t) return coli_fail(COLI_E_MISSING, "missing: tensor '%s' is not in the file", name);
-    if (t->n_dims > 2 || t->ne[0] != n_in || t->ne[1] != n_out)
-        return coli_fail(COLI_E_CORRUPT,
-                         "corrupt: tensor '%s' has shape [%" PRId64 ", %" PRId64 ", %" PRId64 "], expected [%" PRId64
-                         ", %" PRId64 "]",
-                         name, t->ne[0], t->ne[1], t->ne[2], n_in, n_out);
+int coli_mat_from_tensor(coli_mat *w, const gguf_tensor *t, const char *name, int64_t n_in, int64_t n_out) {
     if (!coli_kernels()->type[t->type].vec_dot)
         return coli_fail(COLI_E_UNSUPPORTED, "unsupported: tensor '%s' has type %s, which colibri cannot compute with yet",
                          name, ggml_type_get(t->type)->name);
@@ -204,6 +197,17 @@ static int bind_mat(coli_mat *w, const gguf_file *f, const char *name, int64_t n
     w->n_in = n_in;
     w->n_out = n_out;
     return 0;
+}
+
+static int bind_mat(coli_mat *w, const gguf_file *f, const char *name, int64_t n_in, int64_t n_out) {
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    if (!t) return coli_fail(COLI_E_MISSING, "missing: tensor '%s' is not in the file", name);
+    if (t->n_dims > 2 || t->ne[0] != n_in || t->ne[1] != n_out)
+        return coli_fail(COLI_E_CORRUPT,
+                         "corrupt: tensor '%s' has shape [%" PRId64 ", %" PRId64 ", %" PRId64 "], expected [%" PRId64
+                         ", %" PRId64 "]",
+                         name, t->ne[0], t->ne[1], t->ne[2], n_in, n_out);
+    return coli_mat_from_tensor(w, t, name, n_in, n_out);
 }
 
 /* A norm vector as owned f32 (files store them as F32, sometimes F16). */

@@ -106,6 +106,10 @@ typedef struct {
     int64_t n_params;
 } coli_model;
 
+/* A matrix view of tensor t (shape already checked); unsupported when the
+ * kernels cannot compute with its type. */
+int coli_mat_from_tensor(coli_mat *w, const gguf_tensor *t, const char *name, int64_t n_in, int64_t n_out);
+
 /* Reads hyper-parameters and binds every tensor; named error on anything
  * missing, misshapen or of a type the kernels cannot compute with. */
 int coli_model_load(coli_model *m, const gguf_file *f);
@@ -126,17 +130,22 @@ typedef struct {
     float *att;      /* [n_batch][n_head * head_dim_v] */
     float *hb, *hb2; /* [n_batch][n_ff] */
     float *logits;   /* [n_vocab]: the last row's logits */
-    coli_half *att_scratch; /* per thread: q in f16 (head_dim) + probabilities (n_ctx) */
-    float *att_scores;      /* per thread: n_ctx scores */
+    coli_half *att_scratch; /* per thread: coli_attention_scratch_halves() (attention.h) */
+    float *att_scores;      /* per thread: coli_attention_scratch_floats() */
     /* routed FFN (MoE models only) */
     float *router;          /* [n_batch][n_expert] router logits, then probabilities */
     int32_t *route_ids;     /* [n_batch][n_layer][n_expert_used]: the last batch's routing */
     float *route_w;         /* [n_batch][n_layer][n_expert_used]: its weights */
     int32_t *pairs;         /* [n_batch * n_expert_used] row * K + k, grouped by expert */
     int32_t *counts;        /* [n_expert + 1] group offsets into pairs */
-    float *xg, *yg;         /* [n_batch][n_embd] rows gathered for one expert, its output */
-    float *hg, *hg2;        /* [n_batch][max(n_ff_exp, n_ff_shexp)] */
+    float *yg;              /* [n_batch * n_expert_used][n_embd]: expert outputs in expert order */
+    float *hg, *hg2;        /* [n_batch * n_expert_used][max(n_ff_exp, n_ff_shexp)] */
     float *eo;              /* [n_batch][n_expert_used][n_embd] weighted expert outputs */
+    int32_t *active;        /* [n_expert] experts chosen by some row of the batch */
+    struct coli_expert *ex_of; /* [n_expert] the active experts' matrices, from the store */
+    int32_t *slot_of_pair;  /* [n_batch * n_expert_used] pair -> its row in the expert-ordered buffers */
+    void *xq_in, *xq_mid;   /* [n_batch * n_expert_used] rows quantized for gate/up, for down */
+    size_t xq_in_stride, xq_mid_stride;
     struct coli_expert_store *experts;
     void *mm_scratch;       /* quantized activations for matmuls */
     size_t mm_scratch_size;

@@ -4,12 +4,15 @@
  * probabilities, optionally renormalised and scaled, each expert's SwiGLU FFN,
  * and the weighted outputs summed in rank order. */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "error.h"
 #include "matmul.h"
 #include "moe.h"
 #include "ops.h"
+#include "quant.h"
+#include "ggml_types.h"
 
 static int matmul(coli_state *s, const coli_mat *w, const float *x, int n, float *y) {
     return coli_matmul(s->pool, w->data, w->type, w->n_in, w->n_out, x, n, y, s->mm_scratch);
@@ -63,10 +66,138 @@ static int route(const coli_model *m, coli_state *s, int il, int n) {
     return 0;
 }
 
+
+/* ---- the experts of one layer, fused into two pool runs ----------------
+ * Each chosen expert's gate/up products for all the rows routed to it are
+ * work items of one run, its down products items of a second, so a decode
+ * step costs two dispatches per layer instead of three per expert. The dot
+ * products are the same kernels on the same quantized rows as coli_matmul,
+ * so results are bit-identical to calling it per expert. */
+
+#define MOE_CHUNK 32 /* output rows per work item */
+
+typedef struct {
+    const coli_model *m;
+    coli_state *s;
+    const coli_expert *ex_of;  /* [E] matrices of each active expert */
+    int phase;                 /* 0: gate and up, 1: down */
+    int up_separate;           /* up's activation type differs from gate's: its rows are in xq_mid */
+    size_t up_stride;
+    int n_items;
+    atomic_int next;
+} moe_job;
+
+static void dot_rows(const coli_mat *w, int64_t o0, int64_t o1, const char *xq, size_t xq_stride, int rows,
+                     float *y, size_t y_stride) {
+    const coli_vec_dot_fn dot = coli_kernels()->type[w->type].vec_dot;
+    const size_t row_bytes = coli_row_size(w->type, w->n_in);
+    for (int64_t o = o0; o < o1; o++) {
+        const char *wr = (const char *)w->data + o * row_bytes;
+        for (int r = 0; r < rows; r += COLI_MAX_NR) {
+            const int nr = rows - r < COLI_MAX_NR ? rows - r : COLI_MAX_NR;
+            dot((int)w->n_in, wr, xq + (size_t)r * xq_stride, xq_stride, y + (size_t)r * y_stride + o, y_stride, nr);
+        }
+    }
+}
+
+/* Work item it -> (expert group g, which matrix, row chunk). Items are laid
+ * out group by group; within a group: gate chunks then up chunks (phase 0)
+ * or down chunks (phase 1). */
+static void moe_worker(void *ctx, int ith, int nth) {
+    moe_job *J = ctx;
+    coli_state *s = J->s;
+    const coli_hparams *hp = &J->m->hp;
+    (void)ith;
+    (void)nth;
+    const int D = hp->n_embd, F = hp->n_ff_exp;
+    const int per_mat = J->phase == 0 ? (F + MOE_CHUNK - 1) / MOE_CHUNK : (D + MOE_CHUNK - 1) / MOE_CHUNK;
+    const int per_group = J->phase == 0 ? 2 * per_mat : per_mat;
+    for (;;) {
+        const int it = atomic_fetch_add(&J->next, 1);
+        if (it >= J->n_items) return;
+        const int g = it / per_group, r = it % per_group;
+        const int e = s->active[g], lo = s->counts[e], cnt = s->counts[e + 1] - lo;
+        const coli_expert *ex = &J->ex_of[e];
+        if (J->phase == 0) {
+            const int which = r / per_mat, c = r % per_mat; /* 0 gate, 1 up */
+            const int64_t o0 = (int64_t)c * MOE_CHUNK, o1 = o0 + MOE_CHUNK < F ? o0 + MOE_CHUNK : F;
+            const coli_mat *w = which == 0 ? &ex->gate : &ex->up;
+            float *y = (which == 0 ? s->hg : s->hg2) + (size_t)lo * F;
+            if (which == 1 && J->up_separate) /* up reads its own conversion of the rows */
+                dot_rows(w, o0, o1, (const char *)s->xq_mid + (size_t)lo * J->up_stride, J->up_stride, cnt, y,
+                         (size_t)F);
+            else
+                dot_rows(w, o0, o1, (const char *)s->xq_in + (size_t)lo * s->xq_in_stride, s->xq_in_stride, cnt, y,
+                         (size_t)F);
+        } else {
+            const int64_t o0 = (int64_t)r * MOE_CHUNK, o1 = o0 + MOE_CHUNK < D ? o0 + MOE_CHUNK : D;
+            dot_rows(&ex->down, o0, o1, (const char *)s->xq_mid + (size_t)lo * s->xq_mid_stride, s->xq_mid_stride,
+                     cnt, s->yg + (size_t)lo * D, (size_t)D);
+        }
+    }
+}
+
+/* Quantize row `src` for a weight of type wtype (F32 weights read floats as they are). */
+static void to_vec_dot_type(uint32_t wtype, const float *src, void *dst, int64_t n) {
+    const coli_type_kernels *k = &coli_kernels()->type[wtype];
+    const coli_from_float_fn from = coli_kernels()->type[k->vec_dot_type].from_float;
+    if (from && k->vec_dot_type != GGML_TYPE_F32)
+        from(src, dst, n);
+    else
+        memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+/* Bytes of one activation row of n elements as a wtype weight reads it. */
+static size_t act_row_bytes(uint32_t wtype, int64_t n) {
+    const uint32_t t = coli_kernels()->type[wtype].vec_dot_type;
+    return t == GGML_TYPE_F32 ? (size_t)n * sizeof(float) : coli_row_size(t, n);
+}
+
+static int run_experts(const coli_model *m, coli_state *s, coli_expert_store *st, int il, int n) {
+    const coli_hparams *hp = &m->hp;
+    const int E = hp->n_expert, K = hp->n_expert_used, D = hp->n_embd, F = hp->n_ff_exp;
+    const coli_layer_experts *le = &m->layers[il].exps;
+    coli_expert *ex_of = s->ex_of;
+    int rc = 0, n_active = 0;
+    s->xq_in_stride = act_row_bytes(le->gate.type, D);
+    s->xq_mid_stride = act_row_bytes(le->down.type, F);
+    const uint32_t gate_act = coli_kernels()->type[le->gate.type].vec_dot_type;
+    const int up_separate = coli_kernels()->type[le->up.type].vec_dot_type != gate_act;
+    const size_t up_stride = act_row_bytes(le->up.type, D);
+    /* the rows each expert reads, quantized once per row and laid out by expert */
+    for (int e = 0; e < E; e++) {
+        const int lo = s->counts[e], cnt = s->counts[e + 1] - lo;
+        if (cnt == 0) continue;
+        if ((rc = coli_experts_get(st, il, e, &ex_of[e]))) return rc;
+        s->active[n_active++] = e;
+        for (int j = 0; j < cnt; j++) {
+            const int pair = s->pairs[lo + j];
+            s->slot_of_pair[pair] = lo + j;
+            const float *row = s->xn + (size_t)(pair / K) * D;
+            to_vec_dot_type(le->gate.type, row, (char *)s->xq_in + (size_t)(lo + j) * s->xq_in_stride, D);
+            if (up_separate) to_vec_dot_type(le->up.type, row, (char *)s->xq_mid + (size_t)(lo + j) * up_stride, D);
+        }
+    }
+    moe_job job = {.m = m, .s = s, .ex_of = ex_of, .phase = 0, .up_separate = up_separate, .up_stride = up_stride};
+    job.n_items = n_active * 2 * ((F + MOE_CHUNK - 1) / MOE_CHUNK);
+    atomic_init(&job.next, 0);
+    coli_pool_run(s->pool, moe_worker, &job);
+    for (int slot = 0; slot < n * K; slot++) {
+        coli_swiglu(s->hg + (size_t)slot * F, s->hg2 + (size_t)slot * F, F);
+        to_vec_dot_type(le->down.type, s->hg + (size_t)slot * F, (char *)s->xq_mid + (size_t)slot * s->xq_mid_stride, F);
+    }
+    job.phase = 1;
+    job.n_items = n_active * ((D + MOE_CHUNK - 1) / MOE_CHUNK);
+    atomic_store(&job.next, 0);
+    coli_pool_run(s->pool, moe_worker, &job);
+    for (int g = 0; g < n_active; g++) coli_experts_release(st, il, s->active[g]);
+    return 0;
+}
+
 int coli_moe_ffn(const coli_model *m, coli_state *s, coli_expert_store *st, int il, int n) {
     const coli_hparams *hp = &m->hp;
     const coli_layer *L = &m->layers[il];
-    const int E = hp->n_expert, K = hp->n_expert_used, D = hp->n_embd, F = hp->n_ff_exp;
+    const int E = hp->n_expert, K = hp->n_expert_used, D = hp->n_embd;
     int rc = route(m, s, il, n);
     if (rc) return rc;
 
@@ -83,27 +214,13 @@ int coli_moe_ffn(const coli_model *m, coli_state *s, coli_expert_store *st, int 
             s->pairs[fill[e]++] = i * K + k;
         }
 
-    for (int e = 0; e < E; e++) {
-        const int lo = s->counts[e], cnt = s->counts[e + 1] - lo;
-        if (cnt == 0) continue;
-        coli_expert ex;
-        if ((rc = coli_experts_get(st, il, e, &ex))) return rc;
-        for (int j = 0; j < cnt; j++)
-            memcpy(s->xg + (size_t)j * D, s->xn + (size_t)(s->pairs[lo + j] / K) * D, (size_t)D * sizeof(float));
-        if (!rc) rc = matmul(s, &ex.gate, s->xg, cnt, s->hg);
-        if (!rc) rc = matmul(s, &ex.up, s->xg, cnt, s->hg2);
-        if (!rc)
-            for (int j = 0; j < cnt; j++) coli_swiglu(s->hg + (size_t)j * F, s->hg2 + (size_t)j * F, F);
-        if (!rc) rc = matmul(s, &ex.down, s->hg, cnt, s->yg);
-        coli_experts_release(st, il, e);
-        if (rc) return rc;
-        for (int j = 0; j < cnt; j++) {
-            const int pair = s->pairs[lo + j], i = pair / K, k = pair % K;
-            const float w = s->route_w[((size_t)i * hp->n_layer + il) * K + k];
-            float *dst = s->eo + (size_t)pair * D;
-            const float *src = s->yg + (size_t)j * D;
-            for (int d = 0; d < D; d++) dst[d] = src[d] * w;
-        }
+    if ((rc = run_experts(m, s, st, il, n))) return rc;
+    for (int p = 0; p < n * K; p++) { /* expert output times its routing weight (ggml_mul) */
+        const int i = p / K, k = p % K;
+        const float w = s->route_w[((size_t)i * hp->n_layer + il) * K + k];
+        float *dst = s->eo + (size_t)p * D;
+        const float *src = s->yg + (size_t)s->slot_of_pair[p] * D;
+        for (int d = 0; d < D; d++) dst[d] = src[d] * w;
     }
     /* the weighted outputs, summed in rank order */
     for (int i = 0; i < n; i++) {
