@@ -1,58 +1,139 @@
-/* attention.c — softmax(q.K^T) V for a batch of queries against one layer's KV cache.
+/* attention.c — softmax(q.K^T) V for a batch of queries against one layer's
+ * KV cache, computed the way llama.cpp's CPU backend does it without flash
+ * attention, so that the bits match:
+ *
+ *   kq  = mul_mat(K, q): q rounded to f16; one query row (decode) is
+ *         ggml_vec_dot_f16, a batch is llamafile's tinyBLAS (the F16 kernels'
+ *         vec_dot / vec_dot_mm, quant.h);
+ *   p   = soft_max_ext(kq * kq_scale, mask): masked cells are -inf; the cells
+ *         go by chunks of 16 counted from cell 0 through ggml_v_expf, each
+ *         chunk summed in float (the _mm512_reduce_add_ps tree), the chunk
+ *         sums in double; p = e * (float)(1 / sum);
+ *   kqv = mul_mat(V^T, p): p rounded to f16, the same kernels along the cells.
+ *
+ * llama.cpp runs the two products over its padded n_kv cells (a multiple of
+ * 256); a masked cell adds an exact zero, so running from a multiple of 64
+ * below the first visible cell to the next multiple of 64 past the last one
+ * gives the same bits with less work.
  *
  * K is cached as [n_ctx][n_head_kv * head_dim] f16, V transposed as
- * [n_head_kv * head_dim_v][n_ctx] f16, so both products are f16 dot
- * products, as in ggml's non-flash-attention path. */
+ * [n_head_kv * head_dim_v][n_ctx] f16 (one row per value dimension). */
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "attention.h"
 #include "ggml_types.h"
 #include "ops.h"
 #include "quant.h"
 
+#define CHUNK 64 /* cell alignment: ggml_vec_dot_f16's step, a multiple of the softmax's 16 */
+
+static int ceil_chunk(int x) { return (x + CHUNK - 1) / CHUNK * CHUNK; }
+
+size_t coli_attention_scratch_halves(const coli_hparams *hp, int n_ctx) {
+    const size_t group = (size_t)(hp->n_head / hp->n_head_kv), cells = (size_t)ceil_chunk(n_ctx) + CHUNK;
+    return group * (size_t)hp->head_dim + group * cells + cells + 64;
+}
+
+size_t coli_attention_scratch_floats(const coli_hparams *hp, int n_ctx) {
+    return (size_t)(hp->n_head / hp->n_head_kv) * ((size_t)ceil_chunk(n_ctx) + CHUNK) + 16;
+}
+
 typedef struct {
     const coli_model *m;
     coli_state *s;
     int il, n, pos;
+    int heads_per_task;
+    coli_vec_dot_fn kq_dot, kqv_dot;
 } attn_job;
 
-/* One (token, head) pair per task: scores over the visible cache, softmax,
- * and the weighted sum of values; q and the probabilities are rounded to
- * f16 first, as ggml's F16 matmuls round their second operand. */
-static void attn_worker(void *ctx, int ith, int nth) {
-    const attn_job *J = ctx;
+/* ggml_vec_soft_max_f32's sum of one chunk of 16: _mm512_reduce_add_ps */
+static float chunk_sum16(const float *e) {
+    float r[8], t[4];
+    for (int i = 0; i < 8; i++) r[i] = e[i + 8] + e[i];
+    for (int i = 0; i < 4; i++) t[i] = r[i + 4] + r[i];
+    return (t[0] + t[2]) + (t[1] + t[3]);
+}
+
+/* Scores sc[c0..c1) of cells [lo, hi] (the rest masked) -> probabilities ph (f16). */
+static void softmax_f16(float *sc, coli_half *ph, int c0, int c1, int lo, int hi, float kq_scale) {
+    float max = -INFINITY;
+    for (int c = lo; c <= hi; c++) {
+        if (kq_scale != 1.0f) sc[c - c0] *= kq_scale;
+        if (sc[c - c0] > max) max = sc[c - c0];
+    }
+    double sum = 0.0;
+    for (int c = c0; c < c1; c += 16) {
+        float *e = sc + (c - c0);
+        for (int j = 0; j < 16; j++) e[j] = (c + j >= lo && c + j <= hi) ? coli_ggml_expf(e[j] - max) : 0.0f;
+        sum += (double)chunk_sum16(e);
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int c = c0; c < c1; c++) ph[c - c0] = coli_fp32_to_fp16(sc[c - c0] * inv);
+}
+
+/* One task: token i, kv head kvh, query heads h0 .. h0 + ng - 1 (all of one kv group). */
+static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_half *scratch_h, float *scratch_f) {
     const coli_hparams *hp = &J->m->hp;
     const coli_layer *L = &J->m->layers[J->il];
     coli_state *s = J->s;
-    const coli_vec_dot_fn dot = coli_kernels()->type[GGML_TYPE_F16].vec_dot;
-    const int hd = hp->head_dim, hdv = hp->head_dim_v;
+    const int hd = hp->head_dim, hdv = hp->head_dim_v, n_ctx = s->n_ctx;
     const int k_dim = hp->n_head_kv * hd;
-    const int group = hp->n_head / hp->n_head_kv;
-    coli_half *qh = s->att_scratch + (size_t)ith * ((size_t)hd + (size_t)s->n_ctx + 64);
-    coli_half *ph = qh + hd + 32;
-    float *sc = s->att_scores + (size_t)ith * ((size_t)s->n_ctx + 16);
-    const coli_half *kc = s->k_cache + (size_t)J->il * s->n_ctx * k_dim;
-    const coli_half *vc = s->v_cache + (size_t)J->il * s->n_ctx * hp->n_head_kv * hdv;
-    const int tasks = J->n * hp->n_head;
+    const int p = J->pos + i;
+    const int lo = (L->is_swa && p - hp->n_swa + 1 > 0) ? p - hp->n_swa + 1 : 0;
+    const int c0 = lo / CHUNK * CHUNK, c1 = ceil_chunk(p + 1), len = c1 - c0;
+    const size_t cstride = (size_t)ceil_chunk(n_ctx) + CHUNK;  /* per head in sc / ph */
+    coli_half *qh = scratch_h, *ph = qh + (size_t)ng * hd, *vstage = ph + (size_t)ng * cstride;
+    float *sc = scratch_f;
+    const coli_half *kc = s->k_cache + (size_t)J->il * n_ctx * k_dim + (size_t)kvh * hd;
+    const coli_half *vc = s->v_cache + ((size_t)J->il * hp->n_head_kv + kvh) * hdv * n_ctx;
+    /* kq for the visible cells, all heads of the task per K row */
+    for (int g = 0; g < ng; g++) {
+        const float *q = s->q + ((size_t)i * hp->n_head + h0 + g) * hd;
+        for (int d = 0; d < hd; d++) qh[(size_t)g * hd + d] = coli_fp32_to_fp16(q[d]);
+    }
+    for (int c = lo; c <= p; c++)
+        J->kq_dot(hd, kc + (size_t)c * k_dim, qh, (size_t)hd * sizeof(coli_half), sc + (c - c0), cstride, ng);
+    for (int g = 0; g < ng; g++)
+        softmax_f16(sc + (size_t)g * cstride, ph + (size_t)g * cstride, c0, c1, lo, p, hp->kq_scale);
+    /* kqv: one V row (value dimension) against the probabilities of every head */
+    float *out = s->att + ((size_t)i * hp->n_head + h0) * hdv;
+    const size_t ph_stride = cstride * sizeof(coli_half);
+    for (int d = 0; d < hdv; d++) {
+        const coli_half *vrow = vc + (size_t)d * n_ctx + c0;
+        if (c1 > n_ctx) {  /* the last chunk runs past the cache: zero-padded copy */
+            memcpy(vstage, vrow, (size_t)(n_ctx - c0) * sizeof(coli_half));
+            memset(vstage + (n_ctx - c0), 0, (size_t)(c1 - n_ctx) * sizeof(coli_half));
+            vrow = vstage;
+        }
+        J->kqv_dot(len, vrow, ph, ph_stride, out + d, (size_t)hdv, ng);
+    }
+}
+
+static void attn_worker(void *ctx, int ith, int nth) {
+    const attn_job *J = ctx;
+    const coli_hparams *hp = &J->m->hp;
+    coli_state *s = J->s;
+    coli_half *sh = s->att_scratch + (size_t)ith * coli_attention_scratch_halves(hp, s->n_ctx);
+    float *sf = s->att_scores + (size_t)ith * coli_attention_scratch_floats(hp, s->n_ctx);
+    const int group = hp->n_head / hp->n_head_kv, per = J->heads_per_task, parts = group / per;
+    const int tasks = J->n * hp->n_head_kv * parts;
     for (int t = ith; t < tasks; t += nth) {
-        const int i = t / hp->n_head, h = t % hp->n_head, kvh = h / group;
-        const int p = J->pos + i;
-        const int lo = (L->is_swa && p - hp->n_swa + 1 > 0) ? p - hp->n_swa + 1 : 0;
-        const int nk = p - lo + 1;
-        const float *q = s->q + ((size_t)i * hp->n_head + h) * hd;
-        for (int d = 0; d < hd; d++) qh[d] = coli_fp32_to_fp16(q[d]);
-        for (int j = 0; j < nk; j++) dot(hd, kc + (size_t)(lo + j) * k_dim + (size_t)kvh * hd, qh, 0, &sc[j], 0, 1);
-        if (hp->kq_scale != 1.0f)
-            for (int j = 0; j < nk; j++) sc[j] *= hp->kq_scale; /* ggml_soft_max_ext's scale */
-        coli_softmax(sc, nk);
-        for (int j = 0; j < nk; j++) ph[j] = coli_fp32_to_fp16(sc[j]);
-        float *out = s->att + ((size_t)i * hp->n_head + h) * hdv;
-        const coli_half *vh = vc + (size_t)kvh * hdv * s->n_ctx;
-        for (int d = 0; d < hdv; d++) dot(nk, vh + (size_t)d * s->n_ctx + lo, ph, 0, &out[d], 0, 1);
+        const int i = t / (hp->n_head_kv * parts), kvh = (t / parts) % hp->n_head_kv, part = t % parts;
+        attn_task(J, i, kvh, kvh * group + part * per, per, sh, sf);
     }
 }
 
 void coli_attention(const coli_model *m, coli_state *s, int il, int n, int pos) {
-    attn_job job = {m, s, il, n, pos};
+    const coli_hparams *hp = &m->hp;
+    const coli_type_kernels *k = &coli_kernels()->type[GGML_TYPE_F16];
+    const int group = hp->n_head / hp->n_head_kv;
+    attn_job job = {m, s, il, n, pos, group, k->vec_dot, k->vec_dot};
+    /* llama.cpp's n_kv is a multiple of 256 cells; a batch of queries goes through tinyBLAS */
+    if (coli_mm_rows(k, hp->head_dim, 256, n) == n) job.kq_dot = k->vec_dot_mm;
+    if (coli_mm_rows(k, 256, hp->head_dim_v, n) == n) job.kqv_dot = k->vec_dot_mm;
+    /* too few (token, kv head) pairs to keep the threads busy: one task per head */
+    if (n * hp->n_head_kv < coli_pool_size(s->pool)) job.heads_per_task = 1;
     coli_pool_run(s->pool, attn_worker, &job);
 }

@@ -49,9 +49,8 @@ int coli_state_init(coli_state *s, const coli_model *m, int n_ctx, int n_batch, 
     s->hb = alloc64(nb * hp->n_ff * sizeof(float), &s->bytes);
     s->hb2 = alloc64(nb * hp->n_ff * sizeof(float), &s->bytes);
     s->logits = alloc64((size_t)hp->n_vocab * sizeof(float), &s->bytes);
-    const size_t per_thread_half = (size_t)hp->head_dim + (size_t)n_ctx + 64;
-    s->att_scratch = alloc64((size_t)n_threads * per_thread_half * sizeof(coli_half), &s->bytes);
-    s->att_scores = alloc64((size_t)n_threads * ((size_t)n_ctx + 16) * sizeof(float), &s->bytes);
+    s->att_scratch = alloc64((size_t)n_threads * coli_attention_scratch_halves(hp, n_ctx) * sizeof(coli_half), &s->bytes);
+    s->att_scores = alloc64((size_t)n_threads * coli_attention_scratch_floats(hp, n_ctx) * sizeof(float), &s->bytes);
     if (hp->n_expert > 0) {
         const size_t K = (size_t)hp->n_expert_used;
         const size_t ff = (size_t)(hp->n_ff_exp > hp->n_ff_shexp ? hp->n_ff_exp : hp->n_ff_shexp);

@@ -23,7 +23,10 @@ typedef struct {
     size_t w_row_bytes;
     int64_t n_out;
     float *y;
-    coli_vec_dot_fn vec_dot;
+    coli_vec_dot_fn vec_dot;      /* rows [mm_rows, n_rows): ggml's one-row arithmetic */
+    coli_vec_dot_fn vec_dot_mm;   /* rows [0, mm_rows): its batched arithmetic */
+    coli_vec_dot_2w_fn vec_dot_2w;
+    int64_t mm_rows;
     int64_t chunk_rows;
     int64_t n_chunks;
     atomic_llong next_chunk;
@@ -46,12 +49,17 @@ static void quantize_chunk(mm_ctx *c, int64_t k) {
 }
 
 static void dot_chunk(const mm_ctx *c, int64_t o0, int64_t o1) {
-    for (int64_t o = o0; o < o1; o++) {
+    int64_t o = o0;
+    if (c->n_rows == 1 && c->vec_dot_2w) /* decode: two weight rows per call, same bits as one */
+        for (; o + 2 <= o1; o += 2) c->vec_dot_2w((int)c->n_in, c->w + o * c->w_row_bytes, c->w_row_bytes, c->xq, c->y + o);
+    for (; o < o1; o++) {
         const char *wr = c->w + o * c->w_row_bytes;
-        for (int64_t r = 0; r < c->n_rows; r += COLI_MAX_NR) {
-            const int nr = (int)(c->n_rows - r < COLI_MAX_NR ? c->n_rows - r : COLI_MAX_NR);
-            c->vec_dot((int)c->n_in, wr, (const char *)c->xq + r * c->xq_stride, c->xq_stride,
-                       c->y + r * c->n_out + o, (size_t)c->n_out, nr);
+        for (int64_t r = 0; r < c->n_rows;) {
+            const int64_t end = r < c->mm_rows ? c->mm_rows : c->n_rows;
+            const int nr = (int)(end - r < COLI_MAX_NR ? end - r : COLI_MAX_NR);
+            (r < c->mm_rows ? c->vec_dot_mm : c->vec_dot)((int)c->n_in, wr, (const char *)c->xq + r * c->xq_stride,
+                                                          c->xq_stride, c->y + r * c->n_out + o, (size_t)c->n_out, nr);
+            r += nr;
         }
     }
 }
@@ -117,6 +125,14 @@ static void plan_quantize(mm_ctx *c, const ggml_type_traits *at, int nth) {
     atomic_init(&c->q_done, 0);
 }
 
+/* llama.cpp treats the n_rows of one call as one batch (see quant.h) */
+static void set_kernels(mm_ctx *c, const coli_type_kernels *k) {
+    c->vec_dot = k->vec_dot;
+    c->vec_dot_mm = k->vec_dot_mm;
+    c->vec_dot_2w = k->vec_dot_2w;
+    c->mm_rows = coli_mm_rows(k, c->n_in, c->n_out, c->n_rows);
+}
+
 static void plan_chunks(mm_ctx *c, int nth) {
     /* ~8 chunks per thread for balance, at least 16 rows each */
     int64_t rows = (c->n_out + nth * 8 - 1) / (nth * 8);
@@ -142,7 +158,7 @@ int coli_matmul(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, in
     c.w_row_bytes = coli_row_size(wtype, n_in);
     c.n_out = n_out;
     c.y = y;
-    c.vec_dot = k->vec_dot;
+    set_kernels(&c, k);
     c.pool = pool;
     if (k->vec_dot_type == GGML_TYPE_F32) {
         c.xq = (void *)x;
@@ -200,7 +216,7 @@ int coli_matmul_q(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, 
     c.w_row_bytes = coli_row_size(wtype, n_in);
     c.n_out = n_out;
     c.y = y;
-    c.vec_dot = k->vec_dot;
+    set_kernels(&c, k);
     c.pool = pool;
     plan_chunks(&c, coli_pool_size(pool));
     coli_pool_run_shared(pool, mm_worker, &c);

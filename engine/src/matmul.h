@@ -6,7 +6,12 @@
  * type (Q8_0 / Q8_1 / Q8_K / F16 / BF16; F32 is used as is), once per call,
  * split across the pool; then output rows are split across threads in
  * chunks, each weight row dotted with up to COLI_MAX_NR activation rows at a
- * time so that prefill loads each weight block once per tile. */
+ * time so that prefill loads each weight block once per tile.
+ *
+ * The n_rows of one call are one batch in llama.cpp's sense: like its CPU
+ * backend, a batch may add up its dot products differently from a single row
+ * (quant.h: vec_dot_mm, coli_mm_rows), so the bits of a row depend on the
+ * batch size exactly as llama.cpp's do. */
 #ifndef COLI_MATMUL_H
 #define COLI_MATMUL_H
 

@@ -25,7 +25,9 @@ static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
 static float gelu_f32(float x) {
     const float GELU_COEF_A = 0.044715f;
     const float SQRT_2_OVER_PI = 0.79788456080286535587989211986876f;
-    return 0.5f * x * (1.0f + tanhf(SQRT_2_OVER_PI * x * (1.0f + GELU_COEF_A * x * x)));
+    /* ggml-cpu.c is compiled with GCC's default -ffp-contract=fast, which
+     * fuses 1 + (A x) x into one fma; the table entries then match bit for bit */
+    return 0.5f * x * (1.0f + tanhf(SQRT_2_OVER_PI * x * fmaf(GELU_COEF_A * x, x, 1.0f)));
 }
 
 static void gelu_table_init(void) {
@@ -80,14 +82,22 @@ void coli_rope(float *x, int n_heads, int head_dim, int n_rot, int pos, float ba
         cs[i][1] = sinf(t);
         theta *= theta_scale;
     }
+    /* ggml's rotate_pairs, as GCC contracts it into fmas (-ffp-contract=fast):
+     * the two-halves loop stays scalar, the adjacent-pairs one is vectorised
+     * (vfmaddsub), and the second output is fused differently in each */
     for (int h = 0; h < n_heads; h++) {
         float *v = x + (int64_t)h * head_dim;
         for (int i = 0; i < half; i++) {
-            const int a = type == COLI_ROPE_NEOX ? i : 2 * i;
-            const int b = type == COLI_ROPE_NEOX ? i + half : 2 * i + 1;
-            const float x0 = v[a], x1 = v[b];
-            v[a] = x0 * cs[i][0] - x1 * cs[i][1];
-            v[b] = x0 * cs[i][1] + x1 * cs[i][0];
+            const float c = cs[i][0], sn = cs[i][1];
+            if (type == COLI_ROPE_NEOX) {
+                const float x0 = v[i], x1 = v[i + half];
+                v[i] = fmaf(c, x0, -(sn * x1));
+                v[i + half] = fmaf(sn, x0, c * x1);
+            } else {
+                const float x0 = v[2 * i], x1 = v[2 * i + 1];
+                v[2 * i] = fmaf(c, x0, -(sn * x1));
+                v[2 * i + 1] = fmaf(c, x1, sn * x0);
+            }
         }
     }
 }

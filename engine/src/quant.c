@@ -706,7 +706,7 @@ GENERIC_NR(vec_dot_q6_K_q8_K_generic, dot1_q6_K)
 
 /* ---- dispatch tables --------------------------------------------------------------- */
 
-#define T(vdt, ff, tf, vd) {GGML_TYPE_##vdt, ff, tf, vd}
+#define T(vdt, ff, tf, vd) {GGML_TYPE_##vdt, ff, tf, vd, NULL, NULL, 0, 1, 1, 1}
 
 #define ACT_ROWS(q80, q81, f16)                                                         \
     [GGML_TYPE_F32] = T(F32, NULL, dequantize_row_f32, NULL),                           \
@@ -732,6 +732,14 @@ GENERIC_NR(vec_dot_q6_K_q8_K_generic, dot1_q6_K)
     X(Q2_K, q2_K_q8_K) X(Q3_K, q3_K_q8_K) X(Q4_K, q4_K_q8_K) X(Q5_K, q5_K_q8_K)           \
     X(Q6_K, q6_K_q8_K)
 
+static inline void set_mm(coli_type_kernels *k, coli_vec_dot_fn mm, int min_rows, int group, int in_mult, int out_mult) {
+    k->vec_dot_mm = mm;
+    k->mm_min_rows = min_rows;
+    k->mm_group = group;
+    k->mm_in_mult = in_mult;
+    k->mm_out_mult = out_mult;
+}
+
 static coli_kernel_table g_tables[3];  /* scalar, avx2, avx512; filled once in build_tables */
 static _Atomic(const coli_kernel_table *) g_current;
 static atomic_flag g_building = ATOMIC_FLAG_INIT;
@@ -755,18 +763,31 @@ static void build_tables(void) {
     t->type[GGML_TYPE_Q8_1].from_float = quantize_row_q8_1_avx2;
     t->type[GGML_TYPE_F16].from_float = quantize_row_f16_avx2;
     t->type[GGML_TYPE_Q8_K].from_float = quantize_row_q8_K_avx2;
+    /* batches: llamafile tinyBLAS<8> (F32/F16, 2+ rows), the tiled matmul
+     * (Q6_K, 8+ rows), the repacked q4_K_8x8 gemm (Q4_K, whole groups of 4) */
+    set_mm(&t->type[GGML_TYPE_F32], vec_dot_f32_f32_mm_avx2, 2, 1, 8, 4);
+    set_mm(&t->type[GGML_TYPE_F16], vec_dot_f16_f16_mm_avx2, 2, 1, 8, 4);
+    set_mm(&t->type[GGML_TYPE_Q4_K], vec_dot_q4_K_q8_K_mm_avx2, 4, 4, QK_K, 8);
+    set_mm(&t->type[GGML_TYPE_Q6_K], vec_dot_q6_K_q8_K_mm_avx2, 8, 1, QK_K, 1);
     t = &g_tables[2];
     *t = g_tables[1];
     t->name = "avx512";
     t->type[GGML_TYPE_F32].vec_dot = vec_dot_f32_f32_avx512;
     t->type[GGML_TYPE_F16].vec_dot = vec_dot_f16_f16_avx512;
+    set_mm(&t->type[GGML_TYPE_F32], vec_dot_f32_f32_mm_avx512, 2, 1, 16, 4);  /* tinyBLAS<16> */
+    set_mm(&t->type[GGML_TYPE_F16], vec_dot_f16_f16_mm_avx512, 2, 1, 16, 4);
     if (coli_cpu()->avx512bf16) t->type[GGML_TYPE_BF16].vec_dot = vec_dot_bf16_bf16_avx512;
     t->type[GGML_TYPE_Q4_0].vec_dot = vec_dot_q4_0_q8_0_avx512;
     t->type[GGML_TYPE_Q5_0].vec_dot = vec_dot_q5_0_q8_0_avx512;
     t->type[GGML_TYPE_Q8_0].vec_dot = vec_dot_q8_0_q8_0_avx512;
-    /* Q4_K/Q5_K: the AVX2 kernels decode faster (the 512-bit ones, ~15% faster
-     * at prefill, lose at one row to the vpermw scale shuffles); see bench/. */
-    t->type[GGML_TYPE_Q6_K].vec_dot = vec_dot_q6_K_q8_K_avx512;
+    t->type[GGML_TYPE_Q4_0].vec_dot_2w = vec_dot_q4_0_q8_0_2w_avx512;
+    t->type[GGML_TYPE_Q5_0].vec_dot_2w = vec_dot_q5_0_q8_0_2w_avx512;
+    t->type[GGML_TYPE_Q8_0].vec_dot_2w = vec_dot_q8_0_q8_0_2w_avx512;
+    t->type[GGML_TYPE_Q4_K].vec_dot = vec_dot_q4_K_q8_K_avx512;
+    set_mm(&t->type[GGML_TYPE_Q4_K], vec_dot_q4_K_q8_K_mm_avx512, 4, 4, QK_K, 8);
+    /* Q5_K: ggml's AVX2 kernel is what the reference runs (the 512-bit one
+     * stays as a spare); Q6_K: ggml's AVX2 vec_dot for one row, tiled for batches */
+    set_mm(&t->type[GGML_TYPE_Q6_K], vec_dot_q6_K_q8_K_mm_avx512, 8, 1, QK_K, 1);
 #endif
 }
 

@@ -147,12 +147,33 @@ typedef void (*coli_vec_dot_fn)(int n, const void *w, const void *a, size_t a_st
                                 float *s, size_t s_stride, int nr);
 #define COLI_MAX_NR 4
 
+/* Two weight rows at once against one activation row (decode): s[0] = w0.a,
+ * s[1] = (w0 + w_stride).a, each with vec_dot's arithmetic exactly. */
+typedef void (*coli_vec_dot_2w_fn)(int n, const void *w, size_t w_stride, const void *a, float *s);
+
+/* llama.cpp's CPU backend does not add up a dot product the same way in every
+ * call: one row (decode) goes through ggml_vec_dot_*, a batch through
+ * llamafile's tinyBLAS (F32/F16), the tiled K-quant matmul (Q6_K, n >= 8) or
+ * the repacked gemm (Q4_K, whole groups of 4 rows). Each is mirrored bit for
+ * bit by a kernel here: `vec_dot` is the one-row arithmetic, `vec_dot_mm` the
+ * batched one where it differs (coli_mm_rows() says which rows use it). */
 typedef struct {
     uint32_t vec_dot_type;         /* activation type this weight type dots with */
     coli_from_float_fn from_float; /* f32 -> this type as an activation (NULL for F32: used as is) */
     coli_to_float_fn to_float;     /* dequantize_row_<t> */
     coli_vec_dot_fn vec_dot;       /* NULL: not usable as a weight type */
+    coli_vec_dot_2w_fn vec_dot_2w; /* optional: vec_dot for two weight rows (faster decode) */
+    coli_vec_dot_fn vec_dot_mm;    /* batched arithmetic, or NULL (same as vec_dot) */
+    int mm_min_rows;               /* a batch of at least this many rows uses vec_dot_mm */
+    int mm_group;                  /* ... for its first n - n % mm_group rows */
+    int mm_in_mult, mm_out_mult;   /* ... when n_in and n_out are multiples of these */
 } coli_type_kernels;
+
+/* Rows [0, coli_mm_rows(...)) of a batch of n_rows use vec_dot_mm, the rest vec_dot. */
+static inline int64_t coli_mm_rows(const coli_type_kernels *k, int64_t n_in, int64_t n_out, int64_t n_rows) {
+    if (!k->vec_dot_mm || n_rows < k->mm_min_rows || n_in % k->mm_in_mult || n_out % k->mm_out_mult) return 0;
+    return n_rows - n_rows % k->mm_group;
+}
 
 typedef struct {
     const char *name;  /* "scalar" | "avx2" | "avx512" */
@@ -234,21 +255,32 @@ COLI_DECLARE_VEC_DOTS(generic);
 #define COLI_X86 1
 /* quant_avx2.c: AVX2 + FMA + F16C */
 COLI_DECLARE_VEC_DOTS(avx2);
+COLI_DECLARE_VEC_DOT(vec_dot_f32_f32_mm_avx2);  /* tinyBLAS<8> */
+COLI_DECLARE_VEC_DOT(vec_dot_f16_f16_mm_avx2);
+COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_mm_avx2); /* repacked q4_K_8x8 gemm */
+COLI_DECLARE_VEC_DOT(vec_dot_q6_K_q8_K_mm_avx2); /* tiled K-quant matmul */
 void quantize_row_q8_0_avx2(const float *x, void *y, int64_t n);
 void quantize_row_q8_1_avx2(const float *x, void *y, int64_t n);
 void quantize_row_f16_avx2(const float *x, void *y, int64_t n);
 void quantize_row_q8_K_avx2(const float *x, void *y, int64_t n);
-/* quant_avx512.c: AVX-512 F/BW/VL/DQ/VNNI (types without a 512-bit kernel use AVX2;
- * the Q4_K/Q5_K ones are not in the table, see quant.c, but are kept and tested) */
+/* quant_avx512.c: AVX-512 F/BW/VL/DQ/VNNI (types without a 512-bit kernel use AVX2:
+ * Q6_K's one-row kernel is ggml's AVX2 one; Q5_K's 512-bit kernel is not in the
+ * table, see quant.c, but is kept and tested) */
 COLI_DECLARE_VEC_DOT(vec_dot_f32_f32_avx512);
+COLI_DECLARE_VEC_DOT(vec_dot_f32_f32_mm_avx512);   /* tinyBLAS<16> */
 COLI_DECLARE_VEC_DOT(vec_dot_f16_f16_avx512);
+COLI_DECLARE_VEC_DOT(vec_dot_f16_f16_mm_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_bf16_bf16_avx512);     /* needs avx512bf16 */
 COLI_DECLARE_VEC_DOT(vec_dot_q4_0_q8_0_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_q5_0_q8_0_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_q8_0_q8_0_avx512);
-COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_avx512);
+void vec_dot_q4_0_q8_0_2w_avx512(int n, const void *w, size_t w_stride, const void *a, float *s);
+void vec_dot_q5_0_q8_0_2w_avx512(int n, const void *w, size_t w_stride, const void *a, float *s);
+void vec_dot_q8_0_q8_0_2w_avx512(int n, const void *w, size_t w_stride, const void *a, float *s);
+COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_avx512);     /* repacked q4_K_8x8 gemv */
+COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_mm_avx512);  /* repacked q4_K_8x8 gemm */
 COLI_DECLARE_VEC_DOT(vec_dot_q5_K_q8_K_avx512);
-COLI_DECLARE_VEC_DOT(vec_dot_q6_K_q8_K_avx512);
+COLI_DECLARE_VEC_DOT(vec_dot_q6_K_q8_K_mm_avx512);  /* tiled K-quant matmul */
 #endif
 
 #endif

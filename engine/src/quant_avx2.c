@@ -2,14 +2,16 @@
  * the file is compiled with the engine's common flags and only called after
  * coli_cpu_can_avx2()).
  *
- * Integer block sums are exact (same integers as the `_generic` twins); only
- * the order of the float accumulation differs, as in ggml's AVX2 kernels.
- * Every kernel takes 1..COLI_MAX_NR activation rows and runs the same
- * operations for each row, so a tile of rows gives the bits of a single row. */
+ * Integer block sums are exact (same integers as the `_generic` twins); the
+ * float accumulation follows llama.cpp's x86 code for an AVX2 build, operation
+ * for operation (see quant.h on vec_dot vs vec_dot_mm). Every kernel takes
+ * 1..COLI_MAX_NR activation rows and runs the same operations for each row,
+ * so a tile of rows gives the bits of a single row. */
 #include "quant.h"
 
 #ifdef COLI_X86
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #define TGT __attribute__((target("avx2,fma,f16c")))
@@ -172,59 +174,77 @@ TGT void quantize_row_q8_K_avx2(const float *x, void *vy, int64_t n) {
 
 /* ---- float rows --------------------------------------------------------------------- */
 
-INL void f32_nr(int n, const float *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
+/* ggml_vec_dot_f32/_f16 on an AVX build: four 8-lane accumulators over
+ * steps of 32, reduced (0+2, 1+3), (0+1), then lo+hi and two hadds; the
+ * leftover elements are added one by one (f32: in float, f16: in double). */
+INL __m256 load_f16x8(const coli_half *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+
+INL float reduce4_f32x8(__m256 s0, __m256 s1, __m256 s2, __m256 s3) {
+    s0 = _mm256_add_ps(s0, s2);
+    s1 = _mm256_add_ps(s1, s3);
+    s0 = _mm256_add_ps(s0, s1);
+    const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
+    const __m128 t1 = _mm_hadd_ps(t0, t0);
+    return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+}
+
+INL __m256 ld8(const void *p, int i, const int f16) {
+    return f16 ? load_f16x8((const coli_half *)p + i) : _mm256_loadu_ps((const float *)p + i);
+}
+INL float el(const void *p, int i, const int f16) { return f16 ? h2f(((const coli_half *)p)[i]) : ((const float *)p)[i]; }
+
+INL void fdot_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int f16, const int nr) {
     __m256 acc[COLI_MAX_NR][4];
     for (int r = 0; r < nr; r++)
         for (int k = 0; k < 4; k++) acc[r][k] = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 32 <= n; i += 32) {
+    const int np = n & ~31;
+    for (int i = 0; i < np; i += 32)
         for (int k = 0; k < 4; k++) {
-            const __m256 wv = _mm256_loadu_ps(w + i + 8 * k);
-            for (int r = 0; r < nr; r++)
-                acc[r][k] = _mm256_fmadd_ps(wv, _mm256_loadu_ps((const float *)(a + r * as) + i + 8 * k), acc[r][k]);
+            const __m256 wv = ld8(w, i + 8 * k, f16);
+            for (int r = 0; r < nr; r++) acc[r][k] = _mm256_fmadd_ps(wv, ld8(a + r * as, i + 8 * k, f16), acc[r][k]);
+        }
+    for (int r = 0; r < nr; r++) {
+        const void *x = a + r * as;
+        const float red = reduce4_f32x8(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+        if (f16) {
+            double sumf = red;
+            for (int j = np; j < n; j++) sumf += (double)(el(w, j, 1) * el(x, j, 1));
+            s[r * ss] = (float)sumf;
+        } else {
+            float sumf = red;
+            for (int j = np; j < n; j++) sumf = fmaf(el(w, j, 0), el(x, j, 0), sumf);
+            s[r * ss] = sumf;
         }
     }
-    for (int r = 0; r < nr; r++) {
-        const float *x = (const float *)(a + r * as);
-        const __m256 t = _mm256_add_ps(_mm256_add_ps(acc[r][0], acc[r][2]), _mm256_add_ps(acc[r][1], acc[r][3]));
-        float sumf = hsum_f32_8(t);
-        for (int j = i; j < n; j++) sumf += w[j] * x[j];
-        s[r * ss] = sumf;
+}
+
+/* llamafile's tinyBLAS<8> (batches, n % 8 == 0): one 8-lane accumulator per
+ * output, one fma per 8 elements, hsum at the end. */
+INL void fdot_mm_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int f16, const int nr) {
+    __m256 acc[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+    for (int i = 0; i < n; i += 8) {
+        const __m256 wv = ld8(w, i, f16);
+        for (int r = 0; r < nr; r++) acc[r] = _mm256_fmadd_ps(wv, ld8(a + r * as, i, f16), acc[r]);
     }
+    for (int r = 0; r < nr; r++) s[r * ss] = hsum_f32_8(acc[r]);
 }
 
 TGT void vec_dot_f32_f32_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(f32_nr, n, (const float *)w, (const char *)a, as, s, ss)
+    DISPATCH_NR(fdot_nr, n, w, (const char *)a, as, s, ss, 0)
+}
+TGT void vec_dot_f16_f16_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    DISPATCH_NR(fdot_nr, n, w, (const char *)a, as, s, ss, 1)
+}
+TGT void vec_dot_f32_f32_mm_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    DISPATCH_NR(fdot_mm_nr, n, w, (const char *)a, as, s, ss, 0)
+}
+TGT void vec_dot_f16_f16_mm_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    DISPATCH_NR(fdot_mm_nr, n, w, (const char *)a, as, s, ss, 1)
 }
 
-INL __m256 load_f16x8(const coli_half *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 INL __m256 load_bf16x8(const coli_bf16 *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
-}
-
-INL void f16_nr(int n, const coli_half *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
-    __m256 acc[COLI_MAX_NR][4];
-    for (int r = 0; r < nr; r++)
-        for (int k = 0; k < 4; k++) acc[r][k] = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 32 <= n; i += 32) {
-        for (int k = 0; k < 4; k++) {
-            const __m256 wv = load_f16x8(w + i + 8 * k);
-            for (int r = 0; r < nr; r++)
-                acc[r][k] = _mm256_fmadd_ps(wv, load_f16x8((const coli_half *)(a + r * as) + i + 8 * k), acc[r][k]);
-        }
-    }
-    for (int r = 0; r < nr; r++) {
-        const coli_half *x = (const coli_half *)(a + r * as);
-        const __m256 t = _mm256_add_ps(_mm256_add_ps(acc[r][0], acc[r][2]), _mm256_add_ps(acc[r][1], acc[r][3]));
-        double sumf = hsum_f32_8(t);
-        for (int j = i; j < n; j++) sumf += (double)(h2f(w[j]) * h2f(x[j]));
-        s[r * ss] = (float)sumf;
-    }
-}
-
-TGT void vec_dot_f16_f16_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(f16_nr, n, (const coli_half *)w, (const char *)a, as, s, ss)
 }
 
 /* ggml's AVX2 bf16 dot multiplies then adds (no fma) in 4 accumulators. */
@@ -274,12 +294,14 @@ INL __m256i w_bytes_q(const void *wb, int ib, const int kind, float *dw) {
     return _mm256_or_si256(nibbles_32(x->qs), hi);  /* q - 16 as int8 */
 }
 
-/* two accumulators per row (even / odd blocks) to hide the fma latency */
+/* ggml_vec_dot_q{8,4,5}_0_q8_0 and tinyBLAS_Q0_AVX alike: one 8-lane
+ * accumulator per row, acc = fma(dw * dy, float(int lanes), acc) block after
+ * block, then hsum_float_8. */
 INL void q8_0_family_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int kind,
                         const int nr) {
     const int nb = n / QK8_0;
-    __m256 acc[COLI_MAX_NR][2];
-    for (int r = 0; r < nr; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    __m256 acc[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
     for (int ib = 0; ib < nb; ib++) {
         float dw;
         const __m256i wq = w_bytes_q(w, ib, kind, &dw);
@@ -287,11 +309,10 @@ INL void q8_0_family_nr(int n, const void *w, const char *a, size_t as, float *s
         for (int r = 0; r < nr; r++) {
             const block_q8_0 *y = (const block_q8_0 *)(a + r * as) + ib;
             const __m256i p = dot_i8(aw, wq, _mm256_loadu_si256((const __m256i *)y->qs));
-            const __m256 d = _mm256_set1_ps(dw * h2f(y->d));
-            acc[r][ib & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[r][ib & 1]);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * h2f(y->d)), _mm256_cvtepi32_ps(p), acc[r]);
         }
     }
-    for (int r = 0; r < nr; r++) s[r * ss] = hsum_f32_8(_mm256_add_ps(acc[r][0], acc[r][1]));
+    for (int r = 0; r < nr; r++) s[r * ss] = hsum_f32_8(acc[r]);
 }
 
 TGT void vec_dot_q8_0_q8_0_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
@@ -432,20 +453,88 @@ INL void q45_K_nr(int n, const void *w, const char *a, size_t as, float *s, size
     }
 }
 
+/* Q4_K as llama.cpp computes it on x86: the weights are repacked at load
+ * (block_q4_Kx8) and multiplied by ggml_gemv/gemm_q4_K_8x8_q8_K, which sum
+ * each output in float as
+ *   gemv (one row):          per super-block, acc  = fma(isum, d * dy, acc),
+ *                                             accm = fma(imin, dmin * dy, accm)
+ *   gemm (groups of 4 rows): the same per 64 elements (two sub-blocks)
+ * and return acc - accm; isum / imin are the exact integer sums (quants with
+ * their 6-bit scales / bsums with their mins). */
+INL __m128i reduce4_i32x8(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
+    const __m256i u = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+    return _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
+}
+
+INL void q4_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int gemm, const int nr) {
+    const int nb = n / QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    float acc[COLI_MAX_NR], accm[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = accm[r] = 0.0f;
+    for (int i = 0; i < nb; i++) {
+        const block_q4_K *x = (const block_q4_K *)w + i;
+        const float dx = h2f(x->d), dminx = h2f(x->dmin);
+        uint32_t utmp[4];
+        k4_unpack(x->scales, utmp);
+        const uint8_t *sc = (const uint8_t *)utmp;
+        const __m128i mins16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)utmp[3], (int)utmp[2]));
+        __m256i lo[4], hi[4], sl[4], sh[4];
+        for (int sb = 0; sb < 4; sb++) {
+            const __m256i bits = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * sb));
+            lo[sb] = _mm256_and_si256(bits, m4);
+            hi[sb] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+            sl[sb] = _mm256_set1_epi16(sc[2 * sb]);
+            sh[sb] = _mm256_set1_epi16(sc[2 * sb + 1]);
+        }
+        for (int r = 0; r < nr; r++) {
+            const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;
+            __m256i v[4];
+            for (int sb = 0; sb < 4; sb++) {
+                const __m256i pl = _mm256_maddubs_epi16(lo[sb], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * sb)));
+                const __m256i ph = _mm256_maddubs_epi16(hi[sb], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * sb + 32)));
+                v[sb] = _mm256_add_epi32(_mm256_madd_epi16(pl, sl[sb]), _mm256_madd_epi16(ph, sh[sb]));
+            }
+            int32_t isum[4], imin[4];
+            _mm_storeu_si128((__m128i *)isum, reduce4_i32x8(v[0], v[1], v[2], v[3]));
+            _mm_storeu_si128((__m128i *)imin, k4_mins_dot(mins16, y->bsums));
+            const float dd = dx * y->d, dm = dminx * y->d;
+            if (gemm) {
+                for (int sb = 0; sb < 4; sb++) {
+                    acc[r] = fmaf((float)isum[sb], dd, acc[r]);
+                    accm[r] = fmaf((float)imin[sb], dm, accm[r]);
+                }
+            } else {
+                acc[r] = fmaf((float)(isum[0] + isum[1] + isum[2] + isum[3]), dd, acc[r]);
+                accm[r] = fmaf((float)(imin[0] + imin[1] + imin[2] + imin[3]), dm, accm[r]);
+            }
+        }
+    }
+    for (int r = 0; r < nr; r++) s[r * ss] = acc[r] - accm[r];
+}
+
 TGT void vec_dot_q4_K_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q45_K_nr, n, w, (const char *)a, as, s, ss, 0)
+    DISPATCH_NR(q4_K_nr, n, w, (const char *)a, as, s, ss, 0)
+}
+TGT void vec_dot_q4_K_q8_K_mm_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    DISPATCH_NR(q4_K_nr, n, w, (const char *)a, as, s, ss, 1)
 }
 TGT void vec_dot_q5_K_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
     DISPATCH_NR(q45_K_nr, n, w, (const char *)a, as, s, ss, 1)
 }
 
 /* Q6_K: unsigned q in 0..63 through maddubs; the -32 offset is folded in once
- * per super-block as 32 * sum_k sc[k] * bsums[k] (exact in int32). */
-INL void q6_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
+ * per super-block as 32 * sum_k sc[k] * bsums[k] (exact in int32). These are
+ * ggml_vec_dot_q6_K_q8_K's 8 int32 lanes, accumulated (one row, or a batch
+ * of fewer than 8 rows) as acc = fma(dy * d, float(lanes), acc), hsum at the
+ * end; `tiled` is ggml's tiled matmul (batches of 8 rows or more), which takes
+ * the super-block's whole integer sum: acc = fma(float(isum) * d, dy, acc)
+ * (its mul + add of intrinsics, fused by GCC's default -ffp-contract=fast). */
+INL void q6_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int tiled, const int nr) {
     const int nb = n / QK_K;
     const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
     __m256 acc[COLI_MAX_NR];
-    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+    float acc1[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) { acc[r] = _mm256_setzero_ps(); acc1[r] = 0.0f; }
     for (int i = 0; i < nb; i++) {
         const block_q6_K *x = (const block_q6_K *)w + i;
         const float dx = h2f(x->d);
@@ -482,15 +571,21 @@ INL void q6_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_
             }
         }
         for (int r = 0; r < nr; r++) {
-            const float d = ((const block_q8_K *)(a + r * as) + i)->d * dx;
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            const float dy = ((const block_q8_K *)(a + r * as) + i)->d;
+            if (tiled)
+                acc1[r] = fmaf((float)hsum_i32_8(sumi[r]) * dx, dy, acc1[r]);
+            else
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dy * dx), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
         }
     }
-    for (int r = 0; r < nr; r++) s[r * ss] = hsum_f32_8(acc[r]);
+    for (int r = 0; r < nr; r++) s[r * ss] = tiled ? acc1[r] : hsum_f32_8(acc[r]);
 }
 
 TGT void vec_dot_q6_K_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q6_K_nr, n, w, (const char *)a, as, s, ss)
+    DISPATCH_NR(q6_K_nr, n, w, (const char *)a, as, s, ss, 0)
+}
+TGT void vec_dot_q6_K_q8_K_mm_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    DISPATCH_NR(q6_K_nr, n, w, (const char *)a, as, s, ss, 1)
 }
 
 /* Q2_K / Q3_K: no hand-written kernel yet; the scalar code compiled for AVX2. */

@@ -1,14 +1,16 @@
 /* quant_avx512.c — AVX-512 (F/BW/VL/DQ/VNNI) kernels; types without a
  * 512-bit kernel use the AVX2 ones (quant.c builds the table).
  *
- * Same contract as quant_avx2.c: exact integer block sums, per-row operations
- * independent of how many rows a call tiles. Q8_0/Q4_0/Q5_0 take two blocks
- * per zmm with VNNI dpbusd (sign trick: |w| x sign(a, w)); the K-quants use
- * maddubs + dpwssd (VNNI int16 pairs) against the 6/8-bit scales. */
+ * Same contract as quant_avx2.c: exact integer block sums, and the float
+ * accumulation of llama.cpp's AVX-512 build operation for operation, per row
+ * whatever the number of rows a call tiles. Where ggml accumulates a row in 8
+ * lanes (Q8_0/Q4_0/Q5_0), a zmm carries two rows (or two weight rows) in its
+ * halves, so each row keeps ggml's association. */
 #include "quant.h"
 
 #ifdef COLI_X86
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #define ISA "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
@@ -31,62 +33,74 @@ INL __m512i load2x256(const void *lo, const void *hi) {
                               _mm256_loadu_si256((const __m256i *)hi), 1);
 }
 
-INL __m512 set2_ps(float lo, float hi) {
-    return _mm512_insertf32x8(_mm512_set1_ps(lo), _mm256_set1_ps(hi), 1);
+/* hsum_float_8 of ggml (x86/quants.c) and tinyBLAS's hsum(__m256) */
+INL float hsum8(__m256 x) {
+    __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
 }
 
 /* ---- float rows ------------------------------------------------------------------- */
 
-INL void f32_nr(int n, const float *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
-    __m512 acc[COLI_MAX_NR][2];
-    for (int r = 0; r < nr; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-    int i = 0;
-    for (; i + 32 <= n; i += 32) {
-        const __m512 w0 = _mm512_loadu_ps(w + i), w1 = _mm512_loadu_ps(w + i + 16);
-        for (int r = 0; r < nr; r++) {
-            const float *x = (const float *)(a + r * as) + i;
-            acc[r][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), acc[r][1]);
+/* ggml_vec_dot_f32/_f16 on an AVX-512 build: four 16-lane accumulators over
+ * steps of 64, reduced (0+2, 1+3), (0+1), _mm512_reduce_add_ps; leftovers one
+ * by one (f32: fmaf in float, f16: in double). */
+INL __m512 ld16(const void *p, int i, const int f16) {
+    return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const coli_half *)p + i)))
+               : _mm512_loadu_ps((const float *)p + i);
+}
+INL float el(const void *p, int i, const int f16) { return f16 ? h2f(((const coli_half *)p)[i]) : ((const float *)p)[i]; }
+
+INL void fdot_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int f16, const int nr) {
+    __m512 acc[COLI_MAX_NR][4];
+    for (int r = 0; r < nr; r++)
+        for (int k = 0; k < 4; k++) acc[r][k] = _mm512_setzero_ps();
+    const int np = n & ~63;
+    for (int i = 0; i < np; i += 64)
+        for (int k = 0; k < 4; k++) {
+            const __m512 wv = ld16(w, i + 16 * k, f16);
+            for (int r = 0; r < nr; r++) acc[r][k] = _mm512_fmadd_ps(wv, ld16(a + r * as, i + 16 * k, f16), acc[r][k]);
+        }
+    for (int r = 0; r < nr; r++) {
+        const void *x = a + r * as;
+        const __m512 t = _mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][2]), _mm512_add_ps(acc[r][1], acc[r][3]));
+        const float red = _mm512_reduce_add_ps(t);
+        if (f16) {
+            double sumf = red;
+            for (int j = np; j < n; j++) sumf += (double)(el(w, j, 1) * el(x, j, 1));
+            s[r * ss] = (float)sumf;
+        } else {
+            float sumf = red;
+            for (int j = np; j < n; j++) sumf = fmaf(el(w, j, 0), el(x, j, 0), sumf);
+            s[r * ss] = sumf;
         }
     }
-    for (; i < n; i += 16) {  /* tail: masked loads read nothing past n */
-        const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
-        const __m512 w0 = _mm512_maskz_loadu_ps(m, w + i);
-        for (int r = 0; r < nr; r++)
-            acc[r][0] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, (const float *)(a + r * as) + i), acc[r][0]);
+}
+
+/* llamafile's tinyBLAS<16> (batches; n % 16 == 0): one 16-lane accumulator
+ * per output, one fma per 16 elements, _mm512_reduce_add_ps at the end. */
+INL void fdot_mm_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int f16, const int nr) {
+    __m512 acc[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
+    for (int i = 0; i < n; i += 16) {
+        const __m512 wv = ld16(w, i, f16);
+        for (int r = 0; r < nr; r++) acc[r] = _mm512_fmadd_ps(wv, ld16(a + r * as, i, f16), acc[r]);
     }
-    for (int r = 0; r < nr; r++) s[r * ss] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+    for (int r = 0; r < nr; r++) s[r * ss] = _mm512_reduce_add_ps(acc[r]);
 }
 
 TGT void vec_dot_f32_f32_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(f32_nr, n, (const float *)w, (const char *)a, as, s, ss)
+    DISPATCH_NR(fdot_nr, n, w, (const char *)a, as, s, ss, 0)
 }
-
-INL __m512 ld_f16(const coli_half *p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
-
-INL void f16_nr(int n, const coli_half *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
-    __m512 acc[COLI_MAX_NR][2];
-    for (int r = 0; r < nr; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-    int i = 0;
-    for (; i + 32 <= n; i += 32) {
-        const __m512 w0 = ld_f16(w + i, 0xffff), w1 = ld_f16(w + i + 16, 0xffff);
-        for (int r = 0; r < nr; r++) {
-            const coli_half *x = (const coli_half *)(a + r * as) + i;
-            acc[r][0] = _mm512_fmadd_ps(w0, ld_f16(x, 0xffff), acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(w1, ld_f16(x + 16, 0xffff), acc[r][1]);
-        }
-    }
-    for (; i < n; i += 16) {
-        const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
-        const __m512 w0 = ld_f16(w + i, m);
-        for (int r = 0; r < nr; r++)
-            acc[r][0] = _mm512_fmadd_ps(w0, ld_f16((const coli_half *)(a + r * as) + i, m), acc[r][0]);
-    }
-    for (int r = 0; r < nr; r++) s[r * ss] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
-}
-
 TGT void vec_dot_f16_f16_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(f16_nr, n, (const coli_half *)w, (const char *)a, as, s, ss)
+    DISPATCH_NR(fdot_nr, n, w, (const char *)a, as, s, ss, 1)
+}
+TGT void vec_dot_f32_f32_mm_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    DISPATCH_NR(fdot_mm_nr, n, w, (const char *)a, as, s, ss, 0)
+}
+TGT void vec_dot_f16_f16_mm_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    DISPATCH_NR(fdot_mm_nr, n, w, (const char *)a, as, s, ss, 1)
 }
 
 /* BF16 with AVX512_BF16 dpbf16 (pairs of products), as ggml does; the odd
@@ -127,58 +141,17 @@ __attribute__((target(ISA_BF16))) void vec_dot_bf16_bf16_avx512(int n, const voi
     DISPATCH_NR(bf16_nr, n, (const coli_bf16 *)w, (const char *)a, as, s, ss)
 }
 
-/* ---- Q8_0 / Q4_0 / Q5_0 with Q8_0 activations, two blocks per zmm --------------------- */
+/* ---- Q8_0 / Q4_0 / Q5_0 with Q8_0 activations ---------------------------------------- */
 
-/* Signed weight bytes of blocks ib, ib+1 (ib+1 < nb), in element order. */
-INL __m512i w2_q(const void *wb, int ib, const int kind, float *d0, float *d1) {
-    if (kind == 0) {
-        const block_q8_0 *x = (const block_q8_0 *)wb + ib;
-        *d0 = h2f(x[0].d);
-        *d1 = h2f(x[1].d);
-        return load2x256(x[0].qs, x[1].qs);
-    }
-    /* nibbles: [b0 | b1] 16 bytes each -> lanes [b0 lo, b0 hi, b1 lo, b1 hi] */
-    const uint8_t *q0, *q1;
-    if (kind == 1) {
-        const block_q4_0 *x = (const block_q4_0 *)wb + ib;
-        *d0 = h2f(x[0].d); *d1 = h2f(x[1].d);
-        q0 = x[0].qs; q1 = x[1].qs;
-    } else {
-        const block_q5_0 *x = (const block_q5_0 *)wb + ib;
-        *d0 = h2f(x[0].d); *d1 = h2f(x[1].d);
-        q0 = x[0].qs; q1 = x[1].qs;
-    }
-    const __m256i t = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)q0)),
-                                              _mm_loadu_si128((const __m128i *)q1), 1);
-    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(t), _mm256_srli_epi16(t, 4), 1);  /* [b0,b1,b0>>4,b1>>4] */
-    z = _mm512_and_si512(_mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F));
-    if (kind == 1) return _mm512_sub_epi8(z, _mm512_set1_epi8(8));
-    const block_q5_0 *x = (const block_q5_0 *)wb + ib;
-    uint32_t h0, h1;
-    memcpy(&h0, x[0].qh, 4);
-    memcpy(&h1, x[1].qh, 4);
-    const __mmask64 hb = (__mmask64)h0 | ((__mmask64)h1 << 32);
-    /* q - 16: set the high nibble to 0xF where the 5th bit is clear */
-    return _mm512_or_si512(z, _mm512_maskz_mov_epi8(~hb, _mm512_set1_epi8((char)0xF0)));
-}
-
-INL __m256i w1_q(const void *wb, int ib, const int kind, float *d0) {
-    float d1;
-    (void)d1;
-    if (kind == 0) {
-        const block_q8_0 *x = (const block_q8_0 *)wb + ib;
-        *d0 = h2f(x->d);
-        return _mm256_loadu_si256((const __m256i *)x->qs);
-    }
+/* Signed weight bytes of block ib (sign trick: |w| x sign(a, w)). */
+INL __m256i w1_q(const void *wb, int ib, const int kind) {
+    if (kind == 0) return _mm256_loadu_si256((const __m256i *)((const block_q8_0 *)wb + ib)->qs);
     const uint8_t *q;
     uint32_t h = 0;
     if (kind == 1) {
-        const block_q4_0 *x = (const block_q4_0 *)wb + ib;
-        *d0 = h2f(x->d);
-        q = x->qs;
+        q = ((const block_q4_0 *)wb + ib)->qs;
     } else {
         const block_q5_0 *x = (const block_q5_0 *)wb + ib;
-        *d0 = h2f(x->d);
         q = x->qs;
         memcpy(&h, x->qh, 4);
     }
@@ -186,75 +159,79 @@ INL __m256i w1_q(const void *wb, int ib, const int kind, float *d0) {
     __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1);
     b = _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
     if (kind == 1) return _mm256_sub_epi8(b, _mm256_set1_epi8(8));
-    return _mm256_or_si256(b, _mm256_maskz_mov_epi8(~(__mmask32)h, _mm256_set1_epi8((char)0xF0)));
+    return _mm256_or_si256(b, _mm256_maskz_mov_epi8(~(__mmask32)h, _mm256_set1_epi8((char)0xF0)));  /* q - 16 */
 }
 
+INL int wsize(const int kind) {
+    return kind == 0 ? (int)sizeof(block_q8_0) : kind == 1 ? (int)sizeof(block_q4_0) : (int)sizeof(block_q5_0);
+}
+
+/* the fp16 scales of 16 consecutive blocks (the first 2 bytes of each) as floats */
+INL __m512 scales16(const void *blocks, int bsize) {
+    const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(bsize));
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(off, blocks, 1)));
+}
+
+/* ggml_vec_dot_q{8,4,5}_0_q8_0 and tinyBLAS_Q0_AVX alike: per row one 8-lane
+ * accumulator, acc = fma(dw * dy, float(dpbusd lanes), acc) block after block,
+ * hsum_float_8 at the end. Rows go in pairs, one per zmm half. The block
+ * scale products dw * dy are formed 16 blocks at a time (the same floats). */
 INL void q8_0_family_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int kind,
                         const int nr) {
-    const int nb = n / QK8_0;
-    __m512 acc[COLI_MAX_NR];
-    for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
-    int ib = 0;
-    /* 16 blocks at a time: their 16 weight and activation scales are gathered
-     * and multiplied at once (the same dx * dy floats as one block at a time) */
-    const int wsz = kind == 0 ? (int)sizeof(block_q8_0) : kind == 1 ? (int)sizeof(block_q4_0) : (int)sizeof(block_q5_0);
-    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i gw = _mm512_mullo_epi32(lane, _mm512_set1_epi32(wsz));
-    const __m512i ga = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)sizeof(block_q8_0)));
-    for (; ib + 16 <= nb; ib += 16) {
-        const char *wb = (const char *)w + (size_t)ib * wsz;
-        const __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(gw, wb, 1)));
+    const int nb = n / QK8_0, bs = wsize(kind);
+    const int npair = nr / 2, odd = nr & 1;
+    __m512 acc[2];
+    __m256 acc1 = _mm256_setzero_ps();
+    for (int p = 0; p < 2; p++) acc[p] = _mm512_setzero_ps();
+    const __m512i zero = _mm512_setzero_si512();
+    for (int i0 = 0; i0 < nb; i0 += 16) {
+        const int cnt = nb - i0 < 16 ? nb - i0 : 16;
         __m512 dxy[COLI_MAX_NR];
-        for (int r = 0; r < nr; r++) {
-            const char *ab = a + r * as + (size_t)ib * sizeof(block_q8_0);
-            dxy[r] = _mm512_mul_ps(dx, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(ga, ab, 1))));
+        if (cnt == 16) {
+            const __m512 dx = scales16((const char *)w + (size_t)i0 * bs, bs);
+            for (int r = 0; r < nr; r++)
+                dxy[r] = _mm512_mul_ps(dx, scales16(a + r * as + (size_t)i0 * sizeof(block_q8_0), (int)sizeof(block_q8_0)));
+        } else {
+            float t[COLI_MAX_NR][16];
+            for (int k = 0; k < cnt; k++) {
+                coli_half hx;
+                memcpy(&hx, (const char *)w + (size_t)(i0 + k) * bs, 2);
+                for (int r = 0; r < nr; r++) t[r][k] = h2f(hx) * h2f(((const block_q8_0 *)(a + r * as))[i0 + k].d);
+            }
+            for (int r = 0; r < nr; r++) dxy[r] = _mm512_maskz_loadu_ps((__mmask16)((1u << cnt) - 1), t[r]);
         }
-        for (int k = 0; k < 8; k++) {
-            float d0, d1;
-            const __m512i wq = w2_q(w, ib + 2 * k, kind, &d0, &d1);
-            const __m512i aw = _mm512_abs_epi8(wq);
-            const __mmask64 neg = _mm512_movepi8_mask(wq);
-            const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi32(2 * k), _mm256_set1_epi32(2 * k + 1), 1);
-            for (int r = 0; r < nr; r++) {
-                const block_q8_0 *y = (const block_q8_0 *)(a + r * as) + ib + 2 * k;
-                __m512i yq = load2x256(y[0].qs, y[1].qs);
-                yq = _mm512_mask_sub_epi8(yq, neg, _mm512_setzero_si512(), yq);
-                const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, yq);
-                acc[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(sel, dxy[r]), _mm512_cvtepi32_ps(p), acc[r]);
+        for (int k = 0; k < cnt; k++) {
+            const int ib = i0 + k;
+            const __m256i wq = w1_q(w, ib, kind);
+            const __m512i wz = _mm512_broadcast_i64x4(wq);
+            const __m512i aw = _mm512_abs_epi8(wz);
+            const __mmask64 neg = _mm512_movepi8_mask(wz);
+            const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi32(k), _mm256_set1_epi32(16 + k), 1);
+            for (int p = 0; p < npair; p++) {
+                const block_q8_0 *y0 = (const block_q8_0 *)(a + (2 * p) * as) + ib;
+                const block_q8_0 *y1 = (const block_q8_0 *)(a + (2 * p + 1) * as) + ib;
+                __m512i yq = load2x256(y0->qs, y1->qs);
+                yq = _mm512_mask_sub_epi8(yq, neg, zero, yq);
+                const __m512i dot = _mm512_dpbusd_epi32(zero, aw, yq);
+                const __m512 d = _mm512_permutex2var_ps(dxy[2 * p], sel, dxy[2 * p + 1]);
+                acc[p] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dot), acc[p]);
+            }
+            if (odd) {
+                const block_q8_0 *y = (const block_q8_0 *)(a + (nr - 1) * as) + ib;
+                __m256i yq = _mm256_loadu_si256((const __m256i *)y->qs);
+                yq = _mm256_mask_sub_epi8(yq, (__mmask32)neg, _mm256_setzero_si256(), yq);
+                const __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm512_castsi512_si256(aw), yq);
+                const __m256 d = _mm512_castps512_ps256(_mm512_permutexvar_ps(_mm512_set1_epi32(k), dxy[nr - 1]));
+                acc1 = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot), acc1);
             }
         }
     }
-    for (; ib + 2 <= nb; ib += 2) {
-        float d0, d1;
-        const __m512i wq = w2_q(w, ib, kind, &d0, &d1);
-        const __m512i aw = _mm512_abs_epi8(wq);
-        const __mmask64 neg = _mm512_movepi8_mask(wq);
-        for (int r = 0; r < nr; r++) {
-            const block_q8_0 *y = (const block_q8_0 *)(a + r * as) + ib;
-            __m512i yq = load2x256(y[0].qs, y[1].qs);
-            yq = _mm512_mask_sub_epi8(yq, neg, _mm512_setzero_si512(), yq);
-            const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, yq);
-            const __m512 d = set2_ps(d0 * h2f(y[0].d), d1 * h2f(y[1].d));
-            acc[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc[r]);
-        }
+    for (int p = 0; p < npair; p++) {
+        s[(2 * p) * ss] = hsum8(_mm512_castps512_ps256(acc[p]));
+        s[(2 * p + 1) * ss] = hsum8(_mm512_extractf32x8_ps(acc[p], 1));
     }
-    __m256 tail[COLI_MAX_NR];
-    for (int r = 0; r < nr; r++) tail[r] = _mm256_setzero_ps();
-    if (ib < nb) {  /* odd block count */
-        float d0;
-        const __m256i wq = w1_q(w, ib, kind, &d0);
-        const __m256i aw = _mm256_abs_epi8(wq);
-        const __mmask32 neg = _mm256_movepi8_mask(wq);
-        for (int r = 0; r < nr; r++) {
-            const block_q8_0 *y = (const block_q8_0 *)(a + r * as) + ib;
-            __m256i yq = _mm256_loadu_si256((const __m256i *)y->qs);
-            yq = _mm256_mask_sub_epi8(yq, neg, _mm256_setzero_si256(), yq);
-            const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, yq);
-            tail[r] = _mm256_mul_ps(_mm256_set1_ps(d0 * h2f(y->d)), _mm256_cvtepi32_ps(p));
-        }
-    }
-    for (int r = 0; r < nr; r++)
-        s[r * ss] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r], _mm512_zextps256_ps512(tail[r])));
+    if (odd) s[(nr - 1) * ss] = hsum8(acc1);
 }
 
 TGT void vec_dot_q8_0_q8_0_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
@@ -266,6 +243,51 @@ TGT void vec_dot_q4_0_q8_0_avx512(int n, const void *w, const void *a, size_t as
 TGT void vec_dot_q5_0_q8_0_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
     DISPATCH_NR(q8_0_family_nr, n, w, (const char *)a, as, s, ss, 2)
 }
+
+/* Decode: two weight rows against one activation row, a row per zmm half
+ * (two independent fma chains instead of one). */
+INL void q8_0_family_2w(int n, const void *w, size_t wst, const void *a, float *s, const int kind) {
+    const int nb = n / QK8_0, bs = wsize(kind);
+    const char *w0 = w, *w1 = (const char *)w + wst;
+    __m512 acc = _mm512_setzero_ps();
+    const __m512i zero = _mm512_setzero_si512();
+    for (int i0 = 0; i0 < nb; i0 += 16) {
+        const int cnt = nb - i0 < 16 ? nb - i0 : 16;
+        __m512 d0, d1;
+        if (cnt == 16) {
+            const __m512 dy = scales16((const block_q8_0 *)a + i0, (int)sizeof(block_q8_0));
+            d0 = _mm512_mul_ps(scales16(w0 + (size_t)i0 * bs, bs), dy);
+            d1 = _mm512_mul_ps(scales16(w1 + (size_t)i0 * bs, bs), dy);
+        } else {
+            float t0[16], t1[16];
+            for (int k = 0; k < cnt; k++) {
+                coli_half h0, h1;
+                memcpy(&h0, w0 + (size_t)(i0 + k) * bs, 2);
+                memcpy(&h1, w1 + (size_t)(i0 + k) * bs, 2);
+                const float dy = h2f(((const block_q8_0 *)a)[i0 + k].d);
+                t0[k] = h2f(h0) * dy;
+                t1[k] = h2f(h1) * dy;
+            }
+            d0 = _mm512_maskz_loadu_ps((__mmask16)((1u << cnt) - 1), t0);
+            d1 = _mm512_maskz_loadu_ps((__mmask16)((1u << cnt) - 1), t1);
+        }
+        for (int k = 0; k < cnt; k++) {
+            const int ib = i0 + k;
+            const __m512i wz = _mm512_inserti64x4(_mm512_castsi256_si512(w1_q(w0, ib, kind)), w1_q(w1, ib, kind), 1);
+            const __m512i yq = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const block_q8_0 *)a + ib)->qs));
+            const __m512i sy = _mm512_mask_sub_epi8(yq, _mm512_movepi8_mask(wz), zero, yq);
+            const __m512i dot = _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(wz), sy);
+            const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi32(k), _mm256_set1_epi32(16 + k), 1);
+            acc = _mm512_fmadd_ps(_mm512_permutex2var_ps(d0, sel, d1), _mm512_cvtepi32_ps(dot), acc);
+        }
+    }
+    s[0] = hsum8(_mm512_castps512_ps256(acc));
+    s[1] = hsum8(_mm512_extractf32x8_ps(acc, 1));
+}
+
+TGT void vec_dot_q8_0_q8_0_2w_avx512(int n, const void *w, size_t wst, const void *a, float *s) { q8_0_family_2w(n, w, wst, a, s, 0); }
+TGT void vec_dot_q4_0_q8_0_2w_avx512(int n, const void *w, size_t wst, const void *a, float *s) { q8_0_family_2w(n, w, wst, a, s, 1); }
+TGT void vec_dot_q5_0_q8_0_2w_avx512(int n, const void *w, size_t wst, const void *a, float *s) { q8_0_family_2w(n, w, wst, a, s, 2); }
 
 /* ---- K-quants ---------------------------------------------------------------------- */
 
@@ -290,6 +312,7 @@ INL __m512i hbit_10(__m512i h, int bit) {
     return _mm512_slli_epi16(_mm512_and_si512(_mm512_srl_epi16(h, _mm_cvtsi32_si128(bit)), _mm512_set1_epi8(1)), 4);
 }
 
+/* Q5_K (not in the table: ggml's AVX2 arithmetic is used) */
 INL void q45_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int five, const int nr) {
     const int nb = n / QK_K;
     const __m512i m4 = _mm512_set1_epi8(0xF);
@@ -356,19 +379,90 @@ INL void q45_K_nr(int n, const void *w, const char *a, size_t as, float *s, size
     }
 }
 
+/* Q4_K as llama.cpp computes it (weights repacked at load to block_q4_Kx8,
+ * ggml_gemv/gemm_q4_K_8x8_q8_K): per output, in float,
+ *   gemv (one row):          per super-block acc = fma(isum, d * dy, acc),
+ *                                            accm = fma(imin, dmin * dy, accm)
+ *   gemm (groups of 4 rows): the same per 64 elements (two sub-blocks),
+ * result acc - accm; isum / imin are exact integer sums. Here each 64-element
+ * group is one zmm (its two sub-blocks' nibbles side by side), and the four
+ * groups' integer sums are reduced together. */
+INL __m128i reduce4_i32x16(__m512i v0, __m512i v1, __m512i v2, __m512i v3) {
+    const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(v0, v1), _mm512_unpackhi_epi32(v0, v1));
+    const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(v2, v3), _mm512_unpackhi_epi32(v2, v3));
+    const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+    const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(u), _mm512_extracti64x4_epi64(u, 1));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+INL void q4_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int gemm, const int nr) {
+    const int nb = n / QK_K;
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    float acc[COLI_MAX_NR], accm[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = accm[r] = 0.0f;
+    for (int i = 0; i < nb; i++) {
+        const block_q4_K *x = (const block_q4_K *)w + i;
+        const float dx = h2f(x->d), dminx = h2f(x->dmin);
+        uint32_t utmp[4];
+        k4_unpack(x->scales, utmp);
+        const __m256i ms16 = _mm256_cvtepu8_epi16(_mm_set_epi32((int)utmp[3], (int)utmp[2], (int)utmp[1], (int)utmp[0]));
+        const __m512i sc16 = _mm512_castsi256_si512(ms16);  /* int16 lanes 0..7: scales */
+        const __m128i mins16 = _mm256_extracti128_si256(ms16, 1);
+        __m512i wq[4], sq[4];
+        for (int jj = 0; jj < 2; jj++) {
+            const __m512i bits = _mm512_loadu_si512(x->qs + 64 * jj);
+            const __m512i lo = _mm512_and_si512(bits, m4);                       /* [sub 4jj, sub 4jj+2] */
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(bits, 4), m4);  /* [sub 4jj+1, sub 4jj+3] */
+            wq[2 * jj] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));     /* elements 128jj + 0..63 */
+            wq[2 * jj + 1] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(3, 2, 3, 2)); /* elements 128jj + 64..127 */
+            sq[2 * jj] = bcast2_16(sc16, 4 * jj + 0, 4 * jj + 1);
+            sq[2 * jj + 1] = bcast2_16(sc16, 4 * jj + 2, 4 * jj + 3);
+        }
+        for (int r = 0; r < nr; r++) {
+            const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;
+            __m512i v[4];
+            for (int g = 0; g < 4; g++)
+                v[g] = _mm512_madd_epi16(_mm512_maddubs_epi16(wq[g], _mm512_loadu_si512(y->qs + 64 * g)), sq[g]);
+            const __m256i q8sums = _mm256_loadu_si256((const __m256i *)y->bsums);
+            const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(q8sums), _mm256_extracti128_si256(q8sums, 1));
+            int32_t isum[4], imin[4];
+            _mm_storeu_si128((__m128i *)isum, reduce4_i32x16(v[0], v[1], v[2], v[3]));
+            _mm_storeu_si128((__m128i *)imin, _mm_madd_epi16(mins16, q8s));
+            const float dd = dx * y->d, dm = dminx * y->d;
+            if (gemm) {
+                for (int g = 0; g < 4; g++) {
+                    acc[r] = fmaf((float)isum[g], dd, acc[r]);
+                    accm[r] = fmaf((float)imin[g], dm, accm[r]);
+                }
+            } else {
+                acc[r] = fmaf((float)(isum[0] + isum[1] + isum[2] + isum[3]), dd, acc[r]);
+                accm[r] = fmaf((float)(imin[0] + imin[1] + imin[2] + imin[3]), dm, accm[r]);
+            }
+        }
+    }
+    for (int r = 0; r < nr; r++) s[r * ss] = acc[r] - accm[r];
+}
+
 TGT void vec_dot_q4_K_q8_K_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q45_K_nr, n, w, (const char *)a, as, s, ss, 0)
+    DISPATCH_NR(q4_K_nr, n, w, (const char *)a, as, s, ss, 0)
+}
+TGT void vec_dot_q4_K_q8_K_mm_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    DISPATCH_NR(q4_K_nr, n, w, (const char *)a, as, s, ss, 1)
 }
 TGT void vec_dot_q5_K_q8_K_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
     DISPATCH_NR(q45_K_nr, n, w, (const char *)a, as, s, ss, 1)
 }
 
-/* Q6_K: q in 0..63 via maddubs, scales via dpwssd, -32 offset from bsums. */
-INL void q6_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
+/* Q6_K in batches of 8 rows or more: ggml's tiled K-quant matmul, which adds
+ * each super-block's exact integer sum as acc = fma(float(isum) * d, dy, acc)
+ * (ggml writes a mul and an add of intrinsics; GCC's default
+ * -ffp-contract=fast fuses them). q in 0..63 via maddubs, scales via dpwssd, -32 offset from
+ * bsums; the one-row arithmetic is ggml's AVX2 kernel (quant_avx2.c). */
+INL void q6_K_tiled_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
     const int nb = n / QK_K;
     const __m512i m4 = _mm512_set1_epi8(0xF), m3 = _mm512_set1_epi8(3);
-    __m512 acc[COLI_MAX_NR];
-    for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
+    float acc[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = 0.0f;
     for (int i = 0; i < nb; i++) {
         const block_q6_K *x = (const block_q6_K *)w + i;
         const float dx = h2f(x->d);
@@ -403,15 +497,15 @@ INL void q6_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_
             }
         }
         for (int r = 0; r < nr; r++) {
-            const float d = ((const block_q8_K *)(a + r * as) + i)->d * dx;
-            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
+            const float dy = ((const block_q8_K *)(a + r * as) + i)->d;
+            acc[r] = fmaf((float)_mm512_reduce_add_epi32(sumi[r]) * dx, dy, acc[r]);
         }
     }
-    for (int r = 0; r < nr; r++) s[r * ss] = _mm512_reduce_add_ps(acc[r]);
+    for (int r = 0; r < nr; r++) s[r * ss] = acc[r];
 }
 
-TGT void vec_dot_q6_K_q8_K_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q6_K_nr, n, w, (const char *)a, as, s, ss)
+TGT void vec_dot_q6_K_q8_K_mm_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    DISPATCH_NR(q6_K_tiled_nr, n, w, (const char *)a, as, s, ss)
 }
 
 #else
