@@ -33,7 +33,10 @@ def cdef_source() -> str:
 
 
 def compile_flags() -> list[str]:
-    flags = ["-std=c11", "-O3", "-Wall", "-Wextra", "-pthread"]
+    # -ffp-contract=off: the kernels mirror llama.cpp's float operations one by
+    # one, writing every fused multiply-add it does as an explicit fmaf; a
+    # compiler that fuses on its own (clang's default) would change the bits
+    flags = ["-std=c11", "-O3", "-Wall", "-Wextra", "-pthread", "-ffp-contract=off"]
     portable = os.environ.get("COLI_PORTABLE", "") not in ("", "0")
     machine = platform.machine().lower()
     if not portable:
@@ -43,6 +46,13 @@ def compile_flags() -> list[str]:
             flags.append("-mcpu=native")
     flags += shlex.split(os.environ.get("COLI_CFLAGS", ""))
     return flags
+
+
+def link_flags() -> list[str]:
+    # -Bsymbolic: the engine's own functions bind to themselves even when a
+    # library loaded RTLD_GLOBAL first exports the same names (llama-cpp-python's
+    # libggml has gguf_find_key, gguf_find_tensor, dequantize_row_*, ...)
+    return ["-pthread"] + (["-Wl,-Bsymbolic"] if platform.system() == "Linux" else [])
 
 
 def version() -> str:
@@ -62,7 +72,7 @@ def make_builder() -> FFI:
         sources=sources,
         include_dirs=[str(ENGINE / "include")],
         extra_compile_args=flags,
-        extra_link_args=["-pthread"],
+        extra_link_args=link_flags(),
         libraries=["m"],
         define_macros=[("COLI_VERSION", f'"{version()}"'), ("COLI_BUILD_FLAGS", f'"{info}"')],
     )

@@ -7,8 +7,10 @@
  * `_generic` twin and against a float64 dot of the dequantized operands
  * (named tolerances), tiles of rows == one row at a time (bit-exact), SIMD
  * activation quantizers == scalar (bit-exact), multi-thread matmul ==
- * single-thread (bit-exact), tiled prefill == row by row (bit-exact), fp16
- * conversions vs F16C, and argument validation of the public hooks. */
+ * single-thread (bit-exact), tiled prefill == row by row (bit-exact), the
+ * batched kernels of llama.cpp's arithmetic (vec_dot_mm) and the decode
+ * kernels for two weight rows (vec_dot_2w), fp16 conversions vs F16C, and
+ * argument validation of the public hooks. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdatomic.h>
@@ -197,6 +199,77 @@ static void test_spare_avx512(void) {
 }
 #endif
 
+/* The batched kernels (vec_dot_mm) and the two-weight-row decode kernels
+ * (vec_dot_2w): a tile of rows == one row, 2w == vec_dot, close to float64;
+ * and where the AVX2 and AVX-512 tables mirror the same ggml arithmetic
+ * (Q8_0/Q4_0/Q5_0, Q4_K, Q6_K), identical bits. (tests/engine/test_matmul.py
+ * checks them against llama.cpp's ggml itself.) */
+static void test_batched_kernels(void) {
+    if (colibri_kernel_set_isa("avx512") != 0) return;
+    const coli_kernel_table *t512 = coli_kernels();
+    colibri_kernel_set_isa("avx2");
+    const coli_kernel_table *t2 = coli_kernels();
+    colibri_kernel_set_isa("scalar");
+    const coli_kernel_table *gen = coli_kernels();
+    const uint32_t types[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q5_0,
+                              GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+    const int same_across_isas[] = {0, 0, 1, 1, 1, 1, 1};
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        const uint32_t wt = types[k], at = t512->type[wt].vec_dot_type;
+        const int64_t lens[] = {256, 768, 4096};
+        for (int li = 0; li < 3; li++) {
+            const int64_t n = lens[li];
+            const size_t wrow = coli_row_size(wt, n), arow = coli_row_size(at, n);
+            char *w = xmalloc(2 * wrow), *a = xmalloc(COLI_MAX_NR * arow);
+            float *x = xmalloc(n * sizeof(float));
+            random_row(wt, n, w);
+            random_row(wt, n, w + wrow);
+            for (int r = 0; r < COLI_MAX_NR; r++) {
+                for (int64_t i = 0; i < n; i++) x[i] = frand() * (i % 17 == 0 ? 4.0f : 1.0f);
+                if (at == GGML_TYPE_F32) memcpy(a + r * arow, x, arow);
+                else gen->type[at].from_float(x, a + r * arow, n);
+            }
+            const coli_kernel_table *tabs[] = {t2, t512};
+            float res[2][2][COLI_MAX_NR];  /* [isa][vec_dot, mm][row] */
+            for (int ti = 0; ti < 2; ti++) {
+                const coli_type_kernels *kk = &tabs[ti]->type[wt];
+                const char *isa = ti ? "avx512" : "avx2";
+                coli_vec_dot_fn fns[2] = {kk->vec_dot, kk->vec_dot_mm ? kk->vec_dot_mm : kk->vec_dot};
+                for (int f = 0; f < 2; f++) {
+                    float s4[COLI_MAX_NR];
+                    fns[f]((int)n, w, a, arow, s4, 1, COLI_MAX_NR);
+                    for (int r = 0; r < COLI_MAX_NR; r++) {
+                        float s1;
+                        fns[f]((int)n, w, a + r * arow, 0, &s1, 1, 1);
+                        double scale;
+                        const double ref = ref_dot(wt, at, n, w, a + r * arow, &scale);
+                        CHECK(memcmp(&s1, &s4[r], 4) == 0, "%s %s %s n=%lld: tile %.9g != row %.9g", isa,
+                              f ? "vec_dot_mm" : "vec_dot", tname(wt), (long long)n, s4[r], s1);
+                        CHECK(fabs(s1 - ref) <= MAX_DOT_PRODUCT_ERROR * scale, "%s %s %s n=%lld: %.9g vs float64 %.9g",
+                              isa, f ? "vec_dot_mm" : "vec_dot", tname(wt), (long long)n, s1, ref);
+                        res[ti][f][r] = s1;
+                    }
+                }
+                if (kk->vec_dot_2w) {
+                    float s2[2], s0, s1;
+                    kk->vec_dot_2w((int)n, w, wrow, a + arow, s2);
+                    kk->vec_dot((int)n, w, a + arow, 0, &s0, 1, 1);
+                    kk->vec_dot((int)n, w + wrow, a + arow, 0, &s1, 1, 1);
+                    CHECK(memcmp(&s0, &s2[0], 4) == 0 && memcmp(&s1, &s2[1], 4) == 0,
+                          "%s vec_dot_2w %s n=%lld: %.9g %.9g != vec_dot %.9g %.9g", isa, tname(wt), (long long)n, s2[0],
+                          s2[1], s0, s1);
+                }
+            }
+            if (same_across_isas[k])
+                CHECK(memcmp(res[0], res[1], sizeof res[0]) == 0, "%s n=%lld: avx2 and avx512 kernels differ", tname(wt),
+                      (long long)n);
+            free(w);
+            free(a);
+            free(x);
+        }
+    }
+}
+
 static void test_quantizers(const char *isa) {
     colibri_kernel_set_isa(isa);
     const coli_kernel_table *t = coli_kernels();
@@ -286,6 +359,37 @@ static void test_matmul(const char *isa) {
             colibri_kernel_matmul(wt, w, wrow * n_out, n_in, n_out, x + r * n_in, 1, yr + r * n_out, 2);
         CHECK(memcmp(y1, yr, n_rows * n_out * sizeof(float)) == 0, "%s matmul %s: tiled prefill != row by row", isa,
               tname(wt));
+        /* a batch with ggml's batched arithmetic (n_out 64, 9 rows): row r is vec_dot_mm's
+         * for r < coli_mm_rows(), vec_dot's after, whatever the tiling and threads */
+        {
+            const coli_type_kernels *kk = &coli_kernels()->type[wt];
+            const int64_t no = 64, nr = 9;
+            char *w2 = xmalloc(wrow * no);
+            for (int64_t o = 0; o < no; o++) random_row(wt, n_in, w2 + o * wrow);
+            float *yb = xmalloc(nr * no * sizeof(float)), *xb = xmalloc(nr * n_in * sizeof(float));
+            for (int64_t i = 0; i < nr * n_in; i++) xb[i] = frand();
+            CHECK(colibri_kernel_matmul(wt, w2, wrow * no, n_in, no, xb, nr, yb, 3) == 0, "matmul rc");
+            const uint32_t at = kk->vec_dot_type;
+            const size_t arow = coli_row_size(at, n_in);
+            char *a = xmalloc(arow);
+            const int64_t mm = coli_mm_rows(kk, n_in, no, nr);
+            int bad = 0;
+            for (int64_t r = 0; r < nr; r++) {
+                if (at == GGML_TYPE_F32) memcpy(a, xb + r * n_in, arow);
+                else coli_kernels()->type[at].from_float(xb + r * n_in, a, n_in);
+                for (int64_t o = 0; o < no; o++) {
+                    float v1;
+                    (r < mm ? kk->vec_dot_mm : kk->vec_dot)((int)n_in, w2 + o * wrow, a, 0, &v1, 1, 1);
+                    bad += memcmp(&v1, &yb[r * no + o], 4) != 0;
+                }
+            }
+            CHECK(bad == 0, "%s matmul %s batch of %lld (%lld batched rows): %d outputs differ from their kernel", isa,
+                  tname(wt), (long long)nr, (long long)mm, bad);
+            free(w2);
+            free(yb);
+            free(xb);
+            free(a);
+        }
         float v;
         colibri_kernel_vec_dot(wt, n_in, w + 5 * wrow, wrow, x + 3 * n_in, &v);
         CHECK(memcmp(&v, &y1[3 * n_out + 5], 4) == 0, "%s matmul %s != vec_dot (%g vs %g)", isa, tname(wt), y1[3 * n_out + 5], v);
@@ -370,6 +474,7 @@ int main(void) {
 #ifdef COLI_X86
     if (coli_cpu()->f16c) test_fp16_f16c();
     test_spare_avx512();
+    test_batched_kernels();
 #endif
     test_validation();
     test_pool();
