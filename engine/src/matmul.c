@@ -25,7 +25,7 @@ typedef struct {
     float *y;
     coli_vec_dot_fn vec_dot;      /* rows [mm_rows, n_rows): ggml's one-row arithmetic */
     coli_vec_dot_fn vec_dot_mm;   /* rows [0, mm_rows): its batched arithmetic */
-    coli_vec_dot_2w_fn vec_dot_2w;
+    coli_vec_dot_nw_fn vec_dot_2w, vec_dot_16w, vec_dot_mm_16w;
     int64_t mm_rows;
     int64_t chunk_rows;
     int64_t n_chunks;
@@ -48,19 +48,43 @@ static void quantize_chunk(mm_ctx *c, int64_t k) {
                   (b1 - b0) * c->act_blck);
 }
 
+/* 16 weight rows by the 16-row kernels, when they exist for every row's arithmetic */
+static int dot_16w(const mm_ctx *c, int64_t o) {
+    if ((c->mm_rows > 0 && !c->vec_dot_mm_16w) || (c->mm_rows < c->n_rows && !c->vec_dot_16w)) return 0;
+    const char *wr = c->w + o * c->w_row_bytes;
+    if (c->mm_rows > 0)
+        c->vec_dot_mm_16w((int)c->n_in, wr, c->w_row_bytes, c->xq, c->xq_stride, c->y + o, (size_t)c->n_out,
+                          (int)c->mm_rows);
+    if (c->mm_rows < c->n_rows)
+        c->vec_dot_16w((int)c->n_in, wr, c->w_row_bytes, (const char *)c->xq + c->mm_rows * c->xq_stride, c->xq_stride,
+                       c->y + c->mm_rows * c->n_out + o, (size_t)c->n_out, (int)(c->n_rows - c->mm_rows));
+    return 1;
+}
+
 static void dot_chunk(const mm_ctx *c, int64_t o0, int64_t o1) {
-    int64_t o = o0;
-    if (c->n_rows == 1 && c->vec_dot_2w) /* decode: two weight rows per call, same bits as one */
-        for (; o + 2 <= o1; o += 2) c->vec_dot_2w((int)c->n_in, c->w + o * c->w_row_bytes, c->w_row_bytes, c->xq, c->y + o);
-    for (; o < o1; o++) {
+    for (int64_t o = o0; o < o1;) {
+        if (o + 16 <= o1 && dot_16w(c, o)) {
+            o += 16;
+            continue;
+        }
         const char *wr = c->w + o * c->w_row_bytes;
+        const int two = c->vec_dot_2w && o + 1 < o1;  /* a pair of weight rows per call, same bits */
         for (int64_t r = 0; r < c->n_rows;) {
             const int64_t end = r < c->mm_rows ? c->mm_rows : c->n_rows;
             const int nr = (int)(end - r < COLI_MAX_NR ? end - r : COLI_MAX_NR);
-            (r < c->mm_rows ? c->vec_dot_mm : c->vec_dot)((int)c->n_in, wr, (const char *)c->xq + r * c->xq_stride,
-                                                          c->xq_stride, c->y + r * c->n_out + o, (size_t)c->n_out, nr);
+            const char *a = (const char *)c->xq + r * c->xq_stride;
+            float *y = c->y + r * c->n_out + o;
+            if (r < c->mm_rows) {
+                for (int j = 0; j <= two; j++)
+                    c->vec_dot_mm((int)c->n_in, wr + j * c->w_row_bytes, a, c->xq_stride, y + j, (size_t)c->n_out, nr);
+            } else if (two) {
+                c->vec_dot_2w((int)c->n_in, wr, c->w_row_bytes, a, c->xq_stride, y, (size_t)c->n_out, nr);
+            } else {
+                c->vec_dot((int)c->n_in, wr, a, c->xq_stride, y, (size_t)c->n_out, nr);
+            }
             r += nr;
         }
+        o += 1 + two;
     }
 }
 
@@ -130,6 +154,8 @@ static void set_kernels(mm_ctx *c, const coli_type_kernels *k) {
     c->vec_dot = k->vec_dot;
     c->vec_dot_mm = k->vec_dot_mm;
     c->vec_dot_2w = k->vec_dot_2w;
+    c->vec_dot_16w = k->vec_dot_16w;
+    c->vec_dot_mm_16w = k->vec_dot_mm_16w;
     c->mm_rows = coli_mm_rows(k, c->n_in, c->n_out, c->n_rows);
 }
 
@@ -137,6 +163,7 @@ static void plan_chunks(mm_ctx *c, int nth) {
     /* ~8 chunks per thread for balance, at least 16 rows each */
     int64_t rows = (c->n_out + nth * 8 - 1) / (nth * 8);
     if (rows < 16) rows = 16;
+    if (c->vec_dot_16w || c->vec_dot_mm_16w) rows = (rows + 15) & ~(int64_t)15;  /* whole 16-row tiles */
     c->chunk_rows = rows;
     c->n_chunks = (c->n_out + rows - 1) / rows;
     atomic_init(&c->next_chunk, 0);

@@ -706,7 +706,7 @@ GENERIC_NR(vec_dot_q6_K_q8_K_generic, dot1_q6_K)
 
 /* ---- dispatch tables --------------------------------------------------------------- */
 
-#define T(vdt, ff, tf, vd) {GGML_TYPE_##vdt, ff, tf, vd, NULL, NULL, 0, 1, 1, 1}
+#define T(vdt, ff, tf, vd) {GGML_TYPE_##vdt, ff, tf, vd, NULL, NULL, NULL, NULL, 0, 1, 1, 1}
 
 #define ACT_ROWS(q80, q81, f16)                                                         \
     [GGML_TYPE_F32] = T(F32, NULL, dequantize_row_f32, NULL),                           \
@@ -785,9 +785,12 @@ static void build_tables(void) {
     t->type[GGML_TYPE_Q8_0].vec_dot_2w = vec_dot_q8_0_q8_0_2w_avx512;
     t->type[GGML_TYPE_Q4_K].vec_dot = vec_dot_q4_K_q8_K_avx512;
     set_mm(&t->type[GGML_TYPE_Q4_K], vec_dot_q4_K_q8_K_mm_avx512, 4, 4, QK_K, 8);
+    t->type[GGML_TYPE_Q4_K].vec_dot_16w = vec_dot_q4_K_q8_K_16w_avx512;
+    t->type[GGML_TYPE_Q4_K].vec_dot_mm_16w = vec_dot_q4_K_q8_K_mm_16w_avx512;
     /* Q5_K: ggml's AVX2 kernel is what the reference runs (the 512-bit one
      * stays as a spare); Q6_K: ggml's AVX2 vec_dot for one row, tiled for batches */
     set_mm(&t->type[GGML_TYPE_Q6_K], vec_dot_q6_K_q8_K_mm_avx512, 8, 1, QK_K, 1);
+    t->type[GGML_TYPE_Q6_K].vec_dot_mm_16w = vec_dot_q6_K_q8_K_mm_16w_avx512;
 #endif
 }
 

@@ -147,9 +147,12 @@ typedef void (*coli_vec_dot_fn)(int n, const void *w, const void *a, size_t a_st
                                 float *s, size_t s_stride, int nr);
 #define COLI_MAX_NR 4
 
-/* Two weight rows at once against one activation row (decode): s[0] = w0.a,
- * s[1] = (w0 + w_stride).a, each with vec_dot's arithmetic exactly. */
-typedef void (*coli_vec_dot_2w_fn)(int n, const void *w, size_t w_stride, const void *a, float *s);
+/* Several weight rows at once: s[r * s_stride + j] = dot(weight row j,
+ * activation row r) for j < 2 (vec_dot_2w, nr <= COLI_MAX_NR) or j < 16
+ * (vec_dot_16w, any nr), weight row j at w + j * w_stride, each with the
+ * arithmetic of the one-weight-row kernel it stands for. */
+typedef void (*coli_vec_dot_nw_fn)(int n, const void *w, size_t w_stride, const void *a, size_t a_stride, float *s,
+                                   size_t s_stride, int nr);
 
 /* llama.cpp's CPU backend does not add up a dot product the same way in every
  * call: one row (decode) goes through ggml_vec_dot_*, a batch through
@@ -162,8 +165,10 @@ typedef struct {
     coli_from_float_fn from_float; /* f32 -> this type as an activation (NULL for F32: used as is) */
     coli_to_float_fn to_float;     /* dequantize_row_<t> */
     coli_vec_dot_fn vec_dot;       /* NULL: not usable as a weight type */
-    coli_vec_dot_2w_fn vec_dot_2w; /* optional: vec_dot for two weight rows (faster decode) */
+    coli_vec_dot_nw_fn vec_dot_2w; /* optional: vec_dot for two weight rows at once (faster) */
+    coli_vec_dot_nw_fn vec_dot_16w;    /* optional: vec_dot for 16 weight rows at once */
     coli_vec_dot_fn vec_dot_mm;    /* batched arithmetic, or NULL (same as vec_dot) */
+    coli_vec_dot_nw_fn vec_dot_mm_16w; /* optional: vec_dot_mm for 16 weight rows at once */
     int mm_min_rows;               /* a batch of at least this many rows uses vec_dot_mm */
     int mm_group;                  /* ... for its first n - n % mm_group rows */
     int mm_in_mult, mm_out_mult;   /* ... when n_in and n_out are multiples of these */
@@ -274,13 +279,18 @@ COLI_DECLARE_VEC_DOT(vec_dot_bf16_bf16_avx512);     /* needs avx512bf16 */
 COLI_DECLARE_VEC_DOT(vec_dot_q4_0_q8_0_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_q5_0_q8_0_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_q8_0_q8_0_avx512);
-void vec_dot_q4_0_q8_0_2w_avx512(int n, const void *w, size_t w_stride, const void *a, float *s);
-void vec_dot_q5_0_q8_0_2w_avx512(int n, const void *w, size_t w_stride, const void *a, float *s);
-void vec_dot_q8_0_q8_0_2w_avx512(int n, const void *w, size_t w_stride, const void *a, float *s);
+#define COLI_DECLARE_VEC_DOT_2W(name) \
+    void name(int n, const void *w, size_t w_stride, const void *a, size_t a_stride, float *s, size_t s_stride, int nr)
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_0_q8_0_2w_avx512);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q5_0_q8_0_2w_avx512);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q8_0_q8_0_2w_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_avx512);     /* repacked q4_K_8x8 gemv */
 COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_mm_avx512);  /* repacked q4_K_8x8 gemm */
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_K_q8_K_16w_avx512);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_K_q8_K_mm_16w_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_q5_K_q8_K_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_q6_K_q8_K_mm_avx512);  /* tiled K-quant matmul */
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q6_K_q8_K_mm_16w_avx512);
 #endif
 
 #endif

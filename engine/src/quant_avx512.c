@@ -11,6 +11,7 @@
 #ifdef COLI_X86
 #include <immintrin.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #define ISA "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
@@ -244,50 +245,89 @@ TGT void vec_dot_q5_0_q8_0_avx512(int n, const void *w, const void *a, size_t as
     DISPATCH_NR(q8_0_family_nr, n, w, (const char *)a, as, s, ss, 2)
 }
 
-/* Decode: two weight rows against one activation row, a row per zmm half
- * (two independent fma chains instead of one). */
-INL void q8_0_family_2w(int n, const void *w, size_t wst, const void *a, float *s, const int kind) {
+/* Signed weight bytes of block ib of two rows: [row 0 | row 1] */
+INL __m512i w2rows_q(const char *w0, const char *w1, int ib, const int kind) {
+    if (kind == 0)
+        return load2x256(((const block_q8_0 *)w0 + ib)->qs, ((const block_q8_0 *)w1 + ib)->qs);
+    const uint8_t *q0 = kind == 1 ? ((const block_q4_0 *)w0 + ib)->qs : ((const block_q5_0 *)w0 + ib)->qs;
+    const uint8_t *q1 = kind == 1 ? ((const block_q4_0 *)w1 + ib)->qs : ((const block_q5_0 *)w1 + ib)->qs;
+    const __m256i t = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)q0)),
+                                              _mm_loadu_si128((const __m128i *)q1), 1);
+    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(t), _mm256_srli_epi16(t, 4), 1);  /* [r0, r1, r0>>4, r1>>4] */
+    z = _mm512_and_si512(_mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F));
+    if (kind == 1) return _mm512_sub_epi8(z, _mm512_set1_epi8(8));
+    uint32_t h0, h1;
+    memcpy(&h0, ((const block_q5_0 *)w0 + ib)->qh, 4);
+    memcpy(&h1, ((const block_q5_0 *)w1 + ib)->qh, 4);
+    const __mmask64 hb = (__mmask64)h0 | ((__mmask64)h1 << 32);
+    return _mm512_or_si512(z, _mm512_maskz_mov_epi8(~hb, _mm512_set1_epi8((char)0xF0)));  /* q - 16 */
+}
+
+/* Two weight rows, one per zmm half, against 1..4 activation rows: each
+ * weight block is decoded once for all rows, each activation block broadcast
+ * to both halves; per (weight row, activation row) the same fma chain as
+ * q8_0_family_nr, so the bits are vec_dot's. */
+INL void q8_0_family_2w_nr(int n, const void *w, size_t wst, const char *a, size_t as, float *s, size_t ss,
+                           const int kind, const int nr) {
     const int nb = n / QK8_0, bs = wsize(kind);
     const char *w0 = w, *w1 = (const char *)w + wst;
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
     const __m512i zero = _mm512_setzero_si512();
     for (int i0 = 0; i0 < nb; i0 += 16) {
         const int cnt = nb - i0 < 16 ? nb - i0 : 16;
-        __m512 d0, d1;
+        __m512 p0[COLI_MAX_NR], p1[COLI_MAX_NR];  /* dw * dy of the 16 blocks, weight row 0 / 1 */
         if (cnt == 16) {
-            const __m512 dy = scales16((const block_q8_0 *)a + i0, (int)sizeof(block_q8_0));
-            d0 = _mm512_mul_ps(scales16(w0 + (size_t)i0 * bs, bs), dy);
-            d1 = _mm512_mul_ps(scales16(w1 + (size_t)i0 * bs, bs), dy);
+            const __m512 dx0 = scales16(w0 + (size_t)i0 * bs, bs), dx1 = scales16(w1 + (size_t)i0 * bs, bs);
+            for (int r = 0; r < nr; r++) {
+                const __m512 dy = scales16(a + r * as + (size_t)i0 * sizeof(block_q8_0), (int)sizeof(block_q8_0));
+                p0[r] = _mm512_mul_ps(dx0, dy);
+                p1[r] = _mm512_mul_ps(dx1, dy);
+            }
         } else {
-            float t0[16], t1[16];
+            float t0[COLI_MAX_NR][16], t1[COLI_MAX_NR][16];
             for (int k = 0; k < cnt; k++) {
                 coli_half h0, h1;
                 memcpy(&h0, w0 + (size_t)(i0 + k) * bs, 2);
                 memcpy(&h1, w1 + (size_t)(i0 + k) * bs, 2);
-                const float dy = h2f(((const block_q8_0 *)a)[i0 + k].d);
-                t0[k] = h2f(h0) * dy;
-                t1[k] = h2f(h1) * dy;
+                for (int r = 0; r < nr; r++) {
+                    const float dy = h2f(((const block_q8_0 *)(a + r * as))[i0 + k].d);
+                    t0[r][k] = h2f(h0) * dy;
+                    t1[r][k] = h2f(h1) * dy;
+                }
             }
-            d0 = _mm512_maskz_loadu_ps((__mmask16)((1u << cnt) - 1), t0);
-            d1 = _mm512_maskz_loadu_ps((__mmask16)((1u << cnt) - 1), t1);
+            for (int r = 0; r < nr; r++) {
+                p0[r] = _mm512_maskz_loadu_ps((__mmask16)((1u << cnt) - 1), t0[r]);
+                p1[r] = _mm512_maskz_loadu_ps((__mmask16)((1u << cnt) - 1), t1[r]);
+            }
         }
         for (int k = 0; k < cnt; k++) {
             const int ib = i0 + k;
-            const __m512i wz = _mm512_inserti64x4(_mm512_castsi256_si512(w1_q(w0, ib, kind)), w1_q(w1, ib, kind), 1);
-            const __m512i yq = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const block_q8_0 *)a + ib)->qs));
-            const __m512i sy = _mm512_mask_sub_epi8(yq, _mm512_movepi8_mask(wz), zero, yq);
-            const __m512i dot = _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(wz), sy);
+            const __m512i wz = w2rows_q(w0, w1, ib, kind);
+            const __m512i aw = _mm512_abs_epi8(wz);
+            const __mmask64 neg = _mm512_movepi8_mask(wz);
             const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi32(k), _mm256_set1_epi32(16 + k), 1);
-            acc = _mm512_fmadd_ps(_mm512_permutex2var_ps(d0, sel, d1), _mm512_cvtepi32_ps(dot), acc);
+            for (int r = 0; r < nr; r++) {
+                const __m512i yq = _mm512_broadcast_i64x4(
+                    _mm256_loadu_si256((const __m256i *)((const block_q8_0 *)(a + r * as) + ib)->qs));
+                const __m512i dot = _mm512_dpbusd_epi32(zero, aw, _mm512_mask_sub_epi8(yq, neg, zero, yq));
+                acc[r] = _mm512_fmadd_ps(_mm512_permutex2var_ps(p0[r], sel, p1[r]), _mm512_cvtepi32_ps(dot), acc[r]);
+            }
         }
     }
-    s[0] = hsum8(_mm512_castps512_ps256(acc));
-    s[1] = hsum8(_mm512_extractf32x8_ps(acc, 1));
+    for (int r = 0; r < nr; r++) {
+        s[r * ss] = hsum8(_mm512_castps512_ps256(acc[r]));
+        s[r * ss + 1] = hsum8(_mm512_extractf32x8_ps(acc[r], 1));
+    }
 }
 
-TGT void vec_dot_q8_0_q8_0_2w_avx512(int n, const void *w, size_t wst, const void *a, float *s) { q8_0_family_2w(n, w, wst, a, s, 0); }
-TGT void vec_dot_q4_0_q8_0_2w_avx512(int n, const void *w, size_t wst, const void *a, float *s) { q8_0_family_2w(n, w, wst, a, s, 1); }
-TGT void vec_dot_q5_0_q8_0_2w_avx512(int n, const void *w, size_t wst, const void *a, float *s) { q8_0_family_2w(n, w, wst, a, s, 2); }
+#define DEF_2W(name, kind)                                                                                      \
+    TGT void name(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss, int nr) {   \
+        DISPATCH_NR(q8_0_family_2w_nr, n, w, wst, (const char *)a, as, s, ss, kind)                             \
+    }
+DEF_2W(vec_dot_q8_0_q8_0_2w_avx512, 0)
+DEF_2W(vec_dot_q4_0_q8_0_2w_avx512, 1)
+DEF_2W(vec_dot_q5_0_q8_0_2w_avx512, 2)
 
 /* ---- K-quants ---------------------------------------------------------------------- */
 
@@ -310,6 +350,133 @@ INL __m512i bcast2_16(__m512i v, int i0, int i1) {
 /* 0x10 where bit `bit` of each byte of h (zmm) is set */
 INL __m512i hbit_10(__m512i h, int bit) {
     return _mm512_slli_epi16(_mm512_and_si512(_mm512_srl_epi16(h, _mm_cvtsi32_si128(bit)), _mm512_set1_epi8(1)), 4);
+}
+
+/* The same two arithmetics for 16 weight rows at once, with the rows in the
+ * 16 lanes (as llama.cpp's repacked layout has them, here transposed on the
+ * fly, once per super-block for up to 64 activation rows): every lane holds
+ * one output's exact integer sum, so no horizontal reduction is needed. */
+
+/* c[e] = 32-bit word e of the 16 rows r[0..15] (a 16x16 int32 transpose) */
+INL void transpose16(__m512i r[16]) {
+    __m512i t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int q = 0; q < 4; q++) {
+        u[4 * q + 0] = _mm512_unpacklo_epi64(t[4 * q], t[4 * q + 2]);
+        u[4 * q + 1] = _mm512_unpackhi_epi64(t[4 * q], t[4 * q + 2]);
+        u[4 * q + 2] = _mm512_unpacklo_epi64(t[4 * q + 1], t[4 * q + 3]);
+        u[4 * q + 3] = _mm512_unpackhi_epi64(t[4 * q + 1], t[4 * q + 3]);
+    }
+    /* u[4q + k], 128-bit lane L: rows 4q..4q+3 of word 4L + k */
+    for (int k = 0; k < 4; k++) {
+        const __m512i v0 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0x88), v1 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0xDD);
+        const __m512i v2 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0x88), v3 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0xDD);
+        r[k] = _mm512_shuffle_i32x4(v0, v2, 0x88);
+        r[8 + k] = _mm512_shuffle_i32x4(v0, v2, 0xDD);
+        r[4 + k] = _mm512_shuffle_i32x4(v1, v3, 0x88);
+        r[12 + k] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
+    }
+}
+
+#define Q4K_ROWS 64 /* activation rows per pass over a 16-row weight tile */
+
+INL void q4_K_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
+                  const int gemm) {
+    const int nb = n / QK_K;
+    const __m512i m4 = _mm512_set1_epi8(0xF), m8 = _mm512_set1_epi32(0xFF);
+    const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)wst));
+    __m512i nib[2][32];  /* low / high nibbles of word j of the 16 rows' quants */
+    float acc[Q4K_ROWS][2][16];
+    for (int r0 = 0; r0 < nr; r0 += Q4K_ROWS) {
+        const int rn = nr - r0 < Q4K_ROWS ? nr - r0 : Q4K_ROWS;
+        memset(acc, 0, (size_t)rn * sizeof acc[0]);
+        for (int i = 0; i < nb; i++) {
+            const char *base = w + (size_t)i * sizeof(block_q4_K);
+            const __m512i dd = _mm512_i32gather_epi32(off, base, 1);  /* d | dmin << 16 */
+            const __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+            const __m512 dmx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+            /* the 12 scale bytes of each row, unpacked in lanes as k4_unpack does */
+            const __m512i kmask1 = _mm512_set1_epi32(0x3f3f3f3f), kmask2 = _mm512_set1_epi32(0x0f0f0f0f),
+                          kmask3 = _mm512_set1_epi32(0x03030303);
+            __m512i u0 = _mm512_i32gather_epi32(off, base + 4, 1), u1 = _mm512_i32gather_epi32(off, base + 8, 1);
+            const __m512i u2 = _mm512_i32gather_epi32(off, base + 12, 1);
+            const __m512i u3 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), kmask2),
+                                               _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), kmask3), 4));
+            const __m512i mlo = _mm512_and_si512(u1, kmask1);  /* mins 0..3 */
+            u1 = _mm512_or_si512(_mm512_and_si512(u2, kmask2), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), kmask3), 4));
+            u0 = _mm512_and_si512(u0, kmask1);                 /* scales 0..3; u1: scales 4..7; u3: mins 4..7 */
+            __m512i sc[8], mn[8];
+            for (int k = 0; k < 4; k++) {
+                sc[k] = _mm512_and_si512(_mm512_srli_epi32(u0, 8 * k), m8);
+                sc[4 + k] = _mm512_and_si512(_mm512_srli_epi32(u1, 8 * k), m8);
+                mn[k] = _mm512_and_si512(_mm512_srli_epi32(mlo, 8 * k), m8);
+                mn[4 + k] = _mm512_and_si512(_mm512_srli_epi32(u3, 8 * k), m8);
+            }
+            for (int h = 0; h < 2; h++) {
+                __m512i q[16];
+                for (int r = 0; r < 16; r++)
+                    q[r] = _mm512_loadu_si512(base + (size_t)r * wst + offsetof(block_q4_K, qs) + 64 * h);
+                transpose16(q);
+                for (int j = 0; j < 16; j++) {
+                    nib[0][16 * h + j] = _mm512_and_si512(q[j], m4);
+                    nib[1][16 * h + j] = _mm512_and_si512(_mm512_srli_epi16(q[j], 4), m4);
+                }
+            }
+            for (int r = 0; r < rn; r++) {
+                const block_q8_K *y = (const block_q8_K *)(a + (size_t)(r0 + r) * as) + i;
+                const int32_t *q8 = (const int32_t *)y->qs;
+                __m512 fa = _mm512_loadu_ps(acc[r][0]), fm = _mm512_loadu_ps(acc[r][1]);
+                const __m512 dy = _mm512_set1_ps(y->d);
+                const __m512 dd_r = _mm512_mul_ps(dx, dy), dm_r = _mm512_mul_ps(dmx, dy);
+                __m512i itot = _mm512_setzero_si512(), mtot = _mm512_setzero_si512();
+                for (int g = 0; g < 4; g++) {
+                    __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+                    for (int j = 0; j < 8; j++) {
+                        int32_t ql, qh;
+                        memcpy(&ql, q8 + 16 * g + j, 4);
+                        memcpy(&qh, q8 + 16 * g + 8 + j, 4);
+                        lo = _mm512_dpbusd_epi32(lo, nib[0][8 * g + j], _mm512_set1_epi32(ql));
+                        hi = _mm512_dpbusd_epi32(hi, nib[1][8 * g + j], _mm512_set1_epi32(qh));
+                    }
+                    const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(lo, sc[2 * g]), _mm512_mullo_epi32(hi, sc[2 * g + 1]));
+                    const int b0 = y->bsums[4 * g] + y->bsums[4 * g + 1], b1 = y->bsums[4 * g + 2] + y->bsums[4 * g + 3];
+                    const __m512i imin = _mm512_add_epi32(_mm512_mullo_epi32(mn[2 * g], _mm512_set1_epi32(b0)),
+                                                          _mm512_mullo_epi32(mn[2 * g + 1], _mm512_set1_epi32(b1)));
+                    if (gemm) {
+                        fa = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dd_r, fa);
+                        fm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), dm_r, fm);
+                    } else {
+                        itot = _mm512_add_epi32(itot, isum);
+                        mtot = _mm512_add_epi32(mtot, imin);
+                    }
+                }
+                if (!gemm) {
+                    fa = _mm512_fmadd_ps(_mm512_cvtepi32_ps(itot), dd_r, fa);
+                    fm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mtot), dm_r, fm);
+                }
+                _mm512_storeu_ps(acc[r][0], fa);
+                _mm512_storeu_ps(acc[r][1], fm);
+            }
+        }
+        for (int r = 0; r < rn; r++) {
+            float out[16];
+            _mm512_storeu_ps(out, _mm512_sub_ps(_mm512_loadu_ps(acc[r][0]), _mm512_loadu_ps(acc[r][1])));
+            for (int j = 0; j < 16; j++) s[(size_t)(r0 + r) * ss + j] = out[j];
+        }
+    }
+}
+
+TGT void vec_dot_q4_K_q8_K_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                      int nr) {
+    q4_K_16w(n, w, wst, a, as, s, ss, nr, 0);
+}
+TGT void vec_dot_q4_K_q8_K_mm_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                         size_t ss, int nr) {
+    q4_K_16w(n, w, wst, a, as, s, ss, nr, 1);
 }
 
 /* Q5_K (not in the table: ggml's AVX2 arithmetic is used) */
@@ -506,6 +673,79 @@ INL void q6_K_tiled_nr(int n, const void *w, const char *a, size_t as, float *s,
 
 TGT void vec_dot_q6_K_q8_K_mm_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
     DISPATCH_NR(q6_K_tiled_nr, n, w, (const char *)a, as, s, ss)
+}
+
+/* The tiled arithmetic for 16 weight rows at once, rows in lanes (see q4_K_16w):
+ * per 16-element sub-block an exact dpbusd sum of the unsigned 6-bit quants,
+ * less 32 * bsum, times the row's int8 scale. */
+INL void q6_K_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr) {
+    const int nb = n / QK_K;
+    const __m512i m4 = _mm512_set1_epi8(0xF), m3 = _mm512_set1_epi8(3);
+    const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)wst));
+    __m512i q6[64];  /* [h][j'][k]: quants of elements 128h + 32k + 4j' .. +3 of the 16 rows */
+    float acc[Q4K_ROWS][16];
+    for (int r0 = 0; r0 < nr; r0 += Q4K_ROWS) {
+        const int rn = nr - r0 < Q4K_ROWS ? nr - r0 : Q4K_ROWS;
+        memset(acc, 0, (size_t)rn * sizeof acc[0]);
+        for (int i = 0; i < nb; i++) {
+            const char *base = w + (size_t)i * sizeof(block_q6_K);
+            /* bytes 206..209: scales[14], scales[15], d */
+            const __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(
+                _mm512_i32gather_epi32(off, base + offsetof(block_q6_K, d) - 2, 1), 16)));
+            __m512i sc[16];
+            for (int k = 0; k < 4; k++) {
+                const __m512i wd = _mm512_i32gather_epi32(off, base + offsetof(block_q6_K, scales) + 4 * k, 1);
+                for (int b = 0; b < 4; b++) sc[4 * k + b] = _mm512_srai_epi32(_mm512_slli_epi32(wd, 24 - 8 * b), 24);
+            }
+            for (int h = 0; h < 2; h++) {
+                __m512i ql[16], qa[16];
+                for (int r = 0; r < 16; r++) {
+                    const block_q6_K *x = (const block_q6_K *)(base + (size_t)r * wst);
+                    ql[r] = _mm512_loadu_si512(x->ql + 64 * h);
+                    qa[r] = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(x->qh + 32 * h)));
+                }
+                transpose16(ql);  /* words 0..7: ql[64h + 4j'], 8..15: ql[64h + 32 + 4j'] */
+                transpose16(qa);  /* words 0..7: qh[32h + 4j'] */
+                for (int j = 0; j < 8; j++) {
+                    const __m512i A = ql[j], B = ql[8 + j], H = qa[j];
+                    __m512i *o = q6 + 32 * h + 4 * j;
+                    o[0] = _mm512_or_si512(_mm512_and_si512(A, m4), _mm512_slli_epi16(_mm512_and_si512(H, m3), 4));
+                    o[1] = _mm512_or_si512(_mm512_and_si512(B, m4), _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(H, 2), m3), 4));
+                    o[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(A, 4), m4), _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(H, 4), m3), 4));
+                    o[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(B, 4), m4), _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(H, 6), m3), 4));
+                }
+            }
+            for (int r = 0; r < rn; r++) {
+                const block_q8_K *y = (const block_q8_K *)(a + (size_t)(r0 + r) * as) + i;
+                __m512i isum = _mm512_setzero_si512();
+                for (int h = 0; h < 2; h++)
+                    for (int k = 0; k < 4; k++) {
+                        /* sub-blocks 8h + 2k (j' < 4) and 8h + 2k + 1 (j' >= 4) */
+                        __m512i d0 = _mm512_setzero_si512(), d1 = _mm512_setzero_si512();
+                        for (int j = 0; j < 8; j++) {
+                            int32_t q;
+                            memcpy(&q, y->qs + 128 * h + 32 * k + 4 * j, 4);
+                            if (j < 4) d0 = _mm512_dpbusd_epi32(d0, q6[32 * h + 4 * j + k], _mm512_set1_epi32(q));
+                            else d1 = _mm512_dpbusd_epi32(d1, q6[32 * h + 4 * j + k], _mm512_set1_epi32(q));
+                        }
+                        const int sb = 8 * h + 2 * k;
+                        d0 = _mm512_sub_epi32(d0, _mm512_set1_epi32(32 * y->bsums[sb]));
+                        d1 = _mm512_sub_epi32(d1, _mm512_set1_epi32(32 * y->bsums[sb + 1]));
+                        isum = _mm512_add_epi32(isum, _mm512_add_epi32(_mm512_mullo_epi32(d0, sc[sb]), _mm512_mullo_epi32(d1, sc[sb + 1])));
+                    }
+                const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), dx);
+                _mm512_storeu_ps(acc[r], _mm512_fmadd_ps(t, _mm512_set1_ps(y->d), _mm512_loadu_ps(acc[r])));
+            }
+        }
+        for (int r = 0; r < rn; r++)
+            for (int j = 0; j < 16; j++) s[(size_t)(r0 + r) * ss + j] = acc[r][j];
+    }
+}
+
+TGT void vec_dot_q6_K_q8_K_mm_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                         size_t ss, int nr) {
+    q6_K_16w(n, w, wst, a, as, s, ss, nr);
 }
 
 #else

@@ -250,14 +250,35 @@ static void test_batched_kernels(void) {
                         res[ti][f][r] = s1;
                     }
                 }
-                if (kk->vec_dot_2w) {
-                    float s2[2], s0, s1;
-                    kk->vec_dot_2w((int)n, w, wrow, a + arow, s2);
-                    kk->vec_dot((int)n, w, a + arow, 0, &s0, 1, 1);
-                    kk->vec_dot((int)n, w + wrow, a + arow, 0, &s1, 1, 1);
-                    CHECK(memcmp(&s0, &s2[0], 4) == 0 && memcmp(&s1, &s2[1], 4) == 0,
-                          "%s vec_dot_2w %s n=%lld: %.9g %.9g != vec_dot %.9g %.9g", isa, tname(wt), (long long)n, s2[0],
-                          s2[1], s0, s1);
+                /* 16 weight rows at once: the bits of each row's own kernel */
+                coli_vec_dot_nw_fn w16[2] = {kk->vec_dot_16w, kk->vec_dot_mm_16w};
+                for (int f = 0; f < 2; f++) {
+                    if (!w16[f]) continue;
+                    char *w16b = xmalloc(16 * wrow);
+                    for (int j = 0; j < 16; j++) random_row(wt, n, w16b + j * wrow);
+                    float s16[COLI_MAX_NR][16];
+                    w16[f]((int)n, w16b, wrow, a, arow, &s16[0][0], 16, COLI_MAX_NR);
+                    int bad = 0;
+                    for (int r = 0; r < COLI_MAX_NR; r++)
+                        for (int j = 0; j < 16; j++) {
+                            float v;
+                            fns[f]((int)n, w16b + j * wrow, a + r * arow, 0, &v, 1, 1);
+                            bad += memcmp(&v, &s16[r][j], 4) != 0;
+                        }
+                    CHECK(bad == 0, "%s %s %s n=%lld: %d of 16 x %d outputs differ from one row at a time", isa,
+                          f ? "vec_dot_mm_16w" : "vec_dot_16w", tname(wt), (long long)n, bad, COLI_MAX_NR);
+                    free(w16b);
+                }
+                for (int nr = 1; kk->vec_dot_2w && nr <= COLI_MAX_NR; nr++) {
+                    float s2[COLI_MAX_NR][2], s0, s1;
+                    kk->vec_dot_2w((int)n, w, wrow, a, arow, &s2[0][0], 2, nr);
+                    for (int r = 0; r < nr; r++) {
+                        kk->vec_dot((int)n, w, a + r * arow, 0, &s0, 1, 1);
+                        kk->vec_dot((int)n, w + wrow, a + r * arow, 0, &s1, 1, 1);
+                        CHECK(memcmp(&s0, &s2[r][0], 4) == 0 && memcmp(&s1, &s2[r][1], 4) == 0,
+                              "%s vec_dot_2w %s n=%lld nr=%d row %d: %.9g %.9g != vec_dot %.9g %.9g", isa, tname(wt),
+                              (long long)n, nr, r, s2[r][0], s2[r][1], s0, s1);
+                    }
                 }
             }
             if (same_across_isas[k])
