@@ -26,21 +26,23 @@ if engine == "colibri":
     from colibri.engine import Engine
     e = Engine(model, n_ctx=ctx, n_threads=threads)
     prompt = e.tokenize(real_text())[:n_prompt]
-    t0 = time.perf_counter(); e.eval(prompt, 0); t1 = time.perf_counter()
+    c0 = time.process_time(); t0 = time.perf_counter(); e.eval(prompt, 0); t1 = time.perf_counter(); c1 = time.process_time()
     pos = len(prompt)
     for _ in range(n_gen):
         tok, _ = e.sample(); e.eval([tok], pos); pos += 1
-    t2 = time.perf_counter()
+    t2 = time.perf_counter(); c2 = time.process_time()
 else:
     import numpy as np, llama_cpp
     m = llama_cpp.Llama(model_path=model, n_ctx=ctx, n_threads=threads, n_threads_batch=threads, n_batch=512,
                         logits_all=False, verbose=False)
     prompt = m.tokenize(real_text().encode(), add_bos=True)[:n_prompt]
-    t0 = time.perf_counter(); m.eval(prompt); t1 = time.perf_counter()
+    c0 = time.process_time(); t0 = time.perf_counter(); m.eval(prompt); t1 = time.perf_counter(); c1 = time.process_time()
     for _ in range(n_gen):
         tok = int(np.argmax(m.scores[m.n_tokens - 1])); m.eval([tok])
-    t2 = time.perf_counter()
+    t2 = time.perf_counter(); c2 = time.process_time()
+# CPU-time rates: what each token costs in core-seconds (robust on a shared machine at 1 thread)
 print(json.dumps({"prefill": len(prompt) / (t1 - t0), "decode": n_gen / (t2 - t1),
+                  "prefill_cpu": len(prompt) / (c1 - c0), "decode_cpu": n_gen / (c2 - c1),
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
@@ -78,15 +80,19 @@ def main() -> int:
             results[engine].append(r)
             print(f"[rep {rep + 1}/{args.reps}] {engine:10s} prefill {r['prefill']:8.1f} tok/s  "
                   f"decode {r['decode']:7.1f} tok/s  rss {r['rss_mb']:7.1f} MiB", file=sys.stderr, flush=True)
-    med = {e: {k: statistics.median(r[k] for r in rs) for k in ("prefill", "decode", "rss_mb")}
-           for e, rs in results.items()}
+    keys = ("prefill", "decode", "rss_mb", "prefill_cpu", "decode_cpu")
+    med = {e: {k: statistics.median(r[k] for r in rs) for k in keys} for e, rs in results.items()}
     print(f"\nmodel {os.path.basename(args.model)}, {args.threads} threads, {args.reps} interleaved reps, "
           f"{args.prompt_tokens}-token prompt, {args.gen_tokens} generated ({time.time() - t0:.0f} s)")
     print(f"{'':12s}{'prefill tok/s':>15s}{'decode tok/s':>15s}{'peak RSS MiB':>15s}")
     for e in ("colibri", "llama.cpp"):
         print(f"{e:12s}{med[e]['prefill']:15.1f}{med[e]['decode']:15.1f}{med[e]['rss_mb']:15.1f}")
-    ratio = {k: med["colibri"][k] / med["llama.cpp"][k] for k in ("prefill", "decode", "rss_mb")}
+    ratio = {k: med["colibri"][k] / med["llama.cpp"][k] for k in keys}
     print(f"{'ratio':12s}{ratio['prefill']:15.2f}x{ratio['decode']:14.2f}x{ratio['rss_mb']:14.2f}x")
+    print("per core-second (CPU time; at --threads 1 this is immune to other load):")
+    for e in ("colibri", "llama.cpp"):
+        print(f"{e:12s}{med[e]['prefill_cpu']:15.1f}{med[e]['decode_cpu']:15.1f}")
+    print(f"{'ratio':12s}{ratio['prefill_cpu']:15.2f}x{ratio['decode_cpu']:14.2f}x")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "median": med, "ratio": ratio, "runs": results}, f, indent=2)

@@ -256,14 +256,15 @@ class Engine:
             raise last_error()
         return out
 
-    def sample(self, temperature: float = 0.0, top_p: float = 1.0) -> tuple[int, float]:
-        """The next token from the last evaluated logits and its log-probability."""
+    def sample(self, temperature: float = 0.0, top_p: float = 1.0, logprob: bool = False) -> tuple[int, float | None]:
+        """The next token from the last evaluated logits, and its log-probability when asked
+        (a log-softmax over the whole vocabulary: not free, so only on request)."""
         params = ffi.new("colibri_sampling *", {"temperature": temperature, "top_p": top_p})
-        lp = ffi.new("float *")
+        lp = ffi.new("float *") if logprob else ffi.NULL
         tok = lib.colibri_sample(self._e, params, lp)
         if tok < 0:
             raise last_error()
-        return tok, lp[0]
+        return tok, (lp[0] if logprob else None)
 
     def score(self, tokens: list[int], first: int) -> tuple[list[float], list[int]]:
         """Teacher-forced: for positions first..len-2, the NLL of the next token and the argmax."""

@@ -19,7 +19,7 @@ class PromptTooLong(ColiError):
 class Generation:
     prompt_tokens: list[int]
     tokens: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)  # filled when asked for
     finish_reason: str = "length"  # "stop" (end-of-generation token) or "length"
     prefill_s: float = 0.0
     decode_s: float = 0.0
@@ -44,6 +44,7 @@ def generate(
     seed: int | None = None,
     stop_at_eog: bool = True,
     on_token: Callable[[int], None] | None = None,
+    logprobs: bool = False,
 ) -> Generation:
     n_ctx = engine.n_ctx
     if not prompt_tokens:
@@ -62,12 +63,13 @@ def generate(
     pos = len(prompt_tokens)
     t0 = time.perf_counter()
     while len(gen.tokens) < budget:
-        tok, logprob = engine.sample(temperature, top_p)
+        tok, logprob = engine.sample(temperature, top_p, logprob=logprobs)
         if stop_at_eog and engine.is_eog(tok):
             gen.finish_reason = "stop"
             break
         gen.tokens.append(tok)
-        gen.logprobs.append(logprob)
+        if logprobs:
+            gen.logprobs.append(logprob)
         if on_token:
             on_token(tok)
         if len(gen.tokens) == budget:
