@@ -87,15 +87,27 @@ typedef struct {
     atomic_int next;
 } moe_job;
 
+/* y[r][o] for o in [o0, o1) and the `rows` activation rows: the one-row
+ * arithmetic (ggml's mul_mat_id uses vec_dot whatever the batch), through the
+ * kernels that take 16 or 2 weight rows per call when the type has them. */
 static void dot_rows(const coli_mat *w, int64_t o0, int64_t o1, const char *xq, size_t xq_stride, int rows,
                      float *y, size_t y_stride) {
-    const coli_vec_dot_fn dot = coli_kernels()->type[w->type].vec_dot;
+    const coli_type_kernels *k = &coli_kernels()->type[w->type];
     const size_t row_bytes = coli_row_size(w->type, w->n_in);
-    for (int64_t o = o0; o < o1; o++) {
+    const int n = (int)w->n_in;
+    int64_t o = o0;
+    if (k->vec_dot_16w)
+        for (; o + 16 <= o1; o += 16)
+            k->vec_dot_16w(n, (const char *)w->data + o * row_bytes, row_bytes, xq, xq_stride, y + o, y_stride, rows);
+    for (; o < o1; o += (k->vec_dot_2w && o + 2 <= o1) ? 2 : 1) {
         const char *wr = (const char *)w->data + o * row_bytes;
         for (int r = 0; r < rows; r += COLI_MAX_NR) {
             const int nr = rows - r < COLI_MAX_NR ? rows - r : COLI_MAX_NR;
-            dot((int)w->n_in, wr, xq + (size_t)r * xq_stride, xq_stride, y + (size_t)r * y_stride + o, y_stride, nr);
+            if (k->vec_dot_2w && o + 2 <= o1)
+                k->vec_dot_2w(n, wr, row_bytes, xq + (size_t)r * xq_stride, xq_stride, y + (size_t)r * y_stride + o,
+                              y_stride, nr);
+            else
+                k->vec_dot(n, wr, xq + (size_t)r * xq_stride, xq_stride, y + (size_t)r * y_stride + o, y_stride, nr);
         }
     }
 }
