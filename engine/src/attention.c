@@ -8,7 +8,7 @@
  *   p   = soft_max_ext(kq * kq_scale, mask): masked cells are -inf; the cells
  *         go by chunks of 16 counted from cell 0 through ggml_v_expf, each
  *         chunk summed in float (the _mm512_reduce_add_ps tree), the chunk
- *         sums in double; p = e * (float)(1 / sum);
+ *         sums in double (coli_exp_sum_fn); p = e * (float)(1 / sum);
  *   kqv = mul_mat(V^T, p): p rounded to f16, the same kernels along the cells.
  *
  * llama.cpp runs the two products over its padded n_kv cells (a multiple of
@@ -24,7 +24,6 @@
 
 #include "attention.h"
 #include "ggml_types.h"
-#include "ops.h"
 #include "quant.h"
 
 #define CHUNK 64 /* cell alignment: ggml_vec_dot_f16's step, a multiple of the softmax's 16 */
@@ -46,31 +45,23 @@ typedef struct {
     int il, n, pos;
     int heads_per_task;
     coli_vec_dot_fn kq_dot, kqv_dot;
+    coli_vec_dot_nw_fn kq_dot2, kqv_dot2;  /* the same for two K / V rows at once, or NULL */
+    coli_exp_sum_fn exp_sum;
+    coli_from_float_fn to_f16;
 } attn_job;
 
-/* ggml_vec_soft_max_f32's sum of one chunk of 16: _mm512_reduce_add_ps */
-static float chunk_sum16(const float *e) {
-    float r[8], t[4];
-    for (int i = 0; i < 8; i++) r[i] = e[i + 8] + e[i];
-    for (int i = 0; i < 4; i++) t[i] = r[i + 4] + r[i];
-    return (t[0] + t[2]) + (t[1] + t[3]);
-}
-
 /* Scores sc[c0..c1) of cells [lo, hi] (the rest masked) -> probabilities ph (f16). */
-static void softmax_f16(float *sc, coli_half *ph, int c0, int c1, int lo, int hi, float kq_scale) {
+static void softmax_f16(const attn_job *J, float *sc, coli_half *ph, int c0, int c1, int lo, int hi, float kq_scale) {
     float max = -INFINITY;
     for (int c = lo; c <= hi; c++) {
         if (kq_scale != 1.0f) sc[c - c0] *= kq_scale;
         if (sc[c - c0] > max) max = sc[c - c0];
     }
-    double sum = 0.0;
-    for (int c = c0; c < c1; c += 16) {
-        float *e = sc + (c - c0);
-        for (int j = 0; j < 16; j++) e[j] = (c + j >= lo && c + j <= hi) ? coli_ggml_expf(e[j] - max) : 0.0f;
-        sum += (double)chunk_sum16(e);
-    }
-    const float inv = (float)(1.0 / sum);
-    for (int c = c0; c < c1; c++) ph[c - c0] = coli_fp32_to_fp16(sc[c - c0] * inv);
+    for (int c = c0; c < lo; c++) sc[c - c0] = -INFINITY;
+    for (int c = hi + 1; c < c1; c++) sc[c - c0] = -INFINITY;
+    const float inv = (float)(1.0 / J->exp_sum(sc, c1 - c0, max));
+    for (int c = c0; c < c1; c++) sc[c - c0] *= inv;
+    J->to_f16(sc, ph, c1 - c0);
 }
 
 /* One task: token i, kv head kvh, query heads h0 .. h0 + ng - 1 (all of one kv group). */
@@ -93,14 +84,24 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
         const float *q = s->q + ((size_t)i * hp->n_head + h0 + g) * hd;
         for (int d = 0; d < hd; d++) qh[(size_t)g * hd + d] = coli_fp32_to_fp16(q[d]);
     }
-    for (int c = lo; c <= p; c++)
-        J->kq_dot(hd, kc + (size_t)c * k_dim, qh, (size_t)hd * sizeof(coli_half), sc + (c - c0), cstride, ng);
+    const size_t qstride = (size_t)hd * sizeof(coli_half);
+    int c = lo;
+    if (J->kq_dot2)
+        for (; c + 1 <= p; c += 2)
+            J->kq_dot2(hd, kc + (size_t)c * k_dim, (size_t)k_dim * sizeof(coli_half), qh, qstride, sc + (c - c0),
+                       cstride, ng);
+    for (; c <= p; c++) J->kq_dot(hd, kc + (size_t)c * k_dim, qh, qstride, sc + (c - c0), cstride, ng);
     for (int g = 0; g < ng; g++)
-        softmax_f16(sc + (size_t)g * cstride, ph + (size_t)g * cstride, c0, c1, lo, p, hp->kq_scale);
+        softmax_f16(J, sc + (size_t)g * cstride, ph + (size_t)g * cstride, c0, c1, lo, p, hp->kq_scale);
     /* kqv: one V row (value dimension) against the probabilities of every head */
     float *out = s->att + ((size_t)i * hp->n_head + h0) * hdv;
     const size_t ph_stride = cstride * sizeof(coli_half);
-    for (int d = 0; d < hdv; d++) {
+    int d = 0;
+    if (J->kqv_dot2 && c1 <= n_ctx)
+        for (; d + 1 < hdv; d += 2)
+            J->kqv_dot2(len, vc + (size_t)d * n_ctx + c0, (size_t)n_ctx * sizeof(coli_half), ph, ph_stride, out + d,
+                        (size_t)hdv, ng);
+    for (; d < hdv; d++) {
         const coli_half *vrow = vc + (size_t)d * n_ctx + c0;
         if (c1 > n_ctx) {  /* the last chunk runs past the cache: zero-padded copy */
             memcpy(vstage, vrow, (size_t)(n_ctx - c0) * sizeof(coli_half));
@@ -127,12 +128,20 @@ static void attn_worker(void *ctx, int ith, int nth) {
 
 void coli_attention(const coli_model *m, coli_state *s, int il, int n, int pos) {
     const coli_hparams *hp = &m->hp;
-    const coli_type_kernels *k = &coli_kernels()->type[GGML_TYPE_F16];
+    const coli_kernel_table *t = coli_kernels();
+    const coli_type_kernels *k = &t->type[GGML_TYPE_F16];
     const int group = hp->n_head / hp->n_head_kv;
-    attn_job job = {m, s, il, n, pos, group, k->vec_dot, k->vec_dot};
+    attn_job job = {m, s, il, n, pos, group, k->vec_dot, k->vec_dot, k->vec_dot_2w, k->vec_dot_2w, t->exp_sum,
+                    t->type[GGML_TYPE_F16].from_float};
     /* llama.cpp's n_kv is a multiple of 256 cells; a batch of queries goes through tinyBLAS */
-    if (coli_mm_rows(k, hp->head_dim, 256, n) == n) job.kq_dot = k->vec_dot_mm;
-    if (coli_mm_rows(k, 256, hp->head_dim_v, n) == n) job.kqv_dot = k->vec_dot_mm;
+    if (coli_mm_rows(k, hp->head_dim, 256, n) == n) {
+        job.kq_dot = k->vec_dot_mm;
+        job.kq_dot2 = k->vec_dot_mm_2w;
+    }
+    if (coli_mm_rows(k, 256, hp->head_dim_v, n) == n) {
+        job.kqv_dot = k->vec_dot_mm;
+        job.kqv_dot2 = k->vec_dot_mm_2w;
+    }
     /* too few (token, kv head) pairs to keep the threads busy: one task per head */
     if (n * hp->n_head_kv < coli_pool_size(s->pool)) job.heads_per_task = 1;
     coli_pool_run(s->pool, attn_worker, &job);

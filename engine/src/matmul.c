@@ -25,7 +25,7 @@ typedef struct {
     float *y;
     coli_vec_dot_fn vec_dot;      /* rows [mm_rows, n_rows): ggml's one-row arithmetic */
     coli_vec_dot_fn vec_dot_mm;   /* rows [0, mm_rows): its batched arithmetic */
-    coli_vec_dot_nw_fn vec_dot_2w, vec_dot_16w, vec_dot_mm_16w;
+    coli_vec_dot_nw_fn vec_dot_2w, vec_dot_16w, vec_dot_mm_2w, vec_dot_mm_16w;
     int64_t mm_rows;
     int64_t chunk_rows;
     int64_t n_chunks;
@@ -68,15 +68,17 @@ static void dot_chunk(const mm_ctx *c, int64_t o0, int64_t o1) {
             continue;
         }
         const char *wr = c->w + o * c->w_row_bytes;
-        const int two = c->vec_dot_2w && o + 1 < o1;  /* a pair of weight rows per call, same bits */
+        /* a pair of weight rows per call where a kernel does it, same bits */
+        const int two = o + 1 < o1 && (c->mm_rows == 0 || c->vec_dot_mm_2w) && (c->mm_rows == c->n_rows || c->vec_dot_2w);
         for (int64_t r = 0; r < c->n_rows;) {
             const int64_t end = r < c->mm_rows ? c->mm_rows : c->n_rows;
             const int nr = (int)(end - r < COLI_MAX_NR ? end - r : COLI_MAX_NR);
             const char *a = (const char *)c->xq + r * c->xq_stride;
             float *y = c->y + r * c->n_out + o;
-            if (r < c->mm_rows) {
-                for (int j = 0; j <= two; j++)
-                    c->vec_dot_mm((int)c->n_in, wr + j * c->w_row_bytes, a, c->xq_stride, y + j, (size_t)c->n_out, nr);
+            if (r < c->mm_rows && two) {
+                c->vec_dot_mm_2w((int)c->n_in, wr, c->w_row_bytes, a, c->xq_stride, y, (size_t)c->n_out, nr);
+            } else if (r < c->mm_rows) {
+                c->vec_dot_mm((int)c->n_in, wr, a, c->xq_stride, y, (size_t)c->n_out, nr);
             } else if (two) {
                 c->vec_dot_2w((int)c->n_in, wr, c->w_row_bytes, a, c->xq_stride, y, (size_t)c->n_out, nr);
             } else {
@@ -155,6 +157,7 @@ static void set_kernels(mm_ctx *c, const coli_type_kernels *k) {
     c->vec_dot_mm = k->vec_dot_mm;
     c->vec_dot_2w = k->vec_dot_2w;
     c->vec_dot_16w = k->vec_dot_16w;
+    c->vec_dot_mm_2w = k->vec_dot_mm_2w;
     c->vec_dot_mm_16w = k->vec_dot_mm_16w;
     c->mm_rows = coli_mm_rows(k, c->n_in, c->n_out, c->n_rows);
 }

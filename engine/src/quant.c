@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "ops.h"
 #include "quant.h"
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -444,6 +445,20 @@ void quantize_row_q8_K_ref(const float *x, void *vy, int64_t n) {
     }
 }
 
+/* ---- softmax exponentials ---------------------------------------------------------- */
+
+double coli_exp_sum_generic(float *x, int n, float max) {
+    double sum = 0.0;
+    for (int i = 0; i < n; i += 16) {
+        float *e = x + i, r[8], t[4];
+        for (int j = 0; j < 16; j++) e[j] = coli_ggml_expf(e[j] - max);
+        for (int j = 0; j < 8; j++) r[j] = e[j + 8] + e[j];  /* _mm512_reduce_add_ps */
+        for (int j = 0; j < 4; j++) t[j] = r[j + 4] + r[j];
+        sum += (double)((t[0] + t[2]) + (t[1] + t[3]));
+    }
+    return sum;
+}
+
 /* ---- generic dot products ------------------------------------------------------- */
 
 /* One row: returns dot(w, a) of n elements. */
@@ -706,7 +721,8 @@ GENERIC_NR(vec_dot_q6_K_q8_K_generic, dot1_q6_K)
 
 /* ---- dispatch tables --------------------------------------------------------------- */
 
-#define T(vdt, ff, tf, vd) {GGML_TYPE_##vdt, ff, tf, vd, NULL, NULL, NULL, NULL, 0, 1, 1, 1}
+#define T(vdt, ff, tf, vd) \
+    {.vec_dot_type = GGML_TYPE_##vdt, .from_float = ff, .to_float = tf, .vec_dot = vd, .mm_group = 1, .mm_in_mult = 1, .mm_out_mult = 1}
 
 #define ACT_ROWS(q80, q81, f16)                                                         \
     [GGML_TYPE_F32] = T(F32, NULL, dequantize_row_f32, NULL),                           \
@@ -750,6 +766,7 @@ static void build_tables(void) {
         ACT_ROWS(quantize_row_q8_0, quantize_row_q8_1, quantize_row_f16)};
     coli_kernel_table *t = &g_tables[0];
     t->name = "scalar";
+    t->exp_sum = coli_exp_sum_generic;
     memcpy(t->type, scalar_rows, sizeof scalar_rows);
 #define SET_GENERIC(T_, fn) t->type[GGML_TYPE_##T_].vec_dot = vec_dot_##fn##_generic;
     DOT_TYPES(SET_GENERIC)
@@ -776,6 +793,9 @@ static void build_tables(void) {
     t->type[GGML_TYPE_F16].vec_dot = vec_dot_f16_f16_avx512;
     set_mm(&t->type[GGML_TYPE_F32], vec_dot_f32_f32_mm_avx512, 2, 1, 16, 4);  /* tinyBLAS<16> */
     set_mm(&t->type[GGML_TYPE_F16], vec_dot_f16_f16_mm_avx512, 2, 1, 16, 4);
+    t->type[GGML_TYPE_F32].vec_dot_mm_2w = vec_dot_f32_f32_mm_2w_avx512;
+    t->type[GGML_TYPE_F16].vec_dot_mm_2w = vec_dot_f16_f16_mm_2w_avx512;
+    t->exp_sum = coli_exp_sum_avx512;
     if (coli_cpu()->avx512bf16) t->type[GGML_TYPE_BF16].vec_dot = vec_dot_bf16_bf16_avx512;
     t->type[GGML_TYPE_Q4_0].vec_dot = vec_dot_q4_0_q8_0_avx512;
     t->type[GGML_TYPE_Q5_0].vec_dot = vec_dot_q5_0_q8_0_avx512;

@@ -168,6 +168,7 @@ typedef struct {
     coli_vec_dot_nw_fn vec_dot_2w; /* optional: vec_dot for two weight rows at once (faster) */
     coli_vec_dot_nw_fn vec_dot_16w;    /* optional: vec_dot for 16 weight rows at once */
     coli_vec_dot_fn vec_dot_mm;    /* batched arithmetic, or NULL (same as vec_dot) */
+    coli_vec_dot_nw_fn vec_dot_mm_2w;  /* optional: vec_dot_mm for two weight rows at once */
     coli_vec_dot_nw_fn vec_dot_mm_16w; /* optional: vec_dot_mm for 16 weight rows at once */
     int mm_min_rows;               /* a batch of at least this many rows uses vec_dot_mm */
     int mm_group;                  /* ... for its first n - n % mm_group rows */
@@ -180,9 +181,16 @@ static inline int64_t coli_mm_rows(const coli_type_kernels *k, int64_t n_in, int
     return n_rows - n_rows % k->mm_group;
 }
 
+/* The exponentials of ggml_vec_soft_max_f32: x[i] = exp(x[i] - max) in place
+ * by ggml_v_expf's AVX-512 arithmetic (-inf gives 0), n % 16 == 0; returns
+ * the sum as ggml adds it: each chunk of 16 in float (_mm512_reduce_add_ps),
+ * the chunk sums in double. */
+typedef double (*coli_exp_sum_fn)(float *x, int n, float max);
+
 typedef struct {
     const char *name;  /* "scalar" | "avx2" | "avx512" */
     coli_type_kernels type[GGML_TYPE_COUNT];
+    coli_exp_sum_fn exp_sum;
 } coli_kernel_table;
 
 /* The table in force (chosen from the CPU on first use). Never NULL. */
@@ -235,6 +243,8 @@ void quantize_row_q8_K_ref(const float *x, void *y, int64_t n);  /* also the act
  * to even; Q8_1's s = fp16(d * sum) with d not rounded to half. */
 void quantize_row_q8_0(const float *x, void *y, int64_t n);
 void quantize_row_q8_1(const float *x, void *y, int64_t n);
+/* ggml_vec_soft_max_f32's exponentials and sum (coli_exp_sum_fn), one lane at a time */
+double coli_exp_sum_generic(float *x, int n, float max);
 
 #define COLI_DECLARE_VEC_DOT(name) \
     void name(int n, const void *w, const void *a, size_t a_stride, float *s, size_t s_stride, int nr)
@@ -256,6 +266,9 @@ void quantize_row_q8_1(const float *x, void *y, int64_t n);
 
 COLI_DECLARE_VEC_DOTS(generic);
 
+#define COLI_DECLARE_VEC_DOT_2W(name) \
+    void name(int n, const void *w, size_t w_stride, const void *a, size_t a_stride, float *s, size_t s_stride, int nr)
+
 #if defined(__x86_64__) || defined(__i386__)
 #define COLI_X86 1
 /* quant_avx2.c: AVX2 + FMA + F16C */
@@ -275,12 +288,13 @@ COLI_DECLARE_VEC_DOT(vec_dot_f32_f32_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_f32_f32_mm_avx512);   /* tinyBLAS<16> */
 COLI_DECLARE_VEC_DOT(vec_dot_f16_f16_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_f16_f16_mm_avx512);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_f32_f32_mm_2w_avx512);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_f16_f16_mm_2w_avx512);
+double coli_exp_sum_avx512(float *x, int n, float max);
 COLI_DECLARE_VEC_DOT(vec_dot_bf16_bf16_avx512);     /* needs avx512bf16 */
 COLI_DECLARE_VEC_DOT(vec_dot_q4_0_q8_0_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_q5_0_q8_0_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_q8_0_q8_0_avx512);
-#define COLI_DECLARE_VEC_DOT_2W(name) \
-    void name(int n, const void *w, size_t w_stride, const void *a, size_t a_stride, float *s, size_t s_stride, int nr)
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_0_q8_0_2w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q5_0_q8_0_2w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q8_0_q8_0_2w_avx512);

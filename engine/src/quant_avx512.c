@@ -91,6 +91,66 @@ INL void fdot_mm_nr(int n, const void *w, const char *a, size_t as, float *s, si
     for (int r = 0; r < nr; r++) s[r * ss] = _mm512_reduce_add_ps(acc[r]);
 }
 
+/* tinyBLAS<16> for two weight rows: twice the independent fma chains */
+INL void fdot_mm_2w_nr(int n, const void *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int f16,
+                       const int nr) {
+    const char *w1 = (const char *)w + wst;
+    __m512 acc[COLI_MAX_NR][2];
+    for (int r = 0; r < nr; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int i = 0; i < n; i += 16) {
+        const __m512 w0v = ld16(w, i, f16), w1v = ld16(w1, i, f16);
+        for (int r = 0; r < nr; r++) {
+            const __m512 x = ld16(a + r * as, i, f16);
+            acc[r][0] = _mm512_fmadd_ps(w0v, x, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(w1v, x, acc[r][1]);
+        }
+    }
+    for (int r = 0; r < nr; r++) {
+        s[r * ss] = _mm512_reduce_add_ps(acc[r][0]);
+        s[r * ss + 1] = _mm512_reduce_add_ps(acc[r][1]);
+    }
+}
+
+TGT void vec_dot_f32_f32_mm_2w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                      int nr) {
+    DISPATCH_NR(fdot_mm_2w_nr, n, w, wst, (const char *)a, as, s, ss, 0)
+}
+TGT void vec_dot_f16_f16_mm_2w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                      int nr) {
+    DISPATCH_NR(fdot_mm_2w_nr, n, w, wst, (const char *)a, as, s, ss, 1)
+}
+
+/* ggml_v_expf (ggml-cpu/vec.h, AVX-512 build), instruction for instruction */
+INL __m512 v_expf(__m512 x) {
+    const __m512 r = _mm512_set1_ps(0x1.8p23f);
+    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
+    const __m512 n = _mm512_sub_ps(z, r);
+    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+    const __mmask16 d = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192), _CMP_GT_OQ);
+    const __m512 u = _mm512_mul_ps(b, b);
+    const __m512 j = _mm512_fmadd_ps(
+        _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0F)));
+    const __m512 res = _mm512_scalef_ps(j, n);
+    if (_mm512_kortestz(d, d)) return res;
+    const __m512 zero = _mm512_setzero_ps();
+    const __m512 alt = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, zero, _CMP_LE_OQ), _mm512_set1_ps(INFINITY), zero);
+    return _mm512_mask_blend_ps(d, res, alt);
+}
+
+/* ggml_vec_soft_max_f32's loop (coli_exp_sum_fn) */
+TGT double coli_exp_sum_avx512(float *x, int n, float max) {
+    double sum = 0.0;
+    const __m512 m = _mm512_set1_ps(max);
+    for (int i = 0; i + 15 < n; i += 16) {
+        const __m512 v = v_expf(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
+        _mm512_storeu_ps(x + i, v);
+        sum += (double)_mm512_reduce_add_ps(v);
+    }
+    return sum;
+}
+
 TGT void vec_dot_f32_f32_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
     DISPATCH_NR(fdot_nr, n, w, (const char *)a, as, s, ss, 0)
 }

@@ -269,17 +269,20 @@ static void test_batched_kernels(void) {
                           f ? "vec_dot_mm_16w" : "vec_dot_16w", tname(wt), (long long)n, bad, COLI_MAX_NR);
                     free(w16b);
                 }
-                for (int nr = 1; kk->vec_dot_2w && nr <= COLI_MAX_NR; nr++) {
-                    float s2[COLI_MAX_NR][2], s0, s1;
-                    kk->vec_dot_2w((int)n, w, wrow, a, arow, &s2[0][0], 2, nr);
-                    for (int r = 0; r < nr; r++) {
-                        kk->vec_dot((int)n, w, a + r * arow, 0, &s0, 1, 1);
-                        kk->vec_dot((int)n, w + wrow, a + r * arow, 0, &s1, 1, 1);
-                        CHECK(memcmp(&s0, &s2[r][0], 4) == 0 && memcmp(&s1, &s2[r][1], 4) == 0,
-                              "%s vec_dot_2w %s n=%lld nr=%d row %d: %.9g %.9g != vec_dot %.9g %.9g", isa, tname(wt),
-                              (long long)n, nr, r, s2[r][0], s2[r][1], s0, s1);
+                coli_vec_dot_nw_fn w2[2] = {kk->vec_dot_2w, kk->vec_dot_mm_2w};
+                for (int f = 0; f < 2; f++)
+                    for (int nr = 1; w2[f] && nr <= COLI_MAX_NR; nr++) {
+                        float s2[COLI_MAX_NR][2], s0, s1;
+                        w2[f]((int)n, w, wrow, a, arow, &s2[0][0], 2, nr);
+                        for (int r = 0; r < nr; r++) {
+                            fns[f]((int)n, w, a + r * arow, 0, &s0, 1, 1);
+                            fns[f]((int)n, w + wrow, a + r * arow, 0, &s1, 1, 1);
+                            CHECK(memcmp(&s0, &s2[r][0], 4) == 0 && memcmp(&s1, &s2[r][1], 4) == 0,
+                                  "%s %s %s n=%lld nr=%d row %d: %.9g %.9g != one row %.9g %.9g", isa,
+                                  f ? "vec_dot_mm_2w" : "vec_dot_2w", tname(wt), (long long)n, nr, r, s2[r][0], s2[r][1],
+                                  s0, s1);
+                        }
                     }
-                }
             }
             if (same_across_isas[k])
                 CHECK(memcmp(res[0], res[1], sizeof res[0]) == 0, "%s n=%lld: avx2 and avx512 kernels differ", tname(wt),
@@ -289,6 +292,22 @@ static void test_batched_kernels(void) {
             free(x);
         }
     }
+}
+
+/* ggml_vec_soft_max_f32's exponentials: the AVX-512 kernel == the scalar one
+ * (coli_ggml_expf), bit for bit, including -inf (masked cells) and overflow */
+static void test_exp_sum(void) {
+    if (colibri_kernel_set_isa("avx512") != 0) return;
+    const coli_exp_sum_fn simd = coli_kernels()->exp_sum;
+    enum { N = 4096 };
+    static float x[N], y[N];
+    for (int i = 0; i < N; i++) x[i] = frand() * (i < 2048 ? 20.0f : 120.0f);
+    for (int i = 0; i < N; i += 37) x[i] = -INFINITY;
+    x[5] = 200.0f;
+    memcpy(y, x, sizeof x);
+    const double a = coli_exp_sum_generic(x, N, 3.0f), b = simd(y, N, 3.0f);
+    CHECK(memcmp(x, y, sizeof x) == 0 && memcmp(&a, &b, sizeof a) == 0, "exp_sum: avx512 %.17g != scalar %.17g", b, a);
+    CHECK(y[37] == 0.0f && y[0] == 0.0f, "exp(-inf) = %g", y[37]);
 }
 
 static void test_quantizers(const char *isa) {
@@ -496,6 +515,7 @@ int main(void) {
     if (coli_cpu()->f16c) test_fp16_f16c();
     test_spare_avx512();
     test_batched_kernels();
+    test_exp_sum();
 #endif
     test_validation();
     test_pool();
