@@ -157,9 +157,11 @@ typedef void (*coli_vec_dot_nw_fn)(int n, const void *w, size_t w_stride, const 
 /* llama.cpp's CPU backend does not add up a dot product the same way in every
  * call: one row (decode) goes through ggml_vec_dot_*, a batch through
  * llamafile's tinyBLAS (F32/F16), the tiled K-quant matmul (Q6_K, n >= 8) or
- * the repacked gemm (Q4_K, whole groups of 4 rows). Each is mirrored bit for
- * bit by a kernel here: `vec_dot` is the one-row arithmetic, `vec_dot_mm` the
- * batched one where it differs (coli_mm_rows() says which rows use it). */
+ * the repacked gemm (Q4_K, whole groups of 4 rows); Q4_0 weights with
+ * n_out % 8 == 0 are repacked at load and use their own gemv/gemm for every
+ * row. Each is mirrored bit for bit by a kernel here: `vec_dot` is the one-row
+ * arithmetic, `vec_dot_mm` the batched one where it differs (coli_mm_rows()
+ * says which rows use it). */
 typedef struct {
     uint32_t vec_dot_type;         /* activation type this weight type dots with */
     coli_from_float_fn from_float; /* f32 -> this type as an activation (NULL for F32: used as is) */
@@ -275,6 +277,7 @@ COLI_DECLARE_VEC_DOTS(generic);
 COLI_DECLARE_VEC_DOTS(avx2);
 COLI_DECLARE_VEC_DOT(vec_dot_f32_f32_mm_avx2);  /* tinyBLAS<8> */
 COLI_DECLARE_VEC_DOT(vec_dot_f16_f16_mm_avx2);
+COLI_DECLARE_VEC_DOT(vec_dot_q4_0_q8_0_mm_avx2); /* repacked q4_0_8x8 gemv/gemm */
 COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_mm_avx2); /* repacked q4_K_8x8 gemm */
 COLI_DECLARE_VEC_DOT(vec_dot_q6_K_q8_K_mm_avx2); /* tiled K-quant matmul */
 void quantize_row_q8_0_avx2(const float *x, void *y, int64_t n);
@@ -298,6 +301,8 @@ COLI_DECLARE_VEC_DOT(vec_dot_q8_0_q8_0_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_0_q8_0_2w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q5_0_q8_0_2w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q8_0_q8_0_2w_avx512);
+COLI_DECLARE_VEC_DOT(vec_dot_q4_0_q8_0_mm_avx512);     /* repacked q4_0_8x8 gemv/gemm */
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_0_q8_0_mm_16w_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_avx512);     /* repacked q4_K_8x8 gemv */
 COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_mm_avx512);  /* repacked q4_K_8x8 gemm */
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_K_q8_K_16w_avx512);

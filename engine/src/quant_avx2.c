@@ -315,6 +315,28 @@ INL void q8_0_family_nr(int n, const void *w, const char *a, size_t as, float *s
     for (int r = 0; r < nr; r++) s[r * ss] = hsum_f32_8(acc[r]);
 }
 
+/* Q4_0 repacked by llama.cpp (n_out % 8 == 0): acc = fma(float(isum), dw * dy, acc) per block */
+INL void q4_0_repacked_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
+    const int nb = n / QK4_0;
+    float acc[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = 0.0f;
+    for (int ib = 0; ib < nb; ib++) {
+        float dw;
+        const __m256i wq = w_bytes_q(w, ib, 1, &dw);
+        const __m256i aw = _mm256_sign_epi8(wq, wq);
+        for (int r = 0; r < nr; r++) {
+            const block_q8_0 *y = (const block_q8_0 *)(a + r * as) + ib;
+            const int isum = hsum_i32_8(dot_i8(aw, wq, _mm256_loadu_si256((const __m256i *)y->qs)));
+            acc[r] = fmaf((float)isum, dw * h2f(y->d), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) s[r * ss] = acc[r];
+}
+
+TGT void vec_dot_q4_0_q8_0_mm_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    DISPATCH_NR(q4_0_repacked_nr, n, w, (const char *)a, as, s, ss)
+}
+
 TGT void vec_dot_q8_0_q8_0_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
     DISPATCH_NR(q8_0_family_nr, n, w, (const char *)a, as, s, ss, 0)
 }

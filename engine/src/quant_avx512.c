@@ -34,6 +34,8 @@ INL __m512i load2x256(const void *lo, const void *hi) {
                               _mm256_loadu_si256((const __m256i *)hi), 1);
 }
 
+#define Q4K_ROWS 64 /* activation rows per pass over a 16-row weight tile (the 16w kernels) */
+
 /* hsum_float_8 of ggml (x86/quants.c) and tinyBLAS's hsum(__m256) */
 INL float hsum8(__m256 x) {
     __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
@@ -389,6 +391,84 @@ DEF_2W(vec_dot_q8_0_q8_0_2w_avx512, 0)
 DEF_2W(vec_dot_q4_0_q8_0_2w_avx512, 1)
 DEF_2W(vec_dot_q5_0_q8_0_2w_avx512, 2)
 
+/* Q4_0 as llama.cpp computes it when it repacks the weights (n_out % 8 == 0:
+ * block_q4_0x8, ggml_gemv/gemm_q4_0_8x8_q8_0): per output, block after block,
+ * acc = fma(float(isum), dw * dy, acc) with isum the block's exact integer sum. */
+INL int hsum_i32_8(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+INL void q4_0_repacked_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
+    const int nb = n / QK4_0;
+    float acc[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = 0.0f;
+    for (int ib = 0; ib < nb; ib++) {
+        const float dw = h2f(((const block_q4_0 *)w + ib)->d);
+        const __m256i wq = w1_q(w, ib, 1);
+        const __m256i aw = _mm256_abs_epi8(wq);
+        const __mmask32 neg = _mm256_movepi8_mask(wq);
+        for (int r = 0; r < nr; r++) {
+            const block_q8_0 *y = (const block_q8_0 *)(a + r * as) + ib;
+            __m256i yq = _mm256_loadu_si256((const __m256i *)y->qs);
+            yq = _mm256_mask_sub_epi8(yq, neg, _mm256_setzero_si256(), yq);
+            const int isum = hsum_i32_8(_mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, yq));
+            acc[r] = fmaf((float)isum, dw * h2f(y->d), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) s[r * ss] = acc[r];
+}
+
+TGT void vec_dot_q4_0_q8_0_mm_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    DISPATCH_NR(q4_0_repacked_nr, n, w, (const char *)a, as, s, ss)
+}
+
+/* The same for 16 weight rows, one per lane: dpbusd of the activation bytes
+ * + 128 (unsigned) with the signed weights, less 128 * the weights' sum. */
+INL void q4_0_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr) {
+    const int nb = n / QK4_0;
+    const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)wst));
+    const __m512i m4 = _mm512_set1_epi8(0xF), b8 = _mm512_set1_epi8(8), ones = _mm512_set1_epi8(1);
+    float acc[Q4K_ROWS][16];
+    for (int r0 = 0; r0 < nr; r0 += Q4K_ROWS) {
+        const int rn = nr - r0 < Q4K_ROWS ? nr - r0 : Q4K_ROWS;
+        memset(acc, 0, (size_t)rn * sizeof acc[0]);
+        for (int ib = 0; ib < nb; ib++) {
+            const char *base = w + (size_t)ib * sizeof(block_q4_0);
+            const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(off, base, 1)));
+            __m512i wk[8], wsum = _mm512_setzero_si512();  /* wk[k]: elements 4k..4k+3 of the 16 rows, minus 8 */
+            for (int k = 0; k < 4; k++) {
+                const __m512i q = _mm512_i32gather_epi32(off, base + offsetof(block_q4_0, qs) + 4 * k, 1);
+                wk[k] = _mm512_sub_epi8(_mm512_and_si512(q, m4), b8);
+                wk[4 + k] = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), b8);
+            }
+            for (int k = 0; k < 8; k++) wsum = _mm512_dpbusd_epi32(wsum, ones, wk[k]);
+            const __m512i corr = _mm512_slli_epi32(wsum, 7);
+            for (int r = 0; r < rn; r++) {
+                const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)(r0 + r) * as) + ib;
+                uint32_t yb[8];
+                _mm256_storeu_si256((__m256i *)yb, _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y->qs),
+                                                                   _mm256_set1_epi8((char)0x80)));
+                __m512i isum = _mm512_setzero_si512();
+                for (int k = 0; k < 8; k++) isum = _mm512_dpbusd_epi32(isum, _mm512_set1_epi32((int)yb[k]), wk[k]);
+                isum = _mm512_sub_epi32(isum, corr);
+                const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(h2f(y->d)));
+                _mm512_storeu_ps(acc[r], _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, _mm512_loadu_ps(acc[r])));
+            }
+        }
+        for (int r = 0; r < rn; r++)
+            for (int j = 0; j < 16; j++) s[(size_t)(r0 + r) * ss + j] = acc[r][j];
+    }
+}
+
+TGT void vec_dot_q4_0_q8_0_mm_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                         size_t ss, int nr) {
+    q4_0_16w(n, w, wst, a, as, s, ss, nr);
+}
+
 /* ---- K-quants ---------------------------------------------------------------------- */
 
 INL void k4_unpack(const uint8_t *packed, uint32_t utmp[4]) {
@@ -441,7 +521,6 @@ INL void transpose16(__m512i r[16]) {
     }
 }
 
-#define Q4K_ROWS 64 /* activation rows per pass over a 16-row weight tile */
 
 INL void q4_K_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
                   const int gemm) {

@@ -2,7 +2,7 @@
 
 The reference's libggml-cpu (llama-cpp-python's build) runs ggml_mul_mat on
 the same weights and activations, with weights that llama.cpp repacks at load
-(Q4_K here) in its CPU_REPACK buffer, as a model load does. For every batch
+(Q4_0, Q4_K) in its CPU_REPACK buffer, as a model load does. For every batch
 size its arithmetic depends on (one row: ggml_vec_dot; batches: tinyBLAS, the
 tiled K-quant matmul from 8 rows, the repacked gemm on whole groups of 4 rows),
 our coli_matmul must give identical floats."""
@@ -132,7 +132,7 @@ def ours(wtype, w, n_in, n_out, x):
 
 @pytest.mark.parametrize("wtype,n_in,n_out", [
     (F32, 512, 64), (F32, 320, 67), (F16, 512, 64), (F16, 336, 66),
-    (Q8_0, 640, 64), (Q5_0, 640, 64), (Q4_0, 640, 66),  # Q4_0 with n_out % 8 == 0 is repacked: not mirrored
+    (Q8_0, 640, 64), (Q5_0, 640, 64), (Q4_0, 640, 64), (Q4_0, 640, 66),  # Q4_0: repacked / not (n_out % 8)
     (Q4_K, 1024, 64), (Q6_K, 1024, 64), (Q6_K, 512, 37),
 ])
 def test_matmul_bits_equal_ggml(ggml, wtype, n_in, n_out):
