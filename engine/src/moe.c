@@ -5,6 +5,7 @@
  * and the weighted outputs summed in rank order. */
 #include <math.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "error.h"
@@ -87,27 +88,33 @@ typedef struct {
     atomic_int next;
 } moe_job;
 
-/* y[r][o] for o in [o0, o1) and the `rows` activation rows: the one-row
- * arithmetic (ggml's mul_mat_id uses vec_dot whatever the batch), through the
- * kernels that take 16 or 2 weight rows per call when the type has them. */
+/* y[r][o] for o in [o0, o1) and the `rows` activation rows, with the
+ * arithmetic ggml's mul_mat_id uses: one-row vec_dot whatever the batch,
+ * except for weights llama.cpp repacks at load (Q4_0 with n_out % 8 == 0),
+ * whose gemv/gemm arithmetic serves every row (kernels' vec_dot_mm with
+ * mm_group 1). Through the 16- or 2-weight-row kernels when the type has them. */
 static void dot_rows(const coli_mat *w, int64_t o0, int64_t o1, const char *xq, size_t xq_stride, int rows,
                      float *y, size_t y_stride) {
     const coli_type_kernels *k = &coli_kernels()->type[w->type];
+    const bool repacked = k->vec_dot_mm && k->mm_min_rows <= 1 && k->mm_group == 1 && w->n_in % k->mm_in_mult == 0 &&
+                          w->n_out % k->mm_out_mult == 0;
+    const coli_vec_dot_fn dot1 = repacked ? k->vec_dot_mm : k->vec_dot;
+    const coli_vec_dot_nw_fn dot2 = repacked ? k->vec_dot_mm_2w : k->vec_dot_2w;
+    const coli_vec_dot_nw_fn dot16 = repacked ? k->vec_dot_mm_16w : k->vec_dot_16w;
     const size_t row_bytes = coli_row_size(w->type, w->n_in);
     const int n = (int)w->n_in;
     int64_t o = o0;
-    if (k->vec_dot_16w)
+    if (dot16)
         for (; o + 16 <= o1; o += 16)
-            k->vec_dot_16w(n, (const char *)w->data + o * row_bytes, row_bytes, xq, xq_stride, y + o, y_stride, rows);
-    for (; o < o1; o += (k->vec_dot_2w && o + 2 <= o1) ? 2 : 1) {
+            dot16(n, (const char *)w->data + o * row_bytes, row_bytes, xq, xq_stride, y + o, y_stride, rows);
+    for (; o < o1; o += (dot2 && o + 2 <= o1) ? 2 : 1) {
         const char *wr = (const char *)w->data + o * row_bytes;
         for (int r = 0; r < rows; r += COLI_MAX_NR) {
             const int nr = rows - r < COLI_MAX_NR ? rows - r : COLI_MAX_NR;
-            if (k->vec_dot_2w && o + 2 <= o1)
-                k->vec_dot_2w(n, wr, row_bytes, xq + (size_t)r * xq_stride, xq_stride, y + (size_t)r * y_stride + o,
-                              y_stride, nr);
+            if (dot2 && o + 2 <= o1)
+                dot2(n, wr, row_bytes, xq + (size_t)r * xq_stride, xq_stride, y + (size_t)r * y_stride + o, y_stride, nr);
             else
-                k->vec_dot(n, wr, xq + (size_t)r * xq_stride, xq_stride, y + (size_t)r * y_stride + o, y_stride, nr);
+                dot1(n, wr, xq + (size_t)r * xq_stride, xq_stride, y + (size_t)r * y_stride + o, y_stride, nr);
         }
     }
 }
