@@ -54,4 +54,6 @@ ensure_llama_cpp
 say "building the sanitizer build of the engine (make -C engine asan)"
 make -s -C "$ROOT/engine" asan
 cd "$ROOT"
+# the reference is installed above: a test that cannot import it must fail, not skip
+export COLI_REQUIRE_REFERENCE=1
 exec "$PY" -m pytest "$@"
