@@ -172,6 +172,20 @@ static void plan_chunks(mm_ctx *c, int nth) {
     atomic_init(&c->next_chunk, 0);
 }
 
+/* The dot-product half of a context: weights, output and kernels. */
+static void mm_init(mm_ctx *c, coli_pool *pool, const void *w, uint32_t wtype, const coli_type_kernels *k,
+                    int64_t n_in, int64_t n_out, int64_t n_rows, float *y) {
+    memset(c, 0, sizeof *c);
+    c->n_in = n_in;
+    c->n_rows = n_rows;
+    c->w = w;
+    c->w_row_bytes = coli_row_size(wtype, n_in);
+    c->n_out = n_out;
+    c->y = y;
+    set_kernels(c, k);
+    c->pool = pool;
+}
+
 int coli_matmul(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, int64_t n_out, const float *x,
                 int64_t n_rows, float *y, void *scratch) {
     const coli_type_kernels *k = NULL;
@@ -180,16 +194,8 @@ int coli_matmul(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, in
     if (n_rows == 0 || n_out == 0) return COLI_OK;
     const coli_kernel_table *t = coli_kernels();
     mm_ctx c;
-    memset(&c, 0, sizeof c);
+    mm_init(&c, pool, w, wtype, k, n_in, n_out, n_rows, y);
     c.x = x;
-    c.n_in = n_in;
-    c.n_rows = n_rows;
-    c.w = w;
-    c.w_row_bytes = coli_row_size(wtype, n_in);
-    c.n_out = n_out;
-    c.y = y;
-    set_kernels(&c, k);
-    c.pool = pool;
     if (k->vec_dot_type == GGML_TYPE_F32) {
         c.xq = (void *)x;
         c.xq_stride = (size_t)n_in * sizeof(float);
@@ -237,17 +243,9 @@ int coli_matmul_q(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, 
     if (rc) return rc;
     if (n_rows == 0 || n_out == 0) return COLI_OK;
     mm_ctx c;
-    memset(&c, 0, sizeof c);
+    mm_init(&c, pool, w, wtype, k, n_in, n_out, n_rows, y);
     c.xq = (void *)xq;
     c.xq_stride = xq_stride;
-    c.n_in = n_in;
-    c.n_rows = n_rows;
-    c.w = w;
-    c.w_row_bytes = coli_row_size(wtype, n_in);
-    c.n_out = n_out;
-    c.y = y;
-    set_kernels(&c, k);
-    c.pool = pool;
     plan_chunks(&c, coli_pool_size(pool));
     coli_pool_run_shared(pool, mm_worker, &c);
     return COLI_OK;

@@ -181,23 +181,34 @@ void coli_pool_free(coli_pool *pool) {
 
 int coli_pool_size(const coli_pool *pool) { return pool ? pool->n : 1; }
 
+/* Hand a job to the workers: fn/ctx/n_done/join are published by the
+ * seq_cst increment of the generation that wakes them. */
+static void publish(coli_pool *pool, coli_pool_fn fn, void *ctx, unsigned long long join_bits) {
+    pool->fn = fn;
+    pool->ctx = ctx;
+    atomic_store_explicit(&pool->n_done, 0, memory_order_relaxed);
+    const unsigned g = atomic_load_explicit(&pool->gen, memory_order_relaxed) + 1;
+    atomic_store_explicit(&pool->join, ((unsigned long long)g << 32) | join_bits, memory_order_release);
+    atomic_fetch_add(&pool->gen, 1);
+    wake(pool);
+}
+
+/* Spin until `n` workers have finished the job. */
+static void wait_done(coli_pool *pool, int n) {
+    for (unsigned i = 1; atomic_load_explicit(&pool->n_done, memory_order_acquire) != n; i++) {
+        cpu_relax();
+        if ((i & 1023) == 0) sched_yield();  /* a worker may have been preempted */
+    }
+}
+
 void coli_pool_run(coli_pool *pool, coli_pool_fn fn, void *ctx) {
     if (!pool || pool->n == 1) {
         fn(ctx, 0, 1);
         return;
     }
-    pool->fn = fn;
-    pool->ctx = ctx;
-    atomic_store_explicit(&pool->n_done, 0, memory_order_relaxed);
-    const unsigned g = atomic_load_explicit(&pool->gen, memory_order_relaxed) + 1;
-    atomic_store_explicit(&pool->join, (unsigned long long)g << 32, memory_order_release);
-    atomic_fetch_add(&pool->gen, 1);  /* seq_cst: publishes fn/ctx/n_done/join */
-    wake(pool);
+    publish(pool, fn, ctx, 0);
     fn(ctx, 0, pool->n);
-    for (unsigned i = 1; atomic_load_explicit(&pool->n_done, memory_order_acquire) != pool->n - 1; i++) {
-        cpu_relax();
-        if ((i & 1023) == 0) sched_yield();  /* a worker may have been preempted */
-    }
+    wait_done(pool, pool->n - 1);
 }
 
 void coli_pool_run_shared(coli_pool *pool, coli_pool_fn fn, void *ctx) {
@@ -205,21 +216,11 @@ void coli_pool_run_shared(coli_pool *pool, coli_pool_fn fn, void *ctx) {
         fn(ctx, 0, 1);
         return;
     }
-    pool->fn = fn;
-    pool->ctx = ctx;
-    atomic_store_explicit(&pool->n_done, 0, memory_order_relaxed);
-    const unsigned g = atomic_load_explicit(&pool->gen, memory_order_relaxed) + 1;
-    atomic_store_explicit(&pool->join, ((unsigned long long)g << 32) | JOIN_SHARED | JOIN_OPEN, memory_order_release);
-    atomic_fetch_add(&pool->gen, 1);
-    wake(pool);
+    publish(pool, fn, ctx, JOIN_SHARED | JOIN_OPEN);
     fn(ctx, 0, pool->n);
     /* close the job: workers that have not joined yet will skip it */
     const unsigned long long s = atomic_fetch_and_explicit(&pool->join, ~JOIN_OPEN, memory_order_acq_rel);
-    const int joined = (int)(s & JOIN_COUNT);
-    for (unsigned i = 1; atomic_load_explicit(&pool->n_done, memory_order_acquire) != joined; i++) {
-        cpu_relax();
-        if ((i & 1023) == 0) sched_yield();
-    }
+    wait_done(pool, (int)(s & JOIN_COUNT));
 }
 
 void coli_pool_barrier(coli_pool *pool) {
