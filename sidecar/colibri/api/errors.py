@@ -1,0 +1,57 @@
+"""The OpenAI error envelope: one exception class for every refusal, one builder for its reply.
+
+    raise ApiError(400, "invalid_value", "temperature must be between 0 and 2, got 3", param="temperature")
+
+Handlers raise; the middleware (server.py) turns the exception into
+{"error": {"message", "type", "param", "code"}} with the request-id headers.
+Once a streaming 200 has gone out an error can only close the socket
+(serve-api spec); the SSE writer does that itself.
+"""
+from __future__ import annotations
+
+import json
+import secrets
+
+from aiohttp import web
+
+TYPE_BY_STATUS = {
+    401: "authentication_error",
+    403: "invalid_request_error",
+    404: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+
+class ApiError(Exception):
+    """A request the server refuses, with the status, code and field it names."""
+
+    def __init__(self, status: int, code: str | None, message: str, *, param: str | None = None,
+                 type: str | None = None, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.param = param
+        self.type = type or (TYPE_BY_STATUS.get(status) or ("server_error" if status >= 500 else "invalid_request_error"))
+        self.headers = headers or {}
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def bad_request(code: str, message: str, param: str | None = None) -> ApiError:
+    return ApiError(400, code, message, param=param)
+
+
+def new_request_id() -> str:
+    return "req_" + secrets.token_hex(16)
+
+
+def json_response(payload: object, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    # ensure_ascii=False: text stays as the model wrote it (UTF-8 on the wire)
+    return web.Response(text=json.dumps(payload, ensure_ascii=False, allow_nan=False), status=status,
+                        content_type="application/json", headers=headers)
+
+
+def error_response(err: ApiError) -> web.Response:
+    return json_response(err.body(), status=err.status, headers=err.headers)

@@ -1,0 +1,90 @@
+"""Reading one field of a JSON body with its type and range checked, or a named 400 that
+quotes the field and the value.
+
+JSON gives Python bools where numbers are expected (True is an int in
+Python): every numeric reader refuses bools explicitly.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from colibri.api.errors import ApiError, bad_request
+
+MISSING = object()
+
+
+def type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def wrong_type(param: str, expected: str, value: Any) -> ApiError:
+    return bad_request("invalid_value", f"'{param}' must be {expected}, got {type_name(value)}", param)
+
+
+def out_of_range(param: str, rule: str, value: Any) -> ApiError:
+    return bad_request("invalid_value", f"'{param}' must be {rule}, got {value!r}", param)
+
+
+def opt_bool(body: dict, name: str, default: bool | None = None) -> bool | None:
+    value = body.get(name)
+    if value is None:  # absent and null alike: a client serialising its whole model sends nulls
+        return default
+    if not isinstance(value, bool):
+        raise wrong_type(name, "a boolean", value)
+    return value
+
+
+def opt_int(body: dict, name: str, lo: int | None = None, hi: int | None = None, default: int | None = None) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise wrong_type(name, "an integer", value)
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise wrong_type(name, "an integer", value)
+        value = int(value)
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        rule = f"between {lo} and {hi}" if lo is not None and hi is not None else (f">= {lo}" if lo is not None else f"<= {hi}")
+        raise out_of_range(name, rule, value)
+    return value
+
+
+def opt_number(body: dict, name: str, default: float | None = None) -> float | None:
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise wrong_type(name, "a finite number", value)
+    return float(value)
+
+
+def opt_str(body: dict, name: str, default: str | None = None) -> str | None:
+    value = body.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise wrong_type(name, "a string", value)
+    return value
+
+
+def opt_object(body: dict, name: str) -> dict | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise wrong_type(name, "an object", value)
+    return value

@@ -1,0 +1,68 @@
+"""GET /metrics: Prometheus text exposition (0.0.4) of the scheduler, names as the spec has them.
+
+Gauges and counters are read from the scheduler at collection time (so they
+can never drift from /health); the four histograms are observed as things
+happen. One registry per app: two servers in one process never share series.
+"""
+from __future__ import annotations
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Histogram, disable_created_metrics, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from colibri.scheduler import Scheduler
+
+PREFIX = "colibri_scheduler_"
+BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+disable_created_metrics()  # the spec lists no _created series
+HISTOGRAMS = {
+    "queue_wait": "Wait until admission, for admitted requests only",
+    "slot_duration": "Slot occupancy until completion, failure, or cancellation",
+    "first_output": "Engine-call start to first nonempty text output",
+    "engine_call": "Duration of each finished engine generation call, including failure/cancellation",
+}
+
+
+class SchedulerCollector:
+    def __init__(self, scheduler: Scheduler):
+        self.scheduler = scheduler
+
+    def collect(self):
+        s = self.scheduler
+        for name, value, text in (("active", s.active, "Admitted requests"), ("queued", s.queued, "Waiters"),
+                                  ("capacity", s.capacity, "KV slot capacity"),
+                                  ("max_queue", s.max_queue, "Queue limit")):
+            yield GaugeMetricFamily(PREFIX + name, text, value=value)
+        c = s.counters
+        for name, value, text in (
+                ("admitted", c.admitted, "Requests admitted to a KV slot"),
+                ("completed", c.completed, "Admitted requests that returned normally"),
+                ("failed", c.failed, "Admitted requests that raised an error, excluding client cancellation"),
+                ("rejected", c.rejected, "Queue-full refusals"),
+                ("timed_out", c.timed_out, "Queue timeouts"),
+                ("cancelled", c.cancelled, "Cancellations before admission or during admitted work")):
+            yield CounterMetricFamily(PREFIX + name, text, value=value)
+
+
+class Metrics:
+    """The registry, and the scheduler's Observer for the histograms."""
+
+    def __init__(self, scheduler: Scheduler):
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry.register(SchedulerCollector(scheduler))
+        self.histograms = {name: Histogram(PREFIX + name + "_seconds", text, buckets=BUCKETS, registry=self.registry)
+                           for name, text in HISTOGRAMS.items()}
+
+    def observe(self, name: str, seconds: float) -> None:
+        self.histograms[name].observe(seconds)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+
+async def get_metrics(request: web.Request) -> web.Response:
+    from colibri.api.keys import metrics_key
+
+    return web.Response(body=request.app[metrics_key].exposition(), headers={"Content-Type": CONTENT_TYPE})

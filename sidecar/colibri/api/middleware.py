@@ -1,0 +1,113 @@
+"""What every request passes before a handler sees it, in the spec's order: Host allowlist
+(DNS rebinding), CORS, API key; and the last-resort layer that turns any failure into the
+OpenAI error envelope, never a bare traceback."""
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+
+from aiohttp import web
+
+from colibri.api.errors import ApiError, error_response, new_request_id
+from colibri.api.keys import config_key
+from colibri.serve_config import LOOPBACK_NAMES, ServeConfig
+
+log = logging.getLogger(__name__)
+
+EXPOSED = "x-request-id, x-typesafe-request-id, x-colibri-queue-wait-ms, Retry-After"
+ALLOWED_HEADERS = "Authorization, Content-Type, x-api-key, x-stainless-retry-count, openai-organization"
+OPEN_PATHS = ("/health",)  # reduced without the key
+STATUS_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}
+
+
+def host_name(header: str) -> str:
+    """The host part of a Host header: "[::1]:8000" -> "::1", "localhost:8000" -> "localhost"."""
+    h = header.strip().lower()
+    if h.startswith("["):
+        return h[1:h.find("]")] if "]" in h else h
+    return h.rsplit(":", 1)[0] if h.count(":") == 1 else h
+
+
+def host_allowed(cfg: ServeConfig, header: str) -> bool:
+    name = host_name(header)
+    if name == "":  # HTTP/1.0 clients send none
+        return True
+    allowed = {*LOOPBACK_NAMES, cfg.host.lower().strip("[]"), *(h.lower() for h in cfg.allowed_hosts)}
+    return name in allowed
+
+
+def origin_allowed(cfg: ServeConfig, origin: str) -> bool:
+    return cfg.cors_any or origin.rstrip("/") in cfg.cors_origins
+
+
+def key_of(request: web.Request) -> str | None:
+    auth = request.headers.get("Authorization", "")
+    if auth[:7].lower() == "bearer ":
+        return auth[7:].strip()
+    return request.headers.get("x-api-key")
+
+
+def key_ok(cfg: ServeConfig, request: web.Request) -> bool:
+    if not cfg.api_key:
+        return True
+    given = key_of(request)
+    return given is not None and hmac.compare_digest(given.encode(), cfg.api_key.encode())
+
+
+def needs_key(path: str) -> bool:
+    return path == "/metrics" or path == "/v1" or path.startswith("/v1/")
+
+
+async def on_prepare(request: web.Request, resp: web.StreamResponse) -> None:
+    """Headers every reply carries, streams and files included: the request id and CORS."""
+    request_id = request.get("request_id") or new_request_id()
+    resp.headers["x-request-id"] = resp.headers["x-typesafe-request-id"] = request_id
+    cfg = request.app[config_key]
+    origin = request.headers.get("Origin")
+    if origin and origin_allowed(cfg, origin):
+        resp.headers["Access-Control-Allow-Origin"] = "*" if cfg.cors_any else origin
+        resp.headers["Access-Control-Expose-Headers"] = EXPOSED
+        resp.headers.add("Vary", "Origin")
+
+
+def preflight(request: web.Request) -> web.Response:
+    return web.Response(status=204, headers={
+        "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
+        "Access-Control-Allow-Headers": request.headers.get("Access-Control-Request-Headers", ALLOWED_HEADERS),
+        "Access-Control-Max-Age": "600",
+    })
+
+
+@web.middleware
+async def gateway(request: web.Request, handler) -> web.StreamResponse:
+    cfg = request.app[config_key]
+    request["request_id"] = new_request_id()
+    try:
+        resp = await guarded(request, handler, cfg)
+    except ApiError as err:
+        resp = error_response(err)
+    except web.HTTPException as exc:  # aiohttp's own (unknown route, wrong method): same envelope
+        if exc.status < 400:
+            raise
+        resp = error_response(ApiError(exc.status, STATUS_CODES.get(exc.status), exc.reason or str(exc)))
+    except (asyncio.CancelledError, ConnectionResetError):
+        raise  # the client went away: nothing to answer
+    except Exception:
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        resp = error_response(ApiError(500, "engine_error", "internal error; see the server log"))
+    return resp
+
+
+async def guarded(request: web.Request, handler, cfg: ServeConfig) -> web.StreamResponse:
+    if not host_allowed(cfg, request.headers.get("Host", "")):
+        raise ApiError(403, "forbidden", f"Host {request.headers.get('Host')!r} is not allowed; "
+                                         "start the server with --allowed-host NAME to trust it")
+    if request.method == "OPTIONS":
+        return preflight(request)
+    authed = key_ok(cfg, request)
+    request["authed"] = authed
+    if needs_key(request.path) and not authed:
+        raise ApiError(401, "invalid_api_key", "missing or invalid API key: send 'Authorization: Bearer KEY' "
+                                               "or 'x-api-key: KEY'", type="authentication_error")
+    return await handler(request)

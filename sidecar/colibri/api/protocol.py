@@ -1,0 +1,335 @@
+"""The OpenAI request shapes: a JSON body in, a checked request object out, or a named 400.
+
+Every field is either honoured, accepted-and-ignored (the spec's bookkeeping
+list), or refused by name; an unknown field is refused too, so a client never
+believes a setting took effect when it did not. Log-probs and tools are the
+next issue's: until then they are refused with `unsupported_parameter`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from colibri.api.errors import ApiError, bad_request
+from colibri.api.fields import (opt_bool, opt_int, opt_number, opt_object, opt_str, out_of_range, type_name,
+                                wrong_type)
+
+MAX_STOPS = 4
+MAX_TOP_LOGPROBS = 32
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+# hosted-platform bookkeeping: no local meaning, no effect on generation (serve-api spec)
+IGNORED = frozenset({"store", "metadata", "service_tier", "user", "safety_identifier", "parallel_tool_calls",
+                     "prompt_cache_key", "verbosity", "web_search_options", "moderation"})
+COMMON = frozenset({"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "temperature",
+                    "top_p", "n", "stop", "seed", "presence_penalty", "frequency_penalty", "repetition_penalty",
+                    "logit_bias", "logprobs", "best_of", "modalities", "echo", "cache_slot",
+                    "x_colibri_ignore_leading_stop"})
+CHAT_ONLY = frozenset({"messages", "top_logprobs", "tools", "tool_choice", "functions", "function_call",
+                       "response_format", "enable_thinking", "reasoning_effort", "preserve_thinking",
+                       "strict_tool_calls"})
+COMPLETION_ONLY = frozenset({"prompt", "suffix"})
+CHAT_ROLES = ("system", "developer", "user", "assistant")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the server decides about a request before it reads one."""
+
+    kv_slots: int = 1
+    max_tokens: int = 1024
+    temperature: float = 0.7
+    top_p: float = 0.9
+
+
+@dataclass
+class Options:
+    """The generation settings both endpoints share."""
+
+    max_tokens: int
+    temperature: float
+    top_p: float
+    seed: int | None = None
+    stream: bool = False
+    include_usage: bool = False
+    stop: list[str] = field(default_factory=list)
+    ignore_leading_stop: bool = False
+    cache_slot: int | None = None
+
+
+@dataclass
+class Message:
+    role: str  # system, user or assistant ("developer" is read as system)
+    content: str
+    reasoning_content: str | None = None
+
+
+@dataclass
+class Thinking:
+    enable: bool | None = None  # None: the family's default
+    effort: str | None = None
+    preserve: bool | None = None
+
+    @property
+    def requested(self) -> bool:
+        return bool(self.enable) or (self.effort not in (None, "none")) or bool(self.preserve)
+
+
+@dataclass
+class ChatRequest:
+    messages: list[Message]
+    options: Options
+    thinking: Thinking
+
+
+@dataclass
+class CompletionRequest:
+    prompt: str
+    options: Options
+
+
+def check_fields(body: dict, allowed: frozenset) -> None:
+    for name in body:
+        if name not in allowed and name not in IGNORED:
+            raise ApiError(400, "unsupported_parameter", f"'{name}' is not a parameter this server supports", param=name)
+
+
+def parse_model(body: dict) -> str | None:
+    return opt_str(body, "model")
+
+
+def parse_options(body: dict, limits: Limits) -> Options:
+    stream = opt_bool(body, "stream", False)
+    include_usage = False
+    stream_options = opt_object(body, "stream_options")
+    if stream_options is not None:
+        for key in stream_options:
+            if key not in ("include_usage", "include_obfuscation"):
+                raise ApiError(400, "unsupported_parameter", f"'stream_options.{key}' is not supported",
+                               param=f"stream_options.{key}")
+        for key in ("include_usage", "include_obfuscation"):  # include_obfuscation: accepted, ignored
+            value = stream_options.get(key)
+            if value is not None and not isinstance(value, bool):
+                raise wrong_type(f"stream_options.{key}", "a boolean", value)
+        include_usage = bool(stream_options.get("include_usage"))
+    # max_completion_tokens wins over max_tokens; either is a ceiling, clamped later to the context
+    budget = opt_int(body, "max_completion_tokens", lo=1)
+    legacy = opt_int(body, "max_tokens", lo=1)
+    max_tokens = budget if budget is not None else legacy if legacy is not None else limits.max_tokens
+    temperature = opt_number(body, "temperature", limits.temperature)
+    if not 0.0 <= temperature <= 2.0:
+        raise out_of_range("temperature", "between 0 and 2", body.get("temperature"))
+    top_p = opt_number(body, "top_p", limits.top_p)
+    if not 0.0 < top_p <= 1.0:
+        raise out_of_range("top_p", "in (0, 1]", body.get("top_p"))
+    seed = body.get("seed")  # accepted unvalidated (spec); an integer one is honoured
+    seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+    n = opt_int(body, "n", lo=1)
+    if n not in (None, 1):
+        raise ApiError(400, "unsupported_value", f"'n' must be 1: one choice per request, got {n}", param="n")
+    best_of = opt_int(body, "best_of", lo=1)
+    if best_of not in (None, 1):
+        raise ApiError(400, "unsupported_value", f"'best_of' above 1 is not supported, got {best_of}", param="best_of")
+    for name in ("presence_penalty", "frequency_penalty"):
+        value = opt_number(body, name, 0.0)
+        if value != 0.0:
+            raise ApiError(400, "unsupported_value", f"'{name}' is not supported (token penalties), got {value}",
+                           param=name)
+    repetition = opt_number(body, "repetition_penalty", 1.0)
+    if repetition != 1.0:
+        raise ApiError(400, "unsupported_value", f"'repetition_penalty' is not supported, got {repetition}",
+                       param="repetition_penalty")
+    bias = opt_object(body, "logit_bias")
+    if bias:
+        raise ApiError(400, "unsupported_value", "a non-empty 'logit_bias' is not supported", param="logit_bias")
+    parse_modalities(body)
+    cache_slot = opt_int(body, "cache_slot")
+    if cache_slot is not None and not 0 <= cache_slot < limits.kv_slots:
+        raise out_of_range("cache_slot", f"an integer in [0, {limits.kv_slots}) (--kv-slots {limits.kv_slots})",
+                           cache_slot)
+    return Options(max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed, stream=stream,
+                   include_usage=include_usage, stop=parse_stop(body),
+                   ignore_leading_stop=bool(opt_bool(body, "x_colibri_ignore_leading_stop", False)),
+                   cache_slot=cache_slot)
+
+
+def parse_stop(body: dict) -> list[str]:
+    value = body.get("stop")
+    if value is None:
+        return []
+    stops = [value] if isinstance(value, str) else value
+    if not isinstance(stops, list):
+        raise wrong_type("stop", "a string or an array of strings", value)
+    if len(stops) > MAX_STOPS:
+        raise out_of_range("stop", f"at most {MAX_STOPS} sequences", f"{len(stops)} sequences")
+    for i, s in enumerate(stops):
+        if not isinstance(s, str):
+            raise wrong_type(f"stop.{i}", "a string", s)
+        if s == "":
+            raise bad_request("invalid_value", "a stop sequence must not be empty", f"stop.{i}")
+    return list(dict.fromkeys(stops))
+
+
+def parse_modalities(body: dict) -> None:
+    value = body.get("modalities")
+    if value is None:
+        return
+    if not isinstance(value, list) or not value or not all(isinstance(m, str) for m in value):
+        raise wrong_type("modalities", "a non-empty array of strings", value)
+    other = [m for m in value if m != "text"]
+    if other:
+        raise ApiError(400, "unsupported_value", f"only text output is supported, not {', '.join(other)}",
+                       param="modalities")
+
+
+# ---- chat ---------------------------------------------------------------------
+
+def parse_chat(body: dict, limits: Limits) -> ChatRequest:
+    check_fields(body, COMMON | CHAT_ONLY)
+    options = parse_options(body, limits)
+    refuse_chat_logprobs(body, options)
+    refuse_tools(body)
+    fmt = opt_object(body, "response_format")
+    if fmt is not None and fmt.get("type") != "text":
+        raise ApiError(400, "unsupported_value",
+                       f"response_format {fmt.get('type')!r} is not supported: output is not constrained",
+                       param="response_format.type")
+    effort = opt_str(body, "reasoning_effort")
+    if effort is not None and effort not in REASONING_EFFORTS:
+        raise out_of_range("reasoning_effort", "one of " + ", ".join(REASONING_EFFORTS), effort)
+    thinking = Thinking(enable=opt_bool(body, "enable_thinking"), effort=effort,
+                        preserve=opt_bool(body, "preserve_thinking"))
+    return ChatRequest(messages=parse_messages(body.get("messages")), options=options, thinking=thinking)
+
+
+def refuse_chat_logprobs(body: dict, options: Options) -> None:
+    value = body.get("logprobs")
+    if value is not None and not isinstance(value, bool):
+        raise wrong_type("logprobs", "a boolean on chat completions", value)
+    opt_int(body, "top_logprobs", lo=0, hi=MAX_TOP_LOGPROBS)  # checked even while the gate is closed
+    echo = body.get("echo")
+    if echo is not None and not isinstance(echo, bool):
+        raise wrong_type("echo", "a boolean", echo)
+    if echo:
+        raise ApiError(400, "unsupported_parameter", "chat completions have no 'echo'; use /v1/completions",
+                       param="echo")
+    if value and options.stream:
+        raise ApiError(400, "unsupported_parameter", "'logprobs' cannot be combined with 'stream'", param="logprobs")
+    if value:
+        raise ApiError(400, "unsupported_parameter", "log probabilities are not available on this server yet",
+                       param="logprobs")
+
+
+def refuse_tools(body: dict) -> None:
+    for name in ("functions", "function_call"):
+        if body.get(name) is not None:
+            raise ApiError(400, "unsupported_parameter", f"'{name}' is not supported", param=name)
+    tools = body.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        raise wrong_type("tools", "an array", tools)
+    if tools:
+        raise ApiError(400, "unsupported_parameter", "tool calling is not available on this server yet", param="tools")
+    choice = body.get("tool_choice")
+    if choice not in (None, "none", "auto"):
+        raise ApiError(400, "unsupported_parameter", "'tool_choice' needs tools, which this server does not offer yet",
+                       param="tool_choice")
+    if body.get("strict_tool_calls"):
+        raise ApiError(400, "unsupported_parameter", "'strict_tool_calls' needs tools", param="strict_tool_calls")
+
+
+def parse_messages(value: object) -> list[Message]:
+    if value is None:
+        raise ApiError(400, "missing_required_parameter", "'messages' is required", param="messages")
+    if not isinstance(value, list):
+        raise wrong_type("messages", "an array", value)
+    if not value:
+        raise bad_request("invalid_value", "'messages' must hold at least one message", "messages")
+    return [parse_message(m, i) for i, m in enumerate(value)]
+
+
+def parse_message(m: object, i: int) -> Message:
+    where = f"messages.{i}"
+    if not isinstance(m, dict):
+        raise wrong_type(where, "an object", m)
+    role = m.get("role")
+    if not isinstance(role, str):
+        raise wrong_type(f"{where}.role", "a string", role)
+    if role not in CHAT_ROLES:
+        hint = " (tool messages need tool calling, not available yet)" if role in ("tool", "function") else ""
+        raise ApiError(400, "unsupported_role", f"role {role!r} is not supported{hint}", param=f"{where}.role")
+    if m.get("tool_calls") or m.get("function_call"):
+        raise ApiError(400, "unsupported_parameter", "assistant tool calls are not available on this server yet",
+                       param=f"{where}.tool_calls")
+    content = m.get("content")
+    if content is None and role != "assistant":
+        raise ApiError(400, "missing_required_parameter", f"{role} messages need 'content'", param=f"{where}.content")
+    reasoning = m.get("reasoning_content")
+    if reasoning is not None and not isinstance(reasoning, str):
+        raise wrong_type(f"{where}.reasoning_content", "a string", reasoning)
+    name = m.get("name")
+    if name is not None and not isinstance(name, str):
+        raise wrong_type(f"{where}.name", "a string", name)
+    return Message(role="system" if role == "developer" else role, content=content_text(content, f"{where}.content"),
+                   reasoning_content=reasoning)
+
+
+def content_text(content: object, where: str) -> str:
+    """A message's text: a string, or the text parts of a content array joined by newlines."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise wrong_type(where, "a string or an array of content parts", content)
+    texts = []
+    for j, part in enumerate(content):
+        if not isinstance(part, dict):
+            raise wrong_type(f"{where}.{j}", "an object", part)
+        kind = part.get("type")
+        if kind != "text":
+            raise ApiError(400, "unsupported_content_type",
+                           f"content parts of type {kind!r} are not supported: this server takes text only",
+                           param=f"{where}.{j}")
+        text = part.get("text")
+        if not isinstance(text, str):
+            raise wrong_type(f"{where}.{j}.text", "a string", text)
+        texts.append(text)
+    return "\n".join(texts)
+
+
+# ---- legacy completions ---------------------------------------------------------
+
+def parse_completion(body: dict, limits: Limits) -> CompletionRequest:
+    check_fields(body, COMMON | COMPLETION_ONLY)
+    options = parse_options(body, limits)
+    prompt = body.get("prompt")
+    if prompt is None:
+        raise ApiError(400, "missing_required_parameter", "'prompt' is required", param="prompt")
+    if not isinstance(prompt, str):
+        raise ApiError(400, "unsupported_value",
+                       f"'prompt' must be a string (got {type_name(prompt)}: arrays and token ids are not supported)",
+                       param="prompt")
+    if prompt == "":
+        raise bad_request("invalid_value", "'prompt' must not be empty", "prompt")
+    suffix = body.get("suffix")
+    if suffix is not None and not isinstance(suffix, str):
+        raise wrong_type("suffix", "a string", suffix)
+    if suffix:
+        raise ApiError(400, "unsupported_parameter", "'suffix' (infill) is not supported", param="suffix")
+    refuse_completion_logprobs(body, options)
+    return CompletionRequest(prompt=prompt, options=options)
+
+
+def refuse_completion_logprobs(body: dict, options: Options) -> None:
+    value = body.get("logprobs")
+    if value is True:
+        raise wrong_type("logprobs", "an integer count from 0 to 32 on completions", value)
+    count = 0 if value is False else opt_int(body, "logprobs", lo=0, hi=MAX_TOP_LOGPROBS, default=0)
+    echo = body.get("echo")
+    if echo is not None and not isinstance(echo, bool):
+        raise wrong_type("echo", "a boolean", echo)
+    if count and options.stream:
+        raise ApiError(400, "unsupported_parameter", "'logprobs' cannot be combined with 'stream'", param="logprobs")
+    if echo and not count:
+        raise bad_request("invalid_value", "'echo' requires 'logprobs'", "echo")
+    if count:
+        raise ApiError(400, "unsupported_parameter", "log probabilities are not available on this server yet",
+                       param="logprobs")

@@ -1,0 +1,99 @@
+"""OpenAI messages to the prompt text a model was trained on, including continuation of a
+trailing assistant turn (the prompt then ends inside that turn).
+
+Continuation is the official template rendered with add_generation_prompt=False,
+cut right after the last turn's text: exactly Hugging Face's
+continue_final_message. A template that does not reproduce the text (so no
+cut point exists) falls back to a completed turn plus a fresh cue.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from colibri.api.errors import ApiError, bad_request
+from colibri.api.protocol import Message, Thinking
+from colibri.chat.template import ChatTemplate, TemplateRefused
+
+
+@dataclass
+class Prompt:
+    text: str
+    continued: bool = False  # ends inside the last assistant turn
+    in_reasoning: bool = False  # ends inside an open <think> block
+
+
+class ChatFormat:
+    """How one model's conversations become prompts."""
+
+    def __init__(self, template: ChatTemplate | None):
+        self.template = template
+
+    @property
+    def has_reasoning(self) -> bool:
+        return self.template is not None and self.template.has_reasoning
+
+    def render(self, messages: list[Message], *, continue_assistant: bool = True,
+               thinking: Thinking | None = None) -> Prompt:
+        if self.template is None:
+            raise ApiError(400, "unsupported_endpoint",
+                           "this model file has no chat template and colibri has none for its family; "
+                           "use /v1/completions with a raw prompt")
+        kwargs = self._thinking_kwargs(thinking or Thinking())
+        last = messages[-1]
+        if last.role == "assistant" and last.content == "":
+            messages = messages[:-1]  # an empty trailing turn asks for a fresh answer
+            if not messages:
+                raise bad_request("invalid_value", "the conversation has no message to answer", "messages")
+        elif last.role == "assistant" and continue_assistant:
+            return self._continue(messages, kwargs)
+        return self._finish(self._render(messages, True, kwargs))
+
+    def _continue(self, messages: list[Message], kwargs: dict) -> Prompt:
+        last = messages[-1]
+        if last.content != last.content.rstrip():
+            raise bad_request("invalid_value",
+                              "a trailing assistant turn is continued from its exact text, which must not end in "
+                              "whitespace (the template strips it)", f"messages.{len(messages) - 1}.content")
+        full = self._render(messages, False, kwargs)
+        cut = full.rfind(last.content.lstrip())
+        if cut < 0:  # the template rewrote the text: no open-turn shape, complete it instead
+            return self._finish(self._render(messages, True, kwargs))
+        return self._finish(full[:cut + len(last.content.lstrip())], continued=True)
+
+    def _render(self, messages: list[Message], cue: bool, kwargs: dict) -> str:
+        try:
+            return self.template.render([self._as_dict(m) for m in messages], cue, **kwargs)
+        except TemplateRefused as exc:
+            raise bad_request("invalid_value", str(exc), "messages") from exc
+
+    def _as_dict(self, m: Message) -> dict:
+        d = {"role": m.role, "content": m.content}
+        if m.reasoning_content is not None and self.has_reasoning:
+            d["reasoning_content"] = m.reasoning_content
+        return d
+
+    def _thinking_kwargs(self, thinking: Thinking) -> dict:
+        if not self.has_reasoning:
+            if thinking.requested:
+                param = ("enable_thinking" if thinking.enable else
+                         "reasoning_effort" if thinking.effort not in (None, "none") else "preserve_thinking")
+                raise ApiError(400, "unsupported_parameter", "this model family has no reasoning mode", param=param)
+            return {}
+        kwargs: dict = {}
+        enable = thinking.enable
+        if enable is None and thinking.effort is not None:
+            enable = thinking.effort != "none"
+        if enable is not None:
+            kwargs["enable_thinking"] = enable
+        if thinking.effort is not None:
+            kwargs["reasoning_effort"] = thinking.effort
+        preserve = thinking.preserve if thinking.preserve is not None else (None if enable is None else not enable)
+        if preserve is not None:
+            kwargs["preserve_thinking"] = preserve
+        return kwargs
+
+    def _finish(self, text: str, continued: bool = False) -> Prompt:
+        # a cue that opens <think> (DeepSeek-R1 style) starts the reply inside the reasoning block
+        tail = text.rstrip()
+        in_reasoning = self.has_reasoning and tail.rfind("<think>") > tail.rfind("</think>")
+        return Prompt(text=text, continued=continued, in_reasoning=in_reasoning)

@@ -1,0 +1,67 @@
+"""Splitting a reply into its reasoning block and its answer, as text streams in.
+
+Families with a reasoning mode write `<think>...</think>` before the answer
+(or start inside the block when the prompt's cue opened it). The block's
+text goes to `reasoning_content`, the rest to `content`; a tag split across
+two pieces is held back until it is whole.
+"""
+from __future__ import annotations
+
+OPEN, CLOSE = "<think>", "</think>"
+
+
+class ReasoningSplitter:
+    def __init__(self, in_reasoning: bool = False):
+        self.in_reasoning = in_reasoning
+        self._held = ""
+        self._started = in_reasoning  # only a block at the start of the reply is reasoning
+        self._after_block = False
+
+    def feed(self, text: str) -> tuple[str, str]:
+        """(reasoning, content) completed by this piece."""
+        buf = self._held + text
+        self._held = ""
+        reasoning, content = [], []
+        while buf:
+            if self.in_reasoning:
+                i = buf.find(CLOSE)
+                if i < 0:
+                    keep = _partial(buf, CLOSE)
+                    reasoning.append(buf[:len(buf) - keep])
+                    self._held = buf[len(buf) - keep:]
+                    break
+                reasoning.append(buf[:i])
+                buf = buf[i + len(CLOSE):]
+                self.in_reasoning = False
+                self._started = True
+                self._after_block = True  # the newlines that follow the tag are layout, not answer
+                continue
+            if not self._started:
+                stripped = buf.lstrip()
+                if stripped.startswith(OPEN):
+                    self.in_reasoning = self._started = True
+                    buf = stripped[len(OPEN):].lstrip("\n")
+                    continue
+                if OPEN.startswith(stripped):  # maybe the start of the tag: wait for more
+                    self._held = buf
+                    break
+                self._started = True
+            if self._after_block:
+                buf = buf.lstrip("\n")
+                if not buf:
+                    break
+                self._after_block = False
+            content.append(buf)
+            break
+        return "".join(reasoning), "".join(content)
+
+    def flush(self) -> tuple[str, str]:
+        held, self._held = self._held, ""
+        return (held, "") if self.in_reasoning else ("", held)
+
+
+def _partial(buf: str, tag: str) -> int:
+    for n in range(min(len(tag) - 1, len(buf)), 0, -1):
+        if buf.endswith(tag[:n]):
+            return n
+    return 0

@@ -1,0 +1,111 @@
+"""`coli serve`: keep one model loaded and serve the OpenAI-compatible API (and the dashboard)."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+from pathlib import Path
+
+from colibri.errors import ColiError
+from colibri.serve_config import (DEFAULT_PORT, MAX_BODY_BYTES, MAX_KV_SLOTS, ServeConfig, cors_origins_from,
+                                  default_web_dir, env_flag, env_list, is_loopback)
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name)
+    return value if value not in (None, "") else default
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="serve the OpenAI-compatible API and the dashboard on localhost")
+    p.add_argument("--model", "-m", default=_env("COLI_MODEL"),
+                   help="GGUF file (default: $COLI_MODEL, else the embedded default model)")
+    p.add_argument("--model-id", default=_env("COLI_MODEL_ID"),
+                   help="the name clients use in 'model' (default: $COLI_MODEL_ID, else from the file)")
+    p.add_argument("--host", default=_env("COLI_HOST", "127.0.0.1"), help="bind address (default 127.0.0.1; $COLI_HOST)")
+    p.add_argument("--port", type=int, default=None,
+                   help=f"port (default {DEFAULT_PORT}; 0 picks a free one; $COLI_PORT)")
+    p.add_argument("--api-key", default=_env("COLI_API_KEY"),
+                   help="require this key as 'Authorization: Bearer KEY' or 'x-api-key' ($COLI_API_KEY)")
+    p.add_argument("--kv-slots", type=int, default=None,
+                   help=f"independent KV contexts served at once, 1-{MAX_KV_SLOTS} (default 1; $COLI_KV_SLOTS)")
+    p.add_argument("--ctx", type=int, default=None,
+                   help="context length per slot in tokens (default: min(4096, trained); $COLI_CTX)")
+    p.add_argument("--threads", "-t", type=int, default=None,
+                   help="compute threads (default: physical cores; $COLI_THREADS)")
+    p.add_argument("--max-queue", type=int, default=None,
+                   help="requests allowed to wait for a slot (default 8; $COLI_MAX_QUEUE)")
+    p.add_argument("--queue-timeout", type=float, default=None,
+                   help="seconds a request may wait for a slot before a 429 (default 300; $COLI_QUEUE_TIMEOUT)")
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="budget of a request that names none (default 1024; $COLI_MAX_TOKENS)")
+    p.add_argument("--allowed-host", action="append", default=None, metavar="NAME",
+                   help="also accept this Host header (repeatable; $COLI_ALLOWED_HOSTS, comma-separated)")
+    p.add_argument("--cors-origin", action="append", default=None, metavar="ORIGIN",
+                   help="browser origins allowed: the first plain value replaces the defaults, more values "
+                        "and +ORIGIN add, '*' allows any (repeatable; $COLI_CORS_ORIGINS, comma-separated)")
+    p.add_argument("--allow-insecure-bind", action="store_true",
+                   help="bind a non-loopback address without an API key ($COLI_ALLOW_INSECURE_BIND=1)")
+    p.add_argument("--web-dir", default=None, help="the built dashboard (default: $COLI_WEB_DIR, else web/dist)")
+    p.add_argument("-v", "--verbose", dest="serve_verbose", action="count", default=0,
+                   help="more logging (-vv: debug), as `coli -v serve`")
+    p.set_defaults(func=run)
+
+
+def _number(value, env: str, default: str, kind=int):
+    """A flag's value, else its COLI_* variable, else the default; a bad variable is a named error."""
+    if value is not None:
+        return value
+    raw = _env(env, default)
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ColiError(f"{env}={raw!r} is not a valid {kind.__name__}") from None
+
+
+def config_from_args(args: argparse.Namespace) -> ServeConfig:
+    args.port = _number(args.port, "COLI_PORT", str(DEFAULT_PORT))
+    args.kv_slots = _number(args.kv_slots, "COLI_KV_SLOTS", "1")
+    args.ctx = _number(args.ctx, "COLI_CTX", "0")
+    args.threads = _number(args.threads, "COLI_THREADS", "0")
+    args.max_queue = _number(args.max_queue, "COLI_MAX_QUEUE", "8")
+    args.queue_timeout = _number(args.queue_timeout, "COLI_QUEUE_TIMEOUT", "300", float)
+    args.max_tokens = _number(args.max_tokens, "COLI_MAX_TOKENS", "1024")
+    args.allow_insecure_bind = args.allow_insecure_bind or env_flag("COLI_ALLOW_INSECURE_BIND", False)
+    if not 1 <= args.kv_slots <= MAX_KV_SLOTS:
+        raise ColiError(f"--kv-slots must be 1-{MAX_KV_SLOTS}, got {args.kv_slots}")
+    if not 0 <= args.port <= 65535:
+        raise ColiError(f"--port must be 0-65535, got {args.port}")
+    if args.max_queue < 0 or args.queue_timeout <= 0 or args.max_tokens < 1:
+        raise ColiError("--max-queue must be >= 0, --queue-timeout > 0 and --max-tokens >= 1")
+    if not is_loopback(args.host) and not args.api_key and not args.allow_insecure_bind:
+        raise ColiError(f"refusing to serve on {args.host} without an API key: anyone who can reach it could use "
+                        "it. Set COLI_API_KEY (or --api-key), or COLI_ALLOW_INSECURE_BIND=1 on a trusted network")
+    web_dir = Path(args.web_dir) if args.web_dir else default_web_dir()
+    return ServeConfig(
+        model_path=args.model, model_id=args.model_id or "", host=args.host, port=args.port, api_key=args.api_key,
+        kv_slots=args.kv_slots, ctx=args.ctx or 0, threads=args.threads or 0, max_queue=args.max_queue,
+        queue_timeout=args.queue_timeout, max_tokens=args.max_tokens,
+        allowed_hosts=tuple(args.allowed_host or env_list("COLI_ALLOWED_HOSTS")),
+        cors_origins=cors_origins_from(args.cors_origin or env_list("COLI_CORS_ORIGINS"), args.port),
+        temperature=_number(None, "COLI_TEMP", "0.7", float), top_p=_number(None, "COLI_TOP_P", "0.9", float),
+        continue_assistant=env_flag("COLI_CONTINUE_ASSISTANT", True),
+        max_body_bytes=_number(None, "COLI_MAX_BODY_BYTES", str(MAX_BODY_BYTES)),
+        keepalive_s=_number(None, "COLI_KEEPALIVE_S", "10", float),
+        drain_s=_number(None, "COLI_ENGINE_DRAIN_S", "30", float),
+        web_dir=web_dir,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from colibri.server import serve
+
+    if args.serve_verbose:
+        logging.getLogger().setLevel(logging.INFO if args.serve_verbose == 1 else logging.DEBUG)
+    cfg = config_from_args(args)
+    try:
+        asyncio.run(serve(cfg))
+    except OSError as exc:  # the port is taken, the address is not ours, ...
+        raise ColiError(f"cannot serve on {cfg.host}:{cfg.port}: {exc.strerror or exc}") from exc
+    return 0

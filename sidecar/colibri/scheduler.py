@@ -1,0 +1,223 @@
+"""Admission of generation requests to KV slots: FIFO with reservations, a bounded queue,
+a deadline, and the counters /health and /metrics report.
+
+    async with scheduler.admit(slot=None, tokens=prompt) as lease:   # 429/503 raised here
+        ... generate on lease.slot ...
+        lease.tokens = prompt + generated                            # what the slot now caches
+
+Rules (serve-api spec, "Isolated KV contexts" and the scheduler notes):
+- a request targets one slot (`cache_slot`) or any slot;
+- it is admitted at once when an eligible free slot is not reserved by an
+  older waiter; otherwise it waits, and the queue limit counts waiters only
+  (a full queue never refuses a request that can start now);
+- an older any-slot waiter blocks every younger waiter; an older pinned
+  waiter reserves only its own slot;
+- each wake (a release, or every 0.25 s) checks, in order: closed (503),
+  deadline passed (429 queue_timeout, even if a slot is free now), admitted.
+A cancelled waiter (client gone) leaves the queue and counts as cancelled.
+
+Any-slot requests go to the free slot whose cached tokens this prompt
+continues; failing that to an unused slot, then the least recently used one.
+Upstream hashes the conversation's first user message instead, which piles
+every conversation sharing a system prompt and first question onto one slot.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import AsyncIterator, Protocol
+
+from colibri.api.errors import ApiError
+
+POLL_S = 0.25
+REUSE_FRACTION = 0.5  # a slot is this conversation's when the prompt reuses half its cached tokens
+
+
+class QueueFull(ApiError):
+    def __init__(self, max_queue: int):
+        super().__init__(429, "queue_full", f"the server is busy: {max_queue} requests are already waiting",
+                         headers={"Retry-After": "1"})
+
+
+class QueueTimeout(ApiError):
+    def __init__(self, timeout: float):
+        super().__init__(429, "queue_timeout", f"no KV slot became free within {timeout:g} s",
+                         headers={"Retry-After": "1"})
+
+
+class SchedulerClosed(ApiError):
+    def __init__(self) -> None:
+        super().__init__(503, "scheduler_closed", "the server is shutting down")
+
+
+class Observer(Protocol):
+    def observe(self, name: str, seconds: float) -> None: ...
+
+
+@dataclass
+class Waiter:
+    target: int | None
+    tokens: list[int]
+    since: float
+    granted: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+@dataclass
+class Lease:
+    slot: int
+    wait_s: float
+    tokens: list[int]  # what the slot caches after this request (set by the caller)
+    started: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class Counters:
+    admitted: int = 0
+    completed: int = 0
+    failed: int = 0
+    rejected: int = 0
+    timed_out: int = 0
+    cancelled: int = 0
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class Scheduler:
+    def __init__(self, n_slots: int, max_queue: int = 8, queue_timeout: float = 300.0,
+                 observer: Observer | None = None):
+        self.capacity = n_slots
+        self.max_queue = max_queue
+        self.queue_timeout = queue_timeout
+        self.observer = observer
+        self.counters = Counters()
+        self.closed = False
+        self._free = set(range(n_slots))
+        self._waiters: list[Waiter] = []
+        self._cached: dict[int, list[int]] = {}  # slot -> tokens its KV holds
+        self._last_used: dict[int, float] = {}
+
+    @property
+    def active(self) -> int:
+        return self.capacity - len(self._free)
+
+    @property
+    def queued(self) -> int:
+        return len(self._waiters)
+
+    def snapshot(self) -> dict:
+        c = self.counters
+        return {"active": self.active, "queued": self.queued, "capacity": self.capacity,
+                "max_queue": self.max_queue, "queue_timeout_seconds": self.queue_timeout,
+                "admitted": c.admitted, "completed": c.completed, "failed": c.failed, "rejected": c.rejected,
+                "timed_out": c.timed_out, "cancelled": c.cancelled}
+
+    @asynccontextmanager
+    async def admit(self, slot: int | None, tokens: list[int]) -> AsyncIterator[Lease]:
+        lease = await self.acquire(slot, tokens)
+        outcome = "failed"
+        try:
+            yield lease
+            outcome = "completed"
+        except (asyncio.CancelledError, ConnectionResetError):
+            outcome = "cancelled"  # the client went away: not a failure of the request
+            raise
+        finally:
+            self.release(lease, outcome)
+
+    async def acquire(self, slot: int | None, tokens: list[int]) -> Lease:
+        if self.closed:
+            raise SchedulerClosed()
+        now = time.monotonic()
+        w = Waiter(target=slot, tokens=list(tokens), since=now)
+        self._waiters.append(w)
+        self._grant()
+        if not w.granted.done() and len(self._waiters) - 1 >= self.max_queue:
+            self._waiters.remove(w)
+            self.counters.rejected += 1
+            raise QueueFull(self.max_queue)
+        deadline = now + self.queue_timeout
+        while not w.granted.done():
+            try:
+                await asyncio.wait({w.granted}, timeout=max(0.0, min(POLL_S, deadline - time.monotonic())))
+            except asyncio.CancelledError:
+                self._abandon(w)
+                self.counters.cancelled += 1
+                raise
+            if self.closed:
+                self._abandon(w)
+                raise SchedulerClosed()
+            if time.monotonic() >= deadline:  # checked before availability (spec)
+                self._abandon(w)
+                self.counters.timed_out += 1
+                raise QueueTimeout(self.queue_timeout)
+        wait = time.monotonic() - w.since
+        self.counters.admitted += 1
+        if self.observer:
+            self.observer.observe("queue_wait", wait)
+        return Lease(slot=w.granted.result(), wait_s=wait, tokens=w.tokens)
+
+    def release(self, lease: Lease, outcome: str) -> None:
+        setattr(self.counters, outcome, getattr(self.counters, outcome) + 1)
+        if self.observer:
+            self.observer.observe("slot_duration", time.monotonic() - lease.started)
+        self._cached[lease.slot] = list(lease.tokens)
+        self._last_used[lease.slot] = time.monotonic()
+        self._free.add(lease.slot)
+        self._grant()
+
+    def close(self) -> None:
+        """Refuse new arrivals and wake every waiter with 503; admitted requests run on."""
+        self.closed = True
+        for w in self._waiters:
+            if not w.granted.done():
+                w.granted.set_exception(SchedulerClosed())
+                w.granted.exception()  # retrieved here: the waiter reads `closed`, not the future
+        self._waiters.clear()
+
+    def _abandon(self, w: Waiter) -> None:
+        if w in self._waiters:
+            self._waiters.remove(w)
+        if w.granted.done() and not w.granted.cancelled() and w.granted.exception() is None:
+            self._free.add(w.granted.result())  # granted just too late: give the slot on
+        elif not w.granted.done():
+            w.granted.cancel()
+        self._grant()
+
+    def _grant(self) -> None:
+        """Hand free slots to waiters in FIFO order, honouring older waiters' reservations."""
+        reserved: set[int] = set()
+        for w in list(self._waiters):
+            available = self._free - reserved
+            if w.target is not None:
+                if w.target in available:
+                    self._give(w, w.target)
+                else:
+                    reserved.add(w.target)
+                continue
+            if not available:
+                break  # an any-slot waiter that cannot start blocks everyone younger
+            self._give(w, self._best_slot(available, w.tokens))
+
+    def _give(self, w: Waiter, slot: int) -> None:
+        self._waiters.remove(w)
+        self._free.discard(slot)
+        w.granted.set_result(slot)
+
+    def _best_slot(self, available: set[int], tokens: list[int]) -> int:
+        def reuse(slot: int) -> int:
+            cached = self._cached.get(slot)
+            if not cached:
+                return 0
+            n = common_prefix(cached, tokens)
+            return n if n >= REUSE_FRACTION * len(cached) else 0
+
+        # most reuse first; then never-used slots; then least recently used; then lowest index
+        return min(available, key=lambda s: (-reuse(s), s in self._cached, self._last_used.get(s, 0.0), s))

@@ -1,0 +1,97 @@
+"""Everything `coli serve` can be told, with the spec's defaults and the COLI_* variable of each.
+
+One frozen object travels from the command line to the app factory; nothing
+below reads the environment again, so tests build a ServeConfig directly.
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_PORT = 8000
+VITE_DEV_PORT = 5173
+TAURI_ORIGINS = ("tauri://localhost", "http://tauri.localhost", "https://tauri.localhost")
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+MAX_KV_SLOTS = 16
+MAX_BODY_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    model_path: str | None = None  # None: COLI_MODEL, else the default model
+    model_id: str = ""  # "" : derived from the model file
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    api_key: str | None = None
+    kv_slots: int = 1
+    ctx: int = 0  # tokens of context per slot; 0: the engine's default
+    threads: int = 0
+    max_queue: int = 8
+    queue_timeout: float = 300.0
+    allowed_hosts: tuple[str, ...] = ()
+    cors_origins: tuple[str, ...] = ()  # the effective list (see cors_origins_from)
+    max_tokens: int = 1024  # the default budget when a request names none
+    temperature: float = 0.7
+    top_p: float = 0.9
+    continue_assistant: bool = True
+    max_body_bytes: int = MAX_BODY_BYTES
+    keepalive_s: float = 10.0
+    drain_s: float = 30.0
+    web_dir: Path | None = None  # the built dashboard (web/dist); None: not served
+    extra: dict = field(default_factory=dict, compare=False)  # room for later issues' switches
+
+    @property
+    def cors_any(self) -> bool:
+        return "*" in self.cors_origins
+
+
+def env_flag(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    return raw.strip().lower() not in ("0", "false", "no", "off")
+
+
+def env_list(name: str) -> list[str]:
+    return [v.strip() for v in os.environ.get(name, "").split(",") if v.strip()]
+
+
+def default_cors_origins(port: int) -> list[str]:
+    """The dashboard on this server, the Vite dev server and the Tauri shell."""
+    ports = sorted({port, DEFAULT_PORT, VITE_DEV_PORT})
+    return [f"http://{h}:{p}" for h in ("127.0.0.1", "localhost") for p in ports] + list(TAURI_ORIGINS)
+
+
+def cors_origins_from(values: list[str], port: int) -> tuple[str, ...]:
+    """--cors-origin values: the first plain value replaces the defaults, later ones and
+    `+X` values add to the list, `*` allows any origin."""
+    origins = default_cors_origins(port)
+    replaced = False
+    for value in values:
+        if value.startswith("+"):
+            origins.append(value[1:])
+        elif not replaced:
+            origins, replaced = [value], True
+        else:
+            origins.append(value)
+    return tuple(dict.fromkeys(o.rstrip("/") if o != "*" else o for o in origins if o))
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def default_web_dir() -> Path | None:
+    """COLI_WEB_DIR, else web/dist of the source checkout when it has been built."""
+    env = os.environ.get("COLI_WEB_DIR")
+    if env:
+        return Path(env)
+    guess = Path(__file__).resolve().parents[2] / "web" / "dist"
+    return guess if (guess / "index.html").is_file() else None

@@ -1,0 +1,112 @@
+"""Helpers for the `coli serve` tests: a real server in a child process, and plain HTTP.
+
+    with ServerProcess(["--kv-slots", "2"]) as srv:
+        status, headers, body = srv.post("/v1/chat/completions", {...})
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+
+URL_LINE = re.compile(r"serving (\S+) at (http://\S+)/v1")
+
+
+class ServerProcess:
+    """`python -m colibri serve --port 0 ...`, waited for until it prints its URL."""
+
+    def __init__(self, args: list[str], env: dict[str, str] | None = None, timeout: float = 120):
+        self.args = args
+        self.env = {**os.environ, **(env or {})}
+        self.timeout = timeout
+        self.proc: subprocess.Popen | None = None
+        self.lines: list[str] = []
+        self.model_id = self.base = ""
+
+    def __enter__(self) -> "ServerProcess":
+        self.proc = subprocess.Popen([sys.executable, "-m", "colibri", "serve", "--port", "0", *self.args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env)
+        ready = threading.Event()
+
+        def pump() -> None:
+            for line in self.proc.stdout:
+                self.lines.append(line)
+                m = URL_LINE.search(line)
+                if m and not ready.is_set():
+                    self.model_id, self.base = m.group(1), m.group(2)
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not ready.wait(self.timeout) or not self.base:
+            self.stop()
+            raise RuntimeError("the server did not start:\n" + "".join(self.lines))
+        host, port = self.base[len("http://"):].rsplit(":", 1)
+        self.host, self.port = host.strip("[]"), int(port)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self, sig: str = "term", timeout: float = 60) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.terminate() if sig == "term" else self.proc.kill()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def connection(self, timeout: float = 120) -> http.client.HTTPConnection:
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+
+    def request(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
+                timeout: float = 120) -> tuple[int, dict, bytes]:
+        conn = self.connection(timeout)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            resp = conn.getresponse()
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+        finally:
+            conn.close()
+
+    def post(self, path: str, payload: object, headers: dict | None = None) -> tuple[int, dict, dict]:
+        status, hdrs, raw = self.request("POST", path, json.dumps(payload).encode(),
+                                         {"Content-Type": "application/json", **(headers or {})})
+        return status, hdrs, (json.loads(raw) if raw and hdrs.get("content-type", "").startswith("application/json")
+                              else raw)
+
+    def get(self, path: str, headers: dict | None = None) -> tuple[int, dict, bytes]:
+        return self.request("GET", path, headers=headers)
+
+
+def sse_events(raw: bytes) -> list:
+    """The `data:` payloads of an SSE body, JSON-decoded ("[DONE]" stays a string)."""
+    text = raw.decode("utf-8")
+    assert text.endswith("\n\n"), text[-200:]
+    events = []
+    for block in text.split("\n\n")[:-1]:
+        assert block.startswith("data: "), block
+        data = block[len("data: "):]
+        events.append(data if data == "[DONE]" else json.loads(data))
+    return events
+
+
+def wait_for(predicate, timeout: float = 30, interval: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
