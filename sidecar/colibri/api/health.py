@@ -9,7 +9,7 @@ import psutil
 from aiohttp import web
 
 from colibri.api.errors import json_response
-from colibri.api.keys import config_key, model_key, scheduler_key
+from colibri.api.keys import authed_key, config_key, model_key, scheduler_key
 
 GB = 1024 ** 3
 
@@ -22,7 +22,7 @@ def hwinfo() -> dict:
 
 
 async def get_health(request: web.Request) -> web.Response:
-    if not request.get("authed", False):
+    if not request.get(authed_key, False):
         return json_response({"status": "ok"})
     app = request.app
     served = app[model_key]

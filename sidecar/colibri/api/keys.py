@@ -12,3 +12,8 @@ config_key = web.AppKey("config", ServeConfig)
 model_key = web.AppKey("model", ServedModel)
 scheduler_key = web.AppKey("scheduler", Scheduler)
 metrics_key = web.AppKey("metrics", Metrics)
+
+# per-request values: RequestKey where this aiohttp has it (3.12+), a plain string before
+_request_key = getattr(web, "RequestKey", None)
+request_id_key = _request_key("request_id", str) if _request_key else "request_id"
+authed_key = _request_key("authed", bool) if _request_key else "authed"

@@ -10,7 +10,7 @@ import logging
 from aiohttp import web
 
 from colibri.api.errors import ApiError, error_response, new_request_id
-from colibri.api.keys import config_key
+from colibri.api.keys import authed_key, config_key, request_id_key
 from colibri.serve_config import LOOPBACK_NAMES, ServeConfig
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ def needs_key(path: str) -> bool:
 
 async def on_prepare(request: web.Request, resp: web.StreamResponse) -> None:
     """Headers every reply carries, streams and files included: the request id and CORS."""
-    request_id = request.get("request_id") or new_request_id()
+    request_id = request.get(request_id_key) or new_request_id()
     resp.headers["x-request-id"] = resp.headers["x-typesafe-request-id"] = request_id
     cfg = request.app[config_key]
     origin = request.headers.get("Origin")
@@ -82,7 +82,7 @@ def preflight(request: web.Request) -> web.Response:
 @web.middleware
 async def gateway(request: web.Request, handler) -> web.StreamResponse:
     cfg = request.app[config_key]
-    request["request_id"] = new_request_id()
+    request[request_id_key] = new_request_id()
     try:
         resp = await guarded(request, handler, cfg)
     except ApiError as err:
@@ -106,7 +106,7 @@ async def guarded(request: web.Request, handler, cfg: ServeConfig) -> web.Stream
     if request.method == "OPTIONS":
         return preflight(request)
     authed = key_ok(cfg, request)
-    request["authed"] = authed
+    request[authed_key] = authed
     if needs_key(request.path) and not authed:
         raise ApiError(401, "invalid_api_key", "missing or invalid API key: send 'Authorization: Bearer KEY' "
                                                "or 'x-api-key: KEY'", type="authentication_error")
