@@ -1,0 +1,180 @@
+import { useEffect, useMemo, useRef, useState } from "react";
+import type { ExpertsFrame } from "../../api/feeds";
+import type { Layout } from "../../lib/layout";
+import { cellRGB, decayFlash, flashHits, heatOf, tierOf } from "../../lib/heat";
+import { fitCanvas, useSize } from "./canvas";
+import { Tooltip, type HoverInfo } from "./Tooltip";
+
+/** Region hues: calm, distinguishable, never the tier colours' saturation. */
+function regionHue(id: number): number {
+  return (id * 137.508 + 200) % 360;
+}
+
+export function ExploreMap({ layout, frame, counts }: { layout: Layout; frame: ExpertsFrame; counts: Uint32Array | null }) {
+  const wrap = useRef<HTMLDivElement>(null);
+  const canvas = useRef<HTMLCanvasElement>(null);
+  const { w } = useSize(wrap);
+  const size = Math.max(200, Math.min(w, Math.min(globalThis.innerHeight * 0.7, 820)));
+  const flash = useRef(new Float32Array(0));
+  const lastSeq = useRef<number | null>(null);
+  const raf = useRef(0);
+  const bg = useRef<HTMLCanvasElement | null>(null);
+  const [hover, setHover] = useState<HoverInfo | null>(null);
+  const n = layout.x.length;
+  const dot = Math.max(1.2, Math.min(7, (size / Math.sqrt(Math.max(1, n))) * 0.62));
+
+  // Layer span of each region, for its label.
+  const spans = useMemo(() => {
+    const lo = layout.regions.map(() => Infinity);
+    const hi = layout.regions.map(() => -Infinity);
+    for (let i = 0; i < n; i++) {
+      const r = layout.region[i];
+      const row = Math.floor(i / frame.cols);
+      const l = frame.layers[row] ?? row;
+      lo[r] = Math.min(lo[r], l);
+      hi[r] = Math.max(hi[r], l);
+    }
+    return lo.map((l, i) => [l, hi[i]] as const);
+  }, [layout, frame.cols, frame.layers, n]);
+
+  // A spatial index for hovering: a grid of buckets over [0,1]².
+  const index = useMemo(() => {
+    const G = Math.max(8, Math.min(256, Math.round(Math.sqrt(n / 4))));
+    const buckets: number[][] = Array.from({ length: G * G }, () => []);
+    for (let i = 0; i < n; i++) {
+      const gx = Math.min(G - 1, Math.floor(layout.x[i] * G));
+      const gy = Math.min(G - 1, Math.floor(layout.y[i] * G));
+      buckets[gy * G + gx].push(i);
+    }
+    return { G, buckets };
+  }, [layout, n]);
+
+  const pad = 12;
+  const span = size - 2 * pad;
+
+  const draw = useRef<() => void>(() => {});
+  draw.current = () => {
+    const c = canvas.current;
+    if (!c || size <= 0) return;
+    const ctx = fitCanvas(c, size, size);
+    if (!ctx) return;
+    // Regions: soft discs, cached until the layout or size changes.
+    const dpr = c.width / size;
+    if (!bg.current || bg.current.width !== c.width) {
+      const b = document.createElement("canvas");
+      b.width = c.width;
+      b.height = c.height;
+      const g = b.getContext("2d")!;
+      g.scale(dpr, dpr);
+      for (const r of layout.regions) {
+        const cx = pad + r.x * span;
+        const cy = pad + r.y * span;
+        const rad = r.r * span * 1.04 + dot;
+        const hue = regionHue(r.id);
+        const grad = g.createRadialGradient(cx, cy, rad * 0.1, cx, cy, rad);
+        grad.addColorStop(0, r.quiet ? "hsla(210, 8%, 50%, 0.10)" : `hsla(${hue}, 45%, 55%, 0.20)`);
+        grad.addColorStop(1, r.quiet ? "hsla(210, 8%, 50%, 0.04)" : `hsla(${hue}, 45%, 55%, 0.07)`);
+        g.fillStyle = grad;
+        g.beginPath();
+        g.arc(cx, cy, rad, 0, Math.PI * 2);
+        g.fill();
+        g.strokeStyle = r.quiet ? "hsla(210, 8%, 60%, 0.25)" : `hsla(${hue}, 50%, 65%, 0.35)`;
+        g.lineWidth = 1;
+        g.setLineDash(r.quiet ? [3, 4] : []);
+        g.stroke();
+      }
+      bg.current = b;
+    }
+    ctx.clearRect(0, 0, size, size);
+    ctx.drawImage(bg.current, 0, 0, size, size);
+    const f = flash.current;
+    for (let i = 0; i < n; i++) {
+      const byte = frame.map[i] ?? 0;
+      const [r, g, b] = cellRGB(byte, f[i] ?? 0);
+      ctx.fillStyle = `rgb(${r},${g},${b})`;
+      const s = dot * (0.75 + 0.25 * Math.min(1, heatOf(byte) / 24)) + (f[i] ?? 0) * dot * 0.6;
+      ctx.fillRect(pad + layout.x[i] * span - s / 2, pad + layout.y[i] * span - s / 2, s, s);
+    }
+    // Labels of the larger regions.
+    ctx.font = "500 11px system-ui, sans-serif";
+    ctx.textAlign = "center";
+    for (const r of layout.regions) {
+      if (r.r * span < 34) continue;
+      const [lo, hi] = spans[r.id] ?? [0, 0];
+      const label = r.quiet ? "quiet" : `R${r.id + 1} · ${lo === hi ? `layer ${lo}` : `layers ${lo}–${hi}`}`;
+      ctx.fillStyle = "rgba(220, 232, 236, 0.78)";
+      ctx.fillText(label, pad + r.x * span, pad + (r.y - r.r) * span - 5);
+    }
+    const alive = decayFlash(f);
+    cancelAnimationFrame(raf.current);
+    if (alive) raf.current = requestAnimationFrame(() => draw.current());
+  };
+
+  useEffect(() => {
+    bg.current = null;
+  }, [layout, size]);
+
+  useEffect(() => {
+    if (flash.current.length !== n) {
+      flash.current = new Float32Array(n);
+      lastSeq.current = null;
+    }
+    if (lastSeq.current !== null && frame.seq !== lastSeq.current) flashHits(flash.current, frame.hits);
+    lastSeq.current = frame.seq;
+    draw.current();
+  }, [frame, n, size, layout]);
+
+  useEffect(() => () => cancelAnimationFrame(raf.current), []);
+
+  const onMove = (e: React.MouseEvent<HTMLCanvasElement>) => {
+    const rect = e.currentTarget.getBoundingClientRect();
+    const px = (e.clientX - rect.left - pad) / span;
+    const py = (e.clientY - rect.top - pad) / span;
+    const { G, buckets } = index;
+    const gx = Math.floor(px * G);
+    const gy = Math.floor(py * G);
+    let best = -1;
+    let bd = ((dot * 2) / span) ** 2;
+    for (let y = gy - 1; y <= gy + 1; y++)
+      for (let x = gx - 1; x <= gx + 1; x++) {
+        if (x < 0 || y < 0 || x >= G || y >= G) continue;
+        for (const i of buckets[y * G + x]) {
+          const d = (layout.x[i] - px) ** 2 + (layout.y[i] - py) ** 2;
+          if (d < bd) {
+            bd = d;
+            best = i;
+          }
+        }
+      }
+    if (best < 0) return setHover(null);
+    const row = Math.floor(best / frame.cols);
+    const byte = frame.map[best] ?? 0;
+    setHover({
+      x: e.clientX - rect.left,
+      y: e.clientY - rect.top,
+      layer: frame.layers[row] ?? row,
+      expert: best % frame.cols,
+      tier: tierOf(byte),
+      heat: heatOf(byte),
+      count: counts ? counts[best] : null,
+      region: layout.region[best],
+    });
+  };
+
+  return (
+    <div className="explore-wrap" ref={wrap}>
+      <div className="grid-inner" style={{ width: size, height: size }}>
+        <canvas
+          ref={canvas}
+          className="explore-canvas"
+          role="img"
+          aria-label={`Map of ${n} experts in ${layout.regions.length} regions of co-routing`}
+          data-testid="explore-canvas"
+          onMouseMove={onMove}
+          onMouseLeave={() => setHover(null)}
+        />
+        {hover ? <Tooltip h={hover} /> : null}
+      </div>
+    </div>
+  );
+}

@@ -1,0 +1,28 @@
+import { TIER_NAMES } from "../../api/types";
+import { fmtInt } from "../../lib/format";
+
+export interface HoverInfo {
+  x: number;
+  y: number;
+  layer: number;
+  expert: number;
+  tier: number;
+  heat: number;
+  count: number | null;
+  region?: number;
+}
+
+export function Tooltip({ h }: { h: HoverInfo }) {
+  return (
+    <div className="tooltip" style={{ left: h.x, top: h.y }} role="tooltip" data-testid="brain-tooltip">
+      <div>
+        <strong>Layer {h.layer}</strong> · expert {h.expert}
+      </div>
+      <div className="tooltip-row">
+        <span className={`swatch tier-${h.tier}`} /> {TIER_NAMES[h.tier] ?? "?"} · heat {h.heat}
+      </div>
+      <div className="tooltip-row">{h.count === null ? "count: loading…" : `routed ${fmtInt(h.count)}×`}</div>
+      {h.region !== undefined ? <div className="tooltip-row muted">region {h.region + 1}</div> : null}
+    </div>
+  );
+}
