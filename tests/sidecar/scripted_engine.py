@@ -36,6 +36,10 @@ class Request:
     seed: int | None = None
 
 
+class SlotBusy(Exception):
+    """As EngineThread's: the slot is still generating."""
+
+
 class ScriptedEngineThread:
     def __init__(self, n_ctx: int = 256, n_slots: int = 1):
         self.n_ctx = n_ctx
@@ -47,8 +51,12 @@ class ScriptedEngineThread:
         self.requests: list[Request] = []
         self.cancelled = 0
         self.closed = False
+        self.busy = 0  # refuse this many generate() calls with SlotBusy first
 
     async def generate(self, req: Request):
+        if self.busy:
+            self.busy -= 1
+            raise SlotBusy(f"slot {req.slot} is generating")
         self.requests.append(req)
         finished = False
         try:

@@ -233,6 +233,17 @@ def test_continuation_and_parameters_reach_the_engine(vocab):
     assert (req.temperature, req.top_p, req.seed, req.slot) == (0.0, 0.5, 11, 0)
 
 
+def test_a_slot_still_winding_down_is_waited_for(vocab):
+    thread = ScriptedEngineThread()
+    thread.busy = 3
+
+    async def body(c, thread, engine):
+        return await (await c.post("/v1/chat/completions", json=chat_body())).json()
+
+    reply = run(vocab, body, thread=thread, script="fine")
+    assert reply["choices"][0]["message"]["content"] == "fine" and thread.busy == 0
+
+
 def test_user_text_cannot_inject_control_tokens(vocab):
     async def body(c, thread, engine):
         await c.post("/v1/chat/completions", json=chat_body(

@@ -5,6 +5,7 @@ Nothing here knows HTTP: the routes (openai.py) decide the framing.
 """
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable
@@ -19,6 +20,8 @@ from colibri.detok import Detokenizer
 from colibri.scheduler import Lease, Observer
 
 FINISH_REASONS = {"stop": "stop", "length": "length", "context": "length"}
+SLOT_BUSY_RETRIES = 200
+SLOT_BUSY_WAIT_S = 0.01
 
 
 @dataclass
@@ -138,7 +141,7 @@ class ServedModel:
         t0 = time.monotonic()
         first_output = None
         try:
-            async for ev in self.engine_thread.generate(req):
+            async for ev in self._events(req):
                 if hasattr(ev, "reason"):  # Finish: always the last event
                     self._finish(ev, outcome)
                     break
@@ -170,6 +173,31 @@ class ServedModel:
             if observer:
                 observer.observe("engine_call", time.monotonic() - t0)
             lease.tokens = list(prompt) + outcome.tokens
+
+    async def _events(self, req: Any) -> AsyncIterator[Any]:
+        """The engine thread's events for req. A slot freed a moment ago may still be winding
+        down its cancelled generation (SlotBusy): wait for it briefly rather than fail."""
+        for attempt in range(SLOT_BUSY_RETRIES + 1):
+            events = self.engine_thread.generate(req)
+            try:
+                first = await events.__anext__()
+            except StopAsyncIteration:
+                return
+            except Exception as exc:
+                await events.aclose()
+                if type(exc).__name__ == "SlotBusy" and attempt < SLOT_BUSY_RETRIES:
+                    await asyncio.sleep(SLOT_BUSY_WAIT_S)
+                    continue
+                if getattr(exc, "code", None) == "too_long":  # the engine's own length check
+                    raise context_exceeded(len(req.prompt), self.n_ctx, "prompt") from exc
+                raise
+            try:
+                yield first
+                async for ev in events:
+                    yield ev
+            finally:
+                await events.aclose()  # leaving early cancels the slot's generation
+            return
 
     @staticmethod
     def _finish(ev: Any, outcome: Outcome) -> None:
