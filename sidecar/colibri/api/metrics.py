@@ -61,7 +61,6 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-
 async def get_metrics(request: web.Request) -> web.Response:
     from colibri.api.keys import metrics_key
 
