@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import dataclass
 from array import array
 from typing import Any, Iterator
@@ -167,11 +168,13 @@ class Engine:
         if handle == ffi.NULL:
             raise last_error()
         self._e = ffi.gc(handle, lib.colibri_close)
+        self._stepping = threading.Lock()  # close() waits for a step running on the engine thread
 
     def close(self) -> None:
-        if self._e is not None:
-            ffi.release(self._e)
-            self._e = None
+        with self._stepping:
+            if self._e is not None:
+                ffi.release(self._e)
+                self._e = None
 
     def __enter__(self) -> "Engine":
         return self
@@ -326,12 +329,15 @@ class Engine:
 
     def step(self) -> list["SlotEvent"]:
         """One batched step of every running slot; its events in order."""
-        if getattr(self, "_events", None) is None:
-            self._events_cap = 2 * self.n_slots
-            self._events = ffi.new("colibri_event[]", self._events_cap)
-        n = lib.colibri_step(self._e, self._events, self._events_cap)
-        if n < 0:
-            raise last_error()
+        with self._stepping:
+            if self._e is None:
+                raise EngineError("bad_state", "the engine is closed")
+            if getattr(self, "_events", None) is None:
+                self._events_cap = 2 * self.n_slots
+                self._events = ffi.new("colibri_event[]", self._events_cap)
+            n = lib.colibri_step(self._e, self._events, self._events_cap)
+            if n < 0:
+                raise last_error()
         out = []
         for i in range(n):
             ev = self._events[i]

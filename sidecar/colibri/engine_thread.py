@@ -137,7 +137,9 @@ class EngineThread:
     # ---- the asyncio side ----------------------------------------------------
 
     async def generate(self, req: GenRequest) -> AsyncIterator[TokenEvent | Finish]:
-        """Events of one request: TokenEvents, then one Finish. Leaving early cancels it."""
+        """Events of one request: TokenEvents, then one Finish. Leaving early cancels it
+        (deterministically with `contextlib.aclosing` or `aclose()`; a bare `break`
+        relies on the loop's async-generator finalizer, which runs promptly)."""
         if not 0 <= req.slot < self.n_slots:
             raise ColiError(f"slot {req.slot} does not exist (0..{self.n_slots - 1})")
         if not req.prompt:
@@ -146,6 +148,10 @@ class EngineThread:
             raise EngineError("too_long", f"the prompt has {len(req.prompt)} tokens, the context holds {self.n_ctx}")
         if req.max_tokens < 0 or not 0 <= req.top_logprobs <= 32:
             raise ColiError("max_tokens must be >= 0 and top_logprobs in 0..32")
+        for _ in range(3):  # a consumer that just broke out is closed by a task of the loop: let it run
+            if req.slot not in self._owners:
+                break
+            await asyncio.sleep(0)
         with self._cond:
             if self._closing:
                 raise ColiError("the engine is shutting down")
@@ -159,20 +165,25 @@ class EngineThread:
         try:
             while True:
                 item = await job.queue.get()
-                if isinstance(item, BaseException):
+                if isinstance(item, (BaseException, Finish)):
                     finished = True
-                    raise item
-                yield item
-                if isinstance(item, Finish):
-                    finished = True
+                    self._release(req.slot)  # before the consumer sees the end, which may submit again
+                    if isinstance(item, BaseException):
+                        raise item
+                    yield item
                     return
+                yield item
         finally:
-            with self._cond:
-                self._owners.discard(req.slot)
-                if not finished:
+            if not finished:
+                with self._cond:
                     job.cancelled = True
                     self._commands.append(("cancel", job))
                     self._cond.notify()
+                self._release(req.slot)
+
+    def _release(self, slot: int) -> None:
+        with self._cond:
+            self._owners.discard(slot)
 
     # ---- the engine thread ---------------------------------------------------
 
@@ -200,10 +211,12 @@ class EngineThread:
             if self._running:
                 try:
                     events = self.engine.step()
-                except EngineError as e:  # a bug, not bad input: end every request, keep serving
+                except EngineError as e:  # a bug or a closed engine: end every request
                     log.error("engine step failed: %s", e)
                     for slot in list(self._running):
                         self._end(slot, "error", None, math.nan, str(e))
+                    if e.code == "bad_state":
+                        return
                     continue
                 self._dispatch(events)
 
@@ -248,7 +261,11 @@ class EngineThread:
 
     def _end(self, slot: int, reason: str, stop_token: int | None, stop_logprob: float, error: str | None) -> None:
         job = self._running.pop(slot)
-        st = self.engine.slot_status(slot)
+        try:
+            st = self.engine.slot_status(slot)
+        except (EngineError, TypeError):  # the engine was closed under us
+            self._deliver(job, Finish("error", len(job.req.prompt), job.n_reused, 0, error or "the engine closed"))
+            return
         readout = None
         if job.req.echo and reason != "error" and st["n_past"] >= st["n_prompt"]:
             rows = self.engine.slot_readout(slot, job.req.top_logprobs)

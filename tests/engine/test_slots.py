@@ -140,19 +140,30 @@ def test_finish_reasons(default_model):
                                          add_bos=False)[:59], max_tokens=100, ignore_eos=True)
         out, fin = drain(e)
         assert fin == {0: "context"} and len(out[0]) == 5
-        # an end-of-turn token ends the request and is reported only in the DONE event
-        chat = "<start_of_turn>user\nSay hello.<end_of_turn>\n<start_of_turn>model\n"
-        e.submit(0, e.tokenize(chat, special=True), max_tokens=48)
-        events = []
-        while not (events and events[-1].done):
-            events += e.step()
-        assert events[-1].finish == "stop" and e.is_eog(events[-1].token)
-        assert not any(e.is_eog(ev.token) for ev in events[:-1])
-        assert math.isfinite(events[-1].logprob) and events[-1].logprob <= 0
         # max_tokens = 0: prefill only
         e.submit(0, e.tokenize("Hello"), max_tokens=0)
         out, fin = drain(e)
         assert fin == {0: "length"} and not out
+
+
+def test_end_of_generation_token_stops(tmp_path):
+    """A token the model declares end-of-turn ends the request; it comes only in the DONE event."""
+    plain = write_tiny(tmp_path / "a.gguf", family="qwen3", seed=4)
+    with Engine(plain, n_ctx=64, n_threads=2) as e:
+        prompt = [e.bos, 5, 6, 7]
+        free, fin = run_alone(e, 0, prompt, 12)
+    eot = free[3]
+    first = free.index(eot)
+    marked = write_tiny(tmp_path / "b.gguf", family="qwen3", seed=4, extra_kv={"tokenizer.ggml.eot_token_id": eot})
+    with Engine(marked, n_ctx=64, n_threads=2) as e:
+        assert e.is_eog(eot)
+        e.submit(0, prompt, max_tokens=12, n_logprobs=3)
+        events = []
+        while not (events and events[-1].done):
+            events += e.step()
+    assert [ev.token for ev in events[:-1]] == free[:first]
+    last = events[-1]
+    assert last.finish == "stop" and last.token == eot and last.logprob <= 0 and len(last.top) == 3
 
 
 def test_logprob_readout_matches_the_distribution(default_model):
