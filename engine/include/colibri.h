@@ -194,7 +194,7 @@ int colibri_token_bytes(const colibri_engine *e, int32_t tok, int special, char 
 
 /* TOKENIZER-END */
 
-/* ---- evaluation and sampling (one sequence; slots come later) ---- */
+/* ---- evaluation and sampling of one sequence (slot 0's cache) ---- */
 /* GENERATION-BEGIN */
 
 typedef struct {
@@ -205,8 +205,9 @@ typedef struct {
 /* Positions the context holds, and the most tokens one forward pass takes. */
 int colibri_n_ctx(const colibri_engine *e);
 int colibri_n_batch(const colibri_engine *e);
-/* Evaluate n tokens at positions pos..pos+n-1 of the engine's sequence: the
- * KV cache keeps positions < pos, later ones are overwritten. Long inputs are
+/* Evaluate n tokens at positions pos..pos+n-1 of slot 0's sequence: the
+ * KV cache keeps positions < pos, later ones are overwritten (bad_state while
+ * slot 0 serves a request). Long inputs are
  * processed in chunks of n_batch. logits_out: NULL, or n_vocab floats for the
  * last token, or n x n_vocab floats (row i for token i) when all_logits.
  * A sequence that would pass n_ctx is refused before any work (too_long). */
@@ -227,6 +228,90 @@ int colibri_last_routing(const colibri_engine *e, int row, int32_t *ids, float *
 int colibri_score(colibri_engine *e, const int32_t *tokens, int n, int first, float *nll_out, int32_t *argmax_out);
 
 /* GENERATION-END */
+
+/* ---- KV slots: conversations decoded together (section owned by slots.c) ---- */
+/* SLOTS-BEGIN */
+
+enum { COLI_EVENT_TOKEN = 1, COLI_EVENT_DONE = 2 };
+/* Why a request ended. */
+enum {
+    COLI_FINISH_NONE = 0,
+    COLI_FINISH_STOP = 1,      /* an end-of-generation token (reported in the DONE event, not as text) */
+    COLI_FINISH_LENGTH = 2,    /* max_tokens generated */
+    COLI_FINISH_CONTEXT = 3,   /* the context is full */
+    COLI_FINISH_CANCELLED = 4, /* colibri_cancel */
+    COLI_FINISH_ERROR = 5      /* the forward pass failed; colibri_last_error says why */
+};
+enum { COLI_SLOT_IDLE = 0, COLI_SLOT_PREFILL = 1, COLI_SLOT_DECODE = 2, COLI_MAX_LOGPROBS = 32 };
+
+typedef struct {
+    colibri_sampling sampling;
+    uint64_t seed;      /* the slot's random generator, reseeded per request */
+    int max_tokens;     /* >= 0; 0 prefills (and reads out) only */
+    int n_logprobs;     /* 0..32: entries of the top-k table per generated token and echoed position */
+    int echo;           /* 1: read-out at every prompt position (forfeits prefix reuse) */
+    int ignore_eos;     /* 1: end-of-generation tokens are ordinary tokens */
+} colibri_request;
+
+typedef struct {
+    int slot;
+    int type;                /* COLI_EVENT_* */
+    int32_t token;           /* TOKEN: the generated token; DONE: the stop token (COLI_FINISH_STOP) or -1 */
+    int finish;              /* DONE: COLI_FINISH_*; TOKEN: 0 */
+    float logprob;           /* log-softmax of token under the model's unmodified distribution */
+    int n_top;               /* the request's n_logprobs (0 when token is -1) */
+    int32_t top_ids[32];     /* the n_top most likely tokens, in no particular order */
+    float top_logprobs[32];
+} colibri_event;
+
+typedef struct {
+    int state;               /* COLI_SLOT_* */
+    int n_past;              /* tokens whose keys and values are cached */
+    int n_prompt;            /* the current (or last) request's prompt */
+    int n_reused;            /* prompt tokens taken from the cache */
+    int n_generated;
+    int finish;              /* the last request's COLI_FINISH_*, 0 while it runs */
+    double prefill_s;        /* seconds of forward passes the request spent prefilling */
+    double decode_s;         /* seconds of decode steps it took part in */
+} colibri_slot_status;
+
+int colibri_n_slots(const colibri_engine *e);
+/* Bytes one slot's KV cache maps (its pages are taken as they are written). */
+int64_t colibri_slot_bytes(const colibri_engine *e);
+/* Identity of the model file, 16 hex digits (keys persisted KV files). */
+const char *colibri_model_id(const colibri_engine *e);
+
+/* Start a request on an idle slot: the prompt is matched against the slot's
+ * history and the longest common prefix reused (with echo: none). Returns
+ * the reused token count; too_long (before any work) when the prompt does not
+ * fit the context, bad_state when the slot is busy. The rest is prefilled by
+ * colibri_step, one chunk of n_batch tokens per step. */
+int colibri_submit(colibri_engine *e, int slot, const int32_t *prompt, int n, const colibri_request *req);
+/* Ask a slot to stop; its DONE event (COLI_FINISH_CANCELLED) comes from the
+ * next step. Returns 1 if it was running, 0 if idle. */
+int colibri_cancel(colibri_engine *e, int slot);
+/* One step: every decoding slot advances one token in one batch (each row
+ * computed exactly as alone), then one prefilling slot gets one chunk.
+ * Writes at most cap events (cap >= 2 * n_slots) and returns how many;
+ * 0 when nothing is running. */
+int colibri_step(colibri_engine *e, colibri_event *events, int cap);
+int colibri_slot_info(const colibri_engine *e, int slot, colibri_slot_status *out);
+/* The slot's history: up to cap token ids whose KV is cached; returns n_past. */
+int colibri_slot_tokens(const colibri_engine *e, int slot, int32_t *out, int cap);
+/* The echo read-out of prompt positions [first, first + n) of the slot's last
+ * request (valid once its prefill is done): logprobs[j] of the prompt token
+ * at that position (NaN at position 0, which has none), and n_logprobs
+ * (top_ids, top_logprobs) entries per position (0 entries at position 0).
+ * Any output may be NULL. */
+int colibri_slot_readout(const colibri_engine *e, int slot, int first, int n, float *logprobs, int32_t *top_ids,
+                         float *top_logprobs);
+/* Persist an idle slot's history and KV cache to path (crash-safe), or
+ * restore it; restore returns the token count, or a named error after which
+ * the slot is empty. */
+int colibri_slot_save(colibri_engine *e, int slot, const char *path);
+int colibri_slot_load(colibri_engine *e, int slot, const char *path);
+
+/* SLOTS-END */
 
 /* ENGINE-END */
 

@@ -42,7 +42,7 @@ size_t coli_attention_scratch_floats(const coli_hparams *hp, int n_ctx) {
 typedef struct {
     const coli_model *m;
     coli_state *s;
-    int il, n, pos;
+    int il, n;
     int heads_per_task;
     coli_vec_dot_fn kq_dot, kqv_dot;
     coli_vec_dot_nw_fn kq_dot2, kqv_dot2;  /* the same for two K / V rows at once, or NULL */
@@ -69,16 +69,17 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
     const coli_hparams *hp = &J->m->hp;
     const coli_layer *L = &J->m->layers[J->il];
     coli_state *s = J->s;
-    const int hd = hp->head_dim, hdv = hp->head_dim_v, n_ctx = s->n_ctx;
+    const coli_kv *kv = s->rows[i].kv;
+    const int hd = hp->head_dim, hdv = hp->head_dim_v, n_ctx = kv->n_ctx;
     const int k_dim = hp->n_head_kv * hd;
-    const int p = J->pos + i;
+    const int p = s->rows[i].pos;
     const int lo = (L->is_swa && p - hp->n_swa + 1 > 0) ? p - hp->n_swa + 1 : 0;
     const int c0 = lo / CHUNK * CHUNK, c1 = ceil_chunk(p + 1), len = c1 - c0;
-    const size_t cstride = (size_t)ceil_chunk(n_ctx) + CHUNK;  /* per head in sc / ph */
+    const size_t cstride = (size_t)ceil_chunk(s->n_ctx) + CHUNK;  /* per head in sc / ph */
     coli_half *qh = scratch_h, *ph = qh + (size_t)ng * hd, *vstage = ph + (size_t)ng * cstride;
     float *sc = scratch_f;
-    const coli_half *kc = s->k_cache + (size_t)J->il * n_ctx * k_dim + (size_t)kvh * hd;
-    const coli_half *vc = s->v_cache + ((size_t)J->il * hp->n_head_kv + kvh) * hdv * n_ctx;
+    const coli_half *kc = kv->k + (size_t)J->il * n_ctx * k_dim + (size_t)kvh * hd;
+    const coli_half *vc = kv->v + ((size_t)J->il * hp->n_head_kv + kvh) * hdv * n_ctx;
     /* kq for the visible cells, all heads of the task per K row */
     for (int g = 0; g < ng; g++) {
         const float *q = s->q + ((size_t)i * hp->n_head + h0 + g) * hd;
@@ -126,19 +127,21 @@ static void attn_worker(void *ctx, int ith, int nth) {
     }
 }
 
-void coli_attention(const coli_model *m, coli_state *s, int il, int n, int pos) {
+void coli_attention(const coli_model *m, coli_state *s, int il, int n) {
     const coli_hparams *hp = &m->hp;
     const coli_kernel_table *t = coli_kernels();
     const coli_type_kernels *k = &t->type[GGML_TYPE_F16];
     const int group = hp->n_head / hp->n_head_kv;
-    attn_job job = {m, s, il, n, pos, group, k->vec_dot, k->vec_dot, k->vec_dot_2w, k->vec_dot_2w, t->exp_sum,
+    attn_job job = {m, s, il, n, group, k->vec_dot, k->vec_dot, k->vec_dot_2w, k->vec_dot_2w, t->exp_sum,
                     t->type[GGML_TYPE_F16].from_float};
-    /* llama.cpp's n_kv is a multiple of 256 cells; a batch of queries goes through tinyBLAS */
-    if (coli_mm_rows(k, hp->head_dim, 256, n) == n) {
+    /* llama.cpp's n_kv is a multiple of 256 cells; a batch of queries goes
+     * through tinyBLAS, rows alone as a batch of one */
+    const int as_batch = s->rows_alone ? 1 : n;
+    if (coli_mm_rows(k, hp->head_dim, 256, as_batch) == as_batch) {
         job.kq_dot = k->vec_dot_mm;
         job.kq_dot2 = k->vec_dot_mm_2w;
     }
-    if (coli_mm_rows(k, 256, hp->head_dim_v, n) == n) {
+    if (coli_mm_rows(k, 256, hp->head_dim_v, as_batch) == as_batch) {
         job.kqv_dot = k->vec_dot_mm;
         job.kqv_dot2 = k->vec_dot_mm_2w;
     }

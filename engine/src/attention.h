@@ -6,11 +6,11 @@
 
 #include "model.h"
 
-/* s->q holds n rows of n_head queries (normed, rotated, scaled); the cache of
- * layer il holds positions 0..pos+n-1 (this batch's keys and values already
- * written). Writes s->att: n rows of n_head * head_dim_v. Sliding-window
+/* s->q holds n rows of n_head queries (normed, rotated, scaled) for s->rows;
+ * each row's cache of layer il holds its positions 0..pos (this batch's keys
+ * and values already written). Writes s->att: n rows of n_head * head_dim_v. Sliding-window
  * layers see the last n_swa positions only. */
-void coli_attention(const coli_model *m, coli_state *s, int il, int n, int pos);
+void coli_attention(const coli_model *m, coli_state *s, int il, int n);
 
 /* Per-thread scratch coli_attention needs: s->att_scratch holds n_threads
  * times coli_attention_scratch_halves() halves, s->att_scores as many times

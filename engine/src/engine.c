@@ -1,6 +1,9 @@
 /* engine.c — colibri_open/colibri_close: the lifetime of one loaded model. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine.h"
 #include "error.h"
@@ -11,6 +14,27 @@
 
 void colibri_config_default(colibri_config *cfg) {
     if (cfg) memset(cfg, 0, sizeof *cfg);
+}
+
+/* A digest of the file's size, its metadata and tensor table, and the first
+ * and last bytes of its data: what a persisted KV cache must match. */
+static void model_identity(colibri_engine *e) {
+    const uint64_t size = gguf_file_size(e->gguf), head = gguf_data_offset(e->gguf);
+    uint64_t h = coli_hash64(0x636f6c69627269ULL, &size, sizeof size);
+    char *buf = malloc(1 << 16);
+    const int fd = gguf_fd(e->gguf);
+    const uint64_t spans[3][2] = {{0, head}, {head, 1 << 16}, {size > (1 << 16) ? size - (1 << 16) : 0, 1 << 16}};
+    for (int i = 0; buf && i < 3; i++)
+        for (uint64_t at = spans[i][0], end = spans[i][0] + spans[i][1]; at < end && at < size;) {
+            size_t want = end - at < (1 << 16) ? (size_t)(end - at) : (1 << 16);
+            ssize_t got = pread(fd, buf, want, (off_t)at);
+            if (got <= 0) break;
+            h = coli_hash64(h, buf, (size_t)got);
+            at += (uint64_t)got;
+        }
+    free(buf);
+    e->model_id = h;
+    snprintf(e->model_id_hex, sizeof e->model_id_hex, "%016llx", (unsigned long long)h);
 }
 
 /* Weights, run state, sampling scratch: everything beyond the vocabulary. */
@@ -25,7 +49,20 @@ static int load_model(colibri_engine *e) {
     if (c->n_batch > c->n_ctx) c->n_batch = c->n_ctx;
     if (c->n_threads == 0) c->n_threads = coli_physical_cores();
     if (c->n_slots == 0) c->n_slots = 1;
-    if ((rc = coli_state_init(&e->state, &e->model, c->n_ctx, c->n_batch, c->n_threads))) return rc;
+    if (c->n_slots > 16) return coli_fail(COLI_E_ARG, "n_slots is %d; colibri serves 1 to 16 slots", c->n_slots);
+    if (c->n_batch < c->n_slots) c->n_batch = c->n_slots; /* a decode step is one batch of every slot */
+    const int logit_rows = c->n_slots > 16 ? c->n_slots : 16;
+    if ((rc = coli_state_init(&e->state, &e->model, c->n_ctx, c->n_batch, logit_rows, c->n_threads))) return rc;
+    e->slots = calloc((size_t)c->n_slots, sizeof *e->slots);
+    e->rows = calloc((size_t)c->n_batch, sizeof *e->rows);
+    if (!e->slots || !e->rows) return coli_fail(COLI_E_NOMEM, "out of memory");
+    for (int i = 0; i < c->n_slots; i++) {
+        if ((rc = coli_kv_init(&e->slots[i].kv, hp, c->n_ctx))) return rc;
+        e->slots[i].hist = malloc((size_t)c->n_ctx * sizeof(int32_t));
+        if (!e->slots[i].hist) return coli_fail(COLI_E_NOMEM, "out of memory");
+    }
+    e->last_logits = e->state.logits;
+    model_identity(e);
     e->sample_p = malloc((size_t)hp->n_vocab * sizeof(float));
     e->sample_i = malloc((size_t)hp->n_vocab * sizeof(int32_t));
     if (!e->sample_p || !e->sample_i) return coli_fail(COLI_E_NOMEM, "out of memory");
@@ -64,6 +101,16 @@ fail:
 
 void colibri_close(colibri_engine *e) {
     if (!e) return;
+    if (e->slots)
+        for (int i = 0; i < e->cfg.n_slots; i++) {
+            coli_kv_free(&e->slots[i].kv);
+            free(e->slots[i].hist);
+            free(e->slots[i].echo_lp);
+            free(e->slots[i].echo_ids);
+            free(e->slots[i].echo_top);
+        }
+    free(e->slots);
+    free(e->rows);
     coli_state_free(&e->state);
     coli_model_free(&e->model);
     free(e->sample_p);
@@ -88,12 +135,11 @@ int64_t colibri_model_info(colibri_engine *e, char *out, size_t cap) {
     jb_printf(&b, ",\"vocab_only\":%s,\"kernels\":\"%s\"", e->loaded ? "false" : "true", coli_kernels()->name);
     if (e->loaded) {
         const coli_state *s = &e->state;
-        const size_t kv_bytes = (size_t)e->model.hp.n_layer * s->n_ctx *
-                                ((size_t)e->model.hp.n_head_kv * (e->model.hp.head_dim + e->model.hp.head_dim_v)) *
-                                sizeof(coli_half);
+        const size_t kv_bytes = coli_kv_bytes(&e->model.hp, e->cfg.n_ctx);
         jb_printf(&b, ",\"n_ctx\":%d,\"n_batch\":%d,\"n_threads\":%d,\"n_slots\":%d", e->cfg.n_ctx,
                   e->cfg.n_batch, e->cfg.n_threads, e->cfg.n_slots);
-        jb_printf(&b, ",\"kv_bytes_per_slot\":%zu,\"state_bytes\":%zu", kv_bytes, s->bytes);
+        jb_printf(&b, ",\"kv_bytes_per_slot\":%zu,\"state_bytes\":%zu,\"model_id\":\"%s\"", kv_bytes, s->bytes,
+                  e->model_id_hex);
     }
     jb_puts(&b, "}");
     return jb_finish(&b, out, cap);
@@ -114,22 +160,34 @@ int colibri_eval(colibri_engine *e, const int32_t *tokens, int n, int pos, float
     if (rc) return rc;
     coli_clear_error();
     if (!tokens || n <= 0 || pos < 0) return coli_fail(COLI_E_ARG, "colibri_eval: no tokens or a negative position");
+    coli_slot *sl = &e->slots[0];
+    if (sl->state != COLI_SLOT_IDLE) return coli_fail(COLI_E_STATE, "colibri_eval: slot 0 is serving a request");
     if ((int64_t)pos + n > e->cfg.n_ctx)
         return coli_fail(COLI_E_TOO_LONG, "too_long: %d tokens at position %d need %lld positions, the context holds %d",
                          n, pos, (long long)pos + n, e->cfg.n_ctx);
+    if (pos > sl->n_past) return coli_fail(COLI_E_ARG, "colibri_eval: position %d is past the %d cached", pos, sl->n_past);
     const int V = e->model.hp.n_vocab;
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= V)
             return coli_fail(COLI_E_ARG, "token id %d at index %d is outside the vocabulary (0..%d)", tokens[i], i,
                              V - 1);
+    sl->n_past = pos; /* later positions are overwritten */
     for (int done = 0; done < n;) {
-        int chunk = n - done < e->cfg.n_batch ? n - done : e->cfg.n_batch;
-        float *out = NULL;
-        if (logits_out && all_logits) out = logits_out + (size_t)done * V;
-        rc = coli_forward(&e->model, &e->state, tokens + done, chunk, pos + done, out, all_logits != 0);
+        const int chunk = n - done < e->cfg.n_batch ? n - done : e->cfg.n_batch;
+        for (int i = 0; i < chunk; i++) e->rows[i] = (coli_row){tokens[done + i], pos + done + i, &sl->kv};
+        rc = coli_forward(&e->model, &e->state, e->rows, chunk, false);
+        if (!rc && logits_out && all_logits)
+            rc = coli_logits(&e->model, &e->state, 0, chunk, logits_out + (size_t)done * V);
+        else if (!rc && done + chunk == n)
+            rc = coli_logits(&e->model, &e->state, chunk - 1, 1, e->state.logits);
         if (rc) return rc;
+        memcpy(sl->hist + pos + done, tokens + done, (size_t)chunk * sizeof(int32_t));
+        sl->n_past = pos + done + chunk;
         done += chunk;
     }
+    if (all_logits && logits_out)
+        memcpy(e->state.logits, logits_out + (size_t)(n - 1) * V, (size_t)V * sizeof(float));
+    e->last_logits = e->state.logits;
     if (logits_out && !all_logits) memcpy(logits_out, e->state.logits, (size_t)V * sizeof(float));
     return 0;
 }
@@ -138,7 +196,7 @@ int32_t colibri_sample(colibri_engine *e, const colibri_sampling *p, float *logp
     int rc = need_model(e, "colibri_sample");
     if (rc) return rc;
     const int V = e->model.hp.n_vocab;
-    const float *logits = e->state.logits;
+    const float *logits = e->last_logits;
     float temperature = p ? p->temperature : 0.0f;
     float top_p = p ? p->top_p : 1.0f;
     if (!(temperature >= 0.0f) || !(top_p > 0.0f && top_p <= 1.0f))

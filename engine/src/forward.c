@@ -1,4 +1,4 @@
-/* forward.c — the run state of one sequence and the forward pass over a batch. */
+/* forward.c — the scratch of a forward batch and the forward pass over it. */
 #define _POSIX_C_SOURCE 200112L
 #include <inttypes.h>
 #include <math.h>
@@ -24,21 +24,20 @@ static void *alloc64(size_t bytes, size_t *total) {
     return p;
 }
 
-int coli_state_init(coli_state *s, const coli_model *m, int n_ctx, int n_batch, int n_threads) {
+int coli_state_init(coli_state *s, const coli_model *m, int n_ctx, int n_batch, int n_logit_rows, int n_threads) {
     const coli_hparams *hp = &m->hp;
     memset(s, 0, sizeof *s);
-    if (n_ctx <= 0 || n_batch <= 0 || n_threads <= 0) return coli_fail(COLI_E_ARG, "n_ctx, n_batch and threads must be > 0");
+    if (n_ctx <= 0 || n_batch <= 0 || n_threads <= 0 || n_logit_rows <= 0)
+        return coli_fail(COLI_E_ARG, "n_ctx, n_batch, logit rows and threads must be > 0");
     s->n_ctx = n_ctx;
     s->n_batch = n_batch;
+    s->n_logit_rows = n_logit_rows;
     s->n_threads = n_threads;
     const size_t nb = (size_t)n_batch;
     const size_t q_dim = (size_t)hp->n_head * hp->head_dim;
     const size_t k_dim = (size_t)hp->n_head_kv * hp->head_dim;
     const size_t v_dim = (size_t)hp->n_head_kv * hp->head_dim_v;
     const size_t att_dim = (size_t)hp->n_head * hp->head_dim_v;
-    const size_t kv_cells = (size_t)hp->n_layer * (size_t)n_ctx;
-    s->k_cache = alloc64(kv_cells * k_dim * sizeof(coli_half), &s->bytes);
-    s->v_cache = alloc64(kv_cells * v_dim * sizeof(coli_half), &s->bytes);
     s->x = alloc64(nb * hp->n_embd * sizeof(float), &s->bytes);
     s->xn = alloc64(nb * hp->n_embd * sizeof(float), &s->bytes);
     s->tmp = alloc64(nb * hp->n_embd * sizeof(float), &s->bytes);
@@ -48,7 +47,7 @@ int coli_state_init(coli_state *s, const coli_model *m, int n_ctx, int n_batch, 
     s->att = alloc64(nb * att_dim * sizeof(float), &s->bytes);
     s->hb = alloc64(nb * hp->n_ff * sizeof(float), &s->bytes);
     s->hb2 = alloc64(nb * hp->n_ff * sizeof(float), &s->bytes);
-    s->logits = alloc64((size_t)hp->n_vocab * sizeof(float), &s->bytes);
+    s->logits = alloc64((size_t)n_logit_rows * hp->n_vocab * sizeof(float), &s->bytes);
     s->att_scratch = alloc64((size_t)n_threads * coli_attention_scratch_halves(hp, n_ctx) * sizeof(coli_half), &s->bytes);
     s->att_scores = alloc64((size_t)n_threads * coli_attention_scratch_floats(hp, n_ctx) * sizeof(float), &s->bytes);
     if (hp->n_expert > 0) {
@@ -96,15 +95,12 @@ int coli_state_init(coli_state *s, const coli_model *m, int n_ctx, int n_batch, 
     if (out_sz > need) need = out_sz;
     s->mm_scratch_size = need;
     s->mm_scratch = alloc64(need, &s->bytes);
-    if (!s->k_cache || !s->v_cache || !s->x || !s->xn || !s->tmp || !s->q || !s->k || !s->v || !s->att || !s->hb ||
+    if (!s->x || !s->xn || !s->tmp || !s->q || !s->k || !s->v || !s->att || !s->hb ||
         !s->hb2 || !s->logits || !s->att_scratch || !s->att_scores || !s->mm_scratch) {
         size_t want = s->bytes;
         coli_state_free(s);
-        return coli_fail(COLI_E_NOMEM, "out of memory: the run state needs about %zu MiB (KV cache for %d tokens)",
-                         want >> 20, n_ctx);
+        return coli_fail(COLI_E_NOMEM, "out of memory: the run state needs about %zu MiB", want >> 20);
     }
-    memset(s->k_cache, 0, kv_cells * k_dim * sizeof(coli_half));
-    memset(s->v_cache, 0, kv_cells * v_dim * sizeof(coli_half));
     s->pool = coli_pool_create(n_threads);
     if (!s->pool) {
         coli_state_free(s);
@@ -116,8 +112,6 @@ int coli_state_init(coli_state *s, const coli_model *m, int n_ctx, int n_batch, 
 void coli_state_free(coli_state *s) {
     if (!s) return;
     coli_pool_free(s->pool);
-    free(s->k_cache);
-    free(s->v_cache);
     free(s->x);
     free(s->xn);
     free(s->tmp);
@@ -150,7 +144,7 @@ void coli_state_free(coli_state *s) {
 }
 
 static int matmul(coli_state *s, const coli_mat *w, const float *x, int n, float *y) {
-    return coli_matmul(s->pool, w->data, w->type, w->n_in, w->n_out, x, n, y, s->mm_scratch);
+    return coli_matmul_ex(s->pool, w->data, w->type, w->n_in, w->n_out, x, n, y, s->mm_scratch, s->rows_alone);
 }
 
 /* Each of n rows of width w gets b added (no-op without a bias). */
@@ -160,7 +154,7 @@ static void add_bias(float *x, const float *b, int n, int w) {
         for (int d = 0; d < w; d++) x[(size_t)i * w + d] += b[d];
 }
 
-static int attention(const coli_model *m, coli_state *s, int il, int n, int pos) {
+static int attention(const coli_model *m, coli_state *s, int il, int n) {
     const coli_hparams *hp = &m->hp;
     const coli_layer *L = &m->layers[il];
     const int E = hp->n_embd, hd = hp->head_dim, hdv = hp->head_dim_v;
@@ -173,9 +167,11 @@ static int attention(const coli_model *m, coli_state *s, int il, int n, int pos)
     add_bias(s->q, L->bq, n, hp->n_head * hd);
     add_bias(s->k, L->bk, n, k_dim);
     add_bias(s->v, L->bv, n, v_dim);
-    coli_half *kc = s->k_cache + (size_t)il * s->n_ctx * k_dim;
-    coli_half *vc = s->v_cache + (size_t)il * s->n_ctx * v_dim;
     for (int i = 0; i < n; i++) {
+        const coli_kv *kv = s->rows[i].kv;
+        const int pos = s->rows[i].pos;
+        coli_half *kc = kv->k + (size_t)il * kv->n_ctx * k_dim;
+        coli_half *vc = kv->v + (size_t)il * kv->n_ctx * v_dim;
         float *q = s->q + (size_t)i * hp->n_head * hd;
         float *k = s->k + (size_t)i * k_dim;
         const float *v = s->v + (size_t)i * v_dim;
@@ -186,15 +182,15 @@ static int attention(const coli_model *m, coli_state *s, int il, int n, int pos)
             for (int h = 0; h < hp->n_head; h++) coli_rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, hp->rms_eps);
             for (int h = 0; h < hp->n_head_kv; h++) coli_rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, hp->rms_eps);
         }
-        coli_rope(q, hp->n_head, hd, hp->n_rot, pos + i, L->rope_base, L->rope_scale, hp->rope_type);
-        coli_rope(k, hp->n_head_kv, hd, hp->n_rot, pos + i, L->rope_base, L->rope_scale, hp->rope_type);
+        coli_rope(q, hp->n_head, hd, hp->n_rot, pos, L->rope_base, L->rope_scale, hp->rope_type);
+        coli_rope(k, hp->n_head_kv, hd, hp->n_rot, pos, L->rope_base, L->rope_scale, hp->rope_type);
         if (hp->attn_scale != 1.0f)
             for (int d = 0; d < hp->n_head * hd; d++) q[d] *= hp->attn_scale;
-        coli_half *kdst = kc + (size_t)(pos + i) * k_dim;
+        coli_half *kdst = kc + (size_t)pos * k_dim;
         for (int d = 0; d < k_dim; d++) kdst[d] = coli_fp32_to_fp16(k[d]);
-        for (int d = 0; d < v_dim; d++) vc[(size_t)d * s->n_ctx + pos + i] = coli_fp32_to_fp16(v[d]);
+        for (int d = 0; d < v_dim; d++) vc[(size_t)d * kv->n_ctx + pos] = coli_fp32_to_fp16(v[d]);
     }
-    coli_attention(m, s, il, n, pos);
+    coli_attention(m, s, il, n);
     if ((rc = matmul(s, &L->wo, s->att, n, s->tmp))) return rc;
     add_bias(s->tmp, L->bo, n, E);
     if (L->post_attn_norm)
@@ -233,42 +229,42 @@ static void add_rows(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
-int coli_forward(const coli_model *m, coli_state *s, const int32_t *tokens, int n, int pos, float *out,
-                 bool logits_all) {
+int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n, bool rows_alone) {
     const coli_hparams *hp = &m->hp;
     const int E = hp->n_embd;
     int rc;
-    if (n <= 0 || n > s->n_batch) return coli_fail(COLI_E_ARG, "a forward batch holds 1..%d tokens, got %d", s->n_batch, n);
-    if (pos < 0 || pos + n > s->n_ctx)
-        return coli_fail(COLI_E_TOO_LONG, "too_long: positions %d..%d do not fit the context of %d tokens", pos,
-                         pos + n - 1, s->n_ctx);
+    if (n <= 0 || n > s->n_batch) return coli_fail(COLI_E_ARG, "a forward batch holds 1..%d rows, got %d", s->n_batch, n);
+    for (int i = 0; i < n; i++) {
+        const coli_row *r = &rows[i];
+        if (!r->kv || r->kv->n_layer != hp->n_layer) return coli_fail(COLI_E_ARG, "row %d has no KV cache of this model", i);
+        if (r->pos < 0 || r->pos >= r->kv->n_ctx || r->kv->n_ctx > s->n_ctx)
+            return coli_fail(COLI_E_TOO_LONG, "too_long: position %d does not fit the context of %d tokens", r->pos,
+                             r->kv->n_ctx);
+        if (r->token < 0 || r->token >= hp->n_vocab)
+            return coli_fail(COLI_E_ARG, "token id %d is outside the vocabulary (0..%d)", r->token, hp->n_vocab - 1);
+    }
+    s->rows = rows;
+    s->rows_alone = rows_alone;
     const coli_to_float_fn embed = coli_kernels()->type[m->tok_embd.type].to_float;
     const size_t row_bytes = coli_row_size(m->tok_embd.type, E);
     for (int i = 0; i < n; i++) {
-        if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
-            return coli_fail(COLI_E_ARG, "token id %d is outside the vocabulary (0..%d)", tokens[i], hp->n_vocab - 1);
         float *x = s->x + (size_t)i * E;
-        embed((const uint8_t *)m->tok_embd.data + (size_t)tokens[i] * row_bytes, x, E);
+        embed((const uint8_t *)m->tok_embd.data + (size_t)rows[i].token * row_bytes, x, E);
         if (hp->embd_scale != 1.0f)
             for (int d = 0; d < E; d++) x[d] *= hp->embd_scale;
     }
     for (int il = 0; il < hp->n_layer; il++) {
-        if ((rc = attention(m, s, il, n, pos))) return rc;
+        if ((rc = attention(m, s, il, n))) return rc;
         add_rows(s->x, s->tmp, (size_t)n * E);
         if ((rc = ffn(m, s, il, n))) return rc;
         add_rows(s->x, s->tmp, (size_t)n * E);
     }
-    /* logits: every row when asked, else the last only */
-    const int first = logits_all ? 0 : n - 1;
-    const int rows = n - first;
-    for (int i = first; i < n; i++)
-        coli_rmsnorm(s->xn + (size_t)(i - first) * E, s->x + (size_t)i * E, m->output_norm, E, hp->rms_eps);
-    if (logits_all) {
-        if ((rc = matmul(s, &m->output, s->xn, rows, out))) return rc;
-        memcpy(s->logits, out + (size_t)(rows - 1) * hp->n_vocab, (size_t)hp->n_vocab * sizeof(float));
-    } else {
-        if ((rc = matmul(s, &m->output, s->xn, 1, s->logits))) return rc;
-        if (out) memcpy(out, s->logits, (size_t)hp->n_vocab * sizeof(float));
-    }
+    for (int i = 0; i < n; i++)
+        coli_rmsnorm(s->xn + (size_t)i * E, s->x + (size_t)i * E, m->output_norm, E, hp->rms_eps);
     return 0;
+}
+
+int coli_logits(const coli_model *m, coli_state *s, int first, int n, float *out) {
+    if (first < 0 || n <= 0 || first + n > s->n_batch) return coli_fail(COLI_E_ARG, "coli_logits: rows out of range");
+    return matmul(s, &m->output, s->xn + (size_t)first * m->hp.n_embd, n, out);
 }

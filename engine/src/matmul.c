@@ -2,6 +2,7 @@
 #include "matmul.h"
 
 #include <sched.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,8 +152,9 @@ static void plan_quantize(mm_ctx *c, const ggml_type_traits *at, int nth) {
     atomic_init(&c->q_done, 0);
 }
 
-/* llama.cpp treats the n_rows of one call as one batch (see quant.h) */
-static void set_kernels(mm_ctx *c, const coli_type_kernels *k) {
+/* llama.cpp treats the n_rows of one call as one batch (see quant.h); rows
+ * "alone" each get the arithmetic a batch of one would get. */
+static void set_kernels(mm_ctx *c, const coli_type_kernels *k, bool alone) {
     c->vec_dot = k->vec_dot;
     c->vec_dot_mm = k->vec_dot_mm;
     c->vec_dot_2w = k->vec_dot_2w;
@@ -160,6 +162,7 @@ static void set_kernels(mm_ctx *c, const coli_type_kernels *k) {
     c->vec_dot_mm_2w = k->vec_dot_mm_2w;
     c->vec_dot_mm_16w = k->vec_dot_mm_16w;
     c->mm_rows = coli_mm_rows(k, c->n_in, c->n_out, c->n_rows);
+    if (alone) c->mm_rows = coli_mm_rows(k, c->n_in, c->n_out, 1) == 1 ? c->n_rows : 0;
 }
 
 static void plan_chunks(mm_ctx *c, int nth) {
@@ -174,7 +177,7 @@ static void plan_chunks(mm_ctx *c, int nth) {
 
 /* The dot-product half of a context: weights, output and kernels. */
 static void mm_init(mm_ctx *c, coli_pool *pool, const void *w, uint32_t wtype, const coli_type_kernels *k,
-                    int64_t n_in, int64_t n_out, int64_t n_rows, float *y) {
+                    int64_t n_in, int64_t n_out, int64_t n_rows, float *y, bool alone) {
     memset(c, 0, sizeof *c);
     c->n_in = n_in;
     c->n_rows = n_rows;
@@ -182,19 +185,24 @@ static void mm_init(mm_ctx *c, coli_pool *pool, const void *w, uint32_t wtype, c
     c->w_row_bytes = coli_row_size(wtype, n_in);
     c->n_out = n_out;
     c->y = y;
-    set_kernels(c, k);
+    set_kernels(c, k, alone);
     c->pool = pool;
 }
 
 int coli_matmul(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, int64_t n_out, const float *x,
                 int64_t n_rows, float *y, void *scratch) {
+    return coli_matmul_ex(pool, w, wtype, n_in, n_out, x, n_rows, y, scratch, false);
+}
+
+int coli_matmul_ex(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, int64_t n_out, const float *x,
+                   int64_t n_rows, float *y, void *scratch, bool rows_alone) {
     const coli_type_kernels *k = NULL;
     int rc = check_shape(wtype, n_in, n_out, n_rows, &k);
     if (rc) return rc;
     if (n_rows == 0 || n_out == 0) return COLI_OK;
     const coli_kernel_table *t = coli_kernels();
     mm_ctx c;
-    mm_init(&c, pool, w, wtype, k, n_in, n_out, n_rows, y);
+    mm_init(&c, pool, w, wtype, k, n_in, n_out, n_rows, y, rows_alone);
     c.x = x;
     if (k->vec_dot_type == GGML_TYPE_F32) {
         c.xq = (void *)x;
@@ -243,7 +251,7 @@ int coli_matmul_q(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, 
     if (rc) return rc;
     if (n_rows == 0 || n_out == 0) return COLI_OK;
     mm_ctx c;
-    mm_init(&c, pool, w, wtype, k, n_in, n_out, n_rows, y);
+    mm_init(&c, pool, w, wtype, k, n_in, n_out, n_rows, y, false);
     c.xq = (void *)xq;
     c.xq_stride = xq_stride;
     plan_chunks(&c, coli_pool_size(pool));

@@ -15,6 +15,7 @@
 #ifndef COLI_MATMUL_H
 #define COLI_MATMUL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,6 +29,12 @@ size_t coli_matmul_scratch_size(uint32_t wtype, int64_t n_in, int64_t n_rows);
 /* 0 or a negative COLI_E_* (unsupported type, bad shape). pool may be NULL. */
 int coli_matmul(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, int64_t n_out,
                 const float *x, int64_t n_rows, float *y, void *scratch);
+
+/* Same; with rows_alone each row gets the bits it would get in a batch of its
+ * own (one-row arithmetic), so rows of different conversations decoded
+ * together equal each decoded alone. */
+int coli_matmul_ex(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, int64_t n_out,
+                   const float *x, int64_t n_rows, float *y, void *scratch, bool rows_alone);
 
 /* Same, with activations already converted to the weight's vec_dot type
  * (coli_matmul_quantize): n_rows rows of `xq_stride` bytes each. Lets several

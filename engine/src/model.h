@@ -115,21 +115,45 @@ int coli_mat_from_tensor(coli_mat *w, const gguf_tensor *t, const char *name, in
 int coli_model_load(coli_model *m, const gguf_file *f);
 void coli_model_free(coli_model *m);
 
-/* Run state of one sequence: its KV cache and the scratch of a batch. */
+/* The KV cache of one sequence (a slot's): pages are mapped on first write,
+ * so an unused slot costs address space, not memory. */
 typedef struct {
-    int n_ctx;       /* positions the KV cache holds */
-    int n_batch;     /* most tokens per forward call */
-    coli_half *k_cache;  /* [n_layer][n_ctx][n_head_kv * head_dim] */
-    coli_half *v_cache;  /* [n_layer][n_head_kv * head_dim_v][n_ctx]: transposed, so P.V is a dot per dim */
+    int n_ctx;       /* positions it holds */
+    size_t k_dim, v_dim;
+    int n_layer;
+    coli_half *k;    /* [n_layer][n_ctx][k_dim] */
+    coli_half *v;    /* [n_layer][v_dim][n_ctx]: transposed, so P.V is a dot per dimension */
+    size_t bytes;    /* size of the mapping */
+} coli_kv;
+
+int coli_kv_init(coli_kv *kv, const coli_hparams *hp, int n_ctx);
+void coli_kv_free(coli_kv *kv);
+/* Bytes a cache of n_ctx positions maps. */
+size_t coli_kv_bytes(const coli_hparams *hp, int n_ctx);
+
+/* One row of a forward batch: a token at a position of a sequence. */
+typedef struct {
+    int32_t token;
+    int pos;         /* the cache holds positions < pos of this sequence */
+    coli_kv *kv;
+} coli_row;
+
+/* Scratch of a forward batch, shared by every sequence. */
+typedef struct {
+    int n_ctx;       /* the longest sequence (sizes attention scratch) */
+    int n_batch;     /* most rows per forward call */
+    int n_logit_rows; /* rows of logits[] */
+    const coli_row *rows; /* the batch being evaluated */
+    bool rows_alone; /* each row computed as in a batch of its own (decode of several sequences) */
     float *x;        /* [n_batch][n_embd] residual stream */
-    float *xn;       /* [n_batch][n_embd] normed input of a block */
+    float *xn;       /* [n_batch][n_embd] normed input of a block; after coli_forward the final normed rows */
     float *tmp;      /* [n_batch][n_embd] a block's output */
     float *q;        /* [n_batch][n_head * head_dim] */
     float *k;        /* [n_batch][n_head_kv * head_dim] */
     float *v;        /* [n_batch][n_head_kv * head_dim_v] */
     float *att;      /* [n_batch][n_head * head_dim_v] */
     float *hb, *hb2; /* [n_batch][n_ff] */
-    float *logits;   /* [n_vocab]: the last row's logits */
+    float *logits;   /* [n_logit_rows][n_vocab] */
     coli_half *att_scratch; /* per thread: coli_attention_scratch_halves() (attention.h) */
     float *att_scores;      /* per thread: coli_attention_scratch_floats() */
     /* routed FFN (MoE models only) */
@@ -154,13 +178,18 @@ typedef struct {
     size_t bytes;    /* memory held by this state */
 } coli_state;
 
-int coli_state_init(coli_state *s, const coli_model *m, int n_ctx, int n_batch, int n_threads);
+int coli_state_init(coli_state *s, const coli_model *m, int n_ctx, int n_batch, int n_logit_rows, int n_threads);
 void coli_state_free(coli_state *s);
 
-/* Evaluates tokens[0..n) at positions pos..pos+n-1 (n <= n_batch; the cache
- * must hold positions < pos). The last row's logits land in s->logits; with
- * logits_all, every row's logits are written to out (n x n_vocab floats). */
-int coli_forward(const coli_model *m, coli_state *s, const int32_t *tokens, int n, int pos, float *out,
-                 bool logits_all);
+/* Evaluates the n rows (n <= n_batch) and leaves their final normed hidden
+ * states in s->xn, ready for coli_logits. Rows of one sequence must be
+ * consecutive positions in order; with rows_alone every row is computed with
+ * the bits it would get alone (rows of different sequences decoded together),
+ * otherwise the rows are one batch in llama.cpp's sense (a prompt chunk). */
+int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n, bool rows_alone);
+
+/* Logits of rows [first, first + n) of the last forward batch -> out
+ * (n x n_vocab floats), with the same rows_alone as that batch. */
+int coli_logits(const coli_model *m, coli_state *s, int first, int n, float *out);
 
 #endif

@@ -97,3 +97,36 @@ int32_t coli_sample(const float *logits, int n, float temperature, float top_p, 
     }
     return heap[n - 1];
 }
+
+/* min-heap of k indices keyed by logits: the root is the weakest kept */
+static void sift_down_min(int32_t *h, int n, int i, const float *v) {
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && v[h[l]] < v[h[m]]) m = l;
+        if (r < n && v[h[r]] < v[h[m]]) m = r;
+        if (m == i) return;
+        int32_t t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+float coli_readout(const float *logits, int n, int32_t tok, int k, int32_t *top_ids, float *top_lp) {
+    const float max = logits[coli_argmax(logits, n)];
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += exp((double)logits[i] - max);
+    const double lse = (double)max + log(sum);
+    if (k > n) k = n;
+    if (k > 0) {
+        for (int i = 0; i < k; i++) top_ids[i] = i;
+        for (int i = k / 2 - 1; i >= 0; i--) sift_down_min(top_ids, k, i, logits);
+        for (int i = k; i < n; i++)
+            if (logits[i] > logits[top_ids[0]]) {
+                top_ids[0] = i;
+                sift_down_min(top_ids, k, 0, logits);
+            }
+        for (int i = 0; i < k; i++) top_lp[i] = (float)((double)logits[top_ids[i]] - lse);
+    }
+    return tok >= 0 ? (float)((double)logits[tok] - lse) : NAN;
+}

@@ -16,6 +16,10 @@ double coli_rng_uniform(coli_rng *r); /* [0, 1) */
 int32_t coli_argmax(const float *logits, int n);
 /* log-softmax of logits[tok] under the unmodified distribution. */
 float coli_logprob(const float *logits, int n, int32_t tok);
+/* Log-softmax read-out of one row: returns logits[tok]'s log-prob (NaN for
+ * tok < 0) and writes the k most likely tokens and their log-probs, in heap
+ * order (not sorted). Non-finite values come out as they are. */
+float coli_readout(const float *logits, int n, int32_t tok, int k, int32_t *top_ids, float *top_lp);
 /* Sample with temperature (> 0) and nucleus top_p (0 < top_p <= 1); work
  * needs room for n floats and n ints. */
 int32_t coli_sample(const float *logits, int n, float temperature, float top_p, coli_rng *rng, float *work_p,

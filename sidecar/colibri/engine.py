@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import dataclass
 from array import array
 from typing import Any, Iterator
@@ -167,11 +168,13 @@ class Engine:
         if handle == ffi.NULL:
             raise last_error()
         self._e = ffi.gc(handle, lib.colibri_close)
+        self._stepping = threading.Lock()  # close() waits for a step running on the engine thread
 
     def close(self) -> None:
-        if self._e is not None:
-            ffi.release(self._e)
-            self._e = None
+        with self._stepping:
+            if self._e is not None:
+                ffi.release(self._e)
+                self._e = None
 
     def __enter__(self) -> "Engine":
         return self
@@ -290,3 +293,114 @@ class Engine:
 
     def seed(self, seed: int) -> None:
         lib.colibri_seed(self._e, seed & 0xFFFFFFFFFFFFFFFF)
+
+    # ---- KV slots ------------------------------------------------------------
+
+    @property
+    def n_slots(self) -> int:
+        return lib.colibri_n_slots(self._e)
+
+    @property
+    def model_id(self) -> str:
+        """Identity of the model file (keys persisted KV caches)."""
+        return ffi.string(lib.colibri_model_id(self._e)).decode()
+
+    @property
+    def slot_bytes(self) -> int:
+        """Bytes one slot's KV cache can grow to."""
+        return lib.colibri_slot_bytes(self._e)
+
+    def submit(self, slot: int, prompt: list[int], *, max_tokens: int, temperature: float = 0.0, top_p: float = 1.0,
+               seed: int = 0, n_logprobs: int = 0, echo: bool = False, ignore_eos: bool = False) -> int:
+        """Start a request on an idle slot; returns how many prompt tokens came from its cache."""
+        req = ffi.new("colibri_request *", {
+            "sampling": {"temperature": temperature, "top_p": top_p}, "seed": seed & 0xFFFFFFFFFFFFFFFF,
+            "max_tokens": max_tokens, "n_logprobs": n_logprobs, "echo": int(echo), "ignore_eos": int(ignore_eos)})
+        reused = lib.colibri_submit(self._e, slot, ffi.new("int32_t[]", prompt), len(prompt), req)
+        if reused < 0:
+            raise last_error()
+        return reused
+
+    def cancel(self, slot: int) -> bool:
+        rc = lib.colibri_cancel(self._e, slot)
+        if rc < 0:
+            raise last_error()
+        return bool(rc)
+
+    def step(self) -> list["SlotEvent"]:
+        """One batched step of every running slot; its events in order."""
+        with self._stepping:
+            if self._e is None:
+                raise EngineError("bad_state", "the engine is closed")
+            if getattr(self, "_events", None) is None:
+                self._events_cap = 2 * self.n_slots
+                self._events = ffi.new("colibri_event[]", self._events_cap)
+            n = lib.colibri_step(self._e, self._events, self._events_cap)
+            if n < 0:
+                raise last_error()
+        out = []
+        for i in range(n):
+            ev = self._events[i]
+            top = [(ev.top_ids[j], ev.top_logprobs[j]) for j in range(ev.n_top)] if ev.token >= 0 else []
+            out.append(SlotEvent(slot=ev.slot, done=ev.type == lib.COLI_EVENT_DONE, token=ev.token,
+                                 finish=FINISH_NAMES.get(ev.finish), logprob=ev.logprob, top=top))
+        return out
+
+    def slot_status(self, slot: int) -> dict[str, Any]:
+        st = ffi.new("colibri_slot_status *")
+        if lib.colibri_slot_info(self._e, slot, st) != 0:
+            raise last_error()
+        return {"state": SLOT_STATES[st.state], "n_past": st.n_past, "n_prompt": st.n_prompt,
+                "n_reused": st.n_reused, "n_generated": st.n_generated, "finish": FINISH_NAMES.get(st.finish),
+                "prefill_s": st.prefill_s, "decode_s": st.decode_s}
+
+    def slot_tokens(self, slot: int) -> list[int]:
+        """The slot's history: the tokens its KV cache holds."""
+        n = lib.colibri_slot_tokens(self._e, slot, ffi.NULL, 0)
+        if n < 0:
+            raise last_error()
+        out = ffi.new("int32_t[]", max(n, 1))
+        lib.colibri_slot_tokens(self._e, slot, out, n)
+        return list(ffi.unpack(out, n))
+
+    def slot_readout(self, slot: int, n_logprobs: int) -> list[tuple[float | None, list[tuple[int, float]]]]:
+        """Echo read-out of the slot's last prompt: per position (log-prob of its token, top-k);
+        position 0 has none (None, [])."""
+        n = self.slot_status(slot)["n_prompt"]
+        k = n_logprobs
+        lp = ffi.new("float[]", max(n, 1))
+        ids = ffi.new("int32_t[]", max(n * k, 1))
+        top = ffi.new("float[]", max(n * k, 1))
+        if lib.colibri_slot_readout(self._e, slot, 0, n, lp, ids, top) < 0:
+            raise last_error()
+        rows = [(None, [])]
+        for p in range(1, n):
+            rows.append((lp[p], [(ids[p * k + j], top[p * k + j]) for j in range(k)]))
+        return rows[:n]
+
+    def slot_save(self, slot: int, path: str | os.PathLike[str]) -> None:
+        if lib.colibri_slot_save(self._e, slot, os.fsencode(path)) != 0:
+            raise last_error()
+
+    def slot_load(self, slot: int, path: str | os.PathLike[str]) -> int:
+        """Restore a saved slot; a bad file raises EngineError and leaves the slot empty."""
+        n = lib.colibri_slot_load(self._e, slot, os.fsencode(path))
+        if n < 0:
+            raise last_error()
+        return n
+
+
+FINISH_NAMES = {1: "stop", 2: "length", 3: "context", 4: "cancelled", 5: "error"}
+SLOT_STATES = {0: "idle", 1: "prefill", 2: "decode"}
+
+
+@dataclass(frozen=True)
+class SlotEvent:
+    """One event of colibri_step: a generated token, or the end of a slot's request
+    (done=True; token is the stop token for finish "stop", else -1)."""
+    slot: int
+    done: bool
+    token: int
+    finish: str | None
+    logprob: float
+    top: list[tuple[int, float]]

@@ -1,0 +1,321 @@
+/* slots.c — several conversations on one model: submit, step, cancel.
+ *
+ * Each slot owns a KV cache and the history of tokens in it. A step first
+ * advances every decoding slot by one token in one forward batch (weights and
+ * routed experts read once for all rows; each row computed with the bits it
+ * would get alone, and attending to its own cache), then gives one chunk of
+ * prefill to one prefilling slot, round robin. A slot's chunks depend only on
+ * its own prompt, so a conversation's tokens never depend on its neighbours. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine.h"
+#include "error.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int check(const colibri_engine *e, int slot, const char *fn) {
+    if (!e) return coli_fail(COLI_E_ARG, "%s: no engine", fn);
+    if (!e->loaded) return coli_fail(COLI_E_STATE, "%s: the engine was opened with vocab_only", fn);
+    if (slot < 0 || slot >= e->cfg.n_slots)
+        return coli_fail(COLI_E_ARG, "%s: slot %d does not exist (0..%d)", fn, slot, e->cfg.n_slots - 1);
+    return 0;
+}
+
+int colibri_n_slots(const colibri_engine *e) { return (e && e->loaded) ? e->cfg.n_slots : 0; }
+
+int64_t colibri_slot_bytes(const colibri_engine *e) {
+    return (e && e->loaded) ? (int64_t)coli_kv_bytes(&e->model.hp, e->cfg.n_ctx) : 0;
+}
+
+const char *colibri_model_id(const colibri_engine *e) { return (e && e->loaded) ? e->model_id_hex : ""; }
+
+int colibri_submit(colibri_engine *e, int slot, const int32_t *prompt, int n, const colibri_request *req) {
+    coli_clear_error();
+    int rc = check(e, slot, "colibri_submit");
+    if (rc) return rc;
+    coli_slot *sl = &e->slots[slot];
+    if (sl->state != COLI_SLOT_IDLE) return coli_fail(COLI_E_STATE, "slot %d is busy with another request", slot);
+    if (!prompt || n <= 0 || !req) return coli_fail(COLI_E_ARG, "colibri_submit: an empty prompt or no request");
+    if (n > e->cfg.n_ctx)
+        return coli_fail(COLI_E_TOO_LONG, "too_long: the prompt has %d tokens, the context holds %d", n, e->cfg.n_ctx);
+    const int V = e->model.hp.n_vocab;
+    for (int i = 0; i < n; i++)
+        if (prompt[i] < 0 || prompt[i] >= V)
+            return coli_fail(COLI_E_ARG, "token id %d at index %d is outside the vocabulary (0..%d)", prompt[i], i,
+                             V - 1);
+    const colibri_sampling *sp = &req->sampling;
+    if (!(sp->temperature >= 0.0f) || !(sp->top_p > 0.0f && sp->top_p <= 1.0f))
+        return coli_fail(COLI_E_ARG, "colibri_submit: temperature must be >= 0 and top_p in (0, 1]");
+    if (req->max_tokens < 0 || req->n_logprobs < 0 || req->n_logprobs > COLI_MAX_LOGPROBS)
+        return coli_fail(COLI_E_ARG, "colibri_submit: max_tokens must be >= 0 and n_logprobs in 0..%d",
+                         COLI_MAX_LOGPROBS);
+    if (req->echo && sl->echo_cap < n) {
+        float *lp = realloc(sl->echo_lp, (size_t)n * sizeof(float));
+        if (lp) sl->echo_lp = lp;
+        int32_t *ids = realloc(sl->echo_ids, (size_t)n * COLI_MAX_LOGPROBS * sizeof(int32_t));
+        if (ids) sl->echo_ids = ids;
+        float *top = realloc(sl->echo_top, (size_t)n * COLI_MAX_LOGPROBS * sizeof(float));
+        if (top) sl->echo_top = top;
+        if (!lp || !ids || !top) return coli_fail(COLI_E_NOMEM, "out of memory for the read-out of %d positions", n);
+        sl->echo_cap = n;
+    }
+    /* the longest common prefix stays cached; at least one token is evaluated for its logits */
+    int reuse = 0;
+    if (!req->echo)
+        while (reuse < sl->n_past && reuse < n && sl->hist[reuse] == prompt[reuse]) reuse++;
+    if (reuse == n) reuse = n - 1;
+    memcpy(sl->hist, prompt, (size_t)n * sizeof(int32_t));
+    sl->n_past = reuse;
+    sl->req = *req;
+    coli_rng_seed(&sl->rng, req->seed);
+    sl->n_prompt = n;
+    sl->n_reused = reuse;
+    sl->n_gen = 0;
+    sl->finish = COLI_FINISH_NONE;
+    sl->cancel = false;
+    sl->prefill_s = sl->decode_s = 0.0;
+    sl->state = COLI_SLOT_PREFILL;
+    if (req->echo) sl->echo_lp[0] = NAN;
+    return reuse;
+}
+
+int colibri_cancel(colibri_engine *e, int slot) {
+    int rc = check(e, slot, "colibri_cancel");
+    if (rc) return rc;
+    coli_slot *sl = &e->slots[slot];
+    if (sl->state == COLI_SLOT_IDLE) return 0;
+    sl->cancel = true;
+    return 1;
+}
+
+/* ---- events ---- */
+
+typedef struct {
+    colibri_event *ev;
+    int n, cap;
+} event_out;
+
+static colibri_event *push(event_out *o, int slot, int type, int32_t token, int finish) {
+    colibri_event *ev = &o->ev[o->n++];
+    ev->slot = slot;
+    ev->type = type;
+    ev->token = token;
+    ev->finish = finish;
+    ev->logprob = NAN;
+    ev->n_top = 0;
+    return ev;
+}
+
+static void finish(event_out *o, colibri_engine *e, int slot, int why, int32_t token) {
+    coli_slot *sl = &e->slots[slot];
+    sl->state = COLI_SLOT_IDLE;
+    sl->finish = why;
+    sl->cancel = false;
+    if (token < 0) push(o, slot, COLI_EVENT_DONE, -1, why);
+}
+
+/* The token after `logits` for slot i: sample, read out, decide whether it ends the request. */
+static void next_token(event_out *o, colibri_engine *e, int slot, const float *logits) {
+    coli_slot *sl = &e->slots[slot];
+    const int V = e->model.hp.n_vocab;
+    const colibri_sampling *sp = &sl->req.sampling;
+    const int32_t tok = sp->temperature == 0.0f
+                            ? coli_argmax(logits, V)
+                            : coli_sample(logits, V, sp->temperature, sp->top_p, &sl->rng, e->sample_p, e->sample_i);
+    const bool stop = !sl->req.ignore_eos && colibri_token_is_eog(e, tok);
+    colibri_event *ev = push(o, slot, stop ? COLI_EVENT_DONE : COLI_EVENT_TOKEN, tok, stop ? COLI_FINISH_STOP : 0);
+    ev->n_top = sl->req.n_logprobs;
+    ev->logprob = coli_readout(logits, V, tok, ev->n_top, ev->top_ids, ev->top_logprobs);
+    if (stop) {
+        finish(o, e, slot, COLI_FINISH_STOP, tok);
+        return;
+    }
+    sl->n_gen++;
+    if (sl->n_gen >= sl->req.max_tokens)
+        finish(o, e, slot, COLI_FINISH_LENGTH, -1);
+    else if (sl->n_past >= e->cfg.n_ctx) /* no room to evaluate it */
+        finish(o, e, slot, COLI_FINISH_CONTEXT, -1);
+    else {
+        sl->pending = tok;
+        sl->state = COLI_SLOT_DECODE;
+    }
+}
+
+static void fail_all(event_out *o, colibri_engine *e, const int *slots, int n) {
+    for (int j = 0; j < n; j++) finish(o, e, slots[j], COLI_FINISH_ERROR, -1);
+}
+
+/* ---- the two halves of a step ---- */
+
+static void decode(event_out *o, colibri_engine *e) {
+    int who[16], n = 0;
+    for (int i = 0; i < e->cfg.n_slots; i++) {
+        coli_slot *sl = &e->slots[i];
+        if (sl->state != COLI_SLOT_DECODE) continue;
+        e->rows[n] = (coli_row){sl->pending, sl->n_past, &sl->kv};
+        who[n++] = i;
+    }
+    if (n == 0) return;
+    const double t0 = now_s();
+    int rc = coli_forward(&e->model, &e->state, e->rows, n, true);
+    if (!rc) rc = coli_logits(&e->model, &e->state, 0, n, e->state.logits);
+    const double dt = now_s() - t0;
+    if (rc) {
+        fail_all(o, e, who, n);
+        return;
+    }
+    const int V = e->model.hp.n_vocab;
+    for (int j = 0; j < n; j++) {
+        coli_slot *sl = &e->slots[who[j]];
+        sl->hist[sl->n_past++] = sl->pending;
+        sl->decode_s += dt;
+        next_token(o, e, who[j], e->state.logits + (size_t)j * V);
+    }
+}
+
+/* Read-out of the rows of a prompt chunk whose next token is a prompt token. */
+static int echo_rows(colibri_engine *e, coli_slot *sl, int pos0, int chunk) {
+    const int V = e->model.hp.n_vocab, k = sl->req.n_logprobs, step = e->state.n_logit_rows;
+    for (int r = 0; r < chunk; r += step) {
+        int m = chunk - r < step ? chunk - r : step;
+        if (pos0 + r + m > sl->n_prompt - 1) m = sl->n_prompt - 1 - (pos0 + r); /* the last row predicts output */
+        if (m <= 0) break;
+        int rc = coli_logits(&e->model, &e->state, r, m, e->state.logits);
+        if (rc) return rc;
+        for (int j = 0; j < m; j++) {
+            const int p = pos0 + r + j + 1; /* the position this row predicts */
+            sl->echo_lp[p] = coli_readout(e->state.logits + (size_t)j * V, V, sl->hist[p], k,
+                                          sl->echo_ids + (size_t)p * COLI_MAX_LOGPROBS,
+                                          sl->echo_top + (size_t)p * COLI_MAX_LOGPROBS);
+        }
+    }
+    return 0;
+}
+
+static void prefill(event_out *o, colibri_engine *e) {
+    const int ns = e->cfg.n_slots;
+    int slot = -1;
+    for (int j = 0; j < ns; j++) {
+        const int i = (e->next_prefill + j) % ns;
+        if (e->slots[i].state == COLI_SLOT_PREFILL) {
+            slot = i;
+            break;
+        }
+    }
+    if (slot < 0) return;
+    e->next_prefill = (slot + 1) % ns;
+    coli_slot *sl = &e->slots[slot];
+    const int pos0 = sl->n_past, left = sl->n_prompt - pos0;
+    const int chunk = left < e->cfg.n_batch ? left : e->cfg.n_batch;
+    for (int i = 0; i < chunk; i++) e->rows[i] = (coli_row){sl->hist[pos0 + i], pos0 + i, &sl->kv};
+    const double t0 = now_s();
+    int rc = coli_forward(&e->model, &e->state, e->rows, chunk, false);
+    if (!rc && sl->req.echo) rc = echo_rows(e, sl, pos0, chunk);
+    const bool last = chunk == left;
+    if (!rc && last && sl->req.max_tokens > 0)
+        rc = coli_logits(&e->model, &e->state, chunk - 1, 1, e->state.logits);
+    sl->prefill_s += now_s() - t0;
+    if (rc) {
+        fail_all(o, e, &slot, 1);
+        return;
+    }
+    sl->n_past += chunk;
+    if (!last) return;
+    if (sl->req.max_tokens == 0)
+        finish(o, e, slot, COLI_FINISH_LENGTH, -1);
+    else
+        next_token(o, e, slot, e->state.logits);
+}
+
+int colibri_step(colibri_engine *e, colibri_event *events, int cap) {
+    coli_clear_error();
+    int rc = check(e, 0, "colibri_step");
+    if (rc) return rc;
+    if (!events || cap < 2 * e->cfg.n_slots)
+        return coli_fail(COLI_E_ARG, "colibri_step: room for %d events is needed", 2 * e->cfg.n_slots);
+    event_out o = {events, 0, cap};
+    for (int i = 0; i < e->cfg.n_slots; i++)
+        if (e->slots[i].cancel && e->slots[i].state != COLI_SLOT_IDLE) finish(&o, e, i, COLI_FINISH_CANCELLED, -1);
+    decode(&o, e);
+    prefill(&o, e);
+    return o.n;
+}
+
+/* ---- read-outs and persistence ---- */
+
+int colibri_slot_info(const colibri_engine *e, int slot, colibri_slot_status *out) {
+    int rc = check(e, slot, "colibri_slot_info");
+    if (rc) return rc;
+    if (!out) return coli_fail(COLI_E_ARG, "colibri_slot_info: no output");
+    const coli_slot *sl = &e->slots[slot];
+    *out = (colibri_slot_status){sl->state, sl->n_past, sl->n_prompt, sl->n_reused, sl->n_gen, sl->finish,
+                               sl->prefill_s, sl->decode_s};
+    return 0;
+}
+
+int colibri_slot_tokens(const colibri_engine *e, int slot, int32_t *out, int cap) {
+    int rc = check(e, slot, "colibri_slot_tokens");
+    if (rc) return rc;
+    const coli_slot *sl = &e->slots[slot];
+    if (out && cap > 0) memcpy(out, sl->hist, (size_t)(cap < sl->n_past ? cap : sl->n_past) * sizeof(int32_t));
+    return sl->n_past;
+}
+
+int colibri_slot_readout(const colibri_engine *e, int slot, int first, int n, float *logprobs, int32_t *top_ids,
+                         float *top_logprobs) {
+    int rc = check(e, slot, "colibri_slot_readout");
+    if (rc) return rc;
+    const coli_slot *sl = &e->slots[slot];
+    if (!sl->req.echo || sl->n_prompt == 0)
+        return coli_fail(COLI_E_STATE, "slot %d's last request asked for no read-out", slot);
+    if (sl->n_past < sl->n_prompt || (sl->state == COLI_SLOT_PREFILL))
+        return coli_fail(COLI_E_STATE, "slot %d has not finished its prefill", slot);
+    if (first < 0 || n < 0 || first + n > sl->n_prompt)
+        return coli_fail(COLI_E_ARG, "colibri_slot_readout: positions %d..%d are outside the prompt of %d", first,
+                         first + n - 1, sl->n_prompt);
+    const int k = sl->req.n_logprobs;
+    for (int j = 0; j < n; j++) {
+        const int p = first + j;
+        if (logprobs) logprobs[j] = p == 0 ? NAN : sl->echo_lp[p];
+        for (int t = 0; t < k; t++) {
+            const size_t at = (size_t)p * COLI_MAX_LOGPROBS + t;
+            if (top_ids) top_ids[(size_t)j * k + t] = p == 0 ? -1 : sl->echo_ids[at];
+            if (top_logprobs) top_logprobs[(size_t)j * k + t] = p == 0 ? NAN : sl->echo_top[at];
+        }
+    }
+    return n;
+}
+
+int colibri_slot_save(colibri_engine *e, int slot, const char *path) {
+    coli_clear_error();
+    int rc = check(e, slot, "colibri_slot_save");
+    if (rc) return rc;
+    const coli_slot *sl = &e->slots[slot];
+    if (sl->state != COLI_SLOT_IDLE) return coli_fail(COLI_E_STATE, "slot %d is busy; save it between requests", slot);
+    return coli_kv_save(&sl->kv, e->model_id, sl->hist, sl->n_past, path);
+}
+
+int colibri_slot_load(colibri_engine *e, int slot, const char *path) {
+    coli_clear_error();
+    int rc = check(e, slot, "colibri_slot_load");
+    if (rc) return rc;
+    coli_slot *sl = &e->slots[slot];
+    if (sl->state != COLI_SLOT_IDLE) return coli_fail(COLI_E_STATE, "slot %d is busy", slot);
+    sl->n_past = 0; /* empty until the file has proved itself */
+    rc = coli_kv_load(&sl->kv, e->model_id, sl->hist, path);
+    if (rc < 0) return rc;
+    const int V = e->model.hp.n_vocab;
+    for (int i = 0; i < rc; i++)
+        if (sl->hist[i] < 0 || sl->hist[i] >= V)
+            return coli_fail(COLI_E_CORRUPT, "kv load: %s holds token id %d outside the vocabulary", path, sl->hist[i]);
+    sl->n_past = rc;
+    return rc;
+}

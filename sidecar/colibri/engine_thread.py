@@ -1,0 +1,288 @@
+"""The engine thread: one thread owns the C engine and steps every KV slot.
+
+asyncio code calls `generate()`; the request travels to the thread as a
+command, the thread calls `colibri_step()` while any slot runs (the GIL is
+released inside the C calls), and each slot's events come back to the
+consumer's event loop through `call_soon_threadsafe`. A consumer that goes
+away (breaks out of its loop, is cancelled) cancels its slot.
+
+With a persistence directory, each slot's history and KV cache are saved
+after every request and restored at start, so a restarted server keeps its
+warm conversations.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import AsyncIterator
+
+from colibri.engine import Engine
+from colibri.errors import ColiError, EngineError
+
+log = logging.getLogger("colibri.engine")
+
+
+class SlotBusy(ColiError):
+    """The slot already serves a request."""
+
+
+@dataclass
+class GenRequest:
+    slot: int
+    prompt: list[int]
+    max_tokens: int
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+    top_logprobs: int = 0      # 0..32 entries of the top-k table per token
+    echo: bool = False         # read-out of every prompt position (Finish.prompt_readout)
+    ignore_eos: bool = False
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    token: int
+    logprob: float                          # may be -inf or nan: reported, never clamped
+    top: list[tuple[int, float]] | None     # unsorted; None when top_logprobs == 0
+
+
+@dataclass(frozen=True)
+class PromptPosition:
+    token: int
+    logprob: float | None                   # None at position 0
+    top: list[tuple[int, float]]
+
+
+@dataclass(frozen=True)
+class Finish:
+    reason: str                 # stop | length | context | cancelled | error
+    n_prompt: int
+    n_reused: int
+    n_generated: int
+    error: str | None = None
+    stop_token: int | None = None          # the end-of-generation token, for reason "stop"
+    stop_logprob: float | None = None
+    prompt_readout: list[PromptPosition] | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class _Job:
+    req: GenRequest
+    loop: asyncio.AbstractEventLoop
+    queue: asyncio.Queue
+    submitted_at: float = 0.0
+    first_token_at: float | None = None
+    n_reused: int = 0
+    cancelled: bool = False
+
+
+class EngineThread:
+    def __init__(self, engine: Engine, persist_dir: str | os.PathLike[str] | None = None):
+        self.engine = engine
+        self.n_slots = engine.n_slots
+        self.n_ctx = engine.n_ctx
+        self.persist_dir = Path(persist_dir) / engine.model_id if persist_dir else None
+        self._cond = threading.Condition()
+        self._commands: deque[tuple[str, object]] = deque()
+        self._running: dict[int, _Job] = {}       # slot -> job the engine is serving
+        self._deferred: dict[int, _Job] = {}      # slot -> job waiting for a cancelled one to end
+        self._owners: set[int] = set()            # slots held by a consumer
+        self._closing = False
+        self._thread: threading.Thread | None = None
+        self.restored: dict[int, int] = {}        # slot -> tokens restored from disk
+
+    # ---- lifetime ------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.persist_dir:
+            self._restore()
+        self._thread = threading.Thread(target=self._run, name="colibri-engine", daemon=True)
+        self._thread.start()
+
+    async def close(self) -> None:
+        """Let running requests finish, then stop the thread."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+        if self._thread:
+            await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
+
+    def _slot_path(self, slot: int) -> Path:
+        assert self.persist_dir is not None
+        return self.persist_dir / f"slot-{slot}.kv"
+
+    def _restore(self) -> None:
+        assert self.persist_dir is not None
+        self.persist_dir.mkdir(parents=True, exist_ok=True)
+        for stale in self.persist_dir.glob("slot-*.kv.tmp.*"):  # a save cut short by a crash
+            stale.unlink(missing_ok=True)
+        for slot in range(self.n_slots):
+            path = self._slot_path(slot)
+            if not path.exists():
+                continue
+            try:
+                self.restored[slot] = self.engine.slot_load(slot, path)
+                log.info("slot %d: restored %d cached tokens", slot, self.restored[slot])
+            except EngineError as e:
+                log.warning("slot %d: ignoring the saved KV cache (%s)", slot, e)
+
+    # ---- the asyncio side ----------------------------------------------------
+
+    async def generate(self, req: GenRequest) -> AsyncIterator[TokenEvent | Finish]:
+        """Events of one request: TokenEvents, then one Finish. Leaving early cancels it
+        (deterministically with `contextlib.aclosing` or `aclose()`; a bare `break`
+        relies on the loop's async-generator finalizer, which runs promptly)."""
+        if not 0 <= req.slot < self.n_slots:
+            raise ColiError(f"slot {req.slot} does not exist (0..{self.n_slots - 1})")
+        if not req.prompt:
+            raise ColiError("the prompt is empty")
+        if len(req.prompt) > self.n_ctx:
+            raise EngineError("too_long", f"the prompt has {len(req.prompt)} tokens, the context holds {self.n_ctx}")
+        if req.max_tokens < 0 or not 0 <= req.top_logprobs <= 32:
+            raise ColiError("max_tokens must be >= 0 and top_logprobs in 0..32")
+        for _ in range(3):  # a consumer that just broke out is closed by a task of the loop: let it run
+            if req.slot not in self._owners:
+                break
+            await asyncio.sleep(0)
+        with self._cond:
+            if self._closing:
+                raise ColiError("the engine is shutting down")
+            if req.slot in self._owners:
+                raise SlotBusy(f"slot {req.slot} is busy")
+            self._owners.add(req.slot)
+            job = _Job(req, asyncio.get_running_loop(), asyncio.Queue())
+            self._commands.append(("submit", job))
+            self._cond.notify()
+        finished = False
+        try:
+            while True:
+                item = await job.queue.get()
+                if isinstance(item, (BaseException, Finish)):
+                    finished = True
+                    self._release(req.slot)  # before the consumer sees the end, which may submit again
+                    if isinstance(item, BaseException):
+                        raise item
+                    yield item
+                    return
+                yield item
+        finally:
+            if not finished:
+                with self._cond:
+                    job.cancelled = True
+                    self._commands.append(("cancel", job))
+                    self._cond.notify()
+                self._release(req.slot)
+
+    def _release(self, slot: int) -> None:
+        with self._cond:
+            self._owners.discard(slot)
+
+    # ---- the engine thread ---------------------------------------------------
+
+    def _deliver(self, job: _Job, item: object) -> None:
+        try:
+            job.loop.call_soon_threadsafe(job.queue.put_nowait, item)
+        except RuntimeError:  # the consumer's loop is closed
+            pass
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._commands and not self._running and not self._closing:
+                    self._cond.wait()
+                commands = list(self._commands)
+                self._commands.clear()
+                if self._closing and not self._running and not commands and not self._deferred:
+                    return
+            for kind, job in commands:
+                assert isinstance(job, _Job)
+                if kind == "submit":
+                    self._submit(job)
+                elif kind == "cancel":
+                    self._cancel(job)
+            if self._running:
+                try:
+                    events = self.engine.step()
+                except EngineError as e:  # a bug or a closed engine: end every request
+                    log.error("engine step failed: %s", e)
+                    for slot in list(self._running):
+                        self._end(slot, "error", None, math.nan, str(e))
+                    if e.code == "bad_state":
+                        return
+                    continue
+                self._dispatch(events)
+
+    def _submit(self, job: _Job) -> None:
+        slot = job.req.slot
+        if slot in self._running:  # a cancelled request still winding down
+            self._deferred[slot] = job
+            return
+        if job.cancelled:
+            return
+        r = job.req
+        seed = r.seed if r.seed is not None else int.from_bytes(os.urandom(8), "little")
+        job.submitted_at = time.perf_counter()
+        try:
+            job.n_reused = self.engine.submit(slot, r.prompt, max_tokens=r.max_tokens, temperature=r.temperature,
+                                              top_p=r.top_p, seed=seed, n_logprobs=r.top_logprobs, echo=r.echo,
+                                              ignore_eos=r.ignore_eos)
+        except EngineError as e:
+            self._deliver(job, e)
+            return
+        self._running[slot] = job
+
+    def _cancel(self, job: _Job) -> None:
+        slot = job.req.slot
+        if self._deferred.get(slot) is job:
+            del self._deferred[slot]
+        elif self._running.get(slot) is job:
+            self.engine.cancel(slot)
+
+    def _dispatch(self, events) -> None:
+        for ev in events:
+            job = self._running.get(ev.slot)
+            if job is None:
+                continue
+            if not ev.done:
+                if job.first_token_at is None:
+                    job.first_token_at = time.perf_counter()
+                top = ev.top if job.req.top_logprobs else None
+                self._deliver(job, TokenEvent(ev.token, ev.logprob, top))
+            else:
+                self._end(ev.slot, ev.finish or "error", ev.token if ev.token >= 0 else None, ev.logprob, None)
+
+    def _end(self, slot: int, reason: str, stop_token: int | None, stop_logprob: float, error: str | None) -> None:
+        job = self._running.pop(slot)
+        try:
+            st = self.engine.slot_status(slot)
+        except (EngineError, TypeError):  # the engine was closed under us
+            self._deliver(job, Finish("error", len(job.req.prompt), job.n_reused, 0, error or "the engine closed"))
+            return
+        readout = None
+        if job.req.echo and reason != "error" and st["n_past"] >= st["n_prompt"]:
+            rows = self.engine.slot_readout(slot, job.req.top_logprobs)
+            readout = [PromptPosition(tok, lp, top) for tok, (lp, top) in zip(job.req.prompt, rows)]
+        now = time.perf_counter()
+        timings = {"prefill_s": st["prefill_s"], "decode_s": st["decode_s"], "total_s": now - job.submitted_at}
+        if job.first_token_at is not None:
+            timings["ttft_s"] = job.first_token_at - job.submitted_at
+        if error is None and reason == "error":
+            error = "the engine failed this request"
+        self._deliver(job, Finish(reason, len(job.req.prompt), job.n_reused, st["n_generated"], error,
+                                  stop_token, stop_logprob if stop_token is not None else None, readout, timings))
+        if self.persist_dir:
+            try:
+                self.engine.slot_save(slot, self._slot_path(slot))
+            except EngineError as e:
+                log.warning("slot %d: could not save its KV cache (%s)", slot, e)
+        deferred = self._deferred.pop(slot, None)
+        if deferred is not None:
+            self._submit(deferred)

@@ -1,0 +1,110 @@
+"""The engine thread on the real engine: asyncio consumers on different slots
+are served together with the tokens each gets alone; a consumer that leaves
+cancels its slot; busy slots and oversized prompts are refused up front;
+persisted slots survive a restart; bad slot files are ignored with a warning."""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from colibri.engine import Engine
+from colibri.engine_thread import EngineThread, Finish, GenRequest, SlotBusy, TokenEvent
+from colibri.errors import EngineError
+
+
+async def collect(et: EngineThread, req: GenRequest) -> tuple[list[int], Finish]:
+    tokens = []
+    async for ev in et.generate(req):
+        if isinstance(ev, TokenEvent):
+            tokens.append(ev.token)
+        else:
+            return tokens, ev
+    raise AssertionError("no Finish event")
+
+
+def test_concurrent_consumers_get_their_alone_tokens(default_model):
+    texts = ("The sea is", "Once upon a time", "def fibonacci(n):")
+
+    async def run(together: bool):
+        with Engine(default_model, n_slots=3, n_ctx=128, n_threads=2) as e:
+            reqs = [GenRequest(slot=i, prompt=e.tokenize(t), max_tokens=12, ignore_eos=True)
+                    for i, t in enumerate(texts)]
+            et = EngineThread(e)
+            et.start()
+            if together:
+                out = await asyncio.gather(*[collect(et, r) for r in reqs])
+            else:
+                out = [await collect(et, r) for r in reqs]
+            await et.close()
+        return out
+
+    async def main():
+        return await run(False), await run(True)
+
+    alone, together = asyncio.run(main())
+    for (a, fa), (t, ft) in zip(alone, together):
+        assert a == t and fa.reason == ft.reason == "length"
+        assert fa.n_generated == 12 and fa.n_prompt > 0 and "ttft_s" in fa.timings
+
+
+def test_leaving_early_cancels_and_frees_the_slot(default_model):
+    async def main():
+        with Engine(default_model, n_slots=1, n_ctx=128, n_threads=2) as e:
+            et = EngineThread(e)
+            et.start()
+            prompt = e.tokenize("Count with me: one, two, three,")
+            seen = 0
+            async for ev in et.generate(GenRequest(slot=0, prompt=prompt, max_tokens=100, ignore_eos=True)):
+                seen += 1
+                if seen == 3:
+                    break
+            # the slot is free again at once; the new request waits for the old one to wind down
+            tokens, fin = await collect(et, GenRequest(slot=0, prompt=prompt, max_tokens=2))
+            with pytest.raises(EngineError) as long:
+                async for _ in et.generate(GenRequest(slot=0, prompt=[e.bos] * 200, max_tokens=1)):
+                    pass
+            gen = et.generate(GenRequest(slot=0, prompt=prompt, max_tokens=50, ignore_eos=True))
+            first = await gen.__anext__()
+            with pytest.raises(SlotBusy):
+                await et.generate(GenRequest(slot=0, prompt=prompt, max_tokens=1)).__anext__()
+            await gen.aclose()
+            await et.close()
+            return seen, tokens, fin, long.value, first, e.slot_status(0)
+
+    seen, tokens, fin, long, first, status = asyncio.run(main())
+    assert seen == 3 and fin.reason == "length" and len(tokens) == 2
+    assert fin.n_reused > 0  # the cancelled request's prompt stayed cached
+    assert long.code == "too_long"
+    assert isinstance(first, TokenEvent)
+    assert status["finish"] == "cancelled" and status["state"] == "idle"
+
+
+def test_persisted_slots_survive_a_restart(tmp_path, default_model, caplog):
+    async def turn(prompt_text, max_tokens):
+        with Engine(default_model, n_slots=2, n_ctx=128, n_threads=2) as e:
+            et = EngineThread(e, persist_dir=tmp_path)
+            et.start()
+            prompt = e.tokenize(prompt_text)
+            history = e.slot_tokens(1)
+            tokens, fin = await collect(et, GenRequest(slot=1, prompt=prompt, max_tokens=max_tokens))
+            await et.close()
+            common = 0
+            while common < min(len(history), len(prompt)) and history[common] == prompt[common]:
+                common += 1
+            return et.restored, history, fin, common
+
+    restored0, _, fin0, _ = asyncio.run(turn("The weather today", 4))
+    assert restored0 == {} and fin0.n_reused == 0
+    restored1, history, fin1, common = asyncio.run(turn("The weather today is", 4))
+    assert restored1 == {1: len(history)} and len(history) > 0
+    assert fin1.n_reused == common > 1  # the saved conversation's prefix was reused
+    # a damaged file is ignored with one warning and the server still serves
+    files = list(tmp_path.rglob("slot-1.kv"))
+    assert len(files) == 1
+    files[0].write_bytes(files[0].read_bytes()[:-7])
+    with caplog.at_level(logging.WARNING, logger="colibri.engine"):
+        restored2, history2, fin2, _ = asyncio.run(turn("The weather today is", 2))
+    assert restored2 == {} and history2 == [] and fin2.reason == "length"
+    assert sum("ignoring the saved KV cache" in r.message for r in caplog.records) == 1
