@@ -21,7 +21,7 @@ def data_dir() -> Path:
 
 
 def cache_dir() -> Path:
-    """Learned routing heat, KV files: safe to delete (platformdirs user cache dir)."""
+    """Learned routing heat: safe to delete (platformdirs user cache dir)."""
     path = Path(os.environ.get("COLI_CACHE_DIR") or platformdirs.user_cache_dir(APP, appauthor=False))
     path.mkdir(parents=True, exist_ok=True)
     return path
@@ -29,5 +29,20 @@ def cache_dir() -> Path:
 
 def models_dir() -> Path:
     path = data_dir() / "models"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def state_dir() -> Path:
+    """Warm state that should survive a restart: persisted KV slots
+    (platformdirs user state dir; COLI_STATE_DIR overrides)."""
+    path = Path(os.environ.get("COLI_STATE_DIR") or platformdirs.user_state_dir(APP, appauthor=False))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def kv_dir() -> Path:
+    """Persisted KV slots, one folder per model identity (EngineThread's persist_dir)."""
+    path = state_dir() / "kv"
     path.mkdir(parents=True, exist_ok=True)
     return path
