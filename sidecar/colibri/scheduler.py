@@ -16,8 +16,9 @@ Rules (serve-api spec, "Isolated KV contexts" and the scheduler notes):
   deadline passed (429 queue_timeout, even if a slot is free now), admitted.
 A cancelled waiter (client gone) leaves the queue and counts as cancelled.
 
-Any-slot requests go to the free slot whose cached tokens this prompt
-continues; failing that to an unused slot, then the least recently used one.
+Any-slot requests go to the free slot that already caches at least half of
+the prompt (the most of it first); failing that to an unused slot, then the
+least recently used one.
 Upstream hashes the conversation's first user message instead, which piles
 every conversation sharing a system prompt and first question onto one slot.
 """
@@ -32,7 +33,7 @@ from typing import AsyncIterator, Protocol
 from colibri.api.errors import ApiError
 
 POLL_S = 0.25
-REUSE_FRACTION = 0.5  # a slot is this conversation's when the prompt reuses half its cached tokens
+REUSE_FRACTION = 0.5  # a slot holds this conversation when it caches half the prompt (llama.cpp's rule)
 
 
 class QueueFull(ApiError):
@@ -217,7 +218,7 @@ class Scheduler:
             if not cached:
                 return 0
             n = common_prefix(cached, tokens)
-            return n if n >= REUSE_FRACTION * len(cached) else 0
+            return n if n >= REUSE_FRACTION * len(tokens) else 0
 
         # most reuse first; then never-used slots; then least recently used; then lowest index
         return min(available, key=lambda s: (-reuse(s), s in self._cached, self._last_used.get(s, 0.0), s))

@@ -16,7 +16,7 @@ pytest.importorskip("colibri.engine_thread", reason="the multi-slot engine threa
 
 GEMMA_ID = "gemma-3-270m"
 CTX = 512
-QUESTION = [{"role": "user", "content": "Name three colours."}]
+QUESTION = [{"role": "user", "content": "Hello!"}]
 
 
 @pytest.fixture(scope="module")

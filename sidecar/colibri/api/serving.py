@@ -140,8 +140,9 @@ class ServedModel:
         shown = False  # some non-whitespace text went out: a turn marker now ends the reply
         t0 = time.monotonic()
         first_output = None
+        events = self._events(req)
         try:
-            async for ev in self._events(req):
+            async for ev in events:
                 if hasattr(ev, "reason"):  # Finish: always the last event
                     self._finish(ev, outcome)
                     break
@@ -170,6 +171,7 @@ class ServedModel:
             if delta:
                 yield _record(outcome, delta)
         finally:
+            await events.aclose()  # a stop match or a gone client ends the slot's work now, not at GC
             if observer:
                 observer.observe("engine_call", time.monotonic() - t0)
             lease.tokens = list(prompt) + outcome.tokens
