@@ -12,8 +12,6 @@ import pytest
 
 from tests.sidecar.serve_support import ServerProcess, sse_events, wait_for
 
-pytest.importorskip("colibri.engine_thread", reason="the multi-slot engine thread has not landed yet")
-
 GEMMA_ID = "gemma-3-270m"
 CTX = 512
 QUESTION = [{"role": "user", "content": "Hello!"}]
