@@ -27,9 +27,12 @@ async function checked(res: Response): Promise<Response> {
 const base = () => useConnection.getState().base;
 
 export async function getModels(signal?: AbortSignal): Promise<ModelsList> {
-  const res = await checked(await fetch(joinUrl(base(), "models"), { headers: headers(false), signal }));
-  const body = (await res.json()) as ModelsList;
-  if (!body || !Array.isArray(body.data)) throw new ApiError(res.status, "The server's model list is not an OpenAI list.");
+  const url = joinUrl(base(), "models");
+  const res = await checked(await fetch(url, { headers: headers(false), signal }));
+  let body: ModelsList | null = null;
+  if ((res.headers.get("content-type") ?? "").includes("json")) body = (await res.json().catch(() => null)) as ModelsList | null;
+  // Status 0: something answered, but not an OpenAI-compatible API (an HTML page, say).
+  if (!body || !Array.isArray(body.data)) throw new ApiError(0, `${url} is not an OpenAI-compatible API.`);
   return body;
 }
 

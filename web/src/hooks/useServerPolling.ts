@@ -26,7 +26,7 @@ export function useServerPolling(): void {
       let health = null;
       try {
         health = parseHealth(await getFeed("health", ctl.signal));
-        reachable = true;
+        reachable = health !== null;
       } catch {
         /* network: maybe the server has no /health but answers /v1 */
       }
@@ -41,7 +41,7 @@ export function useServerPolling(): void {
           model = health?.model ?? list.data[0]?.id ?? model;
           modalities = list.data[0]?.input_modalities ?? modalities;
         } catch (e) {
-          if (e instanceof ApiError) reachable = true;
+          if (e instanceof ApiError && e.status !== 0) reachable = true;
           if (!(e instanceof DOMException)) error = describeError(e);
         }
       }
@@ -52,7 +52,7 @@ export function useServerPolling(): void {
         health,
         model: model ?? null,
         modalities,
-        error: reachable ? error : "The server did not answer.",
+        error: error ?? (reachable ? null : "The server did not answer."),
       });
       const wait = failures === 0 ? HEALTH_MS : Math.min(30000, HEALTH_MS * 2 ** Math.min(failures - 1, 3));
       timer = setTimeout(tick, wait);

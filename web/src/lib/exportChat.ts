@@ -45,6 +45,7 @@ export function exportFileName(title: string, ext: "md" | "json"): string {
     title
       .toLowerCase()
       .normalize("NFKD")
+      .replace(/\p{Mark}+/gu, "")
       .replace(/[^\p{Letter}\p{Number}]+/gu, "-")
       .replace(/^-+|-+$/g, "")
       .slice(0, 60) || "conversation";

@@ -133,3 +133,6 @@ export const useConversations = create<ConversationsState>((set, get) => {
     flush: () => save(get().list, true),
   };
 });
+
+// A tab closed within the save throttle still keeps its last words.
+globalThis.addEventListener?.("pagehide", () => useConversations.getState().flush());

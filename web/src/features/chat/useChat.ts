@@ -61,7 +61,10 @@ export function useChat() {
       const all = continuing ? history : [...history, target];
       conv.setMessages(convId, all, model ?? undefined);
       if (!model) {
-        conv.patchMessage(convId, target.id, { error: "No model: the server has not said which model it serves (GET /v1/models)." });
+        conv.patchMessage(convId, target.id, {
+          error: useConnection.getState().status === "offline" ? "No server answers: start `coli serve`, or set the API base URL in Settings." : "No model: the server has not said which model it serves (GET /v1/models).",
+        });
+        conv.flush();
         return;
       }
       const ctl = new AbortController();

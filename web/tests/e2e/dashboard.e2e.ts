@@ -1,0 +1,168 @@
+// The built dashboard in headless Chromium: every page renders, the dock and
+// keyboard switch pages, the theme switches, phone and desktop layouts hold,
+// and a server without the feeds gives calm empty states (no page errors).
+// With COLI_BASE_URL set, the same checks run against a live `coli serve`,
+// plus the live ones at the end.
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import type { Browser } from "playwright-core";
+import { launch, open, shot } from "./browser";
+
+const baseUrl = inject("baseUrl");
+const live = inject("live");
+const PAGES = ["chat", "systemone", "brain", "profiling", "settings"] as const;
+
+let browser: Browser;
+beforeAll(async () => {
+  browser = await launch();
+});
+afterAll(async () => {
+  await browser?.close();
+});
+
+describe("dashboard", () => {
+  for (const scheme of ["light", "dark"] as const) {
+    it(`renders every page at 1440 px (${scheme})`, async () => {
+      const { context, page, errors } = await open(browser, baseUrl, { width: 1440, height: 900, scheme });
+      await expect.poll(() => page.evaluate(() => document.documentElement.dataset.theme)).toBe(scheme);
+      for (const p of PAGES) {
+        await page.click(`[data-testid="dock-${p}"]`);
+        await page.waitForSelector(`[data-testid="page-${p}"]`);
+        expect(await page.getAttribute(`[data-testid="dock-${p}"]`, "aria-current")).toBe("page");
+        await page.waitForTimeout(300);
+        await shot(page, `${p}-1440-${scheme}`);
+      }
+      expect(errors).toEqual([]);
+      await context.close();
+    });
+  }
+
+  it("renders every page at 390 px with the dock at the bottom and no sideways scroll", async () => {
+    for (const scheme of ["light", "dark"] as const) {
+      const { context, page, errors } = await open(browser, baseUrl, { width: 390, height: 844, scheme });
+      const dock = await page.locator("nav.dock").boundingBox();
+      expect(dock).not.toBeNull();
+      expect(dock!.y + dock!.height).toBeGreaterThan(800);
+      expect(dock!.width).toBeGreaterThan(380);
+      for (const p of PAGES) {
+        await page.click(`[data-testid="dock-${p}"]`);
+        await page.waitForSelector(`[data-testid="page-${p}"]`);
+        await page.waitForTimeout(250);
+        const overflow = await page.evaluate(() => {
+          const main = document.querySelector("main")!;
+          return Math.max(document.documentElement.scrollWidth, main.scrollWidth) - window.innerWidth;
+        });
+        expect(overflow, `${p} scrolls sideways`).toBeLessThanOrEqual(0);
+        await shot(page, `${p}-390-${scheme}`);
+      }
+      expect(errors).toEqual([]);
+      await context.close();
+    }
+  });
+
+  it("switches theme from the dock, with Alt+T, and from Settings; the choice survives a reload", async () => {
+    const { context, page } = await open(browser, baseUrl, { width: 1280, height: 800, scheme: "light" });
+    const theme = () => page.evaluate(() => document.documentElement.dataset.theme);
+    expect(await theme()).toBe("light");
+    await page.click('[data-testid="theme-toggle"]'); // system → light
+    expect(await theme()).toBe("light");
+    await page.click('[data-testid="theme-toggle"]'); // light → dark
+    expect(await theme()).toBe("dark");
+    await page.reload();
+    expect(await theme()).toBe("dark");
+    await page.keyboard.press("Alt+t"); // dark → system (light here)
+    expect(await theme()).toBe("light");
+    await page.click('[data-testid="dock-settings"]');
+    await page.click('[data-testid="theme-choice"] >> text=Dark');
+    expect(await theme()).toBe("dark");
+    await context.close();
+  });
+
+  it("is keyboard usable: Alt+1..5 switch pages, Tab reaches the dock", async () => {
+    const { context, page } = await open(browser, baseUrl, { width: 1280, height: 800 });
+    for (const [i, p] of PAGES.entries()) {
+      await page.keyboard.press(`Alt+${i + 1}`);
+      await page.waitForSelector(`[data-testid="page-${p}"]`);
+    }
+    await page.keyboard.press("Alt+1");
+    await page.focus('[data-testid="dock-brain"]');
+    await page.keyboard.press("Enter");
+    await page.waitForSelector('[data-testid="page-brain"]');
+    await context.close();
+  });
+
+  it.runIf(!live)("without the feeds: Brain and Profiling explain themselves, quietly", async () => {
+    const { context, page, errors, consoleErrors } = await open(browser, `${baseUrl}/#brain`, { width: 1280, height: 800 });
+    await page.waitForSelector('[data-testid="brain-empty"]');
+    await page.click('[data-testid="dock-profiling"]');
+    await page.waitForSelector('[data-testid="profiling-empty"]');
+    await page.waitForTimeout(4000);
+    expect(errors).toEqual([]);
+    // A server without the feeds answers 404 or HTML: no error reaches the console.
+    expect(consoleErrors.length, consoleErrors.join("\n")).toBeLessThanOrEqual(2);
+    await context.close();
+  });
+
+  it("System One refuses a file with NUL bytes and loads a text file", async () => {
+    const { context, page } = await open(browser, `${baseUrl}/#systemone`, { width: 1280, height: 800 });
+    await page.waitForSelector('[data-testid="page-systemone"]');
+    const input = page.locator('[data-testid="s1-file"]');
+    await input.setInputFiles({ name: "binary.bin", mimeType: "application/octet-stream", buffer: Buffer.from([0x41, 0x00, 0x42]) });
+    await page.waitForSelector("text=contains NUL bytes");
+    await input.setInputFiles({ name: "note.txt", mimeType: "text/plain", buffer: Buffer.from("The printer is on fire.") });
+    await expect.poll(() => page.inputValue('[data-testid="s1-doc"]')).toBe("The printer is on fire.");
+    expect(await page.locator('[data-testid="s1-question"]').count()).toBe(3);
+    await context.close();
+  });
+
+  it("Chat: a conversation is kept in the browser and the composer sends on Enter", async () => {
+    const { context, page } = await open(browser, `${baseUrl}/#chat`, { width: 1280, height: 800 });
+    await page.waitForSelector('[data-testid="chat-empty"]');
+    await page.fill('[data-testid="composer"]', "Hello there");
+    await page.press('[data-testid="composer"]', "Enter");
+    await page.waitForSelector('[data-testid="msg-user"]');
+    await page.waitForSelector('[data-testid="msg-assistant"]');
+    if (!live) {
+      // No server: the answer says so instead of spinning.
+      await page.waitForSelector(".msg-error", { timeout: 15_000 });
+      await shot(page, "chat-no-server-1440-light");
+    }
+    await page.reload();
+    await page.waitForSelector('[data-testid="msg-user"]');
+    expect(await page.locator(".conv-item").count()).toBe(1);
+    await context.close();
+  });
+});
+
+describe.runIf(live)("against a live coli serve", () => {
+  it("streams a chat answer", async () => {
+    const { context, page, errors } = await open(browser, `${baseUrl}/#chat`, { width: 1440, height: 900 });
+    await page.waitForSelector('[data-testid="link-status"].link-online');
+    await page.fill('[data-testid="composer"]', "Say hello in five words.");
+    await page.press('[data-testid="composer"]', "Enter");
+    await page.waitForSelector('[data-testid="stop"]');
+    await expect.poll(() => page.locator('[data-testid="msg-assistant"] .md').innerText(), { timeout: 60_000 }).not.toBe("");
+    await page.waitForSelector('[data-testid="send"]', { timeout: 120_000 });
+    await shot(page, "live-chat");
+    expect(errors).toEqual([]);
+    await context.close();
+  });
+
+  it("answers a System One question", async () => {
+    const { context, page } = await open(browser, `${baseUrl}/#systemone`, { width: 1440, height: 900 });
+    await page.waitForSelector('[data-testid="link-status"].link-online');
+    await page.click('[data-testid="s1-ask"]');
+    await page.waitForSelector('[data-testid="s1-answer"]', { timeout: 120_000 });
+    await shot(page, "live-systemone");
+    await context.close();
+  });
+
+  it("shows a Profiling bar after a turn, and Brain cells (or the dense notice)", async () => {
+    const { context, page } = await open(browser, `${baseUrl}/#profiling`, { width: 1440, height: 900 });
+    await page.waitForSelector('[data-testid="profile-turn"]', { timeout: 30_000 });
+    await shot(page, "live-profiling");
+    await page.click('[data-testid="dock-brain"]');
+    await page.waitForSelector('[data-testid="live-canvas"], [data-testid="brain-dense"]', { timeout: 30_000 });
+    await shot(page, "live-brain");
+    await context.close();
+  });
+});
