@@ -108,6 +108,7 @@ void colibri_close(colibri_engine *e) {
             free(e->slots[i].echo_lp);
             free(e->slots[i].echo_ids);
             free(e->slots[i].echo_top);
+            free(e->slots[i].prompt_logits);
         }
     free(e->slots);
     free(e->rows);
@@ -172,6 +173,7 @@ int colibri_eval(colibri_engine *e, const int32_t *tokens, int n, int pos, float
             return coli_fail(COLI_E_ARG, "token id %d at index %d is outside the vocabulary (0..%d)", tokens[i], i,
                              V - 1);
     sl->n_past = pos; /* later positions are overwritten */
+    sl->prompt_logits_n = 0;
     for (int done = 0; done < n;) {
         const int chunk = n - done < e->cfg.n_batch ? n - done : e->cfg.n_batch;
         for (int i = 0; i < chunk; i++) e->rows[i] = (coli_row){tokens[done + i], pos + done + i, &sl->kv};

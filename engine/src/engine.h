@@ -26,6 +26,8 @@ typedef struct {
     int32_t *echo_ids;       /* [n_prompt][n_logprobs] */
     float *echo_top;         /* [n_prompt][n_logprobs] */
     int echo_cap;            /* positions the echo arrays hold */
+    float *prompt_logits;    /* [n_vocab]: logits after the last prefilled prompt, so the same */
+    int prompt_logits_n;     /* prompt again (all cached) samples from the same bits; 0: none */
 } coli_slot;
 
 struct colibri_engine {

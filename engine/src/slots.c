@@ -71,9 +71,13 @@ int colibri_submit(colibri_engine *e, int slot, const int32_t *prompt, int n, co
     int reuse = 0;
     if (!req->echo)
         while (reuse < sl->n_past && reuse < n && sl->hist[reuse] == prompt[reuse]) reuse++;
-    if (reuse == n) reuse = n - 1;
+    /* all cached: the first token comes from the logits this very prompt left,
+     * not from re-running its last token alone (which would round differently) */
+    const bool replay = reuse == n && sl->prompt_logits_n == n && req->max_tokens > 0;
+    if (reuse == n && !replay) reuse = n - 1;
     memcpy(sl->hist, prompt, (size_t)n * sizeof(int32_t));
     sl->n_past = reuse;
+    if (!replay) sl->prompt_logits_n = 0;
     sl->req = *req;
     coli_rng_seed(&sl->rng, req->seed);
     sl->n_prompt = n;
@@ -214,6 +218,10 @@ static void prefill(event_out *o, colibri_engine *e) {
     e->next_prefill = (slot + 1) % ns;
     coli_slot *sl = &e->slots[slot];
     const int pos0 = sl->n_past, left = sl->n_prompt - pos0;
+    if (left == 0) { /* the whole prompt was cached with its logits */
+        next_token(o, e, slot, sl->prompt_logits);
+        return;
+    }
     const int chunk = left < e->cfg.n_batch ? left : e->cfg.n_batch;
     for (int i = 0; i < chunk; i++) e->rows[i] = (coli_row){sl->hist[pos0 + i], pos0 + i, &sl->kv};
     const double t0 = now_s();
@@ -229,10 +237,17 @@ static void prefill(event_out *o, colibri_engine *e) {
     }
     sl->n_past += chunk;
     if (!last) return;
-    if (sl->req.max_tokens == 0)
+    if (sl->req.max_tokens == 0) {
         finish(o, e, slot, COLI_FINISH_LENGTH, -1);
-    else
-        next_token(o, e, slot, e->state.logits);
+        return;
+    }
+    const size_t V = (size_t)e->model.hp.n_vocab;
+    if (!sl->prompt_logits) sl->prompt_logits = malloc(V * sizeof(float));
+    if (sl->prompt_logits) {
+        memcpy(sl->prompt_logits, e->state.logits, V * sizeof(float));
+        sl->prompt_logits_n = sl->n_prompt;
+    }
+    next_token(o, e, slot, e->state.logits);
 }
 
 int colibri_step(colibri_engine *e, colibri_event *events, int cap) {
@@ -310,6 +325,7 @@ int colibri_slot_load(colibri_engine *e, int slot, const char *path) {
     coli_slot *sl = &e->slots[slot];
     if (sl->state != COLI_SLOT_IDLE) return coli_fail(COLI_E_STATE, "slot %d is busy", slot);
     sl->n_past = 0; /* empty until the file has proved itself */
+    sl->prompt_logits_n = 0;
     rc = coli_kv_load(&sl->kv, e->model_id, sl->hist, path);
     if (rc < 0) return rc;
     const int V = e->model.hp.n_vocab;

@@ -97,8 +97,8 @@ def test_prefix_reuse_and_refusals(default_model):
         follow = history + [out[0][3]] + e.tokenize(" And then", add_bos=False)
         assert e.submit(0, follow, max_tokens=2, ignore_eos=True) == len(history)
         drain(e)
-        # the same prompt again: everything but its last token is reused
-        assert e.submit(0, follow, max_tokens=1) == len(follow) - 1
+        # the same prompt again: all of it is reused, with the logits it left
+        assert e.submit(0, follow, max_tokens=1) == len(follow)
         drain(e)
         # a different conversation on the other slot does not disturb slot 0's history
         e.submit(1, prompt[:5], max_tokens=1)
@@ -192,3 +192,19 @@ def test_logprob_readout_matches_the_distribution(default_model):
         assert first.token == int(np.argmax(lsm[-1]))
         assert first.logprob == pytest.approx(lsm[-1, first.token], abs=2e-3)
         assert first.token in [t for t, _ in first.top] and len(first.top) == 5
+
+
+def test_the_same_prompt_again_gives_the_same_tokens(default_model):
+    """A fully cached prompt samples from the logits it left, not from its last token re-run alone."""
+    with Engine(default_model, n_slots=1, n_ctx=128, n_batch=64, n_threads=2) as e:
+        prompt = e.tokenize("<start_of_turn>user\nName three colours.<end_of_turn>\n<start_of_turn>model\n",
+                            special=True)
+        first = run_alone(e, 0, prompt, 8)
+        assert e.submit(0, prompt, max_tokens=8, ignore_eos=True) == len(prompt)
+        again = []
+        while True:
+            evs = e.step()
+            again += [ev.token for ev in evs if not ev.done]
+            if any(ev.done for ev in evs):
+                break
+    assert again == first[0]
