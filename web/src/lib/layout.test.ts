@@ -108,12 +108,29 @@ describe("co-routing layout", () => {
   });
 
   it("region discs do not overlap", () => {
-    const L = layoutExperts(planted(8, 60, 8), { minRegion: 10 });
+    const L = layoutExperts(planted(30, 40, 8, 4), { minRegion: 5, maxRegions: 40 });
     for (let p = 0; p < L.regions.length; p++)
       for (let q = p + 1; q < L.regions.length; q++) {
         const A = L.regions[p];
         const B = L.regions[q];
-        expect(Math.hypot(A.x - B.x, A.y - B.y)).toBeGreaterThanOrEqual((A.r + B.r) * 0.99);
+        expect(Math.hypot(A.x - B.x, A.y - B.y)).toBeGreaterThanOrEqual(A.r + B.r);
+      }
+  });
+
+  it("spreads to fill a wide box, keeping discs round and inside", () => {
+    const L = layoutExperts(planted(10, 50, 8), { minRegion: 10, aspect: 2 });
+    expect(L.aspect).toBe(2);
+    for (const r of L.regions) {
+      expect(r.x - (r.r / 2)).toBeGreaterThanOrEqual(-1e-6); // r is in height units: r/2 of the width
+      expect(r.x + r.r / 2).toBeLessThanOrEqual(1 + 1e-6);
+      expect(r.y - r.r).toBeGreaterThanOrEqual(-1e-6);
+      expect(r.y + r.r).toBeLessThanOrEqual(1 + 1e-6);
+    }
+    for (let p = 0; p < L.regions.length; p++)
+      for (let q = p + 1; q < L.regions.length; q++) {
+        const A = L.regions[p];
+        const B = L.regions[q];
+        expect(Math.hypot((A.x - B.x) * 2, A.y - B.y)).toBeGreaterThanOrEqual(A.r + B.r);
       }
   });
 

@@ -30,7 +30,7 @@ export interface Region {
   id: number;
   /** Experts in the region. */
   size: number;
-  /** Centre and radius in layout units (the map spans [0,1]² at most). */
+  /** Centre in [0,1]² of the drawing box; radius as a fraction of the box height. */
   x: number;
   y: number;
   r: number;
@@ -39,7 +39,9 @@ export interface Region {
 }
 
 export interface Layout {
-  /** Per expert, in [0,1]. */
+  /** Width ÷ height the layout was made for. */
+  aspect: number;
+  /** Per expert, in [0,1] of the box width (x) and height (y). */
   x: Float32Array;
   y: Float32Array;
   /** Per expert: index into `regions`. */
@@ -53,6 +55,8 @@ export interface LayoutOptions {
   minRegion?: number;
   /** Rounds of partner smoothing inside regions. */
   rounds?: number;
+  /** Width ÷ height of the box the map is drawn in (default 1): the map spreads to fill it. */
+  aspect?: number;
 }
 
 interface Csr {
@@ -224,7 +228,7 @@ function regionsOf(csr: Csr, label: Int32Array, n: number, minRegion: number, ma
 }
 
 /** Places region discs: connected regions attract, all repel, discs never overlap. */
-function placeRegions(sizes: number[], links: Map<number, number>[], quietId: number): { x: number; y: number; r: number }[] {
+function placeRegions(sizes: number[], links: Map<number, number>[], quietId: number, aspect: number): { x: number; y: number; r: number }[] {
   const m = sizes.length;
   const r = sizes.map((s) => Math.sqrt(Math.max(1, s)));
   const golden = Math.PI * (3 - Math.sqrt(5));
@@ -261,9 +265,9 @@ function placeRegions(sizes: number[], links: Map<number, number>[], quietId: nu
         dx[b] -= ux * f;
         dy[b] -= uy * f;
       }
-      // Gravity toward the centre keeps the map compact.
-      dx[a] -= pos[a].x * 0.02;
-      dy[a] -= pos[a].y * 0.02;
+      // Gravity toward the centre keeps the map compact (and as wide as the box).
+      dx[a] -= (pos[a].x * 0.02) / aspect;
+      dy[a] -= pos[a].y * 0.02 * aspect;
     }
     for (let a = 0; a < m; a++) {
       const step = 0.15 * cool + 0.02;
@@ -288,6 +292,44 @@ function placeRegions(sizes: number[], links: Map<number, number>[], quietId: nu
             pos[b].y += uy * push;
           }
         }
+  }
+  // Spread sideways to the box's shape: moving centres apart along x keeps
+  // every neighbourhood (left stays left) and cannot create an overlap.
+  if (m > 1) {
+    let lo = Infinity;
+    let hi = -Infinity;
+    let top = Infinity;
+    let bottom = -Infinity;
+    let mean = 0;
+    for (let a = 0; a < m; a++) {
+      lo = Math.min(lo, pos[a].x - r[a]);
+      hi = Math.max(hi, pos[a].x + r[a]);
+      top = Math.min(top, pos[a].y - r[a]);
+      bottom = Math.max(bottom, pos[a].y + r[a]);
+      mean += pos[a].x / m;
+    }
+    const f = Math.max(1, Math.min(3, (aspect * (bottom - top)) / Math.max(1e-9, hi - lo)));
+    for (const p of pos) p.x = mean + (p.x - mean) * f;
+  }
+  // Finally, no two discs overlap at all.
+  for (let rep = 0; rep < 200; rep++) {
+    let moved = false;
+    for (let a = 0; a < m; a++)
+      for (let b = a + 1; b < m; b++) {
+        const vx = pos[b].x - pos[a].x;
+        const vy = pos[b].y - pos[a].y;
+        const d = Math.hypot(vx, vy) || 1e-6;
+        const min = (r[a] + r[b]) * 1.04;
+        if (d < min) {
+          const push = (min - d) / 2 + 1e-9;
+          pos[a].x -= (vx / d) * push;
+          pos[a].y -= (vy / d) * push;
+          pos[b].x += (vx / d) * push;
+          pos[b].y += (vy / d) * push;
+          moved = true;
+        }
+      }
+    if (!moved) break;
   }
   return pos.map((p, i) => ({ x: p.x, y: p.y, r: r[i] }));
 }
@@ -318,7 +360,8 @@ export function bisectAssign(tx: Float64Array, ty: Float64Array, sx: Float64Arra
 
 export function layoutExperts(g: CoGraph, opts: LayoutOptions = {}): Layout {
   const n = g.n;
-  const maxRegions = opts.maxRegions ?? 40;
+  const maxRegions = opts.maxRegions ?? 24;
+  const aspect = Math.max(0.4, Math.min(3, opts.aspect ?? 1));
   const minRegion = opts.minRegion ?? Math.max(3, Math.floor(n / 300));
   const rounds = opts.rounds ?? 4;
   const csr = buildGraph(g);
@@ -336,7 +379,7 @@ export function layoutExperts(g: CoGraph, opts: LayoutOptions = {}): Layout {
       const b = region[csr.to[e]];
       if (a !== b) links[a].set(b, (links[a].get(b) ?? 0) + csr.wt[e]);
     }
-  const discs = placeRegions(sizes, links, quietId);
+  const discs = placeRegions(sizes, links, quietId, aspect);
 
   // Members of each region, and their sunflower slots.
   const byRegion: number[][] = Array.from({ length: m }, () => []);
@@ -394,7 +437,8 @@ export function layoutExperts(g: CoGraph, opts: LayoutOptions = {}): Layout {
     });
   }
 
-  // Normalise into [0,1]², keeping the aspect ratio and centring.
+  // Normalise into the box: x in [0,1] of its width, y of its height, one
+  // scale for both (circles stay round), centred.
   let minX = Infinity;
   let minY = Infinity;
   let maxX = -Infinity;
@@ -409,11 +453,12 @@ export function layoutExperts(g: CoGraph, opts: LayoutOptions = {}): Layout {
     minX = minY = 0;
     maxX = maxY = 1;
   }
-  const span = Math.max(maxX - minX, maxY - minY) || 1;
-  const offX = (span - (maxX - minX)) / 2;
-  const offY = (span - (maxY - minY)) / 2;
-  const nx = (v: number) => (v - minX + offX) / span;
-  const ny = (v: number) => (v - minY + offY) / span;
+  const h = Math.max((maxX - minX) / aspect, maxY - minY) || 1;
+  const w = h * aspect;
+  const offX = (w - (maxX - minX)) / 2;
+  const offY = (h - (maxY - minY)) / 2;
+  const nx = (v: number) => (v - minX + offX) / w;
+  const ny = (v: number) => (v - minY + offY) / h;
   const outX = new Float32Array(n);
   const outY = new Float32Array(n);
   for (let i = 0; i < n; i++) {
@@ -425,8 +470,8 @@ export function layoutExperts(g: CoGraph, opts: LayoutOptions = {}): Layout {
     size: sizes[id],
     x: nx(d.x),
     y: ny(d.y),
-    r: d.r / span,
+    r: d.r / h,
     quiet: id === quietId,
   }));
-  return { x: outX, y: outY, region, regions };
+  return { aspect, x: outX, y: outY, region, regions };
 }

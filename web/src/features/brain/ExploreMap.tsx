@@ -14,14 +14,15 @@ export function ExploreMap({ layout, frame, counts }: { layout: Layout; frame: E
   const wrap = useRef<HTMLDivElement>(null);
   const canvas = useRef<HTMLCanvasElement>(null);
   const { w } = useSize(wrap);
-  const size = Math.max(200, Math.min(w, Math.min(globalThis.innerHeight * 0.7, 820)));
+  const W = Math.max(200, w);
+  const H = W / layout.aspect;
   const flash = useRef(new Float32Array(0));
   const lastSeq = useRef<number | null>(null);
   const raf = useRef(0);
   const bg = useRef<HTMLCanvasElement | null>(null);
   const [hover, setHover] = useState<HoverInfo | null>(null);
   const n = layout.x.length;
-  const dot = Math.max(1.2, Math.min(7, (size / Math.sqrt(Math.max(1, n))) * 0.62));
+  const dot = Math.max(1.2, Math.min(7, (Math.sqrt(W * H) / Math.sqrt(Math.max(1, n))) * 0.55));
 
   // Layer span of each region, for its label.
   const spans = useMemo(() => {
@@ -49,17 +50,20 @@ export function ExploreMap({ layout, frame, counts }: { layout: Layout; frame: E
     return { G, buckets };
   }, [layout, n]);
 
-  const pad = 12;
-  const span = size - 2 * pad;
+  const pad = 14;
+  const iw = W - 2 * pad;
+  const ih = H - 2 * pad;
+  const px = (v: number) => pad + v * iw;
+  const py = (v: number) => pad + v * ih;
 
   const draw = useRef<() => void>(() => {});
   draw.current = () => {
     const c = canvas.current;
-    if (!c || size <= 0) return;
-    const ctx = fitCanvas(c, size, size);
+    if (!c || w <= 0) return;
+    const ctx = fitCanvas(c, W, H);
     if (!ctx) return;
     // Regions: soft discs, cached until the layout or size changes.
-    const dpr = c.width / size;
+    const dpr = c.width / W;
     if (!bg.current || bg.current.width !== c.width) {
       const b = document.createElement("canvas");
       b.width = c.width;
@@ -67,43 +71,57 @@ export function ExploreMap({ layout, frame, counts }: { layout: Layout; frame: E
       const g = b.getContext("2d")!;
       g.scale(dpr, dpr);
       for (const r of layout.regions) {
-        const cx = pad + r.x * span;
-        const cy = pad + r.y * span;
-        const rad = r.r * span * 1.04 + dot;
+        const cx = px(r.x);
+        const cy = py(r.y);
+        const rad = r.r * ih * 1.02 + dot;
         const hue = regionHue(r.id);
-        const grad = g.createRadialGradient(cx, cy, rad * 0.1, cx, cy, rad);
-        grad.addColorStop(0, r.quiet ? "hsla(210, 8%, 50%, 0.10)" : `hsla(${hue}, 45%, 55%, 0.20)`);
-        grad.addColorStop(1, r.quiet ? "hsla(210, 8%, 50%, 0.04)" : `hsla(${hue}, 45%, 55%, 0.07)`);
+        const grad = g.createRadialGradient(cx, cy, rad * 0.15, cx, cy, rad * 1.08);
+        grad.addColorStop(0, r.quiet ? "hsla(210, 8%, 50%, 0.08)" : `hsla(${hue}, 48%, 55%, 0.30)`);
+        grad.addColorStop(0.85, r.quiet ? "hsla(210, 8%, 50%, 0.05)" : `hsla(${hue}, 48%, 55%, 0.14)`);
+        grad.addColorStop(1, "hsla(0, 0%, 0%, 0)");
         g.fillStyle = grad;
         g.beginPath();
-        g.arc(cx, cy, rad, 0, Math.PI * 2);
+        g.arc(cx, cy, rad * 1.08, 0, Math.PI * 2);
         g.fill();
-        g.strokeStyle = r.quiet ? "hsla(210, 8%, 60%, 0.25)" : `hsla(${hue}, 50%, 65%, 0.35)`;
-        g.lineWidth = 1;
-        g.setLineDash(r.quiet ? [3, 4] : []);
-        g.stroke();
+        if (r.quiet) {
+          g.strokeStyle = "hsla(210, 8%, 60%, 0.22)";
+          g.setLineDash([3, 4]);
+          g.beginPath();
+          g.arc(cx, cy, rad, 0, Math.PI * 2);
+          g.stroke();
+          g.setLineDash([]);
+        }
       }
       bg.current = b;
     }
-    ctx.clearRect(0, 0, size, size);
-    ctx.drawImage(bg.current, 0, 0, size, size);
+    ctx.clearRect(0, 0, W, H);
+    ctx.drawImage(bg.current, 0, 0, W, H);
     const f = flash.current;
     for (let i = 0; i < n; i++) {
       const byte = frame.map[i] ?? 0;
       const [r, g, b] = cellRGB(byte, f[i] ?? 0);
       ctx.fillStyle = `rgb(${r},${g},${b})`;
       const s = dot * (0.75 + 0.25 * Math.min(1, heatOf(byte) / 24)) + (f[i] ?? 0) * dot * 0.6;
-      ctx.fillRect(pad + layout.x[i] * span - s / 2, pad + layout.y[i] * span - s / 2, s, s);
+      ctx.fillRect(px(layout.x[i]) - s / 2, py(layout.y[i]) - s / 2, s, s);
     }
-    // Labels of the larger regions.
+    // Labels of the larger regions, never on top of each other.
     ctx.font = "500 11px system-ui, sans-serif";
     ctx.textAlign = "center";
+    const placed: [number, number, number, number][] = [];
     for (const r of layout.regions) {
-      if (r.r * span < 34) continue;
+      if (r.r * ih < 26 || placed.length >= 12) continue;
       const [lo, hi] = spans[r.id] ?? [0, 0];
       const label = r.quiet ? "quiet" : `R${r.id + 1} · ${lo === hi ? `layer ${lo}` : `layers ${lo}–${hi}`}`;
-      ctx.fillStyle = "rgba(220, 232, 236, 0.78)";
-      ctx.fillText(label, pad + r.x * span, pad + (r.y - r.r) * span - 5);
+      const tw = ctx.measureText(label).width + 10;
+      const lx = px(r.x);
+      const ly = Math.max(12, py(r.y) - r.r * ih - 6);
+      const box: [number, number, number, number] = [lx - tw / 2, ly - 11, lx + tw / 2, ly + 3];
+      if (placed.some((b) => box[0] < b[2] && box[2] > b[0] && box[1] < b[3] && box[3] > b[1])) continue;
+      placed.push(box);
+      ctx.fillStyle = "rgba(10, 15, 17, 0.55)";
+      ctx.fillRect(box[0], box[1], tw, 15);
+      ctx.fillStyle = "rgba(220, 232, 236, 0.85)";
+      ctx.fillText(label, lx, ly);
     }
     const alive = decayFlash(f);
     cancelAnimationFrame(raf.current);
@@ -112,7 +130,7 @@ export function ExploreMap({ layout, frame, counts }: { layout: Layout; frame: E
 
   useEffect(() => {
     bg.current = null;
-  }, [layout, size]);
+  }, [layout, W]);
 
   useEffect(() => {
     if (flash.current.length !== n) {
@@ -122,24 +140,24 @@ export function ExploreMap({ layout, frame, counts }: { layout: Layout; frame: E
     if (lastSeq.current !== null && frame.seq !== lastSeq.current) flashHits(flash.current, frame.hits);
     lastSeq.current = frame.seq;
     draw.current();
-  }, [frame, n, size, layout]);
+  }, [frame, n, W, layout]);
 
   useEffect(() => () => cancelAnimationFrame(raf.current), []);
 
   const onMove = (e: React.MouseEvent<HTMLCanvasElement>) => {
     const rect = e.currentTarget.getBoundingClientRect();
-    const px = (e.clientX - rect.left - pad) / span;
-    const py = (e.clientY - rect.top - pad) / span;
+    const mx = e.clientX - rect.left;
+    const my = e.clientY - rect.top;
     const { G, buckets } = index;
-    const gx = Math.floor(px * G);
-    const gy = Math.floor(py * G);
+    const gx = Math.floor(((mx - pad) / iw) * G);
+    const gy = Math.floor(((my - pad) / ih) * G);
     let best = -1;
-    let bd = ((dot * 2) / span) ** 2;
+    let bd = (dot * 2) ** 2;
     for (let y = gy - 1; y <= gy + 1; y++)
       for (let x = gx - 1; x <= gx + 1; x++) {
         if (x < 0 || y < 0 || x >= G || y >= G) continue;
         for (const i of buckets[y * G + x]) {
-          const d = (layout.x[i] - px) ** 2 + (layout.y[i] - py) ** 2;
+          const d = (px(layout.x[i]) - mx) ** 2 + (py(layout.y[i]) - my) ** 2;
           if (d < bd) {
             bd = d;
             best = i;
@@ -163,7 +181,7 @@ export function ExploreMap({ layout, frame, counts }: { layout: Layout; frame: E
 
   return (
     <div className="explore-wrap" ref={wrap}>
-      <div className="grid-inner" style={{ width: size, height: size }}>
+      <div className="grid-inner" style={{ width: W, height: H }}>
         <canvas
           ref={canvas}
           className="explore-canvas"

@@ -9,7 +9,7 @@ const MAX_CELL = 22;
 /** Cell size for a grid in a box: as wide as fits (≤ 22 px), rows at least 3 px tall when space allows. */
 export function cellSize(cols: number, rows: number, w: number, maxH: number): { cw: number; ch: number } {
   const cw = Math.min(MAX_CELL, w / Math.max(1, cols));
-  const ch = Math.min(MAX_CELL, Math.max(cw, Math.min(10, maxH / Math.max(1, rows))));
+  const ch = Math.min(MAX_CELL, Math.max(cw, Math.min(10, maxH / Math.max(1, rows), cw * 1.6)));
   return { cw, ch };
 }
 
@@ -25,7 +25,10 @@ export function LiveGrid({ frame, counts }: { frame: ExpertsFrame; counts: Uint3
   const { rows, cols } = frame;
   const n = rows * cols;
   const maxH = Math.max(240, Math.min(globalThis.innerHeight * 0.62, 720));
-  const { cw, ch } = cellSize(cols, rows, w, maxH);
+  const GUTTER = 34;
+  const { cw, ch } = cellSize(cols, rows, Math.max(0, w - GUTTER), maxH);
+  const labelEvery = Math.max(1, Math.ceil(14 / Math.max(ch, 0.1)));
+  const labelRows = Array.from({ length: Math.ceil(rows / labelEvery) }, (_, k) => k * labelEvery);
   const gw = cw * cols;
   const gh = ch * rows;
 
@@ -91,7 +94,14 @@ export function LiveGrid({ frame, counts }: { frame: ExpertsFrame; counts: Uint3
 
   return (
     <div className="grid-wrap" ref={wrap}>
-      <div className="grid-inner" style={{ width: gw || undefined }}>
+      <div className="grid-inner grid-with-gutter" style={{ width: gw ? gw + GUTTER : undefined }}>
+        <div className="grid-gutter" style={{ width: GUTTER, height: gh }} aria-hidden="true">
+          {labelRows.map((r) => (
+            <span key={r} style={{ top: r * ch + ch / 2 }}>
+              {frame.layers[r] ?? r}
+            </span>
+          ))}
+        </div>
         <canvas
           ref={canvas}
           className="grid-canvas"
@@ -101,7 +111,7 @@ export function LiveGrid({ frame, counts }: { frame: ExpertsFrame; counts: Uint3
           onMouseMove={onMove}
           onMouseLeave={() => setHover(null)}
         />
-        {hover ? <Tooltip h={hover} /> : null}
+        {hover ? <Tooltip h={{ ...hover, x: hover.x + GUTTER }} /> : null}
       </div>
     </div>
   );

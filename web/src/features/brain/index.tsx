@@ -158,7 +158,9 @@ function Explore({ frame, counts, cofire }: { frame: NonNullable<ReturnType<type
       return;
     }
     const t0 = performance.now();
-    const layout = layoutExperts(graph);
+    const boxW = document.querySelector(".brain-panel")?.clientWidth ?? 800;
+    const boxH = Math.min(globalThis.innerHeight * 0.66, 760);
+    const layout = layoutExperts(graph, { aspect: Math.max(1, Math.min(2.4, (boxW - 40) / boxH)) });
     setMapped({ layout, source: `${source} · laid out in ${Math.round(performance.now() - t0)} ms` });
     setState("idle");
   }, [rows, cols, cofire]);

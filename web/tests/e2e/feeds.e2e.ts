@@ -1,0 +1,127 @@
+// Brain and Profiling drawing the documented feed shapes (synthetic
+// telemetry served by request interception; the preview server has no
+// engine). Runs only without COLI_BASE_URL: a live server has real feeds.
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import type { Browser, Page } from "playwright-core";
+import { launch, open, shot } from "./browser";
+import * as fx from "./feed-fixtures";
+
+const baseUrl = inject("baseUrl");
+const live = inject("live");
+
+let browser: Browser;
+beforeAll(async () => {
+  browser = await launch();
+});
+afterAll(async () => {
+  await browser?.close();
+});
+
+async function serveFeeds(page: Page, opts: { dense?: boolean } = {}) {
+  let seq = 1;
+  const json = (body: unknown) => ({ status: 200, contentType: "application/json", body: JSON.stringify(body) });
+  await page.route(/\/health$/, (r) => r.fulfill(json(opts.dense ? { ...fx.health(), model: "gemma-3-270m", arch: "gemma3", moe: null, tiers: undefined, reasoning: "none", kv_slots: 1 } : fx.health())));
+  await page.route(/\/experts(\?.*)?$/, (r) => {
+    if (opts.dense) return r.fulfill(json({ v: 1, rows: 0, cols: 0, layers: [], seq: 0, map: "", hits: "" }));
+    return r.fulfill(json(fx.experts(seq++, r.request().url().includes("counts=1"))));
+  });
+  await page.route(/\/experts\/coroute/, (r) => r.fulfill(json(fx.coroute())));
+  await page.route(/\/profile$/, (r) => r.fulfill(json(fx.profile())));
+}
+
+describe.runIf(!live)("feeds drawn", () => {
+  for (const scheme of ["dark", "light"] as const) {
+    it(`Brain live routing: cells, flashes, tooltip (${scheme})`, async () => {
+      const { context, page, errors } = await open(browser, "about:blank", { width: 1440, height: 900, scheme });
+      await serveFeeds(page);
+      await page.goto(`${baseUrl}/#brain`);
+      const canvas = page.locator('[data-testid="live-canvas"]');
+      await canvas.waitFor();
+      // A flash: some cell turns (near) white after a new seq arrives.
+      await expect
+        .poll(
+          () =>
+            page.evaluate(() => {
+              const c = document.querySelector<HTMLCanvasElement>('[data-testid="live-canvas"]')!;
+              const d = c.getContext("2d")!.getImageData(0, 0, c.width, c.height).data;
+              let white = 0;
+              for (let i = 0; i < d.length; i += 4) if (d[i] > 235 && d[i + 1] > 235 && d[i + 2] > 235) white++;
+              return white;
+            }),
+          { timeout: 8000, interval: 100 },
+        )
+        .toBeGreaterThan(0);
+      const box = (await canvas.boundingBox())!;
+      await page.mouse.move(box.x + box.width * 0.3, box.y + box.height * 0.4);
+      await page.waitForSelector('[data-testid="brain-tooltip"]');
+      expect(await page.locator('[data-testid="brain-tooltip"]').innerText()).toMatch(/Layer \d+ · expert \d+/);
+      await shot(page, `brain-live-1440-${scheme}`);
+      await page.click('[data-testid="brain-tab-explore"]');
+      await page.locator('[data-testid="explore-canvas"]').waitFor({ timeout: 20_000 });
+      await page.waitForTimeout(500);
+      await shot(page, `brain-explore-1440-${scheme}`);
+      expect(errors).toEqual([]);
+      await context.close();
+    });
+  }
+
+  it("Brain at phone width", async () => {
+    const { context, page, errors } = await open(browser, "about:blank", { width: 390, height: 844, scheme: "dark" });
+    await serveFeeds(page);
+    await page.goto(`${baseUrl}/#brain`);
+    await page.locator('[data-testid="live-canvas"]').waitFor();
+    await page.waitForTimeout(400);
+    await shot(page, "brain-live-390-dark");
+    await page.click('[data-testid="brain-tab-explore"]');
+    await page.locator('[data-testid="explore-canvas"]').waitFor({ timeout: 20_000 });
+    await shot(page, "brain-explore-390-dark");
+    const overflow = await page.evaluate(() => document.querySelector("main")!.scrollWidth - window.innerWidth);
+    expect(overflow).toBeLessThanOrEqual(0);
+    expect(errors).toEqual([]);
+    await context.close();
+  });
+
+  it("a dense model says so instead of drawing an empty brain", async () => {
+    const { context, page } = await open(browser, "about:blank", { width: 1440, height: 900 });
+    await serveFeeds(page, { dense: true });
+    await page.goto(`${baseUrl}/#brain`);
+    await page.waitForSelector('[data-testid="brain-dense"]');
+    expect(await page.locator('[data-testid="live-canvas"]').count()).toBe(0);
+    await shot(page, "brain-dense-1440-light");
+    await context.close();
+  });
+
+  for (const [w, h, scheme] of [[1440, 900, "light"], [1440, 900, "dark"], [390, 844, "light"]] as const) {
+    it(`Profiling: last turn stack, disk beside it, history charts, tiers and machine (${w} ${scheme})`, async () => {
+      const { context, page, errors } = await open(browser, "about:blank", { width: w, height: h, scheme });
+      await serveFeeds(page);
+      await page.goto(`${baseUrl}/#profiling`);
+      await page.waitForSelector('[data-testid="profile-turn"]');
+      await page.waitForSelector('[data-testid="profile-history"] canvas');
+      expect(await page.locator(".stack-seg").count()).toBe(6);
+      await page.waitForTimeout(300);
+      await shot(page, `profiling-data-${w}-${scheme}`);
+      expect(errors).toEqual([]);
+      await context.close();
+    });
+  }
+
+  it("Chat shows the slot picker and the reasoning toggle only when the server has them", async () => {
+    const { context, page } = await open(browser, "about:blank", { width: 1440, height: 900 });
+    await serveFeeds(page);
+    await page.goto(`${baseUrl}/#chat`);
+    await page.waitForSelector('[data-testid="slot-picker"]');
+    await page.waitForSelector('[data-testid="reasoning-toggle"]', { state: "attached" });
+    expect(await page.locator('[data-testid="attach-image"]').count()).toBe(0);
+    expect(await page.locator('[data-testid="chat-model"]').innerText()).toBe("qwen3-30b-a3b");
+    await shot(page, "chat-tools-1440-light");
+    await context.close();
+    const dense = await open(browser, "about:blank", { width: 1440, height: 900 });
+    await serveFeeds(dense.page, { dense: true });
+    await dense.page.goto(`${baseUrl}/#chat`);
+    await dense.page.waitForSelector("text=gemma-3-270m");
+    expect(await dense.page.locator('[data-testid="slot-picker"]').count()).toBe(0);
+    expect(await dense.page.locator('[data-testid="reasoning-toggle"]').count()).toBe(0);
+    await dense.context.close();
+  });
+});
