@@ -37,7 +37,9 @@ describe.runIf(!live)("feeds drawn", () => {
       await page.goto(`${baseUrl}/#brain`);
       const canvas = page.locator('[data-testid="live-canvas"]');
       await canvas.waitFor();
-      // A flash: some cell turns (near) white after a new seq arrives.
+      // A new seq flashes the experts it routed...
+      await expect.poll(async () => Number(await canvas.getAttribute("data-flashed")), { timeout: 8000 }).toBeGreaterThan(0);
+      // ...and the canvas shows cells whiter than any tier colour can be (min channel > 120).
       await expect
         .poll(
           () =>
@@ -45,10 +47,10 @@ describe.runIf(!live)("feeds drawn", () => {
               const c = document.querySelector<HTMLCanvasElement>('[data-testid="live-canvas"]')!;
               const d = c.getContext("2d")!.getImageData(0, 0, c.width, c.height).data;
               let white = 0;
-              for (let i = 0; i < d.length; i += 4) if (d[i] > 235 && d[i + 1] > 235 && d[i + 2] > 235) white++;
+              for (let i = 0; i < d.length; i += 4) if (Math.min(d[i], d[i + 1], d[i + 2]) > 120) white++;
               return white;
             }),
-          { timeout: 8000, interval: 100 },
+          { timeout: 10000, interval: 80 },
         )
         .toBeGreaterThan(0);
       const box = (await canvas.boundingBox())!;

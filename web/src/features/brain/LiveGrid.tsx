@@ -22,6 +22,7 @@ export function LiveGrid({ frame, counts }: { frame: ExpertsFrame; counts: Uint3
   const raf = useRef(0);
   const off = useRef<{ c: HTMLCanvasElement; img: ImageData } | null>(null);
   const [hover, setHover] = useState<HoverInfo | null>(null);
+  const [flashed, setFlashed] = useState(0);
   const { rows, cols } = frame;
   const n = rows * cols;
   const maxH = Math.max(240, Math.min(globalThis.innerHeight * 0.62, 720));
@@ -67,7 +68,7 @@ export function LiveGrid({ frame, counts }: { frame: ExpertsFrame; counts: Uint3
       flash.current = new Float32Array(n);
       lastSeq.current = null;
     }
-    if (lastSeq.current !== null && frame.seq !== lastSeq.current) flashHits(flash.current, frame.hits);
+    if (lastSeq.current !== null && frame.seq !== lastSeq.current) setFlashed(flashHits(flash.current, frame.hits));
     lastSeq.current = frame.seq;
     draw.current();
   }, [frame, n, w, gw, gh]);
@@ -108,6 +109,7 @@ export function LiveGrid({ frame, counts }: { frame: ExpertsFrame; counts: Uint3
           role="img"
           aria-label={`Routing of ${rows} layers × ${cols} experts`}
           data-testid="live-canvas"
+          data-flashed={flashed}
           onMouseMove={onMove}
           onMouseLeave={() => setHover(null)}
         />
