@@ -31,8 +31,8 @@ export function KeyDialog() {
         </div>
         <h2 id="key-title">This server needs an API key</h2>
         <p className="muted">
-          {message ? `${message}. ` : ""}Enter the key the server was started with (<code>COLI_API_KEY</code>). It is kept in this
-          tab's memory only and sent as a Bearer token.
+          {message ? `${message.replace(/\.$/, "")}. ` : ""}Enter the key the server was started with (its <code>COLI_API_KEY</code>
+          or <code>--api-key</code>). It stays in this tab's memory only and is sent as a Bearer token.
         </p>
         <input
           type="password"

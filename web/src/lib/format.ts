@@ -11,7 +11,10 @@ export function fmtSec(s: number): string {
   return `${s.toFixed(s < 10 ? 2 : 1)} s`;
 }
 export function fmtPct(v: number | null | undefined): string {
-  return v === null || v === undefined || !Number.isFinite(v) ? "—" : `${(v * 100).toFixed(v >= 0.995 || v < 0.1 ? 1 : 0)}%`;
+  if (v === null || v === undefined || !Number.isFinite(v)) return "—";
+  if (v > 0 && v < 0.001) return "<0.1%";
+  if (v < 1 && v > 0.999) return ">99.9%";
+  return `${(v * 100).toFixed((v > 0 && v < 0.1) || (v >= 0.995 && v < 1) ? 1 : 0)}%`;
 }
 export function fmtGB(v: number | null | undefined): string {
   if (v === null || v === undefined || !Number.isFinite(v)) return "—";

@@ -46,9 +46,16 @@ function load(): Conversation[] {
 }
 
 let saveTimer: ReturnType<typeof setTimeout> | null = null;
+let pending: Conversation[] | null = null;
+/** Writes a throttled save now, if one is waiting. */
+function flushPending() {
+  if (saveTimer && pending) save(pending, true);
+}
 function save(list: Conversation[], now = false) {
+  pending = list;
   const write = () => {
     saveTimer = null;
+    pending = null;
     try {
       globalThis.localStorage?.setItem(KEY, JSON.stringify(list));
     } catch {
@@ -130,9 +137,13 @@ export const useConversations = create<ConversationsState>((set, get) => {
           c.id !== id ? c : { ...c, updatedAt: Date.now(), messages: c.messages.map((m) => (m.id === msgId ? { ...m, ...patch } : m)) },
         ),
       ),
-    flush: () => save(get().list, true),
+    flush: () => flushPending(),
   };
 });
 
 // A tab closed within the save throttle still keeps its last words.
-globalThis.addEventListener?.("pagehide", () => useConversations.getState().flush());
+globalThis.addEventListener?.("pagehide", flushPending);
+// Another tab changed the conversations: take its list (this tab saves only what it changes).
+globalThis.addEventListener?.("storage", (e: StorageEvent) => {
+  if (e.key === KEY) useConversations.setState({ list: load() });
+});

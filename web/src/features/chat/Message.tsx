@@ -3,6 +3,7 @@ import { AlertCircle, Brain as BrainIcon, Copy, FastForward, RotateCcw } from "l
 import { renderMarkdown } from "../../lib/markdown";
 import type { ChatMessage } from "../../stores/conversations";
 import { fmtMs, fmtRate } from "../../lib/format";
+import { Inline } from "../../components/Inline";
 
 const Markdown = memo(function Markdown({ text }: { text: string }) {
   const html = useMemo(() => renderMarkdown(text), [text]);
@@ -54,7 +55,7 @@ export function Message({ m, streaming, last, onRegenerate, onContinue }: Messag
       )}
       {m.error ? (
         <div className="msg-error" role="alert">
-          <AlertCircle size={15} /> {m.error}
+          <AlertCircle size={15} /> <span><Inline text={m.error} /></span>
         </div>
       ) : null}
       <footer className="msg-foot">

@@ -8,6 +8,7 @@ import { conversationToJSON, conversationToMarkdown, exportFileName } from "../.
 import { fmtMs, fmtRate } from "../../lib/format";
 import { Message } from "./Message";
 import { useChat } from "./useChat";
+import { Inline } from "../../components/Inline";
 
 function download(name: string, text: string, type: string) {
   const url = URL.createObjectURL(new Blob([text], { type }));
@@ -200,9 +201,13 @@ export function ChatPage() {
             <div className="chat-welcome" data-testid="chat-empty">
               <h2>What shall we think about?</h2>
               <p className="muted">
-                {status === "offline"
-                  ? "No server answers yet. Start one with `coli serve`, or point Settings at any OpenAI-compatible endpoint."
-                  : "Answers stream from the model on this machine. Nothing leaves it."}
+                <Inline
+                  text={
+                    status === "offline"
+                      ? "No server answers yet. Start one with `coli serve`, or point Settings at any OpenAI-compatible endpoint."
+                      : "Answers stream from the model on this machine. Nothing leaves it."
+                  }
+                />
               </p>
               <div className="suggestions">
                 {SUGGESTIONS.map((s) => (

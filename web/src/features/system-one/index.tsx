@@ -5,6 +5,7 @@ import { describeError, isAbort } from "../../api/errors";
 import type { SystemOneAnswer } from "../../api/types";
 import { useConnection } from "../../stores/connection";
 import { fmtPct } from "../../lib/format";
+import { Inline } from "../../components/Inline";
 import {
   decodeTextFile,
   EXAMPLE_DOCUMENT,
@@ -179,7 +180,7 @@ export function SystemOnePage() {
 function AnswerView({ res }: { res: Result | undefined }) {
   if (!res) return null;
   if (res.state === "pending") return <div className="s1-answer pending" aria-busy="true"><span className="shimmer" /></div>;
-  if (res.state === "error") return <p className="s1-answer msg-error" role="alert">{res.message}</p>;
+  if (res.state === "error") return <p className="s1-answer msg-error" role="alert"><Inline text={res.message} /></p>;
   const r = readAnswer(res.answer);
   return (
     <div className="s1-answer" data-testid="s1-answer">
