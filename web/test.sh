@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The dashboard's tests: installs what they need (npm ci when the lock file
-# changed, Debian's chromium when missing), type-checks, runs the unit tests,
+# changed, Debian's chromium when missing), type-checks, lints, runs the unit tests,
 # builds web/dist and runs the browser tests in headless Chromium.
 #
 #   web/test.sh                 everything
-#   web/test.sh unit            type-check + unit tests only
+#   web/test.sh unit            type-check, lint and unit tests only
 #   COLI_BASE_URL=http://127.0.0.1:8000 web/test.sh
 #                               browser tests against a live `coli serve`
 #                               (which serves this web/dist) instead of vite preview
@@ -44,6 +44,8 @@ need_node
 install_deps
 echo "== type-check"
 npx tsc -b
+echo "== lint"
+npx eslint --max-warnings 0 .
 echo "== unit tests"
 npx vitest run
 [[ ${1:-} == unit ]] && exit 0

@@ -1,4 +1,4 @@
-import { useMemo } from "react";
+import { useMemo, useRef } from "react";
 import uPlot from "uplot";
 import { Activity, CloudOff, Cpu, HardDrive, Timer } from "lucide-react";
 import { parseProfile, turnPhases, turnTokPerS } from "../../api/feeds";
@@ -130,7 +130,6 @@ function axisColors(theme: "light" | "dark") {
 
 function History({ turns }: { turns: ProfileTurn[] }) {
   const theme = useResolvedTheme();
-  const xs = turns.map((_, i) => i + 1);
   const stacked = useMemo(() => {
     const phases = turns.map(turnPhases);
     const cum: number[][] = [];
@@ -141,13 +140,18 @@ function History({ turns }: { turns: ProfileTurn[] }) {
     }
     return cum;
   }, [turns]);
-  const phaseData = useMemo<uPlot.AlignedData>(() => [xs, ...stacked.slice().reverse()], [xs.length, stacked]); // eslint-disable-line
-  const rateData = useMemo<uPlot.AlignedData>(() => [xs, turns.map(turnTokPerS)], [turns]); // eslint-disable-line
-  const colors = axisColors(theme);
-  const axes: uPlot.Axis[] = [
-    { stroke: colors.stroke, grid: { stroke: colors.grid }, ticks: { show: false }, values: (_u, v) => v.map((x) => (Number.isInteger(x) ? String(turns[x - 1]?.id ?? "") : "")) },
-    { stroke: colors.stroke, grid: { stroke: colors.grid }, ticks: { show: false }, size: 48 },
-  ];
+  const phaseData = useMemo<uPlot.AlignedData>(() => [turns.map((_, i) => i + 1), ...stacked.slice().reverse()], [turns, stacked]);
+  const rateData = useMemo<uPlot.AlignedData>(() => [turns.map((_, i) => i + 1), turns.map(turnTokPerS)], [turns]);
+  // Turn ids for the x axis, read through a ref so the chart options stay stable between polls.
+  const ids = useRef<number[]>([]);
+  ids.current = turns.map((t) => t.id);
+  const axes = useMemo<uPlot.Axis[]>(() => {
+    const colors = axisColors(theme);
+    return [
+      { stroke: colors.stroke, grid: { stroke: colors.grid }, ticks: { show: false }, values: (_u, v) => v.map((x) => (Number.isInteger(x) ? String(ids.current[x - 1] ?? "") : "")) },
+      { stroke: colors.stroke, grid: { stroke: colors.grid }, ticks: { show: false }, size: 48 },
+    ];
+  }, [theme]);
   const phaseOpts = useMemo<Omit<uPlot.Options, "width" | "height">>(
     () => ({
       legend: { show: false },
@@ -161,7 +165,7 @@ function History({ turns }: { turns: ProfileTurn[] }) {
           .map((p) => ({ label: p.label, stroke: p.color, fill: p.color, width: 0, paths: uPlot.paths.bars!({ size: [0.65, 28], gap: 2 }), points: { show: false } })),
       ],
     }),
-    [theme, turns.length], // eslint-disable-line
+    [axes],
   );
   const rateOpts = useMemo<Omit<uPlot.Options, "width" | "height">>(
     () => ({
@@ -171,7 +175,7 @@ function History({ turns }: { turns: ProfileTurn[] }) {
       axes: [axes[0], axes[1]],
       series: [{}, { label: "tok/s", stroke: "#4ed6a5", width: 2, fill: "rgba(78,214,165,0.12)", points: { show: true, size: 5 } }],
     }),
-    [theme, turns.length], // eslint-disable-line
+    [axes],
   );
   return (
     <section className="card" aria-labelledby="hist-title" data-testid="profile-history">
