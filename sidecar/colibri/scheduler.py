@@ -174,6 +174,10 @@ class Scheduler:
         self._free.add(lease.slot)
         self._grant()
 
+    def remember(self, slot: int, tokens: list[int]) -> None:
+        """What a slot caches without a request having put it there (restored from disk)."""
+        self._cached[slot] = list(tokens)
+
     def close(self) -> None:
         """Refuse new arrivals and wake every waiter with 503; admitted requests run on."""
         self.closed = True

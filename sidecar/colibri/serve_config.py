@@ -26,6 +26,7 @@ class ServeConfig:
     port: int = DEFAULT_PORT
     api_key: str | None = None
     kv_slots: int = 1
+    kv_persist: bool = True  # save each slot after every request, restore at start (paths.kv_dir)
     ctx: int = 0  # tokens of context per slot; 0: the engine's default
     threads: int = 0
     max_queue: int = 8

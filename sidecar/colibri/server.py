@@ -34,6 +34,8 @@ def create_app(cfg: ServeConfig, served: ServedModel) -> web.Application:
     app[model_key] = served
     scheduler = Scheduler(served.n_slots, max_queue=cfg.max_queue, queue_timeout=cfg.queue_timeout)
     app[scheduler_key] = scheduler
+    for slot in getattr(served.engine_thread, "restored", {}):  # slots warm from disk keep their conversations
+        scheduler.remember(slot, served.engine.slot_tokens(slot))
     app[metrics_key] = scheduler.observer = metrics.Metrics(scheduler)
     app.on_response_prepare.append(middleware.on_prepare)
     app.on_shutdown.append(close_scheduler)  # before in-flight handlers are waited for: no new admissions
@@ -96,7 +98,9 @@ def load_model(cfg: ServeConfig) -> ServedModel:
     path = resolve_model(cfg.model_path)
     engine = Engine(path, n_ctx=cfg.ctx, n_slots=cfg.kv_slots, n_threads=cfg.threads)
     arch = engine.model_info().get("arch") or "unknown"
-    thread = EngineThread(engine)
+    from colibri.paths import kv_dir
+
+    thread = EngineThread(engine, persist_dir=kv_dir() if cfg.kv_persist else None)
     thread.start()
     return ServedModel(model_id_for(cfg, Path(path)), engine, thread, chat_format_for(str(path), arch, engine), arch)
 

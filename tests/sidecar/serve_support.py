@@ -9,8 +9,10 @@ import http.client
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -23,6 +25,10 @@ class ServerProcess:
     def __init__(self, args: list[str], env: dict[str, str] | None = None, timeout: float = 120):
         self.args = args
         self.env = {**os.environ, **(env or {})}
+        self._state_dir = None
+        if "COLI_STATE_DIR" not in (env or {}):  # persisted KV slots go to a scratch folder, never the user's
+            self._state_dir = tempfile.mkdtemp(prefix="coli-state-")
+            self.env["COLI_STATE_DIR"] = self._state_dir
         self.timeout = timeout
         self.proc: subprocess.Popen | None = None
         self.lines: list[str] = []
@@ -52,6 +58,8 @@ class ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+        if self._state_dir:
+            shutil.rmtree(self._state_dir, ignore_errors=True)
 
     def stop(self, sig: str = "term", timeout: float = 60) -> int | None:
         if self.proc is None:

@@ -146,3 +146,12 @@ def test_reasoning_split_streams_both_parts():
     assert r.feed("why</think>so") == ("why", "so")
     r = ReasoningSplitter()
     assert r.feed("plain <think> text") == ("", "plain <think> text")  # only a leading block is reasoning
+
+
+def test_turn_marker_skips_before_text_and_ends_after():
+    from colibri.chat.turns import END, SKIP, turn_marker
+
+    markers = frozenset({105})
+    assert turn_marker(105, markers, shown=False) == SKIP  # a leading role marker is skipped
+    assert turn_marker(105, markers, shown=True) == END  # the model opened a new turn: its reply is over
+    assert turn_marker(7, markers, shown=True) is None

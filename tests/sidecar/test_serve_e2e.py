@@ -71,7 +71,9 @@ def test_chat_greedy_is_deterministic_and_stream_matches(gemma):
     assert streamed == text
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert chunks[-2]["choices"][0]["finish_reason"] == a["choices"][0]["finish_reason"]
-    assert chunks[-1]["usage"] == u
+    counts = ("prompt_tokens", "completion_tokens", "total_tokens")
+    assert [chunks[-1]["usage"][k] for k in counts] == [u[k] for k in counts]
+    assert chunks[-1]["usage"]["prompt_tokens_details"]["cached_tokens"] == u["prompt_tokens"]  # the same prompt again
 
 
 def test_completion_equals_the_engine_alone(gemma, default_model):

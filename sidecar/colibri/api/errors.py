@@ -39,6 +39,15 @@ class ApiError(Exception):
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
 
+class StreamAborted(Exception):
+    """A stream that failed after its 200 went out: its socket is closed and the request counts
+    as failed; the middleware hands back the response already sent."""
+
+    def __init__(self, response: web.StreamResponse):
+        super().__init__("the stream failed after its headers were sent")
+        self.response = response
+
+
 def bad_request(code: str, message: str, param: str | None = None) -> ApiError:
     return ApiError(400, code, message, param=param)
 

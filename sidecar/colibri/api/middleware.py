@@ -9,7 +9,7 @@ import logging
 
 from aiohttp import web
 
-from colibri.api.errors import ApiError, error_response, new_request_id
+from colibri.api.errors import ApiError, StreamAborted, error_response, new_request_id
 from colibri.api.keys import authed_key, config_key, request_id_key
 from colibri.serve_config import LOOPBACK_NAMES, ServeConfig
 
@@ -87,6 +87,8 @@ async def gateway(request: web.Request, handler) -> web.StreamResponse:
         resp = await guarded(request, handler, cfg)
     except ApiError as err:
         resp = error_response(err)
+    except StreamAborted as aborted:
+        resp = aborted.response
     except web.HTTPException as exc:  # aiohttp's own (unknown route, wrong method): same envelope
         if exc.status < 400:
             raise

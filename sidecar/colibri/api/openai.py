@@ -7,6 +7,7 @@ keep-alive, whichever comes first.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 import time
@@ -15,7 +16,7 @@ from typing import AsyncIterator
 from aiohttp import web
 
 from colibri.api.body import read_json_object
-from colibri.api.errors import ApiError, json_response
+from colibri.api.errors import ApiError, StreamAborted, json_response
 from colibri.api.keys import config_key, metrics_key, model_key, scheduler_key
 from colibri.api.protocol import Limits, Options, parse_chat, parse_completion, parse_model
 from colibri.api.serving import Delta, Outcome, ServedModel
@@ -123,13 +124,18 @@ async def stream(request: web.Request, frames: "Frames", deltas: AsyncIterator[D
             await start()
             chunk = frames.keepalive(usage) if item is KEEPALIVE else frames.delta(item, usage)
             await resp.write(frame(chunk))
-    except ApiError as err:
+    except (asyncio.CancelledError, ConnectionResetError):
+        raise  # the client went away
+    except Exception as err:  # the streaming twin of the last-resort layer (middleware.gateway)
         if not resp.prepared:
             raise  # nothing sent yet: a clean JSON error
-        log.warning("generation failed mid-stream: %s", err.message)
+        if isinstance(err, ApiError):
+            log.warning("generation failed mid-stream: %s", err.message)
+        else:
+            log.exception("generation failed mid-stream")
         if request.transport is not None:
             request.transport.close()  # once a 200 has gone out, an error only closes the socket
-        return resp
+        raise StreamAborted(resp) from err  # the scheduler counts it failed; the middleware returns resp
     await start()
     await resp.write(frame(frames.finish(outcome.finish_reason or "stop", usage)))
     if usage:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator
 
 from colibri.api.errors import ApiError
 from colibri.api.protocol import Message, Options
@@ -16,7 +16,9 @@ from colibri.chat.builtin_templates import TURN_OPENERS
 from colibri.chat.prompt import ChatFormat
 from colibri.chat.reasoning import ReasoningSplitter
 from colibri.chat.stops import StopFilter
+from colibri.chat.turns import END, SKIP, turn_marker
 from colibri.detok import Detokenizer
+from colibri.engine_thread import Finish, GenRequest, SlotBusy
 from colibri.scheduler import Lease, Observer
 
 FINISH_REASONS = {"stop": "stop", "length": "length", "context": "length"}
@@ -36,6 +38,7 @@ class Outcome:
 
     finish_reason: str | None = None
     prompt_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens the slot's KV cache already held (prefix reuse)
     tokens: list[int] = field(default_factory=list)
     content: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
@@ -43,7 +46,8 @@ class Outcome:
     @property
     def usage(self) -> dict:
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": len(self.tokens),
-                "total_tokens": self.prompt_tokens + len(self.tokens)}
+                "total_tokens": self.prompt_tokens + len(self.tokens),
+                "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}
 
 
 def context_exceeded(n_prompt: int, n_ctx: int, param: str) -> ApiError:
@@ -56,15 +60,13 @@ def context_exceeded(n_prompt: int, n_ctx: int, param: str) -> ApiError:
 class ServedModel:
     """One loaded model: its engine thread, its chat format, the ids that matter to replies."""
 
-    def __init__(self, model_id: str, engine: Any, engine_thread: Any, chat_format: ChatFormat, arch: str,
-                 make_request: Callable[..., Any] | None = None):
+    def __init__(self, model_id: str, engine: Any, engine_thread: Any, chat_format: ChatFormat, arch: str):
         self.model_id = model_id
         self.engine = engine
         self.engine_thread = engine_thread
         self.chat_format = chat_format
         self.arch = arch
         self.created = int(time.time())
-        self._make_request = make_request
         self.turn_opener_ids = self._single_special_tokens(TURN_OPENERS)
 
     @property
@@ -74,13 +76,6 @@ class ServedModel:
     @property
     def n_slots(self) -> int:
         return self.engine_thread.n_slots
-
-    def make_request(self, **fields: Any) -> Any:
-        if self._make_request is None:
-            from colibri.engine_thread import GenRequest
-
-            self._make_request = GenRequest
-        return self._make_request(**fields)
 
     def _single_special_tokens(self, texts: tuple[str, ...]) -> frozenset[int]:
         ids = set()
@@ -132,7 +127,7 @@ class ServedModel:
         (client gone) cancels the engine's work on this slot."""
         outcome.prompt_tokens = len(prompt)
         budget = min(options.max_tokens, self.n_ctx - len(prompt))  # a ceiling, clamped to what the context holds
-        req = self.make_request(slot=lease.slot, prompt=list(prompt), max_tokens=budget,
+        req = GenRequest(slot=lease.slot, prompt=list(prompt), max_tokens=budget,
                                 temperature=options.temperature, top_p=options.top_p, seed=options.seed)
         detok = Detokenizer(self.engine.token_bytes)
         stops = StopFilter(options.stop, ignore_leading=options.ignore_leading_stop)
@@ -143,14 +138,15 @@ class ServedModel:
         events = self._events(req)
         try:
             async for ev in events:
-                if hasattr(ev, "reason"):  # Finish: always the last event
+                if isinstance(ev, Finish):  # always the last event
                     self._finish(ev, outcome)
                     break
                 outcome.tokens.append(ev.token)
-                if ev.token in self.turn_opener_ids:
-                    if shown:
-                        outcome.finish_reason = "stop"
-                        break
+                marker = turn_marker(ev.token, self.turn_opener_ids, shown)
+                if marker == END:
+                    outcome.finish_reason = "stop"
+                    break
+                if marker == SKIP:
                     continue  # a leading marker is ignored (serve-api spec)
                 raw = detok.add(ev.token)
                 if raw and first_output is None:
@@ -187,7 +183,7 @@ class ServedModel:
                 return
             except Exception as exc:
                 await events.aclose()
-                if type(exc).__name__ == "SlotBusy" and attempt < SLOT_BUSY_RETRIES:
+                if isinstance(exc, SlotBusy) and attempt < SLOT_BUSY_RETRIES:
                     await asyncio.sleep(SLOT_BUSY_WAIT_S)
                     continue
                 if getattr(exc, "code", None) == "too_long":  # the engine's own length check
@@ -202,7 +198,8 @@ class ServedModel:
             return
 
     @staticmethod
-    def _finish(ev: Any, outcome: Outcome) -> None:
+    def _finish(ev: Finish, outcome: Outcome) -> None:
+        outcome.cached_tokens = ev.n_reused
         if ev.reason in FINISH_REASONS:
             outcome.finish_reason = FINISH_REASONS[ev.reason]
         elif ev.reason == "cancelled":

@@ -30,6 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="require this key as 'Authorization: Bearer KEY' or 'x-api-key' ($COLI_API_KEY)")
     p.add_argument("--kv-slots", type=int, default=None,
                    help=f"independent KV contexts served at once, 1-{MAX_KV_SLOTS} (default 1; $COLI_KV_SLOTS)")
+    p.add_argument("--kv-persist", action=argparse.BooleanOptionalAction, default=None,
+                   help="save each KV slot after every request and restore it at start, under the state dir "
+                        "(default on; $COLI_KV_PERSIST=0 turns it off; $COLI_STATE_DIR moves it)")
     p.add_argument("--ctx", type=int, default=None,
                    help="context length per slot in tokens (default: min(4096, trained); $COLI_CTX)")
     p.add_argument("--threads", "-t", type=int, default=None,
@@ -85,7 +88,9 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
     web_dir = Path(args.web_dir) if args.web_dir else default_web_dir()
     return ServeConfig(
         model_path=args.model, model_id=args.model_id or "", host=args.host, port=args.port, api_key=args.api_key,
-        kv_slots=args.kv_slots, ctx=args.ctx or 0, threads=args.threads or 0, max_queue=args.max_queue,
+        kv_slots=args.kv_slots,
+        kv_persist=args.kv_persist if args.kv_persist is not None else env_flag("COLI_KV_PERSIST", True),
+        ctx=args.ctx or 0, threads=args.threads or 0, max_queue=args.max_queue,
         queue_timeout=args.queue_timeout, max_tokens=args.max_tokens,
         allowed_hosts=tuple(args.allowed_host or env_list("COLI_ALLOWED_HOSTS")),
         cors_origins=cors_origins_from(args.cors_origin or env_list("COLI_CORS_ORIGINS"), args.port),
