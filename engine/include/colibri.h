@@ -138,6 +138,12 @@ typedef struct {
     int n_slots;             /* KV slots (conversations); 0: 1 */
     int n_batch;             /* prefill chunk in tokens; 0: 512 */
     int vocab_only;          /* 1: load metadata and tokenizer only */
+    int64_t expert_cache_bytes; /* routed experts: 0 all resident (file mapping); > 0 streamed
+                                   from disk into a RAM cache of this many bytes */
+    int64_t expert_pin_bytes;   /* streaming: RAM for experts pinned by colibri_pin_experts */
+    int io_threads;          /* streaming: expert read threads; 0: 4 */
+    int direct_io;           /* streaming: 1 reads with O_DIRECT where the file system allows */
+    int no_prefetch;         /* streaming: 1 turns off one-layer-ahead prefetch */
 } colibri_config;
 
 /* Fill cfg with the defaults above (all zero, model_path NULL). */
@@ -312,6 +318,51 @@ int colibri_slot_save(colibri_engine *e, int slot, const char *path);
 int colibri_slot_load(colibri_engine *e, int slot, const char *path);
 
 /* SLOTS-END */
+
+/* ---- observability: routing heat, tiers, phases (section owned by stats.c) ---- */
+/* STATS-BEGIN */
+
+enum { COLI_TIER_DISK = 0, COLI_TIER_RAM = 1, COLI_TIER_PINNED = 2, COLI_TIER_LOADING = 3 };
+enum { COLI_MAX_TURNS = 120 };
+
+typedef struct {
+    int n_layer, n_expert;       /* per-expert arrays hold n_layer * n_expert entries, layer-major */
+    int streaming;               /* 1: experts stream from disk into a RAM cache */
+    uint64_t seq;                /* forward passes so far; last_hits belong to pass seq */
+    uint64_t tokens_prompt, tokens_generated;
+    double forward_s, attention_s, matmul_s, lm_head_s; /* time in each phase (matmul: FFN and experts, waits excluded) */
+    double io_wait_s, disk_s;    /* compute blocked on expert reads; read service time over the I/O threads */
+    uint64_t bytes_read, loads;
+    uint64_t hits, misses;       /* chosen experts found in RAM / not */
+    uint64_t prefetch_issued, prefetch_used, predicted, predicted_right;
+    int64_t cache_bytes, pinned_bytes;
+    int n_cached, n_pinned;
+} colibri_stats_t;
+
+/* One finished request ("turn"): its wall time and the engine's work while it ran
+ * (shared batch work counts fully in each turn it served). */
+typedef struct {
+    uint64_t id;                 /* 1, 2, ... in finishing order */
+    int slot, finish;            /* COLI_FINISH_* */
+    int prompt_tokens, reused_tokens, completion_tokens;
+    double wall_s, attention_s, matmul_s, lm_head_s, io_wait_s, disk_s, other_s;
+    uint64_t bytes_read, forwards;
+    double cache_hit_rate, prefetch_hit_rate; /* NaN when no expert was chosen / predicted */
+} colibri_turn;
+
+/* Counters, and optionally per expert: tier (COLI_TIER_*), routing count since
+ * open, decayed heat, and 1 for experts the latest pass routed to. Any array
+ * may be NULL. Safe to call from any thread while another one steps. */
+int colibri_stats(colibri_engine *e, colibri_stats_t *out, uint8_t *tiers, uint32_t *counts, float *heat,
+                  uint8_t *last_hits);
+/* The last turns, oldest first (at most COLI_MAX_TURNS); returns how many. */
+int colibri_turns(colibri_engine *e, colibri_turn *out, int cap);
+/* Streaming: load the hottest experts by counts (n_layer * n_expert, e.g. a
+ * previous run's colibri_stats counts) and pin them within the pin budget;
+ * returns how many were pinned. Call between steps. */
+int colibri_pin_experts(colibri_engine *e, const uint32_t *counts);
+
+/* STATS-END */
 
 /* ENGINE-END */
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "experts.h"
 #include "error.h"
 #include "jsonbuf.h"
 #include "quant.h"
@@ -52,7 +53,15 @@ static int load_model(colibri_engine *e) {
     if (c->n_slots > 16) return coli_fail(COLI_E_ARG, "n_slots is %d; colibri serves 1 to 16 slots", c->n_slots);
     if (c->n_batch < c->n_slots) c->n_batch = c->n_slots; /* a decode step is one batch of every slot */
     const int logit_rows = c->n_slots > 16 ? c->n_slots : 16;
-    if ((rc = coli_state_init(&e->state, &e->model, c->n_ctx, c->n_batch, logit_rows, c->n_threads))) return rc;
+    if (c->expert_cache_bytes < 0 || c->expert_pin_bytes < 0 || c->io_threads < 0)
+        return coli_fail(COLI_E_ARG, "negative expert cache, pin budget or I/O threads");
+    if (hp->n_expert > 0) {
+        const coli_store_config sc = {c->expert_cache_bytes, c->expert_pin_bytes, c->io_threads, c->direct_io != 0,
+                                      c->no_prefetch == 0};
+        if (!(e->experts = coli_experts_open(&e->model, e->gguf, &sc))) return colibri_last_error_code();
+    }
+    if ((rc = coli_state_init(&e->state, &e->model, e->experts, c->n_ctx, c->n_batch, logit_rows, c->n_threads)))
+        return rc;
     e->slots = calloc((size_t)c->n_slots, sizeof *e->slots);
     e->rows = calloc((size_t)c->n_batch, sizeof *e->rows);
     if (!e->slots || !e->rows) return coli_fail(COLI_E_NOMEM, "out of memory");
@@ -62,6 +71,7 @@ static int load_model(colibri_engine *e) {
         if (!e->slots[i].hist) return coli_fail(COLI_E_NOMEM, "out of memory");
     }
     e->last_logits = e->state.logits;
+    if ((rc = coli_stats_init(e))) return rc;
     model_identity(e);
     e->sample_p = malloc((size_t)hp->n_vocab * sizeof(float));
     e->sample_i = malloc((size_t)hp->n_vocab * sizeof(int32_t));
@@ -113,6 +123,8 @@ void colibri_close(colibri_engine *e) {
     free(e->slots);
     free(e->rows);
     coli_state_free(&e->state);
+    coli_experts_close(e->experts);
+    coli_stats_free(e);
     coli_model_free(&e->model);
     free(e->sample_p);
     free(e->sample_i);
@@ -178,6 +190,7 @@ int colibri_eval(colibri_engine *e, const int32_t *tokens, int n, int pos, float
         const int chunk = n - done < e->cfg.n_batch ? n - done : e->cfg.n_batch;
         for (int i = 0; i < chunk; i++) e->rows[i] = (coli_row){tokens[done + i], pos + done + i, &sl->kv};
         rc = coli_forward(&e->model, &e->state, e->rows, chunk, false);
+        if (!rc) coli_stats_after_forward(e, chunk, false);
         if (!rc && logits_out && all_logits)
             rc = coli_logits(&e->model, &e->state, 0, chunk, logits_out + (size_t)done * V);
         else if (!rc && done + chunk == n)

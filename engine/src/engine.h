@@ -2,6 +2,8 @@
 #ifndef COLI_ENGINE_H
 #define COLI_ENGINE_H
 
+#include <pthread.h>
+
 #include "../include/colibri.h"
 #include "gguf.h"
 #include "kv.h"
@@ -9,6 +11,26 @@
 #include "sample.h"
 
 struct coli_tokenizer;
+
+/* The engine's totals at one moment: what a turn's record subtracts. */
+typedef struct {
+    double at, forward_s, attention_s, ffn_s, lm_head_s, wait_s, disk_s;
+    uint64_t bytes_read, forwards, hits, misses, predicted, predicted_right;
+} coli_totals;
+
+/* Routing heat and the per-turn ring (stats.c); guarded by mu, since
+ * colibri_stats may be called from another thread while the engine steps. */
+typedef struct {
+    pthread_mutex_t mu;
+    uint64_t seq, tokens_prompt, tokens_generated;
+    double forward_s, attention_s, ffn_s, lm_head_s;
+    uint32_t *counts;        /* [n_layer * n_expert] */
+    float *heat;             /* [n_layer * n_expert] */
+    uint8_t *last_hits;      /* [n_layer * n_expert] */
+    colibri_turn ring[COLI_MAX_TURNS];
+    int ring_len, ring_next;
+    uint64_t turn_id;
+} coli_stats_book;
 
 /* One conversation: its cache, history and the request it serves. */
 typedef struct {
@@ -26,6 +48,7 @@ typedef struct {
     int32_t *echo_ids;       /* [n_prompt][n_logprobs] */
     float *echo_top;         /* [n_prompt][n_logprobs] */
     int echo_cap;            /* positions the echo arrays hold */
+    coli_totals turn_start;  /* the engine's totals when this request was submitted */
     float *prompt_logits;    /* [n_vocab]: logits after the last prefilled prompt, so the same */
     int prompt_logits_n;     /* prompt again (all cached) samples from the same bits; 0: none */
 } coli_slot;
@@ -37,6 +60,8 @@ struct colibri_engine {
     bool loaded;                   /* model and state ready (not vocab_only) */
     coli_model model;
     coli_state state;
+    struct coli_expert_store *experts; /* MoE models only */
+    coli_stats_book stats;
     coli_slot *slots;              /* [n_slots] */
     coli_row *rows;                /* [n_batch]: the rows of a forward batch */
     int next_prefill;              /* round robin among prefilling slots */
@@ -47,5 +72,13 @@ struct colibri_engine {
     float *sample_p;               /* n_vocab: sampling scratch */
     int32_t *sample_i;             /* n_vocab */
 };
+
+/* stats.c */
+int coli_stats_init(colibri_engine *e);
+void coli_stats_free(colibri_engine *e);
+/* After each forward of n rows (prompt rows or generated ones): phases, routing heat. */
+void coli_stats_after_forward(colibri_engine *e, int n, bool generated);
+void coli_turn_begin(colibri_engine *e, int slot);
+void coli_turn_end(colibri_engine *e, int slot, int finish);
 
 #endif

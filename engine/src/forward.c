@@ -1,6 +1,7 @@
 /* forward.c — the scratch of a forward batch and the forward pass over it. */
 #define _POSIX_C_SOURCE 200112L
 #include <inttypes.h>
+#include <time.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,8 @@ static void *alloc64(size_t bytes, size_t *total) {
     return p;
 }
 
-int coli_state_init(coli_state *s, const coli_model *m, int n_ctx, int n_batch, int n_logit_rows, int n_threads) {
+int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store *experts, int n_ctx, int n_batch,
+                    int n_logit_rows, int n_threads) {
     const coli_hparams *hp = &m->hp;
     memset(s, 0, sizeof *s);
     if (n_ctx <= 0 || n_batch <= 0 || n_threads <= 0 || n_logit_rows <= 0)
@@ -69,8 +71,11 @@ int coli_state_init(coli_state *s, const coli_model *m, int n_ctx, int n_batch, 
         const size_t mid = (size_t)(hp->n_ff_exp > hp->n_embd ? hp->n_ff_exp : hp->n_embd);
         s->xq_mid = alloc64(nb * K * mid * sizeof(float), &s->bytes); /* also up's input when its type differs */
         s->eo = alloc64(nb * K * hp->n_embd * sizeof(float), &s->bytes);
-        s->experts = coli_experts_open(m);
-        if (!s->router || !s->route_ids || !s->route_w || !s->pairs || !s->counts || !s->yg || !s->hg || !s->hg2 ||
+        s->experts = experts;
+        s->wave = alloc64((size_t)hp->n_expert * sizeof(int32_t), &s->bytes);
+        s->predicted = alloc64((size_t)hp->n_expert * sizeof(int32_t), &s->bytes);
+        s->router_next = alloc64(nb * hp->n_expert * sizeof(float), &s->bytes);
+        if (!s->wave || !s->predicted || !s->router_next || !s->router || !s->route_ids || !s->route_w || !s->pairs || !s->counts || !s->yg || !s->hg || !s->hg2 ||
             !s->eo || !s->active || !s->ex_of || !s->slot_of_pair || !s->xq_in || !s->xq_mid || !s->experts) {
             coli_state_free(s);
             return coli_fail(COLI_E_NOMEM, "out of memory for the routed-FFN scratch");
@@ -139,8 +144,16 @@ void coli_state_free(coli_state *s) {
     free(s->hg);
     free(s->hg2);
     free(s->eo);
-    coli_experts_close(s->experts);
+    free(s->wave);
+    free(s->predicted);
+    free(s->router_next);
     memset(s, 0, sizeof *s);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int matmul(coli_state *s, const coli_mat *w, const float *x, int n, float *y) {
@@ -253,18 +266,29 @@ int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n
         if (hp->embd_scale != 1.0f)
             for (int d = 0; d < E; d++) x[d] *= hp->embd_scale;
     }
+    const double t_start = now_s();
     for (int il = 0; il < hp->n_layer; il++) {
+        const double t0 = now_s();
         if ((rc = attention(m, s, il, n))) return rc;
+        const double t1 = now_s();
         add_rows(s->x, s->tmp, (size_t)n * E);
         if ((rc = ffn(m, s, il, n))) return rc;
+        s->t_attention += t1 - t0;
+        s->t_ffn += now_s() - t1;
         add_rows(s->x, s->tmp, (size_t)n * E);
     }
     for (int i = 0; i < n; i++)
         coli_rmsnorm(s->xn + (size_t)i * E, s->x + (size_t)i * E, m->output_norm, E, hp->rms_eps);
+    s->t_forward += now_s() - t_start;
     return 0;
 }
 
 int coli_logits(const coli_model *m, coli_state *s, int first, int n, float *out) {
     if (first < 0 || n <= 0 || first + n > s->n_batch) return coli_fail(COLI_E_ARG, "coli_logits: rows out of range");
-    return matmul(s, &m->output, s->xn + (size_t)first * m->hp.n_embd, n, out);
+    const double t0 = now_s();
+    int rc = matmul(s, &m->output, s->xn + (size_t)first * m->hp.n_embd, n, out);
+    const double dt = now_s() - t0;
+    s->t_lm_head += dt;
+    s->t_forward += dt;
+    return rc;
 }

@@ -30,6 +30,7 @@ typedef struct {
 typedef struct {
     coli_mat gate, up, down; /* expert 0's matrices */
     size_t gate_stride, up_stride, down_stride; /* bytes from one expert to the next */
+    uint64_t gate_off, up_off, down_off;        /* file offsets of expert 0's matrices (streaming reads) */
 } coli_layer_experts;
 
 typedef enum { COLI_GATE_SOFTMAX, COLI_GATE_SIGMOID } coli_gating;
@@ -170,15 +171,22 @@ typedef struct {
     int32_t *slot_of_pair;  /* [n_batch * n_expert_used] pair -> its row in the expert-ordered buffers */
     void *xq_in, *xq_mid;   /* [n_batch * n_expert_used] rows quantized for gate/up, for down */
     size_t xq_in_stride, xq_mid_stride;
-    struct coli_expert_store *experts;
+    struct coli_expert_store *experts; /* not owned */
+    int32_t *wave;          /* [n_expert] experts of the current wave */
+    int32_t *predicted;     /* [n_expert] the next layer's predicted experts */
+    float *router_next;     /* [n_batch][n_expert] the next layer's router on the current state */
     void *mm_scratch;       /* quantized activations for matmuls */
     size_t mm_scratch_size;
     coli_pool *pool;
     int n_threads;
     size_t bytes;    /* memory held by this state */
+    /* seconds spent, for the profile (written by the forward pass only) */
+    double t_forward, t_attention, t_ffn, t_lm_head;
 } coli_state;
 
-int coli_state_init(coli_state *s, const coli_model *m, int n_ctx, int n_batch, int n_logit_rows, int n_threads);
+/* experts: the store routed FFNs read (owned by the caller; NULL for dense models). */
+int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store *experts, int n_ctx, int n_batch,
+                    int n_logit_rows, int n_threads);
 void coli_state_free(coli_state *s);
 
 /* Evaluates the n rows (n <= n_batch) and leaves their final normed hidden

@@ -11,6 +11,7 @@
 #include "error.h"
 #include "matmul.h"
 #include "moe.h"
+#include "experts.h"
 #include "ops.h"
 #include "quant.h"
 #include "ggml_types.h"
@@ -81,6 +82,7 @@ typedef struct {
     const coli_model *m;
     coli_state *s;
     const coli_expert *ex_of;  /* [E] matrices of each active expert */
+    const int32_t *experts;    /* the wave's experts */
     int phase;                 /* 0: gate and up, 1: down */
     int up_separate;           /* up's activation type differs from gate's: its rows are in xq_mid */
     size_t up_stride;
@@ -135,7 +137,7 @@ static void moe_worker(void *ctx, int ith, int nth) {
         const int it = atomic_fetch_add(&J->next, 1);
         if (it >= J->n_items) return;
         const int g = it / per_group, r = it % per_group;
-        const int e = s->active[g], lo = s->counts[e], cnt = s->counts[e + 1] - lo;
+        const int e = J->experts[g], lo = s->counts[e], cnt = s->counts[e + 1] - lo;
         const coli_expert *ex = &J->ex_of[e];
         if (J->phase == 0) {
             const int which = r / per_mat, c = r % per_mat; /* 0 gate, 1 up */
@@ -172,23 +174,13 @@ static size_t act_row_bytes(uint32_t wtype, int64_t n) {
     return t == GGML_TYPE_F32 ? (size_t)n * sizeof(float) : coli_row_size(t, n);
 }
 
-static int run_experts(const coli_model *m, coli_state *s, coli_expert_store *st, int il, int n) {
-    const coli_hparams *hp = &m->hp;
-    const int E = hp->n_expert, K = hp->n_expert_used, D = hp->n_embd, F = hp->n_ff_exp;
+/* The rows each expert of the wave reads, quantized once per row, laid out by expert. */
+static void quantize_wave_inputs(const coli_model *m, coli_state *s, int il, const int32_t *wave, int nw,
+                                 int up_separate, size_t up_stride) {
     const coli_layer_experts *le = &m->layers[il].exps;
-    coli_expert *ex_of = s->ex_of;
-    int rc = 0, n_active = 0;
-    s->xq_in_stride = act_row_bytes(le->gate.type, D);
-    s->xq_mid_stride = act_row_bytes(le->down.type, F);
-    const uint32_t gate_act = coli_kernels()->type[le->gate.type].vec_dot_type;
-    const int up_separate = coli_kernels()->type[le->up.type].vec_dot_type != gate_act;
-    const size_t up_stride = act_row_bytes(le->up.type, D);
-    /* the rows each expert reads, quantized once per row and laid out by expert */
-    for (int e = 0; e < E; e++) {
-        const int lo = s->counts[e], cnt = s->counts[e + 1] - lo;
-        if (cnt == 0) continue;
-        if ((rc = coli_experts_get(st, il, e, &ex_of[e]))) return rc;
-        s->active[n_active++] = e;
+    const int K = m->hp.n_expert_used, D = m->hp.n_embd;
+    for (int g = 0; g < nw; g++) {
+        const int e = wave[g], lo = s->counts[e], cnt = s->counts[e + 1] - lo;
         for (int j = 0; j < cnt; j++) {
             const int pair = s->pairs[lo + j];
             s->slot_of_pair[pair] = lo + j;
@@ -197,20 +189,103 @@ static int run_experts(const coli_model *m, coli_state *s, coli_expert_store *st
             if (up_separate) to_vec_dot_type(le->up.type, row, (char *)s->xq_mid + (size_t)(lo + j) * up_stride, D);
         }
     }
-    moe_job job = {.m = m, .s = s, .ex_of = ex_of, .phase = 0, .up_separate = up_separate, .up_stride = up_stride};
-    job.n_items = n_active * 2 * ((F + MOE_CHUNK - 1) / MOE_CHUNK);
+}
+
+/* gate/up, SwiGLU, down for the experts of one wave (all acquired). */
+static void compute_wave(const coli_model *m, coli_state *s, int il, const int32_t *wave, int nw) {
+    const coli_hparams *hp = &m->hp;
+    const int D = hp->n_embd, F = hp->n_ff_exp;
+    const coli_layer_experts *le = &m->layers[il].exps;
+    const uint32_t gate_act = coli_kernels()->type[le->gate.type].vec_dot_type;
+    const int up_separate = coli_kernels()->type[le->up.type].vec_dot_type != gate_act;
+    const size_t up_stride = act_row_bytes(le->up.type, D);
+    quantize_wave_inputs(m, s, il, wave, nw, up_separate, up_stride);
+    moe_job job = {.m = m, .s = s, .ex_of = s->ex_of, .experts = wave, .phase = 0, .up_separate = up_separate,
+                   .up_stride = up_stride};
+    job.n_items = nw * 2 * ((F + MOE_CHUNK - 1) / MOE_CHUNK);
     atomic_init(&job.next, 0);
     coli_pool_run(s->pool, moe_worker, &job);
-    for (int slot = 0; slot < n * K; slot++) {
-        coli_swiglu(s->hg + (size_t)slot * F, s->hg2 + (size_t)slot * F, F);
-        to_vec_dot_type(le->down.type, s->hg + (size_t)slot * F, (char *)s->xq_mid + (size_t)slot * s->xq_mid_stride, F);
+    for (int g = 0; g < nw; g++) {
+        const int e = wave[g];
+        for (int slot = s->counts[e]; slot < s->counts[e + 1]; slot++) {
+            coli_swiglu(s->hg + (size_t)slot * F, s->hg2 + (size_t)slot * F, F);
+            to_vec_dot_type(le->down.type, s->hg + (size_t)slot * F, (char *)s->xq_mid + (size_t)slot * s->xq_mid_stride,
+                            F);
+        }
     }
     job.phase = 1;
-    job.n_items = n_active * ((D + MOE_CHUNK - 1) / MOE_CHUNK);
+    job.n_items = nw * ((D + MOE_CHUNK - 1) / MOE_CHUNK);
     atomic_store(&job.next, 0);
     coli_pool_run(s->pool, moe_worker, &job);
-    for (int g = 0; g < n_active; g++) coli_experts_release(st, il, s->active[g]);
+}
+
+/* Every chosen expert of the batch, in waves: first those already in RAM
+ * (computed while the store reads the rest), then each as it arrives. Waves
+ * only change the order experts are computed in, never their results. */
+static int run_experts(const coli_model *m, coli_state *s, coli_expert_store *st, int il, int n) {
+    const coli_hparams *hp = &m->hp;
+    const int E = hp->n_expert, D = hp->n_embd, F = hp->n_ff_exp;
+    const coli_layer_experts *le = &m->layers[il].exps;
+    (void)n;
+    s->xq_in_stride = act_row_bytes(le->gate.type, D);
+    s->xq_mid_stride = act_row_bytes(le->down.type, F);
+    int n_left = 0;
+    for (int e = 0; e < E; e++)
+        if (s->counts[e + 1] > s->counts[e]) s->active[n_left++] = e;
+    coli_experts_chosen(st, il, s->active, n_left);
+    coli_experts_request(st, il, s->active, n_left, false);
+    const int cap = coli_experts_capacity(st, il);
+    while (n_left > 0) {
+        int nw = 0, kept = 0;
+        for (int j = 0; j < n_left; j++) {
+            const int e = s->active[j];
+            if (nw < cap && coli_experts_try_acquire(st, il, e, &s->ex_of[e]))
+                s->wave[nw++] = e;
+            else
+                s->active[kept++] = e;
+        }
+        if (nw == 0) { /* nothing in RAM yet: wait for the first */
+            const int e = s->active[0];
+            int rc = coli_experts_acquire(st, il, e, &s->ex_of[e]);
+            if (rc) return rc;
+            s->wave[nw++] = e;
+            memmove(s->active, s->active + 1, (size_t)(--kept) * sizeof *s->active);
+        }
+        n_left = kept;
+        compute_wave(m, s, il, s->wave, nw);
+        for (int g = 0; g < nw; g++) coli_experts_release(st, il, s->wave[g]);
+        if (n_left > 0) coli_experts_request(st, il, s->active, n_left, false); /* room freed */
+    }
     return 0;
+}
+
+/* One layer ahead: the next MoE layer's router on the current hidden state
+ * predicts its experts, whose reads start now (streaming only). */
+static void predict_next(const coli_model *m, coli_state *s, coli_expert_store *st, int il, int n) {
+    const coli_hparams *hp = &m->hp;
+    const int next = il + 1, E = hp->n_expert, K = hp->n_expert_used, D = hp->n_embd;
+    if (!coli_experts_streaming(st) || next >= hp->n_layer || !m->layers[next].is_moe) return;
+    const coli_layer *N = &m->layers[next];
+    float *xn = s->eo; /* free until this layer's experts are weighted */
+    for (int i = 0; i < n; i++) coli_rmsnorm(xn + (size_t)i * D, s->x + (size_t)i * D, N->ffn_norm, D, hp->rms_eps);
+    if (coli_matmul(s->pool, N->ffn_gate_inp.data, N->ffn_gate_inp.type, D, E, xn, n, s->router_next, s->mm_scratch))
+        return;
+    uint8_t seen[4096] = {0};
+    int np = 0;
+    int32_t ids[64];
+    const int k = K < 64 ? K : 64;
+    for (int i = 0; i < n; i++) {
+        float *r = s->router_next + (size_t)i * E;
+        if (N->exp_probs_b) /* GLM: sigmoid scores plus the selection bias choose */
+            for (int e = 0; e < E; e++) r[e] = 1.0f / (1.0f + expf(-r[e])) + N->exp_probs_b[e];
+        top_k(r, E, k, ids); /* softmax keeps the order of the logits */
+        for (int j = 0; j < k; j++)
+            if (!seen[ids[j]]) {
+                seen[ids[j]] = 1;
+                s->predicted[np++] = ids[j];
+            }
+    }
+    coli_experts_predict(st, next, s->predicted, np);
 }
 
 int coli_moe_ffn(const coli_model *m, coli_state *s, coli_expert_store *st, int il, int n) {
@@ -219,6 +294,7 @@ int coli_moe_ffn(const coli_model *m, coli_state *s, coli_expert_store *st, int 
     const int E = hp->n_expert, K = hp->n_expert_used, D = hp->n_embd;
     int rc = route(m, s, il, n);
     if (rc) return rc;
+    predict_next(m, s, st, il, n);
 
     /* group (row, rank) pairs by expert: each expert is visited once per batch */
     memset(s->counts, 0, (size_t)(E + 1) * sizeof *s->counts);

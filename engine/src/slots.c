@@ -87,6 +87,7 @@ int colibri_submit(colibri_engine *e, int slot, const int32_t *prompt, int n, co
     sl->cancel = false;
     sl->prefill_s = sl->decode_s = 0.0;
     sl->state = COLI_SLOT_PREFILL;
+    coli_turn_begin(e, slot);
     if (req->echo) sl->echo_lp[0] = NAN;
     return reuse;
 }
@@ -122,6 +123,7 @@ static void finish(event_out *o, colibri_engine *e, int slot, int why, int32_t t
     coli_slot *sl = &e->slots[slot];
     sl->state = COLI_SLOT_IDLE;
     sl->finish = why;
+    coli_turn_end(e, slot, why);
     sl->cancel = false;
     if (token < 0) push(o, slot, COLI_EVENT_DONE, -1, why);
 }
@@ -170,6 +172,7 @@ static void decode(event_out *o, colibri_engine *e) {
     if (n == 0) return;
     const double t0 = now_s();
     int rc = coli_forward(&e->model, &e->state, e->rows, n, true);
+    if (!rc) coli_stats_after_forward(e, n, true);
     if (!rc) rc = coli_logits(&e->model, &e->state, 0, n, e->state.logits);
     const double dt = now_s() - t0;
     if (rc) {
@@ -226,6 +229,7 @@ static void prefill(event_out *o, colibri_engine *e) {
     for (int i = 0; i < chunk; i++) e->rows[i] = (coli_row){sl->hist[pos0 + i], pos0 + i, &sl->kv};
     const double t0 = now_s();
     int rc = coli_forward(&e->model, &e->state, e->rows, chunk, false);
+    if (!rc) coli_stats_after_forward(e, chunk, false);
     if (!rc && sl->req.echo) rc = echo_rows(e, sl, pos0, chunk);
     const bool last = chunk == left;
     if (!rc && last && sl->req.max_tokens > 0)

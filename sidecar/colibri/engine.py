@@ -153,7 +153,11 @@ class Engine:
     """One model opened by the engine. vocab_only=True loads metadata and tokenizer only."""
 
     def __init__(self, path: str | os.PathLike[str], *, vocab_only: bool = False, n_threads: int = 0,
-                 n_ctx: int = 0, n_slots: int = 0, n_batch: int = 0):
+                 n_ctx: int = 0, n_slots: int = 0, n_batch: int = 0, expert_cache_bytes: int = 0,
+                 expert_pin_bytes: int = 0, io_threads: int = 0, direct_io: bool = False, prefetch: bool = True):
+        """expert_cache_bytes 0 keeps every routed expert resident (the file mapping);
+        > 0 streams them from disk into a RAM cache of that size (plus expert_pin_bytes
+        for experts pinned by learned heat)."""
         self.path = os.fspath(path)
         cfg = ffi.new("colibri_config *")
         lib.colibri_config_default(cfg)
@@ -164,6 +168,11 @@ class Engine:
         cfg.n_ctx = n_ctx
         cfg.n_slots = n_slots
         cfg.n_batch = n_batch
+        cfg.expert_cache_bytes = expert_cache_bytes
+        cfg.expert_pin_bytes = expert_pin_bytes
+        cfg.io_threads = io_threads
+        cfg.direct_io = int(direct_io)
+        cfg.no_prefetch = int(not prefetch)
         handle = lib.colibri_open(cfg)
         if handle == ffi.NULL:
             raise last_error()
@@ -390,6 +399,60 @@ class Engine:
         return n
 
 
+    # ---- observability ----------------------------------------------------------
+
+    def stats(self, arrays: bool = False) -> dict[str, Any]:
+        """Engine counters (see colibri_stats_t); with arrays, per expert (layer-major
+        n_layer * n_expert): tiers (bytes of TIER_NAMES codes), counts (array 'I'),
+        heat (array 'f'), last_hits (bytes of 0/1). Safe from any thread."""
+        st = ffi.new("colibri_stats_t *")
+        bufs = {}
+        ptrs = [ffi.NULL] * 4
+        if arrays:
+            n = max(self._cells(), 1)
+            bufs = {"tiers": bytearray(n), "counts": array("I", bytes(4 * n)), "heat": array("f", bytes(4 * n)),
+                    "last_hits": bytearray(n)}
+            ptrs = [ffi.from_buffer("uint8_t[]", bufs["tiers"]), ffi.from_buffer("uint32_t[]", bufs["counts"]),
+                    ffi.from_buffer("float[]", bufs["heat"]), ffi.from_buffer("uint8_t[]", bufs["last_hits"])]
+        if lib.colibri_stats(self._e, st, *ptrs) != 0:
+            raise last_error()
+        out = {name: getattr(st, name) for name in STATS_FIELDS}
+        if arrays:
+            out.update({"tiers": bytes(bufs["tiers"]), "counts": bufs["counts"], "heat": bufs["heat"],
+                        "last_hits": bytes(bufs["last_hits"])})
+        return out
+
+    def _cells(self) -> int:
+        st = ffi.new("colibri_stats_t *")
+        lib.colibri_stats(self._e, st, ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL)
+        return st.n_layer * st.n_expert
+
+    def turns(self) -> list[dict[str, Any]]:
+        """The last finished requests' records, oldest first (at most 120)."""
+        out = ffi.new("colibri_turn[]", lib.COLI_MAX_TURNS)
+        n = lib.colibri_turns(self._e, out, lib.COLI_MAX_TURNS)
+        if n < 0:
+            raise last_error()
+        return [{name: (FINISH_NAMES.get(t.finish) if name == "finish" else getattr(t, name)) for name in TURN_FIELDS}
+                for t in (out[i] for i in range(n))]
+
+    def pin_experts(self, counts) -> int:
+        """Load and pin the hottest experts of `counts` (n_layer * n_expert ints) within the pin budget."""
+        buf = array("I", counts)
+        n = lib.colibri_pin_experts(self._e, ffi.from_buffer("uint32_t[]", buf))
+        if n < 0:
+            raise last_error()
+        return n
+
+
+STATS_FIELDS = ("n_layer", "n_expert", "streaming", "seq", "tokens_prompt", "tokens_generated", "forward_s",
+                "attention_s", "matmul_s", "lm_head_s", "io_wait_s", "disk_s", "bytes_read", "loads", "hits", "misses",
+                "prefetch_issued", "prefetch_used", "predicted", "predicted_right", "cache_bytes", "pinned_bytes",
+                "n_cached", "n_pinned")
+TURN_FIELDS = ("id", "slot", "finish", "prompt_tokens", "reused_tokens", "completion_tokens", "wall_s", "attention_s",
+               "matmul_s", "lm_head_s", "io_wait_s", "disk_s", "other_s", "bytes_read", "forwards", "cache_hit_rate",
+               "prefetch_hit_rate")
+TIER_NAMES = {0: "disk", 1: "ram", 2: "pinned", 3: "loading"}
 FINISH_NAMES = {1: "stop", 2: "length", 3: "context", 4: "cancelled", 5: "error"}
 SLOT_STATES = {0: "idle", 1: "prefill", 2: "decode"}
 

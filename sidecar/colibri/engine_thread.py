@@ -8,12 +8,15 @@ away (breaks out of its loop, is cancelled) cancels its slot.
 
 With a persistence directory, each slot's history and KV cache are saved
 after every request and restored at start, so a restarted server keeps its
-warm conversations.
+warm conversations. With a heat file, the routing counts of every expert are
+kept between runs, and at start the hottest experts are pinned in RAM (when
+experts stream from disk): the longer a workload runs, the more of it stays.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import math
 import os
 import threading
@@ -84,8 +87,36 @@ class _Job:
     cancelled: bool = False
 
 
+HEAT_MAGIC = b"COLIHEAT"
+HEAT_SAVE_EVERY = 16  # turns
+
+
+def load_heat(path: Path, n_layer: int, n_expert: int) -> list[int] | None:
+    """Routing counts saved by save_heat, or None (with one warning) when absent or unusable."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        log.warning("ignoring the routing heat file %s (%s)", path, e)
+        return None
+    n = n_layer * n_expert
+    if len(data) != 16 + 4 * n or data[:8] != HEAT_MAGIC or struct.unpack("<II", data[8:16]) != (n_layer, n_expert):
+        log.warning("ignoring the routing heat file %s (not this model's)", path)
+        return None
+    return list(struct.unpack(f"<{n}I", data[16:]))
+
+
+def save_heat(path: Path, n_layer: int, n_expert: int, counts) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp.{os.getpid()}")
+    tmp.write_bytes(HEAT_MAGIC + struct.pack("<II", n_layer, n_expert) + struct.pack(f"<{len(counts)}I", *counts))
+    os.replace(tmp, path)
+
+
 class EngineThread:
-    def __init__(self, engine: Engine, persist_dir: str | os.PathLike[str] | None = None):
+    def __init__(self, engine: Engine, persist_dir: str | os.PathLike[str] | None = None,
+                 heat_dir: str | os.PathLike[str] | None = None):
         self.engine = engine
         self.n_slots = engine.n_slots
         self.n_ctx = engine.n_ctx
@@ -98,12 +129,18 @@ class EngineThread:
         self._closing = False
         self._thread: threading.Thread | None = None
         self.restored: dict[int, int] = {}        # slot -> tokens restored from disk
+        self.heat_path = Path(heat_dir) / f"{engine.model_id}.heat" if heat_dir else None
+        self.pinned = 0                           # experts pinned from learned heat at start
+        self._heat_base: list[int] | None = None  # counts of earlier runs
+        self._turns = 0
 
     # ---- lifetime ------------------------------------------------------------
 
     def start(self) -> None:
         if self.persist_dir:
             self._restore()
+        if self.heat_path:
+            self._pin_from_heat()
         self._thread = threading.Thread(target=self._run, name="colibri-engine", daemon=True)
         self._thread.start()
 
@@ -114,6 +151,32 @@ class EngineThread:
             self._cond.notify()
         if self._thread:
             await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
+
+    def _pin_from_heat(self) -> None:
+        st = self.engine.stats()
+        if not st["n_expert"]:
+            self.heat_path = None  # a dense model has no routing to learn
+            return
+        self._heat_base = load_heat(self.heat_path, st["n_layer"], st["n_expert"])
+        if self._heat_base and st["streaming"]:
+            self.pinned = self.engine.pin_experts(self._heat_base)
+            log.info("pinned %d experts from learned routing heat", self.pinned)
+
+    def save_heat(self) -> None:
+        """Earlier runs' counts plus this run's, to the heat file."""
+        if not self.heat_path:
+            return
+        try:
+            st = self.engine.stats(arrays=True)
+        except (EngineError, TypeError):  # the engine is closed
+            return
+        counts = list(st["counts"])
+        if self._heat_base:
+            counts = [min(a + b, 0xFFFFFFFF) for a, b in zip(counts, self._heat_base)]
+        try:
+            save_heat(self.heat_path, st["n_layer"], st["n_expert"], counts)
+        except OSError as e:
+            log.warning("could not save the routing heat (%s)", e)
 
     def _slot_path(self, slot: int) -> Path:
         assert self.persist_dir is not None
@@ -201,6 +264,7 @@ class EngineThread:
                 commands = list(self._commands)
                 self._commands.clear()
                 if self._closing and not self._running and not commands and not self._deferred:
+                    self.save_heat()
                     return
             for kind, job in commands:
                 assert isinstance(job, _Job)
@@ -283,6 +347,9 @@ class EngineThread:
                 self.engine.slot_save(slot, self._slot_path(slot))
             except EngineError as e:
                 log.warning("slot %d: could not save its KV cache (%s)", slot, e)
+        self._turns += 1
+        if self._turns % HEAT_SAVE_EVERY == 0:
+            self.save_heat()
         deferred = self._deferred.pop(slot, None)
         if deferred is not None:
             self._submit(deferred)

@@ -108,3 +108,29 @@ def test_persisted_slots_survive_a_restart(tmp_path, default_model, caplog):
         restored2, history2, fin2, _ = asyncio.run(turn("The weather today is", 2))
     assert restored2 == {} and history2 == [] and fin2.reason == "length"
     assert sum("ignoring the saved KV cache" in r.message for r in caplog.records) == 1
+
+
+def test_learned_heat_pins_the_hottest_experts_next_time(tmp_path):
+    from tests.fixtures import moe_models
+
+    model = moe_models.tiny("qwen3moe", "Q8_0")
+
+    async def run(**kw):
+        with Engine(model, n_slots=1, n_ctx=128, n_threads=2, **kw) as e:
+            et = EngineThread(e, heat_dir=tmp_path)
+            et.start()
+            tokens, fin = await collect(et, GenRequest(slot=0, prompt=[e.bos] + list(range(5, 40)), max_tokens=8,
+                                                       ignore_eos=True))
+            await et.close()
+            return et.pinned, tokens, e.stats(arrays=True)
+
+    pinned0, tokens0, st0 = asyncio.run(run())
+    files = list(tmp_path.glob("*.heat"))
+    assert pinned0 == 0 and len(files) == 1
+    pinned1, tokens1, st1 = asyncio.run(run(expert_cache_bytes=1, expert_pin_bytes=1 << 20))
+    assert pinned1 > 0 and st1["n_pinned"] == pinned1 and tokens1 == tokens0
+    hottest = max(range(len(st0["counts"])), key=lambda c: st0["counts"][c])
+    assert st1["tiers"][hottest] == 2  # pinned
+    files[0].write_bytes(b"garbage")
+    pinned2, tokens2, _ = asyncio.run(run(expert_cache_bytes=1, expert_pin_bytes=1 << 20))
+    assert pinned2 == 0 and tokens2 == tokens0

@@ -9,7 +9,6 @@ PLANNED = {
     "web": "the server plus the dashboard in a native window",
     "chat": "chat with a model in the terminal",
     "tokenize": "show how a model tokenizes a text",
-    "plan": "how a model would be placed in RAM and on disk",
 }
 
 

@@ -1,0 +1,192 @@
+/* stats.c — what the dashboard and /metrics read: routing heat per expert,
+ * tiers, phase times, and a ring of the last turns' records. The engine
+ * thread updates it once per forward pass under a mutex; readers copy. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine.h"
+#include "error.h"
+#include "experts.h"
+
+#define HEAT_DECAY 0.96f /* per forward pass: an expert routed every step settles near 25 */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static size_t n_cells(const colibri_engine *e) { return (size_t)e->model.hp.n_layer * (size_t)e->model.hp.n_expert; }
+
+int coli_stats_init(colibri_engine *e) {
+    coli_stats_book *b = &e->stats;
+    pthread_mutex_init(&b->mu, NULL);
+    const size_t n = n_cells(e) + 1;
+    b->counts = calloc(n, sizeof *b->counts);
+    b->heat = calloc(n, sizeof *b->heat);
+    b->last_hits = calloc(n, 1);
+    if (!b->counts || !b->heat || !b->last_hits) return coli_fail(COLI_E_NOMEM, "out of memory");
+    return 0;
+}
+
+void coli_stats_free(colibri_engine *e) {
+    coli_stats_book *b = &e->stats;
+    if (!b->counts && !b->heat) return;
+    free(b->counts);
+    free(b->heat);
+    free(b->last_hits);
+    pthread_mutex_destroy(&b->mu);
+}
+
+void coli_stats_after_forward(colibri_engine *e, int n, bool generated) {
+    coli_stats_book *b = &e->stats;
+    const coli_hparams *hp = &e->model.hp;
+    const coli_state *s = &e->state;
+    pthread_mutex_lock(&b->mu);
+    b->seq++;
+    if (generated) b->tokens_generated += (uint64_t)n;
+    else b->tokens_prompt += (uint64_t)n;
+    b->forward_s = s->t_forward;
+    b->attention_s = s->t_attention;
+    b->ffn_s = s->t_ffn;
+    b->lm_head_s = s->t_lm_head;
+    if (hp->n_expert > 0) {
+        const size_t cells = n_cells(e);
+        const int K = hp->n_expert_used;
+        for (size_t c = 0; c < cells; c++) b->heat[c] *= HEAT_DECAY;
+        memset(b->last_hits, 0, cells);
+        for (int i = 0; i < n; i++)
+            for (int il = 0; il < hp->n_layer; il++) {
+                if (!e->model.layers[il].is_moe) continue;
+                const int32_t *ids = s->route_ids + ((size_t)i * hp->n_layer + il) * K;
+                for (int k = 0; k < K; k++) {
+                    const size_t c = (size_t)il * hp->n_expert + ids[k];
+                    b->counts[c]++;
+                    b->heat[c] += 1.0f;
+                    b->last_hits[c] = 1;
+                }
+            }
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* The engine's totals now (called on the engine thread). */
+static coli_totals totals(colibri_engine *e) {
+    coli_totals t = {now_s(), e->state.t_forward, e->state.t_attention, e->state.t_ffn, e->state.t_lm_head, 0, 0, 0,
+                     0, 0, 0, 0, 0};
+    pthread_mutex_lock(&e->stats.mu);
+    t.forwards = e->stats.seq;
+    pthread_mutex_unlock(&e->stats.mu);
+    if (e->experts) {
+        coli_store_counters c;
+        coli_experts_counters(e->experts, &c, NULL);
+        t.wait_s = c.wait_s;
+        t.disk_s = c.disk_s;
+        t.bytes_read = c.bytes_read;
+        t.hits = c.hits;
+        t.misses = c.misses;
+        t.predicted = c.predicted;
+        t.predicted_right = c.predicted_right;
+    }
+    return t;
+}
+
+void coli_turn_begin(colibri_engine *e, int slot) { e->slots[slot].turn_start = totals(e); }
+
+static double rate(uint64_t yes, uint64_t all) { return all ? (double)yes / (double)all : NAN; }
+
+void coli_turn_end(colibri_engine *e, int slot, int finish) {
+    const coli_slot *sl = &e->slots[slot];
+    const coli_totals a = sl->turn_start, z = totals(e);
+    colibri_turn t = {0};
+    t.slot = slot;
+    t.finish = finish;
+    t.prompt_tokens = sl->n_prompt;
+    t.reused_tokens = sl->n_reused;
+    t.completion_tokens = sl->n_gen;
+    t.wall_s = z.at - a.at;
+    t.attention_s = z.attention_s - a.attention_s;
+    t.io_wait_s = z.wait_s - a.wait_s;
+    t.matmul_s = (z.ffn_s - a.ffn_s) - t.io_wait_s;
+    if (t.matmul_s < 0) t.matmul_s = 0;
+    t.lm_head_s = z.lm_head_s - a.lm_head_s;
+    t.disk_s = z.disk_s - a.disk_s;
+    t.other_s = t.wall_s - t.attention_s - t.matmul_s - t.lm_head_s - t.io_wait_s;
+    if (t.other_s < 0) t.other_s = 0;
+    t.bytes_read = z.bytes_read - a.bytes_read;
+    t.forwards = z.forwards - a.forwards;
+    t.cache_hit_rate = rate(z.hits - a.hits, (z.hits - a.hits) + (z.misses - a.misses));
+    t.prefetch_hit_rate = rate(z.predicted_right - a.predicted_right, z.predicted - a.predicted);
+    coli_stats_book *b = &e->stats;
+    pthread_mutex_lock(&b->mu);
+    t.id = ++b->turn_id;
+    b->ring[b->ring_next] = t;
+    b->ring_next = (b->ring_next + 1) % COLI_MAX_TURNS;
+    if (b->ring_len < COLI_MAX_TURNS) b->ring_len++;
+    pthread_mutex_unlock(&b->mu);
+}
+
+int colibri_stats(colibri_engine *e, colibri_stats_t *out, uint8_t *tiers, uint32_t *counts, float *heat,
+                  uint8_t *last_hits) {
+    if (!e || !out) return coli_fail(COLI_E_ARG, "colibri_stats: no engine or output");
+    if (!e->loaded) return coli_fail(COLI_E_STATE, "colibri_stats: the engine was opened with vocab_only");
+    memset(out, 0, sizeof *out);
+    const coli_hparams *hp = &e->model.hp;
+    out->n_layer = hp->n_layer;
+    out->n_expert = hp->n_expert;
+    if (e->experts) {
+        coli_store_counters c;
+        coli_experts_counters(e->experts, &c, tiers);
+        out->streaming = coli_experts_streaming(e->experts);
+        out->io_wait_s = c.wait_s;
+        out->disk_s = c.disk_s;
+        out->bytes_read = c.bytes_read;
+        out->loads = c.loads;
+        out->hits = c.hits;
+        out->misses = c.misses;
+        out->prefetch_issued = c.prefetch_issued;
+        out->prefetch_used = c.prefetch_used;
+        out->predicted = c.predicted;
+        out->predicted_right = c.predicted_right;
+        out->cache_bytes = c.cache_bytes;
+        out->pinned_bytes = c.pinned_bytes;
+        out->n_cached = c.n_cached;
+        out->n_pinned = c.n_pinned;
+    }
+    coli_stats_book *b = &e->stats;
+    const size_t cells = n_cells(e);
+    pthread_mutex_lock(&b->mu);
+    out->seq = b->seq;
+    out->tokens_prompt = b->tokens_prompt;
+    out->tokens_generated = b->tokens_generated;
+    out->forward_s = b->forward_s;
+    out->attention_s = b->attention_s;
+    out->matmul_s = b->ffn_s - out->io_wait_s > 0 ? b->ffn_s - out->io_wait_s : 0;
+    out->lm_head_s = b->lm_head_s;
+    if (counts) memcpy(counts, b->counts, cells * sizeof *counts);
+    if (heat) memcpy(heat, b->heat, cells * sizeof *heat);
+    if (last_hits) memcpy(last_hits, b->last_hits, cells);
+    pthread_mutex_unlock(&b->mu);
+    return 0;
+}
+
+int colibri_turns(colibri_engine *e, colibri_turn *out, int cap) {
+    if (!e || (!out && cap > 0) || cap < 0) return coli_fail(COLI_E_ARG, "colibri_turns: bad arguments");
+    coli_stats_book *b = &e->stats;
+    if (!e->loaded) return 0;
+    pthread_mutex_lock(&b->mu);
+    const int n = b->ring_len < cap ? b->ring_len : cap;
+    const int first = (b->ring_next - b->ring_len + COLI_MAX_TURNS) % COLI_MAX_TURNS + (b->ring_len - n);
+    for (int i = 0; i < n; i++) out[i] = b->ring[(first + i) % COLI_MAX_TURNS];
+    pthread_mutex_unlock(&b->mu);
+    return n;
+}
+
+int colibri_pin_experts(colibri_engine *e, const uint32_t *counts) {
+    if (!e || !counts) return coli_fail(COLI_E_ARG, "colibri_pin_experts: no engine or counts");
+    if (!e->loaded || !e->experts) return 0;
+    return coli_experts_pin(e->experts, counts);
+}

@@ -1,0 +1,172 @@
+"""The memory plan: how a model is placed on this machine.
+
+The dense part (attention, norms, embeddings, routers, shared experts) and
+the KV slots stay in RAM; routed experts stay resident when everything fits
+in available memory with a margin, else they stream from disk into a RAM
+budget: what is left after the dense part and the KV slots, three quarters
+of it as an LRU cache and a quarter pinned by learned routing heat. `coli
+plan` prints it; `coli serve` opens the engine with it.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import psutil
+
+GIB = 1 << 30
+EXPERT_TENSOR = re.compile(r"^blk\.\d+\.ffn_(gate|up|down)_exps\.weight$")
+# a cache smaller than this many experts per layer thrashes on every token
+MIN_EXPERTS_PER_LAYER_FACTOR = 2
+
+
+@dataclass
+class Plan:
+    model: str
+    arch: str
+    n_layer: int
+    n_expert: int
+    n_expert_used: int
+    moe_layers: int
+    file_bytes: int
+    dense_bytes: int           # everything but the routed experts
+    expert_bytes: int          # all routed experts
+    expert_bytes_per_token: int  # n_expert_used experts in every MoE layer
+    ctx: int
+    kv_slots: int
+    kv_bytes_per_slot: int
+    ram_total: int
+    ram_available: int
+    margin: int
+    cores: int
+    disk_free: int
+    placement: str             # "resident" or "streaming"
+    cache_bytes: int           # LRU budget for streamed experts (0 when resident)
+    pin_bytes: int             # experts pinned by learned heat (0 when resident)
+    fits: bool
+    reason: str
+
+    def read_per_token(self, hit_rate: float) -> int:
+        """Expected expert bytes read from disk per token at a cache hit rate."""
+        if self.placement == "resident":
+            return 0
+        return int(self.expert_bytes_per_token * (1.0 - hit_rate))
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["read_per_token_at"] = {f"{h:.2f}": self.read_per_token(h) for h in (0.5, 0.8, 0.9, 0.95)}
+        return d
+
+
+def _kv_bytes_per_slot(meta: dict, arch: str, n_layer: int, ctx: int) -> int:
+    n_head = int(meta.get(f"{arch}.attention.head_count") or 1)
+    n_head_kv = meta.get(f"{arch}.attention.head_count_kv") or n_head
+    if isinstance(n_head_kv, list):  # per-layer counts
+        n_head_kv = max(n_head_kv)
+    n_embd = int(meta.get(f"{arch}.embedding_length") or 0)
+    k = int(meta.get(f"{arch}.attention.key_length") or n_embd // max(n_head, 1))
+    v = int(meta.get(f"{arch}.attention.value_length") or k)
+    return n_layer * ctx * int(n_head_kv) * (k + v) * 2  # f16 keys and values
+
+
+def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots: int = 1,
+              expert_cache_gb: float | None = None, pin_gb: float | None = None) -> Plan:
+    """The plan for `path` on this machine. expert_cache_gb / pin_gb force a
+    streaming budget (in GiB) instead of the automatic choice."""
+    from colibri.engine import GGUFFile
+
+    path = Path(path)
+    with GGUFFile(path) as g:
+        info = g.describe()
+        arch = info.get("arch") or "?"
+        keys = ("head_count", "head_count_kv", "key_length", "value_length")
+        meta = {k: g.get(k) for k in [f"{arch}.attention.{x}" for x in keys] + [f"{arch}.embedding_length"]}
+        dense = experts = 0
+        moe_layers = set()
+        for t in g.tensors():
+            if EXPERT_TENSOR.match(t.name):
+                experts += t.nbytes
+                moe_layers.add(t.name.split(".")[1])
+            else:
+                dense += t.nbytes
+    n_layer = int(info.get("n_layer") or 0)
+    n_expert = int(info.get("n_expert") or 0)
+    used = int(info.get("n_expert_used") or 0)
+    trained = int(info.get("n_ctx_train") or 4096)
+    ctx = min(ctx or min(4096, trained), trained)
+    per_token = experts // max(n_expert, 1) * used if n_expert else 0
+    kv = _kv_bytes_per_slot(meta, arch, n_layer, ctx)
+    vm = psutil.virtual_memory()
+    margin = max(GIB, vm.total // 10)
+    disk_free = psutil.disk_usage(str(path.parent)).free
+    cores = psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    base = dict(model=str(path), arch=arch, n_layer=n_layer, n_expert=n_expert, n_expert_used=used,
+                moe_layers=len(moe_layers), file_bytes=int(info.get("file_bytes") or path.stat().st_size),
+                dense_bytes=dense, expert_bytes=experts, expert_bytes_per_token=per_token, ctx=ctx,
+                kv_slots=kv_slots, kv_bytes_per_slot=kv, ram_total=vm.total, ram_available=vm.available,
+                margin=margin, cores=cores, disk_free=disk_free)
+    fixed = dense + kv * kv_slots
+    room = vm.available - margin - fixed
+    one_round = per_token * MIN_EXPERTS_PER_LAYER_FACTOR  # a couple of tokens' experts in every layer
+    if expert_cache_gb is not None or pin_gb is not None:
+        cache = int((expert_cache_gb or 0) * GIB)
+        pin = int((pin_gb or 0) * GIB)
+        if n_expert == 0:
+            return Plan(**base, placement="resident", cache_bytes=0, pin_bytes=0, fits=room >= 0,
+                        reason="a dense model: there are no routed experts to stream")
+        cache = max(cache, 1)  # asked for streaming: at least one expert per layer
+        fits = room - cache - pin >= 0
+        return Plan(**base, placement="streaming", cache_bytes=cache, pin_bytes=pin, fits=fits,
+                    reason="the expert budget was set by hand" + ("" if fits else
+                           "; it does not fit in available memory with the margin"))
+    if room >= experts:
+        return Plan(**base, placement="resident", cache_bytes=0, pin_bytes=0, fits=True,
+                    reason="everything fits in available memory with a margin"
+                    if n_expert else "a dense model that fits in available memory with a margin")
+    if n_expert == 0:
+        return Plan(**base, placement="resident", cache_bytes=0, pin_bytes=0, fits=False,
+                    reason="a dense model larger than available memory: it will page from disk")
+    budget = max(room, 0)
+    fits = budget >= one_round
+    cache = max(budget * 3 // 4, min(budget, one_round)) if budget else 1
+    pin = max(budget - cache, 0)
+    return Plan(**base, placement="streaming", cache_bytes=cache, pin_bytes=pin, fits=fits,
+                reason="the routed experts do not fit: they stream from disk into what is left"
+                + ("" if fits else "; that is less than two tokens' experts, so expect disk-bound speed"))
+
+
+def human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def describe(plan: Plan) -> str:
+    p = plan
+    lines = [
+        f"model        {p.model}",
+        f"             {p.arch}, {p.n_layer} layers" + (f", {p.n_expert} experts (top {p.n_expert_used}) in "
+                                                        f"{p.moe_layers} layers" if p.n_expert else ", dense"),
+        f"machine      {human(p.ram_total)} RAM, {human(p.ram_available)} available, {p.cores} cores, "
+        f"{human(p.disk_free)} free on the model's disk",
+        f"dense part   {human(p.dense_bytes)} (always in RAM)",
+    ]
+    if p.n_expert:
+        lines.append(f"experts      {human(p.expert_bytes)} in all; {human(p.expert_bytes_per_token)} are "
+                     f"active per token")
+    lines.append(f"KV cache     {human(p.kv_bytes_per_slot)} per slot at {p.ctx} tokens x {p.kv_slots} slot(s) = "
+                 f"{human(p.kv_bytes_per_slot * p.kv_slots)}")
+    lines.append(f"margin       {human(p.margin)} kept free for the system")
+    if p.placement == "resident":
+        lines.append("placement    resident: every weight stays in RAM")
+    else:
+        lines.append(f"placement    streaming: {human(p.cache_bytes)} expert cache + {human(p.pin_bytes)} pinned "
+                     f"by learned heat")
+        reads = ", ".join(f"{human(p.read_per_token(h))} at {h:.0%}" for h in (0.5, 0.8, 0.95))
+        lines.append(f"disk reads   per token, by cache hit rate: {reads}")
+    lines.append(f"verdict      {'fits' if p.fits else 'does NOT fit'}: {p.reason}")
+    return "\n".join(lines)

@@ -1,0 +1,39 @@
+"""`coli plan`: the memory plan agrees with the file and with what the engine allocates."""
+from __future__ import annotations
+
+import json
+
+from colibri.engine import Engine, GGUFFile
+from colibri.plan import make_plan
+from tests.conftest import run_coli
+from tests.fixtures import moe_models
+
+
+def test_plan_of_the_default_model_matches_the_engine(default_model):
+    r = run_coli("plan", "--model", str(default_model), "--ctx", "1024", "--kv-slots", "3", "--json")
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    with GGUFFile(default_model) as g:
+        assert plan["dense_bytes"] == sum(t.nbytes for t in g.tensors())
+    with Engine(default_model, n_ctx=1024, n_threads=1) as e:
+        assert plan["kv_bytes_per_slot"] == e.model_info()["kv_bytes_per_slot"]
+    assert plan["placement"] == "resident" and plan["expert_bytes"] == 0 and plan["fits"]
+    assert plan["kv_slots"] == 3 and plan["ctx"] == 1024
+    text = run_coli("plan", "--model", str(default_model)).stdout
+    assert "resident" in text and "KV cache" in text and "fits" in text
+
+
+def test_plan_of_a_moe_model_counts_experts_and_streams_on_request():
+    path = moe_models.tiny("qwen3moe", "Q8_0")
+    auto = make_plan(path)
+    with GGUFFile(path) as g:
+        tensors = list(g.tensors())
+    experts = sum(t.nbytes for t in tensors if "_exps." in t.name)
+    assert auto.expert_bytes == experts and auto.dense_bytes + experts == sum(t.nbytes for t in tensors)
+    assert auto.expert_bytes_per_token == experts // 8 * 2 and auto.moe_layers == 3
+    assert auto.placement == "resident"  # a few MB fit anywhere
+    forced = make_plan(path, expert_cache_gb=0.001, pin_gb=0.0005)
+    assert forced.placement == "streaming" and forced.cache_bytes == int(0.001 * (1 << 30))
+    assert forced.read_per_token(0.5) == forced.expert_bytes_per_token // 2
+    r = run_coli("plan", "--model", str(path), "--expert-cache-gb", "0.001", env={"COLI_PIN_GB": "0.0005"})
+    assert r.returncode == 0 and "streaming" in r.stdout and "disk reads" in r.stdout
