@@ -12,7 +12,7 @@ from tests.conftest import run_coli
 
 def config(argv: list[str], monkeypatch, env: dict[str, str] | None = None):
     for name in ("COLI_HOST", "COLI_PORT", "COLI_KV_SLOTS", "COLI_API_KEY", "COLI_ALLOWED_HOSTS", "COLI_CORS_ORIGINS",
-                 "COLI_MAX_QUEUE", "COLI_QUEUE_TIMEOUT", "COLI_CONTINUE_ASSISTANT", "COLI_TEMP", "COLI_MODEL"):
+                 "COLI_MAX_QUEUE", "COLI_QUEUE_TIMEOUT", "COLI_CONTINUE_ASSISTANT", "COLI_TEMP", "COLI_MODEL", "COLI_KV_PERSIST"):
         monkeypatch.delenv(name, raising=False)
     for k, v in (env or {}).items():
         monkeypatch.setenv(k, v)
@@ -27,6 +27,13 @@ def test_defaults(monkeypatch):
         ("127.0.0.1", 8000, 1, 8, 300.0, 1024)
     assert (cfg.api_key, cfg.temperature, cfg.top_p, cfg.continue_assistant, cfg.drain_s) == (None, 0.7, 0.9, True, 30.0)
     assert "http://localhost:5173" in cfg.cors_origins and "tauri://localhost" in cfg.cors_origins
+    assert cfg.kv_persist is True
+
+
+def test_kv_persist_switch(monkeypatch):
+    assert config(["--no-kv-persist"], monkeypatch).kv_persist is False
+    assert config([], monkeypatch, {"COLI_KV_PERSIST": "0"}).kv_persist is False
+    assert config(["--kv-persist"], monkeypatch, {"COLI_KV_PERSIST": "0"}).kv_persist is True
 
 
 def test_environment_variables(monkeypatch):
