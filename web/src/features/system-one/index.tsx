@@ -1,7 +1,7 @@
 import { useRef, useState } from "react";
 import { FileText, Play, Plus, Square, Trash2, Upload } from "lucide-react";
 import { postSystemOne } from "../../api/client";
-import { describeError, isAbort } from "../../api/errors";
+import { ApiError, describeError, isAbort } from "../../api/errors";
 import type { SystemOneAnswer } from "../../api/types";
 import { useConnection } from "../../stores/connection";
 import { fmtPct } from "../../lib/format";
@@ -30,6 +30,8 @@ const keyed = (q: DraftQuestion) => ({ ...q, key: nextKey++ });
 
 export function SystemOnePage() {
   const model = useConnection((s) => s.model);
+  const capabilities = useConnection((s) => s.health?.capabilities);
+  const unsupported = capabilities !== undefined && !capabilities.includes("systemone");
   const [doc, setDoc] = useState(EXAMPLE_DOCUMENT);
   const [docNote, setDocNote] = useState<string | null>(null);
   const [questions, setQuestions] = useState(() => EXAMPLE_QUESTIONS.map(keyed));
@@ -62,7 +64,13 @@ export function SystemOnePage() {
         }));
       } catch (e) {
         if (isAbort(e)) break;
-        setResults((r) => ({ ...r, [q.key]: { state: "error", message: describeError(e) } }));
+        const message = describeError(e);
+        if (e instanceof ApiError && (e.status === 404 || e.status === 401)) {
+          // The endpoint is missing (or locked): every question would get the same answer.
+          setResults((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, v.state === "pending" ? { state: "error", message } : v])));
+          break;
+        }
+        setResults((r) => ({ ...r, [q.key]: { state: "error", message } }));
       }
     }
     setBusy(false);
@@ -86,6 +94,12 @@ export function SystemOnePage() {
           <p className="muted">Fast decisions: the model reads a document and picks among the answers you allow, with its probabilities.</p>
         </div>
       </header>
+      {unsupported ? (
+        <p className="notice" role="status" data-testid="s1-unsupported">
+          This server does not offer System One (it lists {capabilities.length ? capabilities.join(", ") : "no capabilities"}); questions asked
+          here will be refused.
+        </p>
+      ) : null}
       <div className="s1-grid">
         <section className="card s1-doc" aria-labelledby="s1-doc-title">
           <div className="card-head">
