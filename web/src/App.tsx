@@ -27,11 +27,12 @@ export function App() {
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
       if (!e.altKey || e.ctrlKey || e.metaKey) return;
-      const n = Number.parseInt(e.key, 10);
+      // e.code, not e.key: Alt+digit types a symbol on some keyboards (macOS).
+      const n = /^Digit[1-9]$/.test(e.code) ? Number(e.code.slice(5)) : Number.NaN;
       if (n >= 1 && n <= DOCK.length) {
         e.preventDefault();
         setPage(DOCK[n - 1].page);
-      } else if (e.key.toLowerCase() === "t" || e.code === "KeyT") {
+      } else if (e.code === "KeyT") {
         e.preventDefault();
         const s = useSettings.getState();
         s.update({ theme: NEXT_THEME[s.theme] });

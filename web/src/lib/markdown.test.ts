@@ -10,6 +10,7 @@ describe("markdown", () => {
     expect(html).toContain('<span class="hljs-keyword">def</span>');
     expect(html).toContain('<span class="code-lang">python</span>');
     expect(html).toContain("<table>");
+    expect(html).toContain('class="code-copy"');
   });
 
   it("removes scripts and event handlers from model output", () => {

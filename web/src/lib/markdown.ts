@@ -50,7 +50,8 @@ const md = new Marked({
     code({ text, lang }) {
       const l = (lang ?? "").split(/\s/)[0];
       const label = l ? `<span class="code-lang">${escapeHtml(l)}</span>` : "";
-      return `<pre class="code">${label}<code class="hljs">${highlight(text, l)}</code></pre>`;
+      const copy = `<button type="button" class="code-copy" aria-label="Copy code">Copy</button>`;
+      return `<pre class="code">${label}${copy}<code class="hljs">${highlight(text, l)}</code></pre>`;
     },
   },
 });

@@ -5,9 +5,20 @@ import type { ChatMessage } from "../../stores/conversations";
 import { fmtMs, fmtRate } from "../../lib/format";
 import { Inline } from "../../components/Inline";
 
+/** Copies a code block when its Copy button is pressed (one listener per message). */
+function onCodeCopy(e: React.MouseEvent<HTMLDivElement>) {
+  const btn = (e.target as HTMLElement).closest<HTMLButtonElement>(".code-copy");
+  const code = btn?.parentElement?.querySelector("code");
+  if (!btn || !code) return;
+  void navigator.clipboard?.writeText(code.textContent ?? "").then(() => {
+    btn.textContent = "Copied";
+    setTimeout(() => (btn.textContent = "Copy"), 1200);
+  });
+}
+
 const Markdown = memo(function Markdown({ text }: { text: string }) {
   const html = useMemo(() => renderMarkdown(text), [text]);
-  return <div className="md" dangerouslySetInnerHTML={{ __html: html }} />;
+  return <div className="md" onClick={onCodeCopy} dangerouslySetInnerHTML={{ __html: html }} />;
 });
 
 export interface MessageProps {

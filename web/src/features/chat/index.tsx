@@ -76,6 +76,14 @@ export function ChatPage() {
     if (slot !== null && slot >= kvSlots) setSlot(null);
   }, [kvSlots, slot]);
 
+  // Grow the composer with its text (browsers without CSS field-sizing).
+  useEffect(() => {
+    const el = input.current;
+    if (!el || CSS.supports?.("field-sizing", "content")) return;
+    el.style.height = "auto";
+    el.style.height = `${Math.min(el.scrollHeight, window.innerHeight * 0.4)}px`;
+  }, [draft]);
+
   const submit = () => {
     const text = draft.trim();
     if (!text || running) return;

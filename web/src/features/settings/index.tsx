@@ -117,7 +117,7 @@ export function SettingsPage() {
           <div className="row">
             <button
               type="button"
-              className="btn ghost danger"
+              className="btn danger"
               disabled={convCount === 0}
               onClick={() => {
                 if (globalThis.confirm?.("Delete every conversation stored in this browser?")) for (const c of useConversations.getState().list) useConversations.getState().remove(c.id);
@@ -125,7 +125,7 @@ export function SettingsPage() {
             >
               Delete all conversations
             </button>
-            <button type="button" className="btn ghost" onClick={() => { s.reset(); setApiDraft(""); }}>
+            <button type="button" className="btn" onClick={() => { s.reset(); setApiDraft(""); }}>
               Reset settings
             </button>
           </div>
