@@ -6,7 +6,9 @@ run: colibri pins the experts its first run found hottest).
 The cap is a cgroup memory limit (v2 `memory.max`, else v1
 `memory.limit_in_bytes`) on each child process, page cache included: the
 dense part, the KV cache, the expert budget and a margin for the runtime.
-Without a writable cgroup the run stops and says so.
+Without a writable cgroup the run stops and says so. llama.cpp runs with its
+weights in the file mapping (its --no-repack: repacking copies every Q4_0
+weight into anonymous memory, which no cap below the file size survives).
 
     python bench/bench_streaming.py [--arch qwen3moe] [--quant Q4_0] [--threads 2]
                                     [--tokens 48] [--budget-frac 0.33] [--json out.json]
@@ -57,6 +59,11 @@ print(json.dumps({"load_s": load_s, "pinned": pinned, "prefill_s": times[0] - t0
 
 LLAMA_CHILD = r"""
 import json, sys, time
+import llama_cpp.llama_cpp as lc
+_defaults = lc.llama_model_default_params
+def _no_repack():  # llama.cpp's --no-repack: weights stay in the mapping instead of an anonymous copy
+    p = _defaults(); p.use_extra_bufts = False; return p
+lc.llama_model_default_params = _no_repack
 from llama_cpp import Llama
 path, threads, n_tok = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 t0 = time.perf_counter()

@@ -345,7 +345,8 @@ typedef struct {
     uint64_t id;                 /* 1, 2, ... in finishing order */
     int slot, finish;            /* COLI_FINISH_* */
     int prompt_tokens, reused_tokens, completion_tokens;
-    double wall_s, attention_s, matmul_s, lm_head_s, io_wait_s, disk_s, other_s;
+    double wall_s, prefill_s, attention_s, matmul_s, lm_head_s, io_wait_s, disk_s, other_s;
+    double end_time;             /* when it ended, seconds since the Unix epoch */
     uint64_t bytes_read, forwards;
     double cache_hit_rate, prefetch_hit_rate; /* NaN when no expert was chosen / predicted */
 } colibri_turn;

@@ -108,6 +108,10 @@ void coli_turn_end(colibri_engine *e, int slot, int finish) {
     t.reused_tokens = sl->n_reused;
     t.completion_tokens = sl->n_gen;
     t.wall_s = z.at - a.at;
+    t.prefill_s = sl->prefill_s;
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    t.end_time = (double)wall.tv_sec + 1e-9 * (double)wall.tv_nsec;
     t.attention_s = z.attention_s - a.attention_s;
     t.io_wait_s = z.wait_s - a.wait_s;
     t.matmul_s = (z.ffn_s - a.ffn_s) - t.io_wait_s;

@@ -401,25 +401,28 @@ class Engine:
 
     # ---- observability ----------------------------------------------------------
 
-    def stats(self, arrays: bool = False) -> dict[str, Any]:
-        """Engine counters (see colibri_stats_t); with arrays, per expert (layer-major
-        n_layer * n_expert): tiers (bytes of TIER_NAMES codes), counts (array 'I'),
-        heat (array 'f'), last_hits (bytes of 0/1). Safe from any thread."""
+    def stats(self, arrays: bool | tuple[str, ...] = False) -> dict[str, Any]:
+        """Engine counters (see colibri_stats_t); with arrays (True, or some of the names),
+        per expert (layer-major n_layer * n_expert): tiers (bytes of TIER_NAMES codes),
+        counts (array 'I'), heat (array 'f'), last_hits (bytes of 0/1). Safe from any thread."""
         st = ffi.new("colibri_stats_t *")
-        bufs = {}
+        want = STATS_ARRAYS if arrays is True else tuple(arrays or ())
+        bufs: dict[str, Any] = {}
         ptrs = [ffi.NULL] * 4
-        if arrays:
+        if want:
             n = max(self._cells(), 1)
-            bufs = {"tiers": bytearray(n), "counts": array("I", bytes(4 * n)), "heat": array("f", bytes(4 * n)),
-                    "last_hits": bytearray(n)}
-            ptrs = [ffi.from_buffer("uint8_t[]", bufs["tiers"]), ffi.from_buffer("uint32_t[]", bufs["counts"]),
-                    ffi.from_buffer("float[]", bufs["heat"]), ffi.from_buffer("uint8_t[]", bufs["last_hits"])]
+            for i, name in enumerate(STATS_ARRAYS):
+                if name not in want:
+                    continue
+                kind, ctype = {"tiers": ("B", "uint8_t[]"), "counts": ("I", "uint32_t[]"), "heat": ("f", "float[]"),
+                               "last_hits": ("B", "uint8_t[]")}[name]
+                bufs[name] = array(kind, bytes(array(kind).itemsize * n))
+                ptrs[i] = ffi.from_buffer(ctype, bufs[name])
         if lib.colibri_stats(self._e, st, *ptrs) != 0:
             raise last_error()
         out = {name: getattr(st, name) for name in STATS_FIELDS}
-        if arrays:
-            out.update({"tiers": bytes(bufs["tiers"]), "counts": bufs["counts"], "heat": bufs["heat"],
-                        "last_hits": bytes(bufs["last_hits"])})
+        for name, buf in bufs.items():
+            out[name] = buf.tobytes() if buf.typecode == "B" else buf
         return out
 
     def _cells(self) -> int:
@@ -449,9 +452,11 @@ STATS_FIELDS = ("n_layer", "n_expert", "streaming", "seq", "tokens_prompt", "tok
                 "attention_s", "matmul_s", "lm_head_s", "io_wait_s", "disk_s", "bytes_read", "loads", "hits", "misses",
                 "prefetch_issued", "prefetch_used", "predicted", "predicted_right", "cache_bytes", "pinned_bytes",
                 "n_cached", "n_pinned")
-TURN_FIELDS = ("id", "slot", "finish", "prompt_tokens", "reused_tokens", "completion_tokens", "wall_s", "attention_s",
+TURN_FIELDS = ("id", "slot", "finish", "prompt_tokens", "reused_tokens", "completion_tokens", "wall_s", "prefill_s",
+               "end_time", "attention_s",
                "matmul_s", "lm_head_s", "io_wait_s", "disk_s", "other_s", "bytes_read", "forwards", "cache_hit_rate",
                "prefetch_hit_rate")
+STATS_ARRAYS = ("tiers", "counts", "heat", "last_hits")
 TIER_NAMES = {0: "disk", 1: "ram", 2: "pinned", 3: "loading"}
 FINISH_NAMES = {1: "stop", 2: "length", 3: "context", 4: "cancelled", 5: "error"}
 SLOT_STATES = {0: "idle", 1: "prefill", 2: "decode"}

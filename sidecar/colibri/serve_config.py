@@ -41,6 +41,11 @@ class ServeConfig:
     keepalive_s: float = 10.0
     drain_s: float = 30.0
     web_dir: Path | None = None  # the built dashboard (web/dist); None: not served
+    expert_cache_gb: float | None = None  # None: the plan's automatic choice (colibri.plan)
+    pin_gb: float | None = None
+    io_threads: int = 0  # expert read threads; 0: the engine's default
+    direct_io: bool = False
+    prefetch: bool = True
     extra: dict = field(default_factory=dict, compare=False)  # room for later issues' switches
 
     @property

@@ -15,7 +15,7 @@ from typing import Callable
 
 from aiohttp import web
 
-from colibri.api import health, metrics, middleware, openai, static
+from colibri.api import dashboard_feeds, health, metrics, middleware, openai, static
 from colibri.api.errors import ApiError
 from colibri.api.keys import config_key, metrics_key, model_key, scheduler_key
 from colibri.api.serving import ServedModel
@@ -40,6 +40,7 @@ def create_app(cfg: ServeConfig, served: ServedModel) -> web.Application:
     app.on_response_prepare.append(middleware.on_prepare)
     app.on_shutdown.append(close_scheduler)  # before in-flight handlers are waited for: no new admissions
     app.router.add_get("/health", health.get_health)
+    dashboard_feeds.add_routes(app)
     app.router.add_get("/metrics", metrics.get_metrics)
     app.router.add_routes(openai.routes)
     app.router.add_route("*", "/v1/{tail:.*}", unknown_api_path)
@@ -95,14 +96,26 @@ def load_model(cfg: ServeConfig) -> ServedModel:
     from colibri.engine_thread import EngineThread
     from colibri.models import resolve_model
 
-    path = resolve_model(cfg.model_path)
-    engine = Engine(path, n_ctx=cfg.ctx, n_slots=cfg.kv_slots, n_threads=cfg.threads)
-    arch = engine.model_info().get("arch") or "unknown"
-    from colibri.paths import kv_dir
+    from colibri.paths import cache_dir, kv_dir
+    from colibri.plan import make_plan
 
-    thread = EngineThread(engine, persist_dir=kv_dir() if cfg.kv_persist else None)
+    path = resolve_model(cfg.model_path)
+    plan = make_plan(path, ctx=cfg.ctx or None, kv_slots=cfg.kv_slots, expert_cache_gb=cfg.expert_cache_gb,
+                     pin_gb=cfg.pin_gb)
+    if plan.placement == "streaming":
+        log.warning("experts stream from disk: %.1f GiB cache + %.1f GiB pinned (%s)", plan.cache_bytes / (1 << 30),
+                    plan.pin_bytes / (1 << 30), plan.reason)
+    elif not plan.fits:
+        log.warning("the model does not fit in available memory: %s", plan.reason)
+    engine = Engine(path, n_ctx=cfg.ctx, n_slots=cfg.kv_slots, n_threads=cfg.threads,
+                    expert_cache_bytes=plan.cache_bytes, expert_pin_bytes=plan.pin_bytes, io_threads=cfg.io_threads,
+                    direct_io=cfg.direct_io, prefetch=cfg.prefetch)
+    arch = engine.model_info().get("arch") or "unknown"
+    thread = EngineThread(engine, persist_dir=kv_dir() if cfg.kv_persist else None, heat_dir=cache_dir() / "heat")
     thread.start()
-    return ServedModel(model_id_for(cfg, Path(path)), engine, thread, chat_format_for(str(path), arch, engine), arch)
+    served = ServedModel(model_id_for(cfg, Path(path)), engine, thread, chat_format_for(str(path), arch, engine), arch)
+    served.plan = plan
+    return served
 
 
 async def close_model(served: ServedModel) -> None:

@@ -22,7 +22,7 @@ def test_help_lists_subcommands():
 
 
 def test_unbuilt_command_says_so():
-    r = run_coli("plan")
+    r = run_coli("chat")
     assert r.returncode == 2
     assert "not built yet" in r.stderr
     assert "Traceback" not in r.stderr

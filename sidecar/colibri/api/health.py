@@ -37,4 +37,43 @@ async def get_health(request: web.Request) -> web.Response:
         "capabilities": ["chat"],
         "scheduler": app[scheduler_key].snapshot(),
         "hwinfo": hwinfo(),
+        **safe_placement(served),
     })
+
+
+def safe_placement(served) -> dict:
+    try:
+        return placement(served)
+    except Exception:  # noqa: BLE001 - an engine that died still answers /health, without these
+        return {}
+
+
+def placement(served) -> dict:
+    """moe (the experts map's shape), tiers (experts and GB per tier) and cache (hit rates) for the dashboard."""
+    from colibri.api.dashboard_feeds import moe_layers
+
+    engine = served.engine
+    layers = moe_layers(served)
+    plan = getattr(served, "plan", None)
+    dense_gb = round(plan.dense_bytes / GB, 3) if plan else None
+    if not layers:
+        return {"moe": None, "tiers": {"vram": 0, "ram": 0, "pinned": 0, "disk": 0, "vram_gb": 0.0, "ram_gb": 0.0,
+                                       "pinned_gb": 0.0, "dense_gb": dense_gb}}
+    st = engine.stats(arrays=("tiers",))
+    E = st["n_expert"]
+    tiers = b"".join(st["tiers"][il * E:(il + 1) * E] for il in layers)
+    info = engine.model_info()
+    one = plan.expert_bytes / max(len(tiers), 1) if plan else 0.0
+    ram, pinned = tiers.count(1) + tiers.count(3), tiers.count(2)
+    chosen = st["hits"] + st["misses"]
+    return {
+        "moe": {"rows": len(layers), "cols": E, "layers": layers, "experts_per_token": info.get("n_expert_used") or 0,
+                "shared_experts": int(info.get("n_expert_shared") or 0)},
+        "tiers": {"vram": 0, "ram": ram, "pinned": pinned, "disk": len(tiers) - ram - pinned, "vram_gb": 0.0,
+                  "ram_gb": round(ram * one / GB, 3), "pinned_gb": round(pinned * one / GB, 3), "dense_gb": dense_gb},
+        "cache": {"budget_gb": round((st["cache_bytes"] + st["pinned_bytes"]) / GB, 6) if st["streaming"]
+                  else round((plan.expert_bytes if plan else 0) / GB, 3),
+                  "hit_rate": st["hits"] / chosen if chosen else None,
+                  "prefetch_hit_rate": st["prefetch_used"] / st["prefetch_issued"] if st["prefetch_issued"] else None,
+                  "bytes_read": st["bytes_read"]},
+    }

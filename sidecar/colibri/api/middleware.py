@@ -56,7 +56,7 @@ def key_ok(cfg: ServeConfig, request: web.Request) -> bool:
 
 
 def needs_key(path: str) -> bool:
-    return path == "/metrics" or path == "/v1" or path.startswith("/v1/")
+    return path in ("/metrics", "/v1", "/experts", "/experts/coroute", "/profile", "/events") or path.startswith("/v1/")
 
 
 async def on_prepare(request: web.Request, resp: web.StreamResponse) -> None:

@@ -1,0 +1,160 @@
+"""The dashboard's feeds (web/src/api/types.ts is the contract): GET /experts
+(tiers and heat per routed expert, the experts routed since the last poll),
+GET /experts/coroute, GET /profile (the last turns' phase records), and GET
+/events, a server-sent-events stream that pushes routing steps and finished
+turns as they happen. All of them read the engine's counters
+(colibri_stats), which never takes a generation slot."""
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import math
+import struct
+
+from aiohttp import web
+
+from colibri.api.errors import json_response
+from colibri.api.keys import model_key
+
+# engine tier codes (COLI_TIER_*: disk, ram, pinned, loading) -> the feed's (disk 0, ram 1, vram 2, pinned 3)
+FEED_TIER = {0: 0, 1: 1, 2: 3, 3: 0}
+EVENTS_PERIOD_S = 0.1
+KEEPALIVE_TICKS = 150  # 15 s
+
+
+def moe_layers(served) -> list[int]:
+    """Model layers that route to experts (the rows of the experts map), cached on the served model."""
+    layers = getattr(served, "moe_rows", None)
+    if layers is None:
+        from colibri.engine import GGUFFile
+
+        info = served.engine.model_info()
+        n_layer, arch = int(info.get("n_layer") or 0), info.get("arch")
+        with GGUFFile(served.engine.path) as g:
+            lead = int(g.get(f"{arch}.leading_dense_block_count") or 0)
+        layers = served.moe_rows = list(range(lead, n_layer)) if info.get("n_expert") else []
+    return layers
+
+
+def _rows(values, layers: list[int], n_expert: int):
+    """The MoE layers' rows of a layer-major per-expert array."""
+    out = []
+    for il in layers:
+        out.extend(values[il * n_expert:(il + 1) * n_expert])
+    return out
+
+
+def _bitmap(flags) -> bytes:
+    bits = bytearray((len(flags) + 7) // 8)
+    for i, f in enumerate(flags):
+        if f:
+            bits[i >> 3] |= 1 << (i & 7)
+    return bytes(bits)
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _heat_byte(h: float) -> int:
+    return min(63, int(math.log2(1.0 + h))) if h > 0 else 0
+
+
+def experts_feed(app: web.Application, with_counts: bool) -> dict:
+    served = app[model_key]
+    layers = moe_layers(served)
+    st = served.engine.stats(arrays=True)
+    E = st["n_expert"]
+    if not layers or not E:
+        return {"v": 1, "rows": 0, "cols": 0, "layers": [], "seq": st["seq"], "map": "", "hits": ""}
+    tiers, heat = _rows(st["tiers"], layers, E), _rows(st["heat"], layers, E)
+    counts = _rows(st["counts"], layers, E)
+    # routed since the previous poll: counts that moved (one snapshot per server)
+    previous = app.get("experts_last_counts")
+    app["experts_last_counts"] = counts
+    if previous is None or len(previous) != len(counts):
+        hits = _rows(st["last_hits"], layers, E)
+    else:
+        hits = [a != b for a, b in zip(counts, previous)]
+    feed = {"v": 1, "rows": len(layers), "cols": E, "layers": layers, "seq": st["seq"],
+            "map": _b64(bytes(FEED_TIER.get(t, 0) << 6 | _heat_byte(h) for t, h in zip(tiers, heat))),
+            "hits": _b64(_bitmap(hits))}
+    if with_counts:
+        feed["counts"] = _b64(struct.pack(f"<{len(counts)}I", *counts))
+        feed["tokens"] = st["tokens_prompt"] + st["tokens_generated"]
+    return feed
+
+
+def _rate(x: float) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+
+
+def profile_turn(t: dict) -> dict:
+    return {"id": t["id"], "t": t["end_time"], "slot": t["slot"], "wall_s": t["wall_s"],
+            "prompt_tokens": t["prompt_tokens"], "completion_tokens": t["completion_tokens"],
+            "prefill_s": t["prefill_s"], "expert_disk_s": t["disk_s"], "expert_wait_s": t["io_wait_s"],
+            "expert_matmul_s": t["matmul_s"], "attention_s": t["attention_s"], "lm_head_s": t["lm_head_s"],
+            "forwards": t["forwards"], "bytes_read": t["bytes_read"], "cache_hit_rate": _rate(t["cache_hit_rate"]),
+            "prefetch_hit_rate": _rate(t["prefetch_hit_rate"]), "reused_tokens": t["reused_tokens"],
+            "finish": t["finish"], "other_s": t["other_s"]}
+
+
+async def get_experts(request: web.Request) -> web.Response:
+    return json_response(experts_feed(request.app, request.query.get("counts") in ("1", "true")))
+
+
+async def get_coroute(request: web.Request) -> web.Response:
+    """Co-routing partners are not measured yet: an honest empty answer (tokens 0)."""
+    served = request.app[model_key]
+    layers = moe_layers(served)
+    k = max(1, min(int(request.query.get("k", "8") or 8), 32))
+    st = served.engine.stats()
+    return json_response({"v": 1, "rows": len(layers), "cols": st["n_expert"] if layers else 0, "k": k,
+                          "tokens": 0, "nbr": "", "w": ""})
+
+
+async def get_profile(request: web.Request) -> web.Response:
+    turns = [profile_turn(t) for t in request.app[model_key].engine.turns()]
+    return json_response({"seq": turns[-1]["id"] if turns else 0, "turns": turns})
+
+
+async def get_events(request: web.Request) -> web.StreamResponse:
+    """SSE: `routing` ({seq, rows, cols, hits}) after every forward pass the
+    sampler sees, `turn` (a ProfileTurn) when a request finishes."""
+    served = request.app[model_key]
+    engine = served.engine
+    layers = moe_layers(served)
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await resp.prepare(request)
+    turns = engine.turns()
+    last_seq, last_turn, quiet = None, turns[-1]["id"] if turns else 0, 0
+    while True:
+        st = engine.stats(arrays=("last_hits",) if layers else False)
+        chunks = []
+        if st["seq"] != last_seq and layers:
+            hits = _rows(st["last_hits"], layers, st["n_expert"])
+            chunks.append(("routing", {"seq": st["seq"], "rows": len(layers), "cols": st["n_expert"],
+                                       "hits": _b64(_bitmap(hits))}))
+        last_seq = st["seq"]
+        for t in engine.turns():
+            if t["id"] > last_turn:
+                chunks.append(("turn", profile_turn(t)))
+                last_turn = t["id"]
+        try:
+            for name, data in chunks:
+                await resp.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+            quiet = 0 if chunks else quiet + 1
+            if quiet and quiet % KEEPALIVE_TICKS == 0:  # proxies close silent streams
+                await resp.write(b": keep-alive\n\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            break
+        await asyncio.sleep(EVENTS_PERIOD_S)
+    return resp
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/experts", get_experts)
+    app.router.add_get("/experts/coroute", get_coroute)
+    app.router.add_get("/profile", get_profile)
+    app.router.add_get("/events", get_events)
