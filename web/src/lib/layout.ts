@@ -308,7 +308,7 @@ function placeRegions(sizes: number[], links: Map<number, number>[], quietId: nu
       bottom = Math.max(bottom, pos[a].y + r[a]);
       mean += pos[a].x / m;
     }
-    const f = Math.max(1, Math.min(3, (aspect * (bottom - top)) / Math.max(1e-9, hi - lo)));
+    const f = Math.max(1, Math.min(1.7, (aspect * (bottom - top)) / Math.max(1e-9, hi - lo)));
     for (const p of pos) p.x = mean + (p.x - mean) * f;
   }
   // Finally, no two discs overlap at all.

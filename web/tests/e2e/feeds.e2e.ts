@@ -127,3 +127,47 @@ describe.runIf(!live)("feeds drawn", () => {
     await dense.context.close();
   });
 });
+
+describe.runIf(!live)("scale", () => {
+  it("draws 100k experts (60 layers × 1,700) live and on the Explore map without errors", async () => {
+    const { context, page, errors } = await open(browser, "about:blank", { width: 1440, height: 900, scheme: "dark" });
+    const rows = 60;
+    const cols = 1700;
+    const n = rows * cols;
+    const map = Buffer.alloc(n);
+    for (let i = 0; i < n; i++) map[i] = ((i * 2654435761) >>> 0) % 3 === 0 ? (1 << 6) | (i % 30) : i % 9;
+    let seq = 1;
+    const hits = () => {
+      const b = Buffer.alloc(Math.ceil(n / 8));
+      for (let r = 0; r < rows; r++) for (let k = 0; k < 8; k++) {
+        const i = r * cols + ((seq * 131 + k * 197 + r * 17) % cols);
+        b[i >> 3] |= 1 << (i & 7);
+      }
+      return b.toString("base64");
+    };
+    const k = 4;
+    const nbr = Buffer.alloc(n * k * 4);
+    const w = Buffer.alloc(n * k);
+    for (let i = 0; i < n; i++)
+      for (let s = 0; s < k; s++) {
+        const row = Math.floor(i / cols);
+        const j = Math.min(rows - 1, row + (s % 2)) * cols + ((i % cols) + 50 * (s + 1)) % cols;
+        nbr.writeUInt32LE(j === i ? 0xffffffff : j, (i * k + s) * 4);
+        w[i * k + s] = j === i ? 0 : 100 + s;
+      }
+    const json = (body: unknown) => ({ status: 200, contentType: "application/json", body: JSON.stringify(body) });
+    await page.route(/\/health$/, (r) => r.fulfill(json({ status: "ok", model: "big-moe" })));
+    await page.route(/\/experts(\?.*)?$/, (r) => r.fulfill(json({ v: 1, rows, cols, layers: Array.from({ length: rows }, (_, i) => i + 1), seq: seq++, map: map.toString("base64"), hits: hits(), tokens: 1000 })));
+    await page.route(/\/experts\/coroute/, (r) => r.fulfill(json({ v: 1, rows, cols, k, tokens: 1000, nbr: nbr.toString("base64"), w: w.toString("base64") })));
+    await page.goto(`${baseUrl}/#brain`);
+    await page.locator('[data-testid="live-canvas"]').waitFor();
+    await expect.poll(async () => Number(await page.getAttribute('[data-testid="live-canvas"]', "data-flashed")), { timeout: 10_000 }).toBeGreaterThan(0);
+    await shot(page, "brain-live-100k-dark");
+    await page.click('[data-testid="brain-tab-explore"]');
+    await page.locator('[data-testid="explore-canvas"]').waitFor({ timeout: 45_000 });
+    await page.waitForTimeout(500);
+    await shot(page, "brain-explore-100k-dark");
+    expect(errors).toEqual([]);
+    await context.close();
+  }, 90_000);
+});

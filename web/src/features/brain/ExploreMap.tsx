@@ -70,6 +70,16 @@ export function ExploreMap({ layout, frame, counts }: { layout: Layout; frame: E
       b.height = c.height;
       const g = b.getContext("2d")!;
       g.scale(dpr, dpr);
+      // One soft tissue under all regions: the discs, grown and blurred together.
+      g.save();
+      g.filter = `blur(${Math.max(8, ih * 0.04)}px)`;
+      g.fillStyle = "rgba(110, 150, 165, 0.13)";
+      for (const r of layout.regions) {
+        g.beginPath();
+        g.arc(px(r.x), py(r.y), r.r * ih * 1.6 + dot * 3, 0, Math.PI * 2);
+        g.fill();
+      }
+      g.restore();
       for (const r of layout.regions) {
         const cx = px(r.x);
         const cy = py(r.y);

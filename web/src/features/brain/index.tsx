@@ -5,7 +5,8 @@ import { parseCoroute } from "../../api/feeds";
 import { TIER_NAMES } from "../../api/types";
 import { EmptyState } from "../../components/EmptyState";
 import { TIER_RGB, tierCounts } from "../../lib/heat";
-import { layoutExperts, type Layout } from "../../lib/layout";
+import type { Layout } from "../../lib/layout";
+import { runLayout } from "./runLayout";
 import { fmtInt } from "../../lib/format";
 import { useConnection } from "../../stores/connection";
 import { ExploreMap } from "./ExploreMap";
@@ -160,7 +161,7 @@ function Explore({ frame, counts, cofire }: { frame: NonNullable<ReturnType<type
     const t0 = performance.now();
     const boxW = document.querySelector(".brain-panel")?.clientWidth ?? 800;
     const boxH = Math.min(globalThis.innerHeight * 0.66, 760);
-    const layout = layoutExperts(graph, { aspect: Math.max(1, Math.min(2.4, (boxW - 40) / boxH)) });
+    const layout = await runLayout(graph, { aspect: Math.max(1, Math.min(2.4, (boxW - 40) / boxH)) });
     setMapped({ layout, source: `${source} · laid out in ${Math.round(performance.now() - t0)} ms` });
     setState("idle");
   }, [rows, cols, cofire]);
