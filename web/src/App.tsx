@@ -1,6 +1,7 @@
 import { lazy, Suspense, useEffect } from "react";
 import { Dock, DOCK } from "./components/Dock";
 import { KeyDialog } from "./components/KeyDialog";
+import { ErrorBoundary } from "./components/ErrorBoundary";
 import { useServerPolling } from "./hooks/useServerPolling";
 import { useResolvedTheme } from "./hooks/useTheme";
 import { useSettings, type ThemePref } from "./stores/settings";
@@ -49,13 +50,15 @@ export function App() {
       </a>
       <Dock />
       <main id="main" className="main" data-page={page} tabIndex={-1}>
-        <Suspense fallback={<div className="page-loading" aria-busy="true" />}>
-          {page === "chat" && <ChatPage />}
-          {page === "systemone" && <SystemOnePage />}
-          {page === "brain" && <BrainPage />}
-          {page === "profiling" && <ProfilingPage />}
-          {page === "settings" && <SettingsPage />}
-        </Suspense>
+        <ErrorBoundary resetKey={page}>
+          <Suspense fallback={<div className="page-loading" aria-busy="true" />}>
+            {page === "chat" && <ChatPage />}
+            {page === "systemone" && <SystemOnePage />}
+            {page === "brain" && <BrainPage />}
+            {page === "profiling" && <ProfilingPage />}
+            {page === "settings" && <SettingsPage />}
+          </Suspense>
+        </ErrorBoundary>
       </main>
       <KeyDialog />
     </div>

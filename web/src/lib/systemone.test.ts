@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { decodeTextFile, questionProblem, readAnswer, toQuestion } from "./systemone";
+import { decodeTextFile, parseAnswer, questionProblem, readAnswer, toQuestion } from "./systemone";
 
 describe("System One client", () => {
   it("builds the request shape of each type", () => {
@@ -43,6 +43,15 @@ describe("System One client", () => {
     expect(urg.bars[1].p).toBeCloseTo(0.152394);
     expect(urg.confidence).toBeCloseTo(0.695212, 6);
     expect(urg.certainty).toBe("unsure");
+  });
+
+  it("checks answers at the boundary", () => {
+    expect(parseAnswer({ type: "noul", noul: 0.5 })).toEqual({ type: "noul", noul: 0.5 });
+    expect(parseAnswer({ type: "choice", choice: "a", probabilities: { a: 1 }, confidence: 1 })).not.toBeNull();
+    expect(parseAnswer({ type: "choice", choice: "a", probabilities: { a: "x" }, confidence: 1 })).toBeNull();
+    expect(parseAnswer({ type: "score", score: 1, probabilities: { "0": 0.5, "1": 0.5 }, confidence: 0 })).toMatchObject({ legend: {} });
+    expect(parseAnswer({ type: "mystery" })).toBeNull();
+    expect(parseAnswer(null)).toBeNull();
   });
 
   it("refuses files with NUL bytes and decodes UTF-8", () => {

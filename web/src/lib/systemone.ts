@@ -99,3 +99,15 @@ export const EXAMPLE_QUESTIONS: DraftQuestion[] = [
   { id: "department", kind: "choice", instructions: "Which team should handle it?", options: ["billing", "technical", "sales"] },
   { id: "severity", kind: "score", instructions: "How severe is the problem?", options: ["trivial", "minor", "moderate", "major", "critical"] },
 ];
+
+/** An answer as the reply should carry it (notes §2.2), or null: the boundary check before drawing. */
+export function parseAnswer(v: unknown): SystemOneAnswer | null {
+  if (!v || typeof v !== "object") return null;
+  const a = v as Record<string, unknown>;
+  const probs = (p: unknown) => !!p && typeof p === "object" && Object.values(p).every((x) => typeof x === "number" && Number.isFinite(x));
+  if (a.type === "noul" && typeof a.noul === "number") return a as unknown as SystemOneAnswer;
+  if (a.type === "choice" && typeof a.choice === "string" && probs(a.probabilities) && typeof a.confidence === "number") return a as unknown as SystemOneAnswer;
+  if (a.type === "score" && typeof a.score === "number" && probs(a.probabilities) && typeof a.confidence === "number")
+    return { ...(a as unknown as SystemOneAnswer), legend: a.legend && typeof a.legend === "object" ? (a.legend as Record<string, string>) : {} } as SystemOneAnswer;
+  return null;
+}

@@ -8,6 +8,7 @@ import { fmtPct } from "../../lib/format";
 import { Inline } from "../../components/Inline";
 import {
   decodeTextFile,
+  parseAnswer,
   EXAMPLE_DOCUMENT,
   EXAMPLE_QUESTIONS,
   questionProblem,
@@ -57,10 +58,10 @@ export function SystemOnePage() {
       const t0 = performance.now();
       try {
         const reply = await postSystemOne({ model: model ?? "", state: doc, questions: { [q.id.trim()]: toQuestion(q) } }, c.signal);
-        const answer = reply.answers?.[q.id.trim()];
+        const answer = parseAnswer(reply?.answers?.[q.id.trim()]);
         setResults((r) => ({
           ...r,
-          [q.key]: answer ? { state: "done", answer, ms: performance.now() - t0 } : { state: "error", message: "The reply has no answer for this question." },
+          [q.key]: answer ? { state: "done", answer, ms: performance.now() - t0 } : { state: "error", message: "The reply has no readable answer for this question." },
         }));
       } catch (e) {
         if (isAbort(e)) break;
