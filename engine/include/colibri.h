@@ -363,6 +363,13 @@ int colibri_turns(colibri_engine *e, colibri_turn *out, int cap);
  * returns how many were pinned. Call between steps. */
 int colibri_pin_experts(colibri_engine *e, const uint32_t *counts);
 
+/* For every expert (cell il * n_expert + e), its k (1..64) strongest
+ * co-routing partners in its own layer and the two neighbouring ones: nbr
+ * gets partner cells, weight the tokens routed through both, strongest first
+ * (UINT32_MAX / 0 pad a short list); arrays of n_layer * n_expert * k.
+ * Returns the tokens observed (0: not measured, e.g. over 256 experts per layer). */
+int64_t colibri_coroute(colibri_engine *e, int k, uint32_t *nbr, uint32_t *weight);
+
 /* STATS-END */
 
 /* ENGINE-END */

@@ -27,6 +27,9 @@ typedef struct {
     uint32_t *counts;        /* [n_layer * n_expert] */
     float *heat;             /* [n_layer * n_expert] */
     uint8_t *last_hits;      /* [n_layer * n_expert] */
+    uint32_t *co_same;       /* [n_layer][n_expert][n_expert]: tokens routed to both (NULL: not measured) */
+    uint32_t *co_next;       /* [n_layer][n_expert][n_expert]: e1 in layer il and e2 in layer il + 1 */
+    uint64_t co_tokens;
     colibri_turn ring[COLI_MAX_TURNS];
     int ring_len, ring_next;
     uint64_t turn_id;

@@ -12,6 +12,7 @@
 #include "experts.h"
 
 #define HEAT_DECAY 0.96f /* per forward pass: an expert routed every step settles near 25 */
+#define CO_MAX_EXPERTS 256 /* co-routing is counted up to this many experts per layer (E^2 per layer) */
 
 static double now_s(void) {
     struct timespec ts;
@@ -29,6 +30,16 @@ int coli_stats_init(colibri_engine *e) {
     b->heat = calloc(n, sizeof *b->heat);
     b->last_hits = calloc(n, 1);
     if (!b->counts || !b->heat || !b->last_hits) return coli_fail(COLI_E_NOMEM, "out of memory");
+    const size_t E = (size_t)e->model.hp.n_expert;
+    if (E > 0 && E <= CO_MAX_EXPERTS) { /* optional: without it the Explore map says "not measured" */
+        b->co_same = calloc((size_t)e->model.hp.n_layer * E * E, sizeof *b->co_same);
+        b->co_next = calloc((size_t)e->model.hp.n_layer * E * E, sizeof *b->co_next);
+        if (!b->co_same || !b->co_next) {
+            free(b->co_same);
+            free(b->co_next);
+            b->co_same = b->co_next = NULL;
+        }
+    }
     return 0;
 }
 
@@ -38,7 +49,26 @@ void coli_stats_free(colibri_engine *e) {
     free(b->counts);
     free(b->heat);
     free(b->last_hits);
+    free(b->co_same);
+    free(b->co_next);
     pthread_mutex_destroy(&b->mu);
+}
+
+/* One token's pairs: experts it used together in layer il, and with layer il + 1. */
+static void co_route(coli_stats_book *b, const coli_hparams *hp, const coli_layer *layers, const int32_t *row, int il) {
+    const size_t E = (size_t)hp->n_expert;
+    const int K = hp->n_expert_used;
+    const int32_t *a = row + (size_t)il * K;
+    uint32_t *same = b->co_same + (size_t)il * E * E;
+    for (int x = 0; x < K; x++)
+        for (int y = 0; y < K; y++)
+            if (x != y) same[(size_t)a[x] * E + a[y]]++;
+    if (il + 1 < hp->n_layer && layers[il + 1].is_moe) {
+        const int32_t *nb = row + (size_t)(il + 1) * K;
+        uint32_t *next = b->co_next + (size_t)il * E * E;
+        for (int x = 0; x < K; x++)
+            for (int y = 0; y < K; y++) next[(size_t)a[x] * E + nb[y]]++;
+    }
 }
 
 void coli_stats_after_forward(colibri_engine *e, int n, bool generated) {
@@ -68,7 +98,9 @@ void coli_stats_after_forward(colibri_engine *e, int n, bool generated) {
                     b->heat[c] += 1.0f;
                     b->last_hits[c] = 1;
                 }
+                if (b->co_same) co_route(b, hp, e->model.layers, s->route_ids + (size_t)i * hp->n_layer * K, il);
             }
+        if (b->co_same) b->co_tokens += (uint64_t)n;
     }
     pthread_mutex_unlock(&b->mu);
 }
@@ -193,4 +225,48 @@ int colibri_pin_experts(colibri_engine *e, const uint32_t *counts) {
     if (!e || !counts) return coli_fail(COLI_E_ARG, "colibri_pin_experts: no engine or counts");
     if (!e->loaded || !e->experts) return 0;
     return coli_experts_pin(e->experts, counts);
+}
+
+/* For every expert, its k strongest co-routing partners in its layer and the
+ * two neighbouring ones: partner cells (il * n_expert + e) and token counts,
+ * strongest first, UINT32_MAX / 0 padding. Returns tokens observed, 0 when
+ * co-routing is not measured (more than CO_MAX_EXPERTS experts). */
+int64_t colibri_coroute(colibri_engine *e, int k, uint32_t *nbr, uint32_t *weight) {
+    if (!e || k <= 0 || k > 64 || !nbr || !weight) return coli_fail(COLI_E_ARG, "colibri_coroute: bad arguments");
+    if (!e->loaded) return 0;
+    coli_stats_book *b = &e->stats;
+    const int L = e->model.hp.n_layer, E = e->model.hp.n_expert;
+    const size_t cells = (size_t)L * E;
+    for (size_t i = 0; i < cells * (size_t)k; i++) {
+        nbr[i] = UINT32_MAX;
+        weight[i] = 0;
+    }
+    if (!b->co_same) return 0;
+    pthread_mutex_lock(&b->mu);
+    const uint64_t tokens = b->co_tokens;
+    for (int il = 0; il < L; il++)
+        for (int x = 0; x < E; x++) {
+            uint32_t *tn = nbr + ((size_t)il * E + x) * k, *tw = weight + ((size_t)il * E + x) * k;
+            for (int src = 0; src < 3; src++) { /* same layer, next layer, previous layer */
+                const int jl = src == 0 ? il : src == 1 ? il + 1 : il - 1;
+                if (jl < 0 || jl >= L || (src == 1 && !e->model.layers[il].is_moe)) continue;
+                for (int y = 0; y < E; y++) {
+                    uint32_t w;
+                    if (src == 0) w = b->co_same[((size_t)il * E + x) * E + y];
+                    else if (src == 1) w = b->co_next[((size_t)il * E + x) * E + y];
+                    else w = b->co_next[((size_t)jl * E + y) * E + x];
+                    if (w == 0 || tw[k - 1] >= w) continue;
+                    int j = k - 1; /* insertion into the sorted top k */
+                    while (j > 0 && tw[j - 1] < w) {
+                        tw[j] = tw[j - 1];
+                        tn[j] = tn[j - 1];
+                        j--;
+                    }
+                    tw[j] = w;
+                    tn[j] = (uint32_t)((size_t)jl * E + y);
+                }
+            }
+        }
+    pthread_mutex_unlock(&b->mu);
+    return (int64_t)tokens;
 }

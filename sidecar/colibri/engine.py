@@ -439,6 +439,16 @@ class Engine:
         return [{name: (FINISH_NAMES.get(t.finish) if name == "finish" else getattr(t, name)) for name in TURN_FIELDS}
                 for t in (out[i] for i in range(n))]
 
+    def coroute(self, k: int) -> tuple[int, "array", "array"]:
+        """(tokens observed, partner cells, weights): k strongest co-routing partners per expert
+        (n_layer * n_expert * k each, strongest first, 0xFFFFFFFF / 0 padding); tokens 0: not measured."""
+        n = max(self._cells(), 1) * k
+        nbr, w = array("I", bytes(4 * n)), array("I", bytes(4 * n))
+        tokens = lib.colibri_coroute(self._e, k, ffi.from_buffer("uint32_t[]", nbr), ffi.from_buffer("uint32_t[]", w))
+        if tokens < 0:
+            raise last_error()
+        return tokens, nbr, w
+
     def pin_experts(self, counts) -> int:
         """Load and pin the hottest experts of `counts` (n_layer * n_expert ints) within the pin budget."""
         buf = array("I", counts)

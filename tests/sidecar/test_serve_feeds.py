@@ -85,6 +85,19 @@ def test_feeds_on_a_streaming_server(moe_model, tmp_path):
             assert turn[key] >= 0, key
         status, _, raw = srv.get("/health")
         assert json.loads(raw)["cache"]["bytes_read"] > 0
+        status, _, raw = srv.get("/experts/coroute?k=4")
+        co = json.loads(raw)
+        assert co["tokens"] == feed["tokens"] and co["k"] == 4
+        nbr = struct.unpack("<96I", base64.b64decode(co["nbr"]))
+        w = base64.b64decode(co["w"])
+        assert len(w) == 96 and max(w) == 255
+        for cell in range(24):  # partners in the same or a neighbouring row, never itself
+            for j in range(4):
+                p = nbr[cell * 4 + j]
+                if w[cell * 4 + j]:
+                    assert p != cell and abs(p // 8 - cell // 8) <= 1
+                else:
+                    assert p == 0xFFFFFFFF
     with ServerProcess(["--model", str(moe_model)], env=env) as srv:  # every expert resident
         resident = complete(srv)["choices"][0]["text"]
         health = json.loads(srv.get("/health")[2])

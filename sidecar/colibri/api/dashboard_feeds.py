@@ -1,6 +1,7 @@
 """The dashboard's feeds (web/src/api/types.ts is the contract): GET /experts
 (tiers and heat per routed expert, the experts routed since the last poll),
-GET /experts/coroute, GET /profile (the last turns' phase records), and GET
+GET /experts/coroute (each expert's strongest co-routing partners, for the
+Explore map), GET /profile (the last turns' phase records), and GET
 /events, a server-sent-events stream that pushes routing steps and finished
 turns as they happen. All of them read the engine's counters
 (colibri_stats), which never takes a generation slot."""
@@ -104,14 +105,40 @@ async def get_experts(request: web.Request) -> web.Response:
     return json_response(experts_feed(request.app, request.query.get("counts") in ("1", "true")))
 
 
-async def get_coroute(request: web.Request) -> web.Response:
-    """Co-routing partners are not measured yet: an honest empty answer (tokens 0)."""
-    served = request.app[model_key]
+def coroute_feed(served, k: int) -> dict:
     layers = moe_layers(served)
-    k = max(1, min(int(request.query.get("k", "8") or 8), 32))
     st = served.engine.stats()
-    return json_response({"v": 1, "rows": len(layers), "cols": st["n_expert"] if layers else 0, "k": k,
-                          "tokens": 0, "nbr": "", "w": ""})
+    E = st["n_expert"]
+    empty = {"v": 1, "rows": len(layers), "cols": E if layers else 0, "k": k, "tokens": 0, "nbr": "", "w": ""}
+    if not layers:
+        return empty
+    tokens, nbr, w = served.engine.coroute(k)
+    if not tokens:
+        return empty
+    row_of = {il: r for r, il in enumerate(layers)}
+    out_n, out_w = [], bytearray()
+    top = max(w) or 1
+    for il in layers:
+        for e in range(E):
+            at = (il * E + e) * k
+            for j in range(k):
+                cell, weight = nbr[at + j], w[at + j]
+                if weight and cell // E in row_of:
+                    out_n.append(row_of[cell // E] * E + cell % E)
+                    out_w.append(max(1, round(255 * weight / top)))
+                else:
+                    out_n.append(0xFFFFFFFF)
+                    out_w.append(0)
+    return {**empty, "tokens": tokens, "nbr": _b64(struct.pack(f"<{len(out_n)}I", *out_n)), "w": _b64(bytes(out_w))}
+
+
+async def get_coroute(request: web.Request) -> web.Response:
+    try:
+        k = max(1, min(int(request.query.get("k", "8")), 32))
+    except ValueError:
+        k = 8
+    served = request.app[model_key]
+    return json_response(await asyncio.get_running_loop().run_in_executor(None, coroute_feed, served, k))
 
 
 async def get_profile(request: web.Request) -> web.Response:
