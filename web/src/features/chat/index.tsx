@@ -5,7 +5,7 @@ import { useConnection } from "../../stores/connection";
 import { useGeneration } from "../../stores/generation";
 import { useSettings } from "../../stores/settings";
 import { conversationToJSON, conversationToMarkdown, exportFileName } from "../../lib/exportChat";
-import { fmtMs, fmtRate } from "../../lib/format";
+import { fmtGB, fmtInt, fmtMs, fmtRate } from "../../lib/format";
 import { Message } from "./Message";
 import { useChat } from "./useChat";
 import { Inline } from "../../components/Inline";
@@ -150,6 +150,7 @@ export function ChatPage() {
             </li>
           ))}
         </ul>
+        <ServerCard />
       </aside>
       <div className="chat-backdrop" onClick={() => setSideOpen(false)} aria-hidden="true" />
 
@@ -305,5 +306,48 @@ export function ChatPage() {
         </form>
       </section>
     </div>
+  );
+}
+
+/** The server at a glance (notes §5: the chat's side panel shows scheduler, machine and tiers). */
+function ServerCard() {
+  const health = useConnection((s) => s.health);
+  const model = useConnection((s) => s.model);
+  const status = useConnection((s) => s.status);
+  if (status !== "online") return null;
+  const sch = health?.scheduler;
+  const hw = health?.hwinfo;
+  const t = health?.tiers;
+  return (
+    <dl className="server-card small" aria-label="Server">
+      <dt>Model</dt>
+      <dd className="ellipsis" title={health?.arch ? `${model} (${health.arch})` : (model ?? "")}>
+        {model ?? "—"}
+      </dd>
+      {sch ? (
+        <>
+          <dt>Slots</dt>
+          <dd>
+            {sch.active}/{sch.capacity} busy{sch.queued ? ` · ${sch.queued} waiting` : ""}
+          </dd>
+        </>
+      ) : null}
+      {t ? (
+        <>
+          <dt>Experts</dt>
+          <dd>
+            {fmtInt(t.pinned + t.ram + t.vram)} in memory · {fmtInt(t.disk)} on disk
+          </dd>
+        </>
+      ) : null}
+      {hw ? (
+        <>
+          <dt>Machine</dt>
+          <dd>
+            {hw.cores} cores · {fmtGB(hw.ram_avail_gb)} free
+          </dd>
+        </>
+      ) : null}
+    </dl>
   );
 }
