@@ -154,7 +154,7 @@ export function ExploreMap({ layout, frame, counts }: { layout: Layout; frame: E
 
   useEffect(() => () => cancelAnimationFrame(raf.current), []);
 
-  const onMove = (e: React.MouseEvent<HTMLCanvasElement>) => {
+  const onMove = (e: React.PointerEvent<HTMLCanvasElement>) => {
     const rect = e.currentTarget.getBoundingClientRect();
     const mx = e.clientX - rect.left;
     const my = e.clientY - rect.top;
@@ -186,6 +186,8 @@ export function ExploreMap({ layout, frame, counts }: { layout: Layout; frame: E
       heat: heatOf(byte),
       count: counts ? counts[best] : null,
       region: layout.region[best],
+      left: mx > W - 190,
+      up: my > H - 100,
     });
   };
 
@@ -198,8 +200,9 @@ export function ExploreMap({ layout, frame, counts }: { layout: Layout; frame: E
           role="img"
           aria-label={`Map of ${n} experts in ${layout.regions.length} regions of co-routing`}
           data-testid="explore-canvas"
-          onMouseMove={onMove}
-          onMouseLeave={() => setHover(null)}
+          onPointerMove={onMove}
+          onPointerDown={onMove}
+          onPointerLeave={() => setHover(null)}
         />
         {hover ? <Tooltip h={hover} /> : null}
       </div>

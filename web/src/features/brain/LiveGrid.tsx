@@ -75,7 +75,7 @@ export function LiveGrid({ frame, counts }: { frame: ExpertsFrame; counts: Uint3
 
   useEffect(() => () => cancelAnimationFrame(raf.current), []);
 
-  const onMove = (e: React.MouseEvent<HTMLCanvasElement>) => {
+  const onMove = (e: React.PointerEvent<HTMLCanvasElement>) => {
     const r = e.currentTarget.getBoundingClientRect();
     const col = Math.floor((e.clientX - r.left) / cw);
     const row = Math.floor((e.clientY - r.top) / ch);
@@ -90,6 +90,8 @@ export function LiveGrid({ frame, counts }: { frame: ExpertsFrame; counts: Uint3
       tier: tierOf(byte),
       heat: heatOf(byte),
       count: counts ? counts[i] : null,
+      left: e.clientX - r.left > gw - 190,
+      up: e.clientY - r.top > gh - 90,
     });
   };
 
@@ -110,8 +112,9 @@ export function LiveGrid({ frame, counts }: { frame: ExpertsFrame; counts: Uint3
           aria-label={`Routing of ${rows} layers × ${cols} experts`}
           data-testid="live-canvas"
           data-flashed={flashed}
-          onMouseMove={onMove}
-          onMouseLeave={() => setHover(null)}
+          onPointerMove={onMove}
+          onPointerDown={onMove}
+          onPointerLeave={() => setHover(null)}
         />
         {hover ? <Tooltip h={{ ...hover, x: hover.x + GUTTER }} /> : null}
       </div>

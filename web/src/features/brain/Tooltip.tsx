@@ -10,11 +10,19 @@ export interface HoverInfo {
   heat: number;
   count: number | null;
   region?: number;
+  /** Open to the left / above (near the right / bottom edge). */
+  left?: boolean;
+  up?: boolean;
 }
 
 export function Tooltip({ h }: { h: HoverInfo }) {
   return (
-    <div className="tooltip" style={{ left: h.x, top: h.y }} role="tooltip" data-testid="brain-tooltip">
+    <div
+      className="tooltip"
+      style={{ left: h.x, top: h.y, transform: `translate(${h.left ? "calc(-100% - 12px)" : "12px"}, ${h.up ? "calc(-100% - 12px)" : "12px"})` }}
+      role="tooltip"
+      data-testid="brain-tooltip"
+    >
       <div>
         <strong>Layer {h.layer}</strong> · expert {h.expert}
       </div>
