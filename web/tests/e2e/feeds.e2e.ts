@@ -171,3 +171,36 @@ describe.runIf(!live)("scale", () => {
     await context.close();
   }, 90_000);
 });
+
+describe.runIf(!live)("API key", () => {
+  it("a 401 opens the key prompt; the key (memory only) goes out as a Bearer token", async () => {
+    const { context, page, errors } = await open(browser, "about:blank", { width: 1280, height: 800 });
+    const seen: string[] = [];
+    const json = (status: number, body: unknown) => ({ status, contentType: "application/json", body: JSON.stringify(body) });
+    const authed = (h: Record<string, string>) => h.authorization === "Bearer sekret";
+    await page.route(/\/health$/, (r) => r.fulfill(json(200, authed(r.request().headers()) ? fx.health() : { status: "ok" })));
+    await page.route(/\/v1\/models$/, (r) => {
+      seen.push(r.request().headers().authorization ?? "");
+      return r.fulfill(
+        authed(r.request().headers())
+          ? json(200, { object: "list", data: [{ id: "qwen3-30b-a3b", object: "model" }] })
+          : json(401, { error: { message: "Invalid API key", type: "authentication_error", param: null, code: "invalid_api_key" } }),
+      );
+    });
+    await page.goto(`${baseUrl}/#brain`);
+    await page.waitForSelector('[data-testid="key-dialog"][open]');
+    await shot(page, "key-prompt-1280-light");
+    await page.click("text=Not now");
+    await page.waitForSelector('[data-testid="key-needed"]');
+    await page.click('[data-testid="key-needed"] >> text=Enter the key');
+    await page.fill('[data-testid="key-dialog"] input', "sekret");
+    await page.press('[data-testid="key-dialog"] input', "Enter");
+    await expect.poll(() => seen.includes("Bearer sekret"), { timeout: 10_000 }).toBe(true);
+    await page.waitForSelector('[data-testid="link-status"].link-online');
+    // The key is never stored.
+    const stored = await page.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }));
+    expect(stored).not.toContain("sekret");
+    expect(errors).toEqual([]);
+    await context.close();
+  });
+});

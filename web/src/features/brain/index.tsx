@@ -4,6 +4,7 @@ import { getFeed } from "../../api/client";
 import { parseCoroute } from "../../api/feeds";
 import { TIER_NAMES } from "../../api/types";
 import { EmptyState } from "../../components/EmptyState";
+import { KeyNeeded, useKeyNeeded } from "../../components/KeyNeeded";
 import { TIER_RGB, tierCounts } from "../../lib/heat";
 import type { Layout } from "../../lib/layout";
 import { runLayout } from "./runLayout";
@@ -25,6 +26,7 @@ export default function BrainPage() {
   const health = useConnection((s) => s.health);
   const status = useConnection((s) => s.status);
   const { frame, counts, settled, missing, cofire } = useExperts();
+  const keyNeeded = useKeyNeeded();
   const dense = health?.moe === null || (frame !== null && (frame.rows === 0 || frame.cols === 0));
   const tiers = useMemo(() => (frame ? tierCounts(frame.map) : null), [frame]);
   const lit = useMemo(() => {
@@ -35,7 +37,9 @@ export default function BrainPage() {
   }, [frame]);
 
   let body: React.ReactNode;
-  if (dense) {
+  if (keyNeeded && !frame) {
+    body = <KeyNeeded what="the experts and their routing" />;
+  } else if (dense) {
     body = (
       <EmptyState icon={<Layers size={28} />} title="This model is dense" testId="brain-dense">
         <p>

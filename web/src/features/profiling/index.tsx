@@ -4,6 +4,7 @@ import { Activity, CloudOff, Cpu, HardDrive, Timer } from "lucide-react";
 import { parseProfile, turnPhases, turnTokPerS } from "../../api/feeds";
 import type { Health, ProfileTurn } from "../../api/types";
 import { EmptyState } from "../../components/EmptyState";
+import { KeyNeeded, useKeyNeeded } from "../../components/KeyNeeded";
 import { UChart } from "../../components/UChart";
 import { usePoll } from "../../hooks/usePoll";
 import { useResolvedTheme } from "../../hooks/useTheme";
@@ -27,9 +28,11 @@ export default function ProfilingPage() {
   const status = useConnection((s) => s.status);
   const turns = data?.turns ?? [];
   const last = turns[turns.length - 1];
+  const keyNeeded = useKeyNeeded();
 
   let main: React.ReactNode;
-  if (!settled) main = <div className="page-loading" aria-busy="true" />;
+  if (keyNeeded && !last) main = <KeyNeeded what="the turns and their timings" />;
+  else if (!settled) main = <div className="page-loading" aria-busy="true" />;
   else if (!data)
     main = missing ? (
       <EmptyState icon={<Activity size={28} />} title="No profiling feed on this server" testId="profiling-empty">
