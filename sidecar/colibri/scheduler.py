@@ -71,6 +71,7 @@ class Lease:
     wait_s: float
     tokens: list[int]  # what the slot caches after this request (set by the caller)
     started: float = field(default_factory=time.monotonic)
+    cached: int = 0  # prompt tokens the slot already held when granted (the gateway's view of prefix reuse)
 
 
 @dataclass
@@ -163,7 +164,8 @@ class Scheduler:
         self.counters.admitted += 1
         if self.observer:
             self.observer.observe("queue_wait", wait)
-        return Lease(slot=w.granted.result(), wait_s=wait, tokens=w.tokens)
+        slot = w.granted.result()
+        return Lease(slot=slot, wait_s=wait, tokens=w.tokens, cached=common_prefix(self._cached.get(slot, []), w.tokens))
 
     def release(self, lease: Lease, outcome: str) -> None:
         setattr(self.counters, outcome, getattr(self.counters, outcome) + 1)

@@ -118,3 +118,38 @@ def wait_for(predicate, timeout: float = 30, interval: float = 0.05) -> bool:
             return True
         time.sleep(interval)
     return predicate()
+
+
+# ---- in process: the real engine under aiohttp's test client ---------------------------
+
+def open_served(cfg, model_path):
+    """The real model loaded as `coli serve` loads it (engine, engine thread, chat format)."""
+    from dataclasses import replace
+
+    from colibri.server import load_model
+
+    return load_model(replace(cfg, model_path=str(model_path)))
+
+
+def close_served(served) -> None:
+    import asyncio
+
+    from colibri.server import close_model
+
+    asyncio.run(close_model(served))
+    served.engine.close()
+
+
+def run_app(served, body, cfg, timeout: float = 120):
+    """Run `await body(client, served)` against a fresh app on `served`."""
+    import asyncio
+
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from colibri.server import create_app
+
+    async def main():
+        async with TestClient(TestServer(create_app(cfg, served))) as client:
+            return await body(client, served)
+
+    return asyncio.run(asyncio.wait_for(main(), timeout))

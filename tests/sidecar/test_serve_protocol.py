@@ -45,22 +45,32 @@ def completion(**fields):
     ({"cache_slot": "0"}, "invalid_value", "cache_slot"),
     ({"x_colibri_ignore_leading_stop": "yes"}, "invalid_value", "x_colibri_ignore_leading_stop"),
     ({"top_k": 40}, "unsupported_parameter", "top_k"),
-    ({"logprobs": True}, "unsupported_parameter", "logprobs"),
     ({"logprobs": 1}, "invalid_value", "logprobs"),
     ({"logprobs": True, "stream": True}, "unsupported_parameter", "logprobs"),
     ({"top_logprobs": 33}, "invalid_value", "top_logprobs"),
     ({"top_logprobs": "3", "logprobs": False}, "invalid_value", "top_logprobs"),
     ({"echo": True}, "unsupported_parameter", "echo"),
     ({"echo": "no"}, "invalid_value", "echo"),
-    ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "unsupported_parameter", "tools"),
-    ({"tool_choice": "required"}, "unsupported_parameter", "tool_choice"),
+    ({"tools": [{"type": "code_interpreter"}]}, "unsupported_value", "tools.0.type"),
+    ({"tools": [{"type": "function", "function": {"name": "two words"}}]}, "invalid_value", "tools.0.function.name"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": []}}]}, "invalid_value",
+     "tools.0.function.parameters"),
+    ({"tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}]}, "invalid_value", "tools"),
+    ({"tools": "f"}, "invalid_value", "tools"),
+    ({"tool_choice": "required"}, "invalid_value", "tool_choice"),
+    ({"tool_choice": "sometimes", "tools": [{"type": "function", "function": {"name": "f"}}]}, "invalid_value", "tool_choice"),
+    ({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": "g"}}}, "invalid_value",
+     "tool_choice.function.name"),
+    ({"tools": [{"type": "function", "function": {"name": "f"}}], "strict_tool_calls": True, "stream": True}, "unsupported_parameter", "strict_tool_calls"),
+    ({"tools": [{"type": "function", "function": {"name": "f"}}], "strict_tool_calls": True, "logprobs": True}, "unsupported_parameter", "strict_tool_calls"),
+    ({"strict_tool_calls": "yes"}, "invalid_value", "strict_tool_calls"),
     ({"functions": [{"name": "f"}]}, "unsupported_parameter", "functions"),
     ({"response_format": {"type": "json_object"}}, "unsupported_value", "response_format.type"),
     ({"reasoning_effort": "max"}, "invalid_value", "reasoning_effort"),
     ({"enable_thinking": "on"}, "invalid_value", "enable_thinking"),
     ({"messages": []}, "invalid_value", "messages"),
     ({"messages": "hi"}, "invalid_value", "messages"),
-    ({"messages": [{"role": "tool", "content": "x", "tool_call_id": "c"}]}, "unsupported_role", "messages.0.role"),
+    ({"messages": [{"role": "tool", "content": "x"}]}, "missing_required_parameter", "messages.0.tool_call_id"),
     ({"messages": [{"role": "robot", "content": "x"}]}, "unsupported_role", "messages.0.role"),
     ({"messages": [{"role": "user"}]}, "missing_required_parameter", "messages.0.content"),
     ({"messages": [{"role": "user", "content": 3}]}, "invalid_value", "messages.0.content"),
@@ -70,7 +80,10 @@ def completion(**fields):
      "unsupported_content_type", "messages.0.content.0"),
     ({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": None,
                                                       "tool_calls": [{"id": "c"}]}]},
-     "unsupported_parameter", "messages.1.tool_calls"),
+     "invalid_value", "messages.1.tool_calls.0"),
+    ({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "f", "arguments": {"x": 1}}}]}]},
+     "invalid_value", "messages.1.tool_calls.0.function.arguments"),
 ])
 def test_chat_refusals_are_named(fields, code, param):
     with pytest.raises(ApiError) as err:
@@ -87,7 +100,9 @@ def test_chat_refusals_are_named(fields, code, param):
     ({"suffix": "end"}, "unsupported_parameter", "suffix"),
     ({"logprobs": True}, "invalid_value", "logprobs"),
     ({"logprobs": 33}, "invalid_value", "logprobs"),
-    ({"logprobs": 2}, "unsupported_parameter", "logprobs"),
+    ({"logprobs": 2, "stream": True}, "unsupported_parameter", "logprobs"),
+    ({"logprobs": -1}, "invalid_value", "logprobs"),
+    ({"logprobs": 0, "echo": True}, "invalid_value", "echo"),
     ({"echo": True}, "invalid_value", "echo"),
     ({"echo": 1}, "invalid_value", "echo"),
     ({"messages": MSGS}, "unsupported_parameter", "messages"),
@@ -135,6 +150,32 @@ def test_messages_read_as_text():
                          {"role": "assistant", "content": None, "reasoning_content": "hmm"}])
     assert [(m.role, m.content) for m in req.messages] == [("system", "be brief"), ("user", "a\nb"), ("assistant", "")]
     assert req.messages[2].reasoning_content == "hmm"
+
+
+def test_log_probability_gates():
+    assert (chat(logprobs=True).options.logprobs, chat(logprobs=True).options.top_logprobs) == (True, 0)
+    assert chat(logprobs=True, top_logprobs=5).options.top_logprobs == 5
+    assert chat(logprobs=False, top_logprobs=5).options.top_logprobs == 0  # a documented no-op
+    assert chat(logprobs=None).options.logprobs is False
+    o = completion(logprobs=3, echo=True).options
+    assert (o.logprobs, o.top_logprobs, o.echo) == (True, 3, True)
+    for off in (0, False, None):
+        assert completion(logprobs=off).options.logprobs is False
+
+
+def test_tools_and_tool_turns_are_read():
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+    req = chat(tools=[tool], messages=[
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "sunny"}]}])
+    assert req.tools.active and req.tools.choice.mode == "auto" and req.tools.schemas == {"get_weather": {"type": "object"}}
+    assert req.messages[1].tool_calls[0]["function"]["arguments"] == {"city": "Oslo"}  # templates iterate objects
+    assert (req.messages[2].role, req.messages[2].tool_call_id, req.messages[2].content) == ("tool", "call_1", "sunny")
+    assert not chat(tools=[tool], tool_choice="none").tools.active
+    named = chat(tools=[tool], tool_choice={"type": "function", "function": {"name": "get_weather"}}).tools.choice
+    assert (named.mode, named.name) == ("function", "get_weather")
 
 
 def test_stop_forms():

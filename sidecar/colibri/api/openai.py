@@ -18,8 +18,12 @@ from aiohttp import web
 from colibri.api.body import read_json_object
 from colibri.api.errors import ApiError, StreamAborted, json_response
 from colibri.api.keys import config_key, metrics_key, model_key, scheduler_key
+from colibri.api.logprobs import Entry, chat_logprobs, described_tokens, legacy_logprobs, prompt_rows
 from colibri.api.protocol import Limits, Options, parse_chat, parse_completion, parse_model
-from colibri.api.serving import Delta, Outcome, ServedModel
+from colibri.api.serving import Delta, Outcome, ServedModel, ToolSetup
+from colibri.api.tool_plan import plan_tools
+from colibri.chat.spans import Spans
+from colibri.detok import Detokenizer
 from colibri.api.sse import DONE, KEEPALIVE, SSE_HEADERS, frame, with_keepalive
 
 log = logging.getLogger(__name__)
@@ -73,12 +77,14 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     body = await read_request(request)
     req = parse_chat(body, limits_of(request.app))
     served = request.app[model_key]
-    prompt = served.chat_format.render(req.messages, continue_assistant=request.app[config_key].continue_assistant,
-                                       thinking=req.thinking)
-    tokens = served.tokenize_chat(prompt.text, req.messages)
+    offered, messages, tools = plan_tools(served.chat_format, req.tools, req.messages)
+    prompt = served.chat_format.render(messages, continue_assistant=request.app[config_key].continue_assistant,
+                                       thinking=req.thinking, tools=offered)
+    tokens = served.tokenize_chat(prompt.text, messages)
     served.check_fits(tokens, "messages")
-    return await respond(request, ChatFrames(served.model_id), tokens, req.options,
-                         in_reasoning=prompt.in_reasoning, reasoning=served.chat_format.has_reasoning)
+    frames = ChatFrames(served, req.options, tools_active=tools is not None)
+    return await respond(request, frames, tokens, req.options, in_reasoning=prompt.in_reasoning,
+                         reasoning=served.chat_format.has_reasoning, tools=tools)
 
 
 @routes.post("/v1/completions")
@@ -88,17 +94,19 @@ async def completions(request: web.Request) -> web.StreamResponse:
     served = request.app[model_key]
     tokens = served.tokenize_completion(req.prompt)
     served.check_fits(tokens, "prompt")
-    return await respond(request, CompletionFrames(served.model_id), tokens, req.options)
+    return await respond(request, CompletionFrames(served, req.options, prompt=req.prompt, tokens=tokens), tokens,
+                         req.options)
 
 
 async def respond(request: web.Request, frames: "Frames", tokens: list[int], options: Options, *,
-                  in_reasoning: bool = False, reasoning: bool = False) -> web.StreamResponse:
+                  in_reasoning: bool = False, reasoning: bool = False,
+                  tools: ToolSetup | None = None) -> web.StreamResponse:
     app = request.app
     served = app[model_key]
     async with app[scheduler_key].admit(options.cache_slot, tokens) as lease:
         outcome = Outcome()
         deltas = served.generate(lease, tokens, options, outcome, in_reasoning=in_reasoning, reasoning=reasoning,
-                                 observer=app[metrics_key])
+                                 tools=tools, observer=app[metrics_key])
         headers = {"x-colibri-queue-wait-ms": str(round(lease.wait_s * 1000))}
         if options.stream:
             return await stream(request, frames, deltas, outcome, options, headers)
@@ -137,6 +145,8 @@ async def stream(request: web.Request, frames: "Frames", deltas: AsyncIterator[D
             request.transport.close()  # once a 200 has gone out, an error only closes the socket
         raise StreamAborted(resp) from err  # the scheduler counts it failed; the middleware returns resp
     await start()
+    for chunk in frames.tool_calls(outcome, usage):  # after all text (serve-api spec)
+        await resp.write(frame(chunk))
     await resp.write(frame(frames.finish(outcome.finish_reason or "stop", usage)))
     if usage:
         await resp.write(frame(frames.usage(outcome)))
@@ -152,9 +162,11 @@ class Frames:
 
     object_whole = object_chunk = prefix = ""
 
-    def __init__(self, model_id: str):
+    def __init__(self, served: ServedModel, options: Options):
         self.id = self.prefix + secrets.token_hex(16)
-        self.model = model_id
+        self.served = served
+        self.options = options
+        self.model = served.model_id
         self.created = int(time.time())
 
     def head(self, obj: str) -> dict:
@@ -174,9 +186,25 @@ class Frames:
     def opening(self, usage: bool) -> list[dict]:
         return []
 
+    def tool_calls(self, outcome: Outcome, usage: bool) -> list[dict]:
+        return []
+
+    def entries(self, outcome: Outcome) -> list[Entry]:
+        """The generated tokens behind the returned text, checked against the engine's count."""
+        if outcome.engine_generated is not None and outcome.engine_generated != len(outcome.tokens):
+            raise ApiError(500, "engine_logprob_records_incomplete",
+                           f"the engine generated {outcome.engine_generated} tokens but sent records for "
+                           f"{len(outcome.tokens)}")
+        return described_tokens(outcome.records, "".join(outcome.raw), outcome.answer or Spans(),
+                                self.options.top_logprobs, self.served.engine.n_vocab)
+
 
 class ChatFrames(Frames):
     object_whole, object_chunk, prefix = "chat.completion", "chat.completion.chunk", "chatcmpl-"
+
+    def __init__(self, served: ServedModel, options: Options, tools_active: bool = False):
+        super().__init__(served, options)
+        self.tools_active = tools_active
 
     def opening(self, usage: bool) -> list[dict]:
         return [self.chunk({"delta": {"role": "assistant", "content": ""}}, usage)]
@@ -192,15 +220,26 @@ class ChatFrames(Frames):
     def keepalive(self, usage: bool) -> dict:
         return self.chunk({"delta": {"reasoning_content": ""}}, usage)
 
+    def tool_calls(self, outcome: Outcome, usage: bool) -> list[dict]:
+        return [self.chunk({"delta": {"tool_calls": [{"index": i, **call}]}}, usage)
+                for i, call in enumerate(outcome.tool_calls)]
+
     def finish(self, reason: str, usage: bool) -> dict:
         return self.chunk({"delta": {}, "finish_reason": reason}, usage)
 
     def whole(self, outcome: Outcome) -> dict:
-        message = {"role": "assistant", "content": "".join(outcome.content), "refusal": None}
+        content = outcome.text
+        message = {"role": "assistant", "content": None if self.tools_active and not content else content,
+                   "refusal": None}
         if outcome.reasoning:
             message["reasoning_content"] = "".join(outcome.reasoning)
+        if outcome.tool_calls:
+            message["tool_calls"] = outcome.tool_calls
+        logprobs = None
+        if self.options.logprobs:
+            logprobs = chat_logprobs(self.entries(outcome), self.served.token_text, self.served.token_bytes)
         return {**self.head(self.object_whole),
-                "choices": [{"index": 0, "message": message, "logprobs": None,
+                "choices": [{"index": 0, "message": message, "logprobs": logprobs,
                              "finish_reason": outcome.finish_reason or "stop"}],
                 "usage": outcome.usage}
 
@@ -208,6 +247,11 @@ class ChatFrames(Frames):
 class CompletionFrames(Frames):
     object_whole = object_chunk = "text_completion"
     prefix = "cmpl-"
+
+    def __init__(self, served: ServedModel, options: Options, prompt: str = "", tokens: list[int] | None = None):
+        super().__init__(served, options)
+        self.prompt = prompt
+        self.tokens = tokens or []
 
     def delta(self, d: Delta, usage: bool) -> dict:
         return self.chunk({"text": d.reasoning + d.content}, usage)
@@ -219,7 +263,30 @@ class CompletionFrames(Frames):
         return self.chunk({"text": "", "finish_reason": reason}, usage)
 
     def whole(self, outcome: Outcome) -> dict:
+        text = "".join(outcome.reasoning) + outcome.text
+        logprobs = None
+        if self.options.logprobs:
+            rows = []
+            if self.options.echo:
+                rows = prompt_rows(outcome.readout, len(self.tokens), self.options.top_logprobs,
+                                   self.served.engine.n_vocab, self.echo_texts())
+            logprobs = legacy_logprobs(rows, self.entries(outcome), self.served.token_text)
+            text = "".join(logprobs["tokens"])  # the echoed prompt, then the completion
         return {**self.head(self.object_whole),
-                "choices": [{"index": 0, "text": "".join(outcome.reasoning) + "".join(outcome.content),
-                             "logprobs": None, "finish_reason": outcome.finish_reason or "stop"}],
+                "choices": [{"index": 0, "text": text, "logprobs": logprobs,
+                             "finish_reason": outcome.finish_reason or "stop"}],
                 "usage": outcome.usage}
+
+    def echo_texts(self) -> list[str]:
+        """Each prompt token's characters: control tokens the prompt spells keep their text,
+        the BOS the tokenizer added has none; a character split over tokens goes to its last."""
+        engine = self.served.engine
+        detok = Detokenizer()
+        texts = []
+        for i, tok in enumerate(self.tokens):
+            added_bos = i == 0 and tok == engine.bos and not self.prompt.startswith(
+                engine.token_bytes(tok, special=True).decode("utf-8", "replace"))
+            texts.append("" if added_bos else detok.feed(engine.token_bytes(tok, special=True)))
+        if texts:
+            texts[-1] += detok.flush()
+        return texts

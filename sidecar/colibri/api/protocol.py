@@ -2,11 +2,12 @@
 
 Every field is either honoured, accepted-and-ignored (the spec's bookkeeping
 list), or refused by name; an unknown field is refused too, so a client never
-believes a setting took effect when it did not. Log-probs and tools are the
-next issue's: until then they are refused with `unsupported_parameter`.
+believes a setting took effect when it did not.
 """
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 
 from colibri.api.errors import ApiError, bad_request
@@ -27,7 +28,8 @@ CHAT_ONLY = frozenset({"messages", "top_logprobs", "tools", "tool_choice", "func
                        "response_format", "enable_thinking", "reasoning_effort", "preserve_thinking",
                        "strict_tool_calls"})
 COMPLETION_ONLY = frozenset({"prompt", "suffix"})
-CHAT_ROLES = ("system", "developer", "user", "assistant")
+CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 
 
 @dataclass(frozen=True)
@@ -53,13 +55,42 @@ class Options:
     stop: list[str] = field(default_factory=list)
     ignore_leading_stop: bool = False
     cache_slot: int | None = None
+    logprobs: bool = False  # per-token log-probabilities in the reply
+    top_logprobs: int = 0  # entries of the top-k table per token (the engine's read-out, 0..32)
+    echo: bool = False  # /v1/completions: the prompt, with its read-out, before the completion
 
 
 @dataclass
 class Message:
-    role: str  # system, user or assistant ("developer" is read as system)
+    role: str  # system, user, assistant or tool ("developer" is read as system)
     content: str
     reasoning_content: str | None = None
+    tool_calls: list[dict] | None = None  # assistant: [{"id", "type": "function", "function": {"name", "arguments"}}]
+    tool_call_id: str | None = None  # tool: the call this result answers
+    name: str | None = None
+
+
+@dataclass
+class ToolChoice:
+    mode: str = "none"  # none, auto, required, function
+    name: str | None = None  # mode "function": the one tool to call
+
+
+@dataclass
+class Tools:
+    """The functions a chat request declares and what it asks of them."""
+
+    declared: list[dict] = field(default_factory=list)  # OpenAI tool objects, as sent
+    choice: ToolChoice = field(default_factory=ToolChoice)
+    strict: bool = False  # strict_tool_calls: only complete, valid calls, else 502
+
+    @property
+    def active(self) -> bool:
+        return self.choice.mode != "none"
+
+    @property
+    def schemas(self) -> dict[str, dict]:
+        return {t["function"]["name"]: t["function"].get("parameters") or {"type": "object"} for t in self.declared}
 
 
 @dataclass
@@ -78,6 +109,7 @@ class ChatRequest:
     messages: list[Message]
     options: Options
     thinking: Thinking
+    tools: Tools = field(default_factory=Tools)
 
 
 @dataclass
@@ -185,8 +217,8 @@ def parse_modalities(body: dict) -> None:
 def parse_chat(body: dict, limits: Limits) -> ChatRequest:
     check_fields(body, COMMON | CHAT_ONLY)
     options = parse_options(body, limits)
-    refuse_chat_logprobs(body, options)
-    refuse_tools(body)
+    parse_chat_logprobs(body, options)
+    tools = parse_tools(body, options)
     fmt = opt_object(body, "response_format")
     if fmt is not None and fmt.get("type") != "text":
         raise ApiError(400, "unsupported_value",
@@ -197,14 +229,15 @@ def parse_chat(body: dict, limits: Limits) -> ChatRequest:
         raise out_of_range("reasoning_effort", "one of " + ", ".join(REASONING_EFFORTS), effort)
     thinking = Thinking(enable=opt_bool(body, "enable_thinking"), effort=effort,
                         preserve=opt_bool(body, "preserve_thinking"))
-    return ChatRequest(messages=parse_messages(body.get("messages")), options=options, thinking=thinking)
+    return ChatRequest(messages=parse_messages(body.get("messages")), options=options, thinking=thinking, tools=tools)
 
 
-def refuse_chat_logprobs(body: dict, options: Options) -> None:
+def parse_chat_logprobs(body: dict, options: Options) -> None:
+    """logprobs is a boolean gate on chat; top_logprobs (0..32) is checked even while it is closed."""
     value = body.get("logprobs")
     if value is not None and not isinstance(value, bool):
         raise wrong_type("logprobs", "a boolean on chat completions", value)
-    opt_int(body, "top_logprobs", lo=0, hi=MAX_TOP_LOGPROBS)  # checked even while the gate is closed
+    top = opt_int(body, "top_logprobs", lo=0, hi=MAX_TOP_LOGPROBS, default=0)
     echo = body.get("echo")
     if echo is not None and not isinstance(echo, bool):
         raise wrong_type("echo", "a boolean", echo)
@@ -212,27 +245,70 @@ def refuse_chat_logprobs(body: dict, options: Options) -> None:
         raise ApiError(400, "unsupported_parameter", "chat completions have no 'echo'; use /v1/completions",
                        param="echo")
     if value and options.stream:
-        raise ApiError(400, "unsupported_parameter", "'logprobs' cannot be combined with 'stream'", param="logprobs")
-    if value:
-        raise ApiError(400, "unsupported_parameter", "log probabilities are not available on this server yet",
-                       param="logprobs")
+        raise ApiError(400, "unsupported_parameter", "'logprobs' cannot be combined with 'stream': per-delta "
+                                                     "log probabilities are not built", param="logprobs")
+    options.logprobs = bool(value)
+    options.top_logprobs = top if value else 0  # a valid top_logprobs with logprobs off is a no-op
 
 
-def refuse_tools(body: dict) -> None:
+def parse_tools(body: dict, options: Options) -> Tools:
     for name in ("functions", "function_call"):
         if body.get(name) is not None:
-            raise ApiError(400, "unsupported_parameter", f"'{name}' is not supported", param=name)
-    tools = body.get("tools")
-    if tools is not None and not isinstance(tools, list):
-        raise wrong_type("tools", "an array", tools)
-    if tools:
-        raise ApiError(400, "unsupported_parameter", "tool calling is not available on this server yet", param="tools")
-    choice = body.get("tool_choice")
-    if choice not in (None, "none", "auto"):
-        raise ApiError(400, "unsupported_parameter", "'tool_choice' needs tools, which this server does not offer yet",
-                       param="tool_choice")
-    if body.get("strict_tool_calls"):
-        raise ApiError(400, "unsupported_parameter", "'strict_tool_calls' needs tools", param="strict_tool_calls")
+            raise ApiError(400, "unsupported_parameter", f"'{name}' is the retired form of tools; send 'tools'",
+                           param=name)
+    value = body.get("tools")
+    if value is not None and not isinstance(value, list):
+        raise wrong_type("tools", "an array", value)
+    declared = [parse_tool(t, f"tools.{i}") for i, t in enumerate(value or [])]
+    names = [t["function"]["name"] for t in declared]
+    if len(set(names)) != len(names):
+        raise bad_request("invalid_value", "two tools share a name", "tools")
+    choice = parse_tool_choice(body.get("tool_choice"), names)
+    strict = bool(opt_bool(body, "strict_tool_calls", False))
+    if strict and options.stream:
+        raise ApiError(400, "unsupported_parameter", "'strict_tool_calls' requires 'stream': false",
+                       param="strict_tool_calls")
+    if strict and options.logprobs:
+        raise ApiError(400, "unsupported_parameter", "'strict_tool_calls' cannot be combined with 'logprobs'",
+                       param="strict_tool_calls")
+    return Tools(declared=declared, choice=choice, strict=strict)
+
+
+def parse_tool(tool: object, where: str) -> dict:
+    if not isinstance(tool, dict):
+        raise wrong_type(where, "an object", tool)
+    if tool.get("type") != "function":
+        raise ApiError(400, "unsupported_value", f"only tools of type 'function' are supported, got "
+                                                 f"{tool.get('type')!r}", param=f"{where}.type")
+    fn = tool.get("function")
+    if not isinstance(fn, dict):
+        raise wrong_type(f"{where}.function", "an object", fn)
+    name = fn.get("name")
+    if not isinstance(name, str) or not TOOL_NAME.match(name):
+        raise bad_request("invalid_value", "a function name must be 1-64 letters, digits, '_', '-', '.' or ':'",
+                          f"{where}.function.name")
+    if fn.get("description") is not None and not isinstance(fn["description"], str):
+        raise wrong_type(f"{where}.function.description", "a string", fn["description"])
+    if fn.get("parameters") is not None and not isinstance(fn["parameters"], dict):
+        raise wrong_type(f"{where}.function.parameters", "a JSON Schema object", fn["parameters"])
+    return {"type": "function", "function": {k: v for k, v in fn.items() if v is not None}}
+
+
+def parse_tool_choice(value: object, names: list[str]) -> ToolChoice:
+    if value is None:
+        return ToolChoice("auto" if names else "none")
+    if value in ("none", "auto", "required"):
+        if value == "required" and not names:
+            raise bad_request("invalid_value", "tool_choice 'required' needs at least one tool", "tool_choice")
+        return ToolChoice(value if names else "none")
+    if isinstance(value, dict) and value.get("type") == "function" and isinstance(value.get("function"), dict):
+        name = value["function"].get("name")
+        if name not in names:
+            raise bad_request("invalid_value", f"tool_choice names {name!r}, which is not among the declared tools",
+                              "tool_choice.function.name")
+        return ToolChoice("function", name)
+    raise bad_request("invalid_value", "tool_choice must be 'none', 'auto', 'required' or "
+                                       "{'type': 'function', 'function': {'name': ...}}", "tool_choice")
 
 
 def parse_messages(value: object) -> list[Message]:
@@ -253,11 +329,11 @@ def parse_message(m: object, i: int) -> Message:
     if not isinstance(role, str):
         raise wrong_type(f"{where}.role", "a string", role)
     if role not in CHAT_ROLES:
-        hint = " (tool messages need tool calling, not available yet)" if role in ("tool", "function") else ""
-        raise ApiError(400, "unsupported_role", f"role {role!r} is not supported{hint}", param=f"{where}.role")
-    if m.get("tool_calls") or m.get("function_call"):
-        raise ApiError(400, "unsupported_parameter", "assistant tool calls are not available on this server yet",
-                       param=f"{where}.tool_calls")
+        raise ApiError(400, "unsupported_role", f"role {role!r} is not supported", param=f"{where}.role")
+    if m.get("function_call"):
+        raise ApiError(400, "unsupported_parameter", "'function_call' is the retired form of tool_calls",
+                       param=f"{where}.function_call")
+    tool_calls = parse_tool_calls(m.get("tool_calls"), f"{where}.tool_calls") if role == "assistant" else None
     content = m.get("content")
     if content is None and role != "assistant":
         raise ApiError(400, "missing_required_parameter", f"{role} messages need 'content'", param=f"{where}.content")
@@ -267,8 +343,43 @@ def parse_message(m: object, i: int) -> Message:
     name = m.get("name")
     if name is not None and not isinstance(name, str):
         raise wrong_type(f"{where}.name", "a string", name)
+    call_id = m.get("tool_call_id")
+    if role == "tool" and not isinstance(call_id, str):
+        raise ApiError(400, "missing_required_parameter", "tool messages need the 'tool_call_id' they answer",
+                       param=f"{where}.tool_call_id")
     return Message(role="system" if role == "developer" else role, content=content_text(content, f"{where}.content"),
-                   reasoning_content=reasoning)
+                   reasoning_content=reasoning, tool_calls=tool_calls, tool_call_id=call_id if role == "tool" else None,
+                   name=name)
+
+
+def parse_tool_calls(value: object, where: str) -> list[dict] | None:
+    """An assistant turn's tool calls, with arguments decoded to objects where they are JSON
+    (the form chat templates iterate over)."""
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise wrong_type(where, "an array", value)
+    calls = []
+    for j, call in enumerate(value):
+        at = f"{where}.{j}"
+        if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
+            raise wrong_type(at, "an object with a 'function'", call)
+        fn = call["function"]
+        if not isinstance(fn.get("name"), str):
+            raise wrong_type(f"{at}.function.name", "a string", fn.get("name"))
+        args = fn.get("arguments", "{}")
+        if not isinstance(args, str):
+            raise wrong_type(f"{at}.function.arguments", "a JSON string", args)
+        try:
+            decoded = json.loads(args) if args.strip() else {}
+        except json.JSONDecodeError:
+            decoded = args
+        call_id = call.get("id")
+        if call_id is not None and not isinstance(call_id, str):
+            raise wrong_type(f"{at}.id", "a string", call_id)
+        calls.append({"id": call_id or f"call_{j}", "type": "function",
+                      "function": {"name": fn["name"], "arguments": decoded}})
+    return calls or None
 
 
 def content_text(content: object, where: str) -> str:
@@ -314,11 +425,12 @@ def parse_completion(body: dict, limits: Limits) -> CompletionRequest:
         raise wrong_type("suffix", "a string", suffix)
     if suffix:
         raise ApiError(400, "unsupported_parameter", "'suffix' (infill) is not supported", param="suffix")
-    refuse_completion_logprobs(body, options)
+    parse_completion_logprobs(body, options)
     return CompletionRequest(prompt=prompt, options=options)
 
 
-def refuse_completion_logprobs(body: dict, options: Options) -> None:
+def parse_completion_logprobs(body: dict, options: Options) -> None:
+    """The legacy integer logprobs (0..32; 0, false and null mean none) and boolean echo."""
     value = body.get("logprobs")
     if value is True:
         raise wrong_type("logprobs", "an integer count from 0 to 32 on completions", value)
@@ -329,7 +441,8 @@ def refuse_completion_logprobs(body: dict, options: Options) -> None:
     if count and options.stream:
         raise ApiError(400, "unsupported_parameter", "'logprobs' cannot be combined with 'stream'", param="logprobs")
     if echo and not count:
-        raise bad_request("invalid_value", "'echo' requires 'logprobs'", "echo")
-    if count:
-        raise ApiError(400, "unsupported_parameter", "log probabilities are not available on this server yet",
-                       param="logprobs")
+        raise bad_request("invalid_value", "'echo' requires 'logprobs': the echo is built from the per-token "
+                                           "records", "echo")
+    options.logprobs = bool(count)
+    options.top_logprobs = count or 0
+    options.echo = bool(echo) and bool(count)

@@ -11,11 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 from colibri.api.errors import ApiError
+from colibri.api.logprobs import TokenRecord
 from colibri.api.protocol import Message, Options
 from colibri.chat.builtin_templates import TURN_OPENERS
 from colibri.chat.prompt import ChatFormat
 from colibri.chat.reasoning import ReasoningSplitter
+from colibri.chat.spans import Spans
 from colibri.chat.stops import StopFilter
+from colibri.chat.tools import ToolFormat, strict_problems
 from colibri.chat.turns import END, SKIP, turn_marker
 from colibri.detok import Detokenizer
 from colibri.engine_thread import Finish, GenRequest, SlotBusy
@@ -33,6 +36,15 @@ class Delta:
 
 
 @dataclass
+class ToolSetup:
+    """What a chat request's tools ask of one generation."""
+
+    format: ToolFormat
+    schemas: dict[str, dict]
+    strict: bool = False
+
+
+@dataclass
 class Outcome:
     """How a generation ended, filled in as it runs."""
 
@@ -42,6 +54,17 @@ class Outcome:
     tokens: list[int] = field(default_factory=list)
     content: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
+    records: list[TokenRecord] = field(default_factory=list)  # per generated token, for log-probs
+    raw: list[str] = field(default_factory=list)  # the generated text before any filter
+    answer: Spans | None = None  # which raw characters reached `content`
+    tool_calls: list[dict] = field(default_factory=list)  # OpenAI shape, after all text
+    readout: list | None = None  # the prompt read-out (echo)
+    engine_generated: int | None = None  # tokens the engine says it generated (when it ran to its end)
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.content)
 
     @property
     def usage(self) -> dict:
@@ -68,6 +91,17 @@ class ServedModel:
         self.arch = arch
         self.created = int(time.time())
         self.turn_opener_ids = self._single_special_tokens(TURN_OPENERS)
+        self._bytes: dict[int, bytes] = {}
+
+    def token_bytes(self, token: int) -> bytes:
+        """A token's bytes (cached: the vocabulary does not change)."""
+        data = self._bytes.get(token)
+        if data is None:
+            data = self._bytes[token] = self.engine.token_bytes(token)
+        return data
+
+    def token_text(self, token: int) -> str:
+        return self.token_bytes(token).decode("utf-8", "replace")
 
     @property
     def n_ctx(self) -> int:
@@ -121,34 +155,53 @@ class ServedModel:
     # ---- generation -------------------------------------------------------------
 
     async def generate(self, lease: Lease, prompt: list[int], options: Options, outcome: Outcome, *,
-                       in_reasoning: bool = False, reasoning: bool = False,
+                       in_reasoning: bool = False, reasoning: bool = False, tools: ToolSetup | None = None,
                        observer: Observer | None = None) -> AsyncIterator[Delta]:
-        """Deltas of text as they become final; `outcome` says how it ended. Leaving early
-        (client gone) cancels the engine's work on this slot."""
+        """Deltas of text as they become final; `outcome` says how it ended (and, with tools,
+        holds the calls, which come after all text). Leaving early (client gone) cancels the
+        engine's work on this slot."""
         outcome.prompt_tokens = len(prompt)
+        outcome.cached_tokens = 0 if options.echo else min(lease.cached, len(prompt))  # until the engine says
         budget = min(options.max_tokens, self.n_ctx - len(prompt))  # a ceiling, clamped to what the context holds
-        req = GenRequest(slot=lease.slot, prompt=list(prompt), max_tokens=budget,
-                                temperature=options.temperature, top_p=options.top_p, seed=options.seed)
-        detok = Detokenizer(self.engine.token_bytes)
+        req = GenRequest(slot=lease.slot, prompt=list(prompt), max_tokens=budget, temperature=options.temperature,
+                         top_p=options.top_p, seed=options.seed, top_logprobs=options.top_logprobs, echo=options.echo)
+        detok = Detokenizer(self.token_bytes)
         stops = StopFilter(options.stop, ignore_leading=options.ignore_leading_stop)
         split = ReasoningSplitter(in_reasoning) if reasoning else None
+        section = StopFilter([tools.format.opener]) if tools else None  # the answer ends where calls begin
+
+        def stage(text: str) -> Delta:
+            said, answer = split.feed(text) if split else ("", text)
+            return Delta(content=section.feed(answer) if section else answer, reasoning=said)
+
         shown = False  # some non-whitespace text went out: a turn marker now ends the reply
+        ended = False  # the reply is over; an echo still waits for the engine's Finish (its read-out)
         t0 = time.monotonic()
         first_output = None
+        raw_len = 0
         events = self._events(req)
         try:
             async for ev in events:
                 if isinstance(ev, Finish):  # always the last event
-                    self._finish(ev, outcome)
+                    self._finish(ev, outcome, counted=not ended)
                     break
+                if ended:
+                    continue
                 outcome.tokens.append(ev.token)
                 marker = turn_marker(ev.token, self.turn_opener_ids, shown)
-                if marker == END:
-                    outcome.finish_reason = "stop"
-                    break
-                if marker == SKIP:
+                if marker is not None:
+                    outcome.records.append(TokenRecord(ev.token, ev.logprob, ev.top, b"", raw_len, raw_len))
+                    if marker == END:
+                        outcome.finish_reason = "stop"
+                        ended = True
+                        if not options.echo:
+                            break
                     continue  # a leading marker is ignored (serve-api spec)
-                raw = detok.add(ev.token)
+                data = self.token_bytes(ev.token)
+                raw = detok.feed(data)
+                outcome.records.append(TokenRecord(ev.token, ev.logprob, ev.top, data, raw_len, raw_len + len(raw)))
+                outcome.raw.append(raw)
+                raw_len += len(raw)
                 if raw and first_output is None:
                     first_output = time.monotonic() - t0
                     if observer:
@@ -156,21 +209,56 @@ class ServedModel:
                 text = stops.feed(raw)
                 if text:
                     shown = shown or bool(text.strip())
-                    delta = _split(split, text)
-                    if delta:
+                    delta = stage(text)
+                    if delta.content or delta.reasoning:
                         yield _record(outcome, delta)
                 if stops.matched is not None:
                     outcome.finish_reason = "stop"
-                    break
-            tail = stops.feed(detok.flush()) + stops.flush()
-            delta = _merge(_split(split, tail), _flush(split))
-            if delta:
+                    ended = True
+                    if not options.echo:
+                        break
+            tail = detok.flush()  # a dangling partial character: U+FFFD, the last token's text
+            if tail and outcome.records:
+                outcome.records[-1].end += len(tail)
+                outcome.raw.append(tail)
+            delta = stage(stops.feed(tail) + stops.flush())
+            if split:
+                said, answer = split.flush()
+                delta = Delta(content=delta.content + (section.feed(answer) if section else answer),
+                              reasoning=delta.reasoning + said)
+            if section:
+                delta.content += section.flush()
+            if delta.content or delta.reasoning:
                 yield _record(outcome, delta)
+            answer = split.answer.through(stops.kept) if split else stops.kept
+            outcome.answer = section.kept.through(answer) if section else answer
+            if section and section.matched is not None:
+                calls = self._tool_calls(tools, section, outcome)
+                if calls is None:  # nothing parsed as a call: the section was text after all
+                    outcome.answer = answer
+                    yield _record(outcome, Delta(content=section.matched + section.after))
         finally:
             await events.aclose()  # a stop match or a gone client ends the slot's work now, not at GC
             if observer:
                 observer.observe("engine_call", time.monotonic() - t0)
             lease.tokens = list(prompt) + outcome.tokens
+
+    @staticmethod
+    def _tool_calls(tools: ToolSetup, section: StopFilter, outcome: Outcome) -> list[dict] | None:
+        """The calls of the tool section, in OpenAI's shape; None when it holds none."""
+        parsed = tools.format.parse(section.after, tools.schemas)
+        if tools.strict:
+            problems = strict_problems(parsed, tools.schemas, cut_off=outcome.finish_reason == "length")
+            if problems:
+                raise ApiError(502, "invalid_model_tool_call", "the model's tool call cannot be executed: "
+                                                               + "; ".join(problems))
+        named = [c for c in parsed.calls if c.name]
+        if not named:
+            return None
+        outcome.tool_calls = [{"id": tools.format.call_id(), "type": "function",
+                               "function": {"name": c.name, "arguments": c.arguments_json()}} for c in named]
+        outcome.finish_reason = "tool_calls"
+        return outcome.tool_calls
 
     async def _events(self, req: Any) -> AsyncIterator[Any]:
         """The engine thread's events for req. A slot freed a moment ago may still be winding
@@ -198,36 +286,19 @@ class ServedModel:
             return
 
     @staticmethod
-    def _finish(ev: Finish, outcome: Outcome) -> None:
+    def _finish(ev: Finish, outcome: Outcome, counted: bool) -> None:
         outcome.cached_tokens = ev.n_reused
+        outcome.readout = ev.prompt_readout
+        outcome.timings = ev.timings
+        if not counted:
+            return  # the reply already ended (a stop matched) and has its finish reason
+        outcome.engine_generated = ev.n_generated
         if ev.reason in FINISH_REASONS:
             outcome.finish_reason = FINISH_REASONS[ev.reason]
         elif ev.reason == "cancelled":
             raise ApiError(503, "engine_unavailable", "the engine stopped this generation (shutting down)")
         else:
             raise ApiError(500, "engine_error", f"the engine failed: {ev.error or ev.reason}")
-
-
-def _split(split: ReasoningSplitter | None, text: str) -> Delta | None:
-    if not text:
-        return None
-    if split is None:
-        return Delta(content=text)
-    reasoning, content = split.feed(text)
-    return Delta(content=content, reasoning=reasoning) if (reasoning or content) else None
-
-
-def _flush(split: ReasoningSplitter | None) -> Delta | None:
-    if split is None:
-        return None
-    reasoning, content = split.flush()
-    return Delta(content=content, reasoning=reasoning) if (reasoning or content) else None
-
-
-def _merge(a: Delta | None, b: Delta | None) -> Delta | None:
-    if a is None or b is None:
-        return a or b
-    return Delta(content=a.content + b.content, reasoning=a.reasoning + b.reasoning)
 
 
 def _record(outcome: Outcome, delta: Delta) -> Delta:

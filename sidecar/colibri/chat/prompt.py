@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from colibri.api.errors import ApiError, bad_request
 from colibri.api.protocol import Message, Thinking
 from colibri.chat.template import ChatTemplate, TemplateRefused
+from colibri.chat.tools import ToolFormat, tool_format
 
 
 @dataclass
@@ -32,19 +33,30 @@ class ChatFormat:
     def has_reasoning(self) -> bool:
         return self.template is not None and self.template.has_reasoning
 
+    @property
+    def tool_format(self) -> ToolFormat | None:
+        """The family's native tool-call format (None: the template offers no tools)."""
+        return tool_format(self.template.source if self.template else None)
+
     def render(self, messages: list[Message], *, continue_assistant: bool = True,
-               thinking: Thinking | None = None) -> Prompt:
+               thinking: Thinking | None = None, tools: list[dict] | None = None) -> Prompt:
+        """tools: OpenAI tool objects to offer (already narrowed to what tool_choice allows)."""
         if self.template is None:
             raise ApiError(400, "unsupported_endpoint",
                            "this model file has no chat template and colibri has none for its family; "
                            "use /v1/completions with a raw prompt")
         kwargs = self._thinking_kwargs(thinking or Thinking())
+        if tools:
+            kwargs["tools"] = tools
         last = messages[-1]
-        if last.role == "assistant" and last.content == "":
+        if last.role == "assistant" and last.content == "" and not last.tool_calls:
             messages = messages[:-1]  # an empty trailing turn asks for a fresh answer
             if not messages:
                 raise bad_request("invalid_value", "the conversation has no message to answer", "messages")
-        elif last.role == "assistant" and continue_assistant:
+        elif last.role == "assistant" and continue_assistant and not last.tool_calls:
+            if tools:  # the tool-call parsers read an assistant turn from its start
+                raise bad_request("invalid_value", "a trailing assistant turn cannot be continued together with "
+                                                   "tools", f"messages.{len(messages) - 1}")
             return self._continue(messages, kwargs)
         return self._finish(self._render(messages, True, kwargs))
 
@@ -67,9 +79,15 @@ class ChatFormat:
             raise bad_request("invalid_value", str(exc), "messages") from exc
 
     def _as_dict(self, m: Message) -> dict:
-        d = {"role": m.role, "content": m.content}
+        d: dict = {"role": m.role, "content": m.content}
         if m.reasoning_content is not None and self.has_reasoning:
             d["reasoning_content"] = m.reasoning_content
+        if m.tool_calls:  # only when present: some templates test `tool_calls is defined`
+            d["tool_calls"] = m.tool_calls
+        if m.role == "tool":
+            d["tool_call_id"] = m.tool_call_id
+            if m.name:
+                d["name"] = m.name
         return d
 
     def _thinking_kwargs(self, thinking: Thinking) -> dict:

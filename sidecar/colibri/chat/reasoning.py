@@ -3,9 +3,12 @@
 Families with a reasoning mode write `<think>...</think>` before the answer
 (or start inside the block when the prompt's cue opened it). The block's
 text goes to `reasoning_content`, the rest to `content`; a tag split across
-two pieces is held back until it is whole.
+two pieces is held back until it is whole. `answer` records which input
+characters became content (log-prob alignment).
 """
 from __future__ import annotations
+
+from colibri.chat.spans import Spans
 
 OPEN, CLOSE = "<think>", "</think>"
 
@@ -13,13 +16,17 @@ OPEN, CLOSE = "<think>", "</think>"
 class ReasoningSplitter:
     def __init__(self, in_reasoning: bool = False):
         self.in_reasoning = in_reasoning
+        self.answer = Spans()
         self._held = ""
+        self._pos = 0  # input characters fed so far; _held is always their tail
         self._started = in_reasoning  # only a block at the start of the reply is reasoning
         self._after_block = False
 
     def feed(self, text: str) -> tuple[str, str]:
         """(reasoning, content) completed by this piece."""
         buf = self._held + text
+        base = self._pos - len(self._held)  # input offset of buf[0]
+        self._pos += len(text)
         self._held = ""
         reasoning, content = [], []
         while buf:
@@ -31,7 +38,7 @@ class ReasoningSplitter:
                     self._held = buf[len(buf) - keep:]
                     break
                 reasoning.append(buf[:i])
-                buf = buf[i + len(CLOSE):]
+                buf, base = buf[i + len(CLOSE):], base + i + len(CLOSE)
                 self.in_reasoning = False
                 self._started = True
                 self._after_block = True  # the newlines that follow the tag are layout, not answer
@@ -40,24 +47,30 @@ class ReasoningSplitter:
                 stripped = buf.lstrip()
                 if stripped.startswith(OPEN):
                     self.in_reasoning = self._started = True
-                    buf = stripped[len(OPEN):].lstrip("\n")
+                    rest = stripped[len(OPEN):].lstrip("\n")
+                    buf, base = rest, base + len(buf) - len(rest)
                     continue
                 if OPEN.startswith(stripped):  # maybe the start of the tag: wait for more
                     self._held = buf
                     break
                 self._started = True
             if self._after_block:
-                buf = buf.lstrip("\n")
+                rest = buf.lstrip("\n")
+                buf, base = rest, base + len(buf) - len(rest)
                 if not buf:
                     break
                 self._after_block = False
             content.append(buf)
+            self.answer.add(base, base + len(buf))
             break
         return "".join(reasoning), "".join(content)
 
     def flush(self) -> tuple[str, str]:
         held, self._held = self._held, ""
-        return (held, "") if self.in_reasoning else ("", held)
+        if self.in_reasoning:
+            return held, ""
+        self.answer.add(self._pos - len(held), self._pos)
+        return "", held
 
 
 def _partial(buf: str, tag: str) -> int:

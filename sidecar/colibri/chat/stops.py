@@ -9,8 +9,14 @@ only the characters that could still be the start of a stop are held back.
 ignore_leading: stops met before the first non-whitespace text are dropped
 and generation goes on (x_colibri_ignore_leading_stop, and the implicit
 role-marker stops some templates need).
+
+`kept` records which input characters were let through (log-prob alignment);
+`after` collects the text that follows a match (a tool-call section opener
+uses this filter to split the answer from the calls).
 """
 from __future__ import annotations
+
+from colibri.chat.spans import Spans
 
 
 class StopFilter:
@@ -18,14 +24,20 @@ class StopFilter:
         self.stops = [s for s in stops if s]
         self.ignore_leading = ignore_leading
         self.matched: str | None = None
+        self.kept = Spans()  # input characters let through, in input offsets
+        self.after = ""  # input after the match
         self._held = ""
+        self._pos = 0  # input characters fed so far; _held is always their tail
         self._seen_text = False  # some non-whitespace text has been let through
 
     def feed(self, text: str) -> str:
         """The text that is now safe to emit; "" once a stop has matched."""
         if self.matched is not None:
+            self.after += text
             return ""
         buf = self._held + text
+        base = self._pos - len(self._held)
+        self._pos += len(text)
         out = []
         while True:
             hit = self._first_match(buf)
@@ -33,25 +45,27 @@ class StopFilter:
                 break
             start, stop = hit
             before = buf[:start]
+            out.append(self._keep(before, base))
             if self.ignore_leading and not self._seen_text and not before.strip():
-                out.append(before)  # a leading stop: drop it, keep what came before, go on
-                buf = buf[start + len(stop):]
+                buf = buf[start + len(stop):]  # a leading stop: drop it, keep what came before, go on
+                base += start + len(stop)
                 continue
-            out.append(before)
             self.matched = stop
+            self.after = buf[start + len(stop):]
             self._held = ""
-            return self._note("".join(out))
+            return "".join(out)
         keep = self._partial_suffix(buf)
         self._held = buf[len(buf) - keep:] if keep else ""
-        out.append(buf[:len(buf) - keep])
-        return self._note("".join(out))
+        out.append(self._keep(buf[:len(buf) - keep], base))
+        return "".join(out)
 
     def flush(self) -> str:
         """End of generation: a held-back partial stop is ordinary text after all."""
         held, self._held = self._held, ""
-        return "" if self.matched is not None else self._note(held)
+        return "" if self.matched is not None else self._keep(held, self._pos - len(held))
 
-    def _note(self, text: str) -> str:
+    def _keep(self, text: str, at: int) -> str:
+        self.kept.add(at, at + len(text))
         if text.strip():
             self._seen_text = True
         return text

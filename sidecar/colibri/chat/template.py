@@ -54,10 +54,12 @@ class ChatTemplate:
         """The family's template knows a <think> block (Qwen3, DeepSeek-R1, GLM...)."""
         return "<think>" in self.source
 
-    def render(self, messages: list[dict], add_generation_prompt: bool, **kwargs: Any) -> str:
+    def render(self, messages: list[dict], add_generation_prompt: bool, tools: list[dict] | None = None,
+               **kwargs: Any) -> str:
         try:
             return self._template.render(messages=messages, add_generation_prompt=add_generation_prompt,
-                                         bos_token=self.bos_token, eos_token=self.eos_token, tools=None, **kwargs)
+                                         bos_token=self.bos_token, eos_token=self.eos_token, tools=tools or None,
+                                         **kwargs)
         except TemplateRefused:
             raise
         except (jinja2.TemplateError, TypeError, KeyError, IndexError, ValueError) as exc:
