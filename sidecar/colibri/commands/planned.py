@@ -6,7 +6,6 @@ import argparse
 from colibri.errors import ColiError
 
 PLANNED = {
-    "web": "the server plus the dashboard in a native window",
     "chat": "chat with a model in the terminal",
     "tokenize": "show how a model tokenizes a text",
 }
