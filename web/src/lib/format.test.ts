@@ -20,5 +20,8 @@ describe("format", () => {
     expect(fmtBytes(512)).toBe("512 B");
     expect(fmtGB(5.12)).toBe("5.1 GB");
     expect(fmtGB(undefined)).toBe("—");
+    expect(fmtGB(0.001945)).toBe("1.9 MB");
+    expect(fmtGB(0.05)).toBe("50 MB");
+    expect(fmtGB(0)).toBe("0.0 GB");
   });
 });

@@ -18,6 +18,7 @@ export function fmtPct(v: number | null | undefined): string {
 }
 export function fmtGB(v: number | null | undefined): string {
   if (v === null || v === undefined || !Number.isFinite(v)) return "—";
+  if (v > 0 && v < 0.1) return `${(v * 1000).toFixed(v < 0.01 ? 1 : 0)} MB`;
   return v >= 100 ? `${v.toFixed(0)} GB` : `${v.toFixed(1)} GB`;
 }
 export function fmtBytes(b: number): string {

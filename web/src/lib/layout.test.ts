@@ -88,6 +88,8 @@ describe("co-routing layout", () => {
     expect(quiet?.size).toBe(3);
     expect(L.region[3]).toBe(quiet!.id);
     expect(L.region[5]).toBe(quiet!.id);
+    // ...at the right edge of the map
+    for (const r of L.regions) if (!r.quiet) expect(quiet!.x).toBeGreaterThan(r.x);
   });
 
   it("is deterministic, stays in [0,1]², and never stacks two experts on one spot", () => {

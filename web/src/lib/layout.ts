@@ -259,7 +259,7 @@ function placeRegions(sizes: number[], links: Map<number, number>[], quietId: nu
         const wab = (links[a].get(b) ?? 0) / (maxLink || 1);
         // Attraction toward touching for linked regions, mild repulsion otherwise.
         let f = wab > 0 ? wab * (d - rest) * 0.5 : -Math.min(rest * rest / (d * d), 4) * 0.15 * rest;
-        if (a === quietId || b === quietId) f = -0.1 * rest / Math.max(d / rest, 0.5);
+        if (a === quietId || b === quietId) f = 0; // the quiet region is placed afterwards, at the edge
         dx[a] += ux * f;
         dy[a] += uy * f;
         dx[b] -= ux * f;
@@ -292,6 +292,18 @@ function placeRegions(sizes: number[], links: Map<number, number>[], quietId: nu
             pos[b].y += uy * push;
           }
         }
+  }
+  // The quiet region (experts with no measured partner) rests at the right edge.
+  if (quietId >= 0 && m > 1) {
+    let hi = -Infinity;
+    let sy = 0;
+    for (let a = 0; a < m; a++)
+      if (a !== quietId) {
+        hi = Math.max(hi, pos[a].x + r[a]);
+        sy += pos[a].y / (m - 1);
+      }
+    pos[quietId].x = hi + r[quietId] * 1.1;
+    pos[quietId].y = sy;
   }
   // Spread sideways to the box's shape: moving centres apart along x keeps
   // every neighbourhood (left stays left) and cannot create an overlap.

@@ -173,13 +173,33 @@ describe.runIf(live)("against a live coli serve", () => {
     await context.close();
   });
 
-  it("shows a Profiling bar after a turn, and Brain cells (or the dense notice)", async () => {
-    const { context, page } = await open(browser, `${baseUrl}/#profiling`, { width: 1440, height: 900 });
+  it("shows a Profiling bar after a turn, and Brain cells flashing while the model answers (or the dense notice)", async () => {
+    const { context, page, errors } = await open(browser, `${baseUrl}/#profiling`, { width: 1440, height: 900 });
     await page.waitForSelector('[data-testid="profile-turn"]', { timeout: 30_000 });
+    expect(await page.locator('[data-testid="profile-turn"] .stack-seg').count()).toBe(6);
     await shot(page, "live-profiling");
     await page.click('[data-testid="dock-brain"]');
     await page.waitForSelector('[data-testid="live-canvas"], [data-testid="brain-dense"]', { timeout: 30_000 });
-    await shot(page, "live-brain");
+    if ((await page.locator('[data-testid="live-canvas"]').count()) > 0) {
+      // Make the model route some tokens while the page watches.
+      const health = (await (await fetch(`${baseUrl}/health`)).json()) as { model?: string };
+      const generating = fetch(`${baseUrl}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ model: health.model, messages: [{ role: "user", content: "Count to fifty." }], max_tokens: 120 }),
+      });
+      await expect
+        .poll(async () => Number(await page.getAttribute('[data-testid="live-canvas"]', "data-flashed")), { timeout: 30_000 })
+        .toBeGreaterThan(0);
+      await shot(page, "live-brain");
+      await generating;
+      await page.click('[data-testid="brain-tab-explore"]');
+      await page.waitForSelector('[data-testid="explore-canvas"], [data-testid="explore-empty"]', { timeout: 60_000 });
+      await shot(page, "live-brain-explore");
+    } else {
+      await shot(page, "live-brain-dense");
+    }
+    expect(errors).toEqual([]);
     await context.close();
   });
 });

@@ -70,16 +70,33 @@ export function ExploreMap({ layout, frame, counts }: { layout: Layout; frame: E
       b.height = c.height;
       const g = b.getContext("2d")!;
       g.scale(dpr, dpr);
-      // One soft tissue under all regions: the discs, grown and blurred together.
-      g.save();
-      g.filter = `blur(${Math.max(8, ih * 0.04)}px)`;
-      g.fillStyle = "rgba(110, 150, 165, 0.13)";
+      // One soft tissue under all regions: wide, faint radial glows that merge.
       for (const r of layout.regions) {
+        const cx = px(r.x);
+        const cy = py(r.y);
+        const rad = r.r * ih * 1.9 + dot * 4;
+        const glow = g.createRadialGradient(cx, cy, 0, cx, cy, rad);
+        glow.addColorStop(0, "rgba(110, 150, 165, 0.13)");
+        glow.addColorStop(0.6, "rgba(110, 150, 165, 0.07)");
+        glow.addColorStop(1, "rgba(110, 150, 165, 0)");
+        g.fillStyle = glow;
         g.beginPath();
-        g.arc(px(r.x), py(r.y), r.r * ih * 1.6 + dot * 3, 0, Math.PI * 2);
+        g.arc(cx, cy, rad, 0, Math.PI * 2);
         g.fill();
       }
-      g.restore();
+      // Fade the tissue out toward the canvas edges, so no glow ends in a straight cut.
+      g.globalCompositeOperation = "destination-in";
+      const fade = Math.min(48, W * 0.06, H * 0.08);
+      for (const [x0, y0, x1, y1, len] of [[0, 0, W, 0, W], [0, 0, 0, H, H]] as const) {
+        const lin = g.createLinearGradient(x0, y0, x1, y1);
+        lin.addColorStop(0, "rgba(0,0,0,0)");
+        lin.addColorStop(fade / len, "rgba(0,0,0,1)");
+        lin.addColorStop(1 - fade / len, "rgba(0,0,0,1)");
+        lin.addColorStop(1, "rgba(0,0,0,0)");
+        g.fillStyle = lin;
+        g.fillRect(0, 0, W, H);
+      }
+      g.globalCompositeOperation = "source-over";
       for (const r of layout.regions) {
         const cx = px(r.x);
         const cy = py(r.y);

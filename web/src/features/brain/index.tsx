@@ -25,7 +25,7 @@ export default function BrainPage() {
   const [tab, setTab] = useState<Tab>("live");
   const health = useConnection((s) => s.health);
   const status = useConnection((s) => s.status);
-  const { frame, counts, settled, missing, cofire } = useExperts();
+  const { frame, counts, tokens, settled, missing, cofire } = useExperts();
   const keyNeeded = useKeyNeeded();
   const dense = health?.moe === null || (frame !== null && (frame.rows === 0 || frame.cols === 0));
   const tiers = useMemo(() => (frame ? tierCounts(frame.map) : null), [frame]);
@@ -72,7 +72,7 @@ export default function BrainPage() {
         <div className="brain-stats">
           <Stat label="Layers × experts" value={`${frame.rows} × ${frame.cols}`} />
           <Stat label="Routed this step" value={fmtInt(lit)} />
-          <Stat label="Tokens routed" value={frame.tokens !== null ? fmtInt(frame.tokens) : "—"} />
+          <Stat label="Tokens routed" value={tokens !== null ? fmtInt(tokens) : "—"} />
           <Stat label="Step" value={fmtInt(frame.seq)} />
         </div>
         <div className="brain-panel">

@@ -14,6 +14,8 @@ const COUNTS_EVERY = 6;
 export interface ExpertsState {
   frame: ExpertsFrame | null;
   counts: Uint32Array | null;
+  /** Tokens routed since start (sent with the counts; the last value is kept). */
+  tokens: number | null;
   settled: boolean;
   /** Answered, but with no experts feed. */
   missing: boolean;
@@ -23,7 +25,7 @@ export interface ExpertsState {
 export function useExperts(): ExpertsState {
   const base = useConnection((s) => s.base);
   const epoch = useAuth((s) => s.epoch);
-  const [st, setSt] = useState<ExpertsState>({ frame: null, counts: null, settled: false, missing: false, cofire: null });
+  const [st, setSt] = useState<ExpertsState>({ frame: null, counts: null, tokens: null, settled: false, missing: false, cofire: null });
   const cofire = useRef<CoFire | null>(null);
   useEffect(() => {
     let stopped = false;
@@ -53,7 +55,14 @@ export function useExperts(): ExpertsState {
       const f = frame;
       setSt((prev) => {
         if (!f && !prev.frame && prev.settled && prev.missing === missing) return prev;
-        return { frame: f, counts: f?.counts ?? (f ? prev.counts : null), settled: true, missing, cofire: cofire.current };
+        return {
+          frame: f,
+          counts: f?.counts ?? (f ? prev.counts : null),
+          tokens: f?.tokens ?? (f ? prev.tokens : null),
+          settled: true,
+          missing,
+          cofire: cofire.current,
+        };
       });
       misses = frame ? 0 : misses + 1;
       timer = setTimeout(tick, misses === 0 ? EXPERTS_MS : Math.min(30000, EXPERTS_MS * 2 ** Math.min(misses, 4)));
