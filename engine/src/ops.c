@@ -4,6 +4,7 @@
 
 #include "fp16.h"
 #include "ops.h"
+#include "quant.h"
 
 void coli_rmsnorm(float *y, const float *x, const float *w, int n, float eps) {
     double sum = 0.0;
@@ -19,7 +20,7 @@ void coli_rmsnorm(float *y, const float *x, const float *w, int n, float eps) {
 
 /* ggml precomputes GELU for every f16 value and looks inputs up after
  * rounding them to f16; we do the same so the FFN matches bit for bit. */
-static coli_half gelu_table[1 << 16];
+static coli_half gelu_table[(1 << 16) + 2]; /* + padding: the SIMD lookup reads 4 bytes per entry */
 static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
 
 static float gelu_f32(float x) {
@@ -36,6 +37,11 @@ static void gelu_table_init(void) {
 
 void coli_geglu(float *x, const float *g, int n) {
     pthread_once(&gelu_once, gelu_table_init);
+    const coli_geglu_fn simd = coli_kernels()->geglu;
+    if (simd) {
+        simd(x, g, n, gelu_table);
+        return;
+    }
     for (int i = 0; i < n; i++) {
         float v = x[i];
         if (v <= -10.0f)

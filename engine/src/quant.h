@@ -188,11 +188,16 @@ static inline int64_t coli_mm_rows(const coli_type_kernels *k, int64_t n_in, int
  * the sum as ggml adds it: each chunk of 16 in float (_mm512_reduce_add_ps),
  * the chunk sums in double. */
 typedef double (*coli_exp_sum_fn)(float *x, int n, float max);
+/* ggml_vec_geglu_f32 with GGML_GELU_FP16: x[i] = gelu(x[i]) * g[i], gelu read
+ * from `table` (65536 f16 entries + 2 bytes of padding) at x rounded to f16;
+ * 0 at or below -10, x * g at or above 10. NULL: ops.c's scalar loop. */
+typedef void (*coli_geglu_fn)(float *x, const float *g, int n, const coli_half *table);
 
 typedef struct {
     const char *name;  /* "scalar" | "avx2" | "avx512" */
     coli_type_kernels type[GGML_TYPE_COUNT];
     coli_exp_sum_fn exp_sum;
+    coli_geglu_fn geglu;
 } coli_kernel_table;
 
 /* The table in force (chosen from the CPU on first use). Never NULL. */
@@ -294,6 +299,7 @@ COLI_DECLARE_VEC_DOT(vec_dot_f16_f16_mm_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_f32_f32_mm_2w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_f16_f16_mm_2w_avx512);
 double coli_exp_sum_avx512(float *x, int n, float max);
+void coli_geglu_avx512(float *x, const float *g, int n, const coli_half *table);
 COLI_DECLARE_VEC_DOT(vec_dot_bf16_bf16_avx512);     /* needs avx512bf16 */
 COLI_DECLARE_VEC_DOT(vec_dot_q4_0_q8_0_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_q5_0_q8_0_avx512);

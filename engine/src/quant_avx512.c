@@ -141,6 +141,26 @@ INL __m512 v_expf(__m512 x) {
     return _mm512_mask_blend_ps(d, res, alt);
 }
 
+/* coli_geglu_fn: 16 lanes at a time, the same bits as the scalar lookup (vcvtps2ph
+ * rounds to nearest even like the software conversion). */
+TGT void coli_geglu_avx512(float *x, const float *g, int n, const coli_half *table) {
+    const __m512 lo = _mm512_set1_ps(-10.0f), hi = _mm512_set1_ps(10.0f);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i), gv = _mm512_loadu_ps(g + i);
+        const __m512i idx = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        const __m512i t32 = _mm512_i32gather_epi32(idx, (const void *)table, 2); /* entry in the low half */
+        __m512 y = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(t32)), gv);
+        y = _mm512_mask_mul_ps(y, _mm512_cmp_ps_mask(v, hi, _CMP_GE_OQ), v, gv);
+        y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(v, lo, _CMP_LE_OQ), _mm512_setzero_ps());
+        _mm512_storeu_ps(x + i, y);
+    }
+    for (; i < n; i++) {
+        const float v = x[i];
+        x[i] = v <= -10.0f ? 0.0f : v >= 10.0f ? v * g[i] : h2f(table[coli_fp32_to_fp16(v)]) * g[i];
+    }
+}
+
 /* ggml_vec_soft_max_f32's loop (coli_exp_sum_fn) */
 TGT double coli_exp_sum_avx512(float *x, int n, float max) {
     double sum = 0.0;
