@@ -153,3 +153,50 @@ def run_app(served, body, cfg, timeout: float = 120):
             return await body(client, served)
 
     return asyncio.run(asyncio.wait_for(main(), timeout))
+
+
+class AppThread:
+    """The app on a real port, in a thread with its own event loop, for synchronous clients
+    (the official SDKs) against an in-process model.
+
+        with AppThread(cfg, served) as base:     # "http://127.0.0.1:PORT"
+            OpenAI(base_url=base + "/v1", ...)
+    """
+
+    def __init__(self, cfg, served):
+        self.cfg, self.served = cfg, served
+        self.base = ""
+        self._ready = threading.Event()
+        self._loop = None
+        self._stop = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import asyncio
+
+        from aiohttp import web
+
+        from colibri.server import create_app
+
+        async def main():
+            self._stop = asyncio.Event()
+            runner = web.AppRunner(create_app(self.cfg, self.served), handler_cancellation=True)
+            await runner.setup()
+            await web.TCPSite(runner, "127.0.0.1", 0).start()
+            self.base = f"http://127.0.0.1:{runner.addresses[0][1]}"
+            self._loop = asyncio.get_running_loop()
+            self._ready.set()
+            await self._stop.wait()
+            await runner.cleanup()
+
+        asyncio.run(main())
+
+    def __enter__(self) -> str:
+        self._thread.start()
+        if not self._ready.wait(30):
+            raise RuntimeError("the app did not start")
+        return self.base
+
+    def __exit__(self, *exc: object) -> None:
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(30)

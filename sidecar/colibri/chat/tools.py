@@ -200,13 +200,12 @@ def tool_format(template_source: str | None) -> ToolFormat | None:
 
 
 def strict_problems(section: Section, schemas: dict[str, dict], cut_off: bool) -> list[str]:
-    """Why these calls may not be executed (strict_tool_calls): incomplete, duplicate,
-    unknown, invalid, cut off by the generation limit, or text beside them."""
+    """Why these calls may not be executed (strict_tool_calls): incomplete, duplicate, unknown,
+    invalid, or cut off by the generation limit (`cut_off`: the reply hit its token limit).
+    Text after complete calls is not a reason: the calls themselves are whole."""
     out = []
-    if cut_off:
+    if cut_off and (not section.calls or not section.calls[-1].complete):
         out.append("the tool call was cut off by the generation limit")
-    if section.stray.strip():
-        out.append("the tool section holds text outside any call")
     seen = set()
     for i, call in enumerate(section.calls):
         where = f"call {i} ({call.name or 'unnamed'})"
