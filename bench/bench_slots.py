@@ -32,7 +32,7 @@ def model_file(name: str) -> str:
     return str(moe_models.bench_size(arch, quant or "Q4_0"))
 
 
-def decode_rate(e: Engine, n: int, steps: int, seed: int) -> float:
+def decode_rate(e: Engine, n: int, steps: int, seed: int, clock=time.perf_counter) -> float:
     """tok/s of n slots decoding together, timed after every prompt is in."""
     vocab = min(e.n_vocab, 1000)
     for s in range(n):
@@ -41,11 +41,11 @@ def decode_rate(e: Engine, n: int, steps: int, seed: int) -> float:
     while any(e.slot_status(s)["state"] == "prefill" for s in range(n)):
         e.step()
     e.step()  # the first decode step of the last slot to finish its prefill
-    t0 = time.perf_counter()
+    t0 = clock()
     made = 0
     for _ in range(steps):
         made += sum(1 for ev in e.step() if not ev.done)
-    dt = time.perf_counter() - t0
+    dt = clock() - t0
     for s in range(n):
         e.cancel(s)
     while e.step():
@@ -60,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="rates from the process's CPU time instead of wall time (robust on a busy machine; "
+                         "use with --threads 1)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     counts = [int(x) for x in args.slots.split(",")]
@@ -73,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
             for rep in range(args.reps):
                 order = counts if rep % 2 == 0 else counts[::-1]
                 for n in order:
-                    rates[n].append(decode_rate(e, n, args.steps, rep))
+                    rates[n].append(decode_rate(e, n, args.steps, rep,
+                                                time.process_time if args.cpu_time else time.perf_counter))
                     print(f"  rep {rep + 1}/{args.reps}: {n} slots {rates[n][-1]:.1f} tok/s", file=sys.stderr)
         med = {n: statistics.median(v) for n, v in rates.items()}
         results[name] = {"file": os.path.basename(path), "tok_s": med, "speedup": {n: med[n] / med[counts[0]] for n in counts}}
