@@ -50,3 +50,28 @@ def test_a_server_that_cannot_start_is_explained_on_the_splash(desktop_env, xvfb
         assert close_by_title("colibri", xvfb, proc) != 0
     finally:
         proc.kill()
+
+
+def test_keep_serving_outlives_the_window(desktop_env, xvfb, default_model):
+    import signal
+    import urllib.request
+
+    proc, out = _web(["--keep-serving"], desktop_env)
+    try:
+        serving = out.wait_for(URL_LINE.search, 180)
+        assert serving, out.text()
+        base = URL_LINE.search(serving).group(2)
+        assert out.wait_for(lambda ln: "closing it leaves the server running" in ln, 120), out.text()
+        from tests.desktop.xwindows import close_window, find_windows
+
+        for wid in find_windows("colibri", xvfb):
+            close_window(wid, xvfb)
+        assert out.wait_for(lambda ln: ln.startswith("colibri: window closed; still serving at"), 60), out.text()
+        with urllib.request.urlopen(base + "/health", timeout=10) as r:
+            assert r.status == 200
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 128 + signal.SIGTERM
+        host, port = base[len("http://"):].rsplit(":", 1)
+        assert refused(host, int(port))
+    finally:
+        proc.kill()
