@@ -124,10 +124,19 @@ def gui_unavailable_reason(env: dict[str, str] | None = None, probe: bool = True
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"Qt could not be started ({exc})"
     if done.returncode != 0:
-        lines = [ln.strip() for ln in (done.stderr or "").splitlines() if ln.strip()]
-        hint = next((ln for ln in lines if "needed" in ln or "Error" in ln), lines[-1] if lines else "")
-        return f"Qt cannot open a window ({hint or f'exit code {done.returncode}'})"
+        return f"Qt cannot open a window ({qt_failure_hint(done.stderr) or f'exit code {done.returncode}'})"
     return None
+
+
+def qt_failure_hint(stderr: str) -> str:
+    """The first thing Qt's platform layer complained about ("could not connect to display :1",
+    "xcb-cursor0 or libxcb-cursor0 is needed ..."), else its last line."""
+    lines = [ln.strip() for ln in (stderr or "").splitlines() if ln.strip()]
+    for line in lines:
+        m = re.match(r"qt\.qpa\.[\w.]+: (.+)", line)
+        if m:
+            return m.group(1)
+    return lines[-1] if lines else ""
 
 
 def qt_env(env: dict[str, str] | None = None) -> dict[str, str]:

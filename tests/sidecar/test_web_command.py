@@ -73,6 +73,15 @@ def test_no_display_means_no_window_in_one_line():
     assert "no display" in reason or "pip install 'colibri[desktop]'" in reason
 
 
+def test_qt_failures_are_named_by_their_first_complaint():
+    no_display = ("qt.qpa.xcb: could not connect to display :77\n"
+                  "qt.qpa.plugin: From 6.5.0, xcb-cursor0 or libxcb-cursor0 is needed to load the Qt xcb platform "
+                  "plugin.\nThis application failed to start because no Qt platform plugin could be initialized.\n")
+    assert desktop.qt_failure_hint(no_display) == "could not connect to display :77"
+    assert desktop.qt_failure_hint("Segmentation fault\n") == "Segmentation fault"
+    assert desktop.qt_failure_hint("") == ""
+
+
 def _start_web(args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen, list[str], str]:
     proc = subprocess.Popen([sys.executable, "-m", "colibri", "web", "--port", "0", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env=env)
