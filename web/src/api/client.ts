@@ -52,6 +52,16 @@ export async function getFeed(path: string, signal?: AbortSignal): Promise<unkno
   }
 }
 
+/** Opens GET {root}/<path> as an SSE stream; null when the server has no such stream. */
+export async function openFeedStream(path: string, signal: AbortSignal): Promise<ReadableStream<Uint8Array> | null> {
+  const res = await fetch(joinUrl(feedRoot(base()), path), { headers: { ...headers(false), Accept: "text/event-stream" }, signal });
+  if (!res.ok || !res.body || !(res.headers.get("content-type") ?? "").includes("text/event-stream")) {
+    await res.body?.cancel().catch(() => undefined);
+    return null;
+  }
+  return res.body;
+}
+
 /** Streams a chat completion: yields each SSE data payload. Abort with the signal. */
 export async function* streamChat(req: ChatRequest, signal: AbortSignal): AsyncGenerator<string> {
   const res = await checked(

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseCoroute, parseExperts, parseHealth, parseProfile, turnPhases, turnTokPerS } from "./feeds";
+import { parseCoroute, parseExperts, parseHealth, parseProfile, parseRoutingEvent, turnPhases, turnTokPerS } from "./feeds";
 import { bytesToBase64 } from "../lib/bytes";
 import type { ExpertsFeed, ProfileTurn } from "./types";
 
@@ -45,6 +45,14 @@ describe("feeds", () => {
   it("a dense model's experts feed is rows = cols = 0", () => {
     const f = parseExperts({ v: 1, rows: 0, cols: 0, layers: [], seq: 0, map: "", hits: "" });
     expect(f?.map.length).toBe(0);
+  });
+
+  it("decodes /events routing steps that fit the map, and only those", () => {
+    const hits = bytesToBase64(new Uint8Array([0b101]));
+    expect(parseRoutingEvent(JSON.stringify({ seq: 4, rows: 1, cols: 8, hits }), 1, 8)).toEqual({ seq: 4, hits: new Uint8Array([0b101]) });
+    expect(parseRoutingEvent(JSON.stringify({ seq: 4, rows: 2, cols: 8, hits }), 1, 8)).toBeNull();
+    expect(parseRoutingEvent(JSON.stringify({ seq: 4, rows: 2, cols: 8, hits }), 2, 8)).toBeNull(); // too short
+    expect(parseRoutingEvent("not json", 1, 8)).toBeNull();
   });
 
   it("decodes the coroute feed into a graph", () => {

@@ -125,3 +125,15 @@ export function turnPhases(t: ProfileTurn) {
 export function turnTokPerS(t: ProfileTurn): number {
   return t.wall_s > 0 ? t.completion_tokens / t.wall_s : 0;
 }
+
+/** One `routing` event of /events, decoded; null when it does not fit the current map. */
+export function parseRoutingEvent(data: string, rows: number, cols: number): { seq: number; hits: Uint8Array } | null {
+  try {
+    const v = JSON.parse(data) as unknown;
+    if (!isObj(v) || !num(v.seq) || v.rows !== rows || v.cols !== cols || typeof v.hits !== "string") return null;
+    const hits = base64ToBytes(v.hits);
+    return hits.length >= Math.ceil((rows * cols) / 8) ? { seq: v.seq, hits } : null;
+  } catch {
+    return null;
+  }
+}

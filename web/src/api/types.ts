@@ -169,6 +169,20 @@ export interface CorouteFeed {
   w: string;
 }
 
+// GET {root}/events — optional, a server-sent-events stream. Where the server
+// has it, Brain flashes every routing step as it happens instead of every
+// poll; the polled feeds above stay the source of tiers, heat and turns.
+//   event: routing   data: EventsRouting   (after forward passes, ≤ 10 per second)
+//   event: turn      data: ProfileTurn     (when a request finishes)
+
+export interface EventsRouting {
+  seq: number;
+  rows: number;
+  cols: number;
+  /** base64 bitmap as ExpertsFeed.hits: the experts routed in this step. */
+  hits: string;
+}
+
 // ---------------------------------------------------------------------------
 // GET {root}/profile — polled every 2 s while Profiling is open. The last
 // 120 turns, oldest first. A turn = one request's generation on one slot.
@@ -206,6 +220,10 @@ export interface ProfileTurn {
   cache_hit_rate: number | null;
   /** Prefetched experts that were routed ÷ prefetches issued; null when none was issued. */
   prefetch_hit_rate: number | null;
+  /** Optional: prompt tokens served from the slot's cached prefix. */
+  reused_tokens?: number;
+  /** Optional: the finish reason ("stop", "length", "cancelled", …). */
+  finish?: string;
 }
 
 // ---------------------------------------------------------------------------

@@ -204,3 +204,28 @@ describe.runIf(!live)("API key", () => {
     await context.close();
   });
 });
+
+describe.runIf(!live)("routing stream", () => {
+  it("flashes the steps /events streams, between polls", async () => {
+    const { context, page, errors } = await open(browser, "about:blank", { width: 1280, height: 800, scheme: "dark" });
+    const json = (body: unknown) => ({ status: 200, contentType: "application/json", body: JSON.stringify(body) });
+    const still = fx.experts(1, true); // the poll never moves seq: any flash comes from the stream
+    const hits = Buffer.alloc(Math.ceil((fx.ROWS * fx.COLS) / 8));
+    hits[0] = 0xff;
+    const events = [2, 3].map((seq) => `event: routing\ndata: ${JSON.stringify({ seq, rows: fx.ROWS, cols: fx.COLS, hits: hits.toString("base64") })}\n\n`).join("");
+    await page.route(/\/health$/, (r) => r.fulfill(json(fx.health())));
+    await page.route(/\/experts(\?.*)?$/, (r) => r.fulfill(json(still)));
+    let served = 0;
+    await page.route(/\/events$/, async (r) => {
+      // Hold the stream back until the map has arrived, as a live server would be mid-generation.
+      await new Promise((res) => setTimeout(res, 800 + 400 * served++));
+      await r.fulfill({ status: 200, contentType: "text/event-stream", body: `: hello\n\n${events}` });
+    });
+    await page.goto(`${baseUrl}/#brain`);
+    const canvas = page.locator('[data-testid="live-canvas"]');
+    await canvas.waitFor();
+    await expect.poll(async () => Number(await canvas.getAttribute("data-flashed")), { timeout: 10_000 }).toBe(8);
+    expect(errors).toEqual([]);
+    await context.close();
+  });
+});

@@ -1,9 +1,12 @@
 // The live experts feed, polled every 1.5 s while Brain is open (notes §5),
-// with cumulative counts every ~9 s; each new hits frame also feeds the
-// client-side co-routing measure used when the server has no coroute feed.
+// with cumulative counts every ~9 s. Where the server streams routing steps
+// (GET /events), those drive the flashes as they happen and the polls bring
+// tiers and heat only. Every new step also feeds the client-side co-routing
+// measure used when the server has no coroute feed.
 import { useEffect, useRef, useState } from "react";
-import { getFeed } from "../../api/client";
-import { parseExperts, type ExpertsFrame } from "../../api/feeds";
+import { getFeed, openFeedStream } from "../../api/client";
+import { readSSE } from "../../api/sse";
+import { parseExperts, parseRoutingEvent, type ExpertsFrame } from "../../api/feeds";
 import { CoFire, litIndices } from "../../lib/cofire";
 import { useConnection } from "../../stores/connection";
 import { useAuth } from "../../stores/auth";
@@ -22,18 +25,37 @@ export interface ExpertsState {
   cofire: CoFire | null;
 }
 
+const EMPTY: ExpertsState = { frame: null, counts: null, tokens: null, settled: false, missing: false, cofire: null };
+
 export function useExperts(): ExpertsState {
   const base = useConnection((s) => s.base);
   const epoch = useAuth((s) => s.epoch);
-  const [st, setSt] = useState<ExpertsState>({ frame: null, counts: null, tokens: null, settled: false, missing: false, cofire: null });
-  const cofire = useRef<CoFire | null>(null);
+  const [st, setSt] = useState<ExpertsState>(EMPTY);
+  // The latest state, for the poll and the stream to build on outside React's updaters.
+  const latest = useRef<ExpertsState>(EMPTY);
+  const commit = (next: ExpertsState) => {
+    latest.current = next;
+    setSt(next);
+  };
+  /** True while /events streams routing steps. */
+  const streaming = useRef(false);
+
+  /** A new routing step: count its co-firing, flash it. */
+  const step = (f: ExpertsFrame, seq: number, hits: Uint8Array): ExpertsFrame => {
+    const cur = latest.current;
+    let cofire = cur.cofire;
+    if (!cofire || cofire.rows !== f.rows || cofire.cols !== f.cols) cofire = new CoFire(f.rows, f.cols);
+    if (cur.frame && cur.frame.rows === f.rows && cur.frame.cols === f.cols && seq !== cur.frame.seq) cofire.add(litIndices(hits, f.rows * f.cols));
+    latest.current = { ...cur, cofire };
+    return { ...f, seq, hits };
+  };
+
   useEffect(() => {
     let stopped = false;
     let timer: ReturnType<typeof setTimeout> | null = null;
     const ctl = new AbortController();
     let n = 0;
     let misses = 0;
-    let lastSeq = -1;
     const tick = async () => {
       const wantCounts = n % COUNTS_EVERY === 0;
       n++;
@@ -47,23 +69,24 @@ export function useExperts(): ExpertsState {
         /* offline */
       }
       if (stopped) return;
-      if (frame) {
-        if (!cofire.current || cofire.current.rows !== frame.rows || cofire.current.cols !== frame.cols) cofire.current = new CoFire(frame.rows, frame.cols);
-        if (frame.seq !== lastSeq && lastSeq !== -1) cofire.current.add(litIndices(frame.hits, frame.rows * frame.cols));
-        lastSeq = frame.seq;
-      }
-      const f = frame;
-      setSt((prev) => {
-        if (!f && !prev.frame && prev.settled && prev.missing === missing) return prev;
-        return {
-          frame: f,
-          counts: f?.counts ?? (f ? prev.counts : null),
-          tokens: f?.tokens ?? (f ? prev.tokens : null),
+      const prev = latest.current;
+      if (frame || !prev.settled || prev.frame || prev.missing !== missing) {
+        let next: ExpertsFrame | null = frame;
+        if (frame) {
+          // With /events live the stream owns seq and hits; the poll refreshes tiers and heat.
+          const same = prev.frame && prev.frame.rows === frame.rows && prev.frame.cols === frame.cols;
+          next = streaming.current && same ? { ...frame, seq: prev.frame!.seq, hits: prev.frame!.hits } : step(frame, frame.seq, frame.hits);
+        }
+        const cur = latest.current;
+        commit({
+          frame: next,
+          counts: frame?.counts ?? (frame ? cur.counts : null),
+          tokens: frame?.tokens ?? (frame ? cur.tokens : null),
           settled: true,
           missing,
-          cofire: cofire.current,
-        };
-      });
+          cofire: cur.cofire,
+        });
+      }
       misses = frame ? 0 : misses + 1;
       timer = setTimeout(tick, misses === 0 ? EXPERTS_MS : Math.min(30000, EXPERTS_MS * 2 ** Math.min(misses, 4)));
     };
@@ -73,6 +96,37 @@ export function useExperts(): ExpertsState {
       ctl.abort();
       if (timer) clearTimeout(timer);
     };
+  }, [base, epoch]);
+
+  // Routing steps as they happen, where the server streams them.
+  useEffect(() => {
+    const ctl = new AbortController();
+    void (async () => {
+      // A stream that ends (a server restart) is opened again; a server without one is not asked twice.
+      let wait = 5000;
+      while (!ctl.signal.aborted) {
+        try {
+          const body = await openFeedStream("events", ctl.signal);
+          if (!body) return;
+          wait = 5000;
+          for await (const ev of readSSE(body)) {
+            const f = latest.current.frame;
+            if (ev.event !== "routing" || !f) continue;
+            const s = parseRoutingEvent(ev.data, f.rows, f.cols);
+            if (!s || s.seq === f.seq) continue;
+            streaming.current = true;
+            const frame = step(f, s.seq, s.hits);
+            commit({ ...latest.current, frame });
+          }
+        } catch {
+          wait = Math.min(60000, wait * 2); // offline or aborted: polling carries on, retries slow down
+        } finally {
+          streaming.current = false;
+        }
+        await new Promise((r) => setTimeout(r, wait));
+      }
+    })();
+    return () => ctl.abort();
   }, [base, epoch]);
   return st;
 }
