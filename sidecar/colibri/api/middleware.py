@@ -9,15 +9,17 @@ import logging
 
 from aiohttp import web
 
-from colibri.api.errors import ApiError, StreamAborted, error_response, new_request_id
+from colibri.api.errors import ApiError, StreamAborted, error_response, json_response, new_request_id
 from colibri.api.keys import authed_key, config_key, request_id_key
 from colibri.serve_config import LOOPBACK_NAMES, ServeConfig
 
 log = logging.getLogger(__name__)
 
-EXPOSED = "x-request-id, x-typesafe-request-id, x-colibri-queue-wait-ms, Retry-After"
-ALLOWED_HEADERS = "Authorization, Content-Type, x-api-key, x-stainless-retry-count, openai-organization"
+EXPOSED = "x-request-id, x-typesafe-request-id, request-id, x-colibri-queue-wait-ms, Retry-After"
+ALLOWED_HEADERS = ("Authorization, Content-Type, x-api-key, x-stainless-retry-count, openai-organization, "
+                   "anthropic-version, anthropic-beta, anthropic-dangerous-direct-browser-access")
 OPEN_PATHS = ("/health",)  # reduced without the key
+ANTHROPIC_PATHS = ("/v1/messages",)  # errors in Anthropic's envelope
 STATUS_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}
 
 
@@ -63,6 +65,8 @@ async def on_prepare(request: web.Request, resp: web.StreamResponse) -> None:
     """Headers every reply carries, streams and files included: the request id and CORS."""
     request_id = request.get(request_id_key) or new_request_id()
     resp.headers["x-request-id"] = resp.headers["x-typesafe-request-id"] = request_id
+    if request.path.startswith(ANTHROPIC_PATHS):
+        resp.headers["request-id"] = request_id  # the header Anthropic's SDKs read
     cfg = request.app[config_key]
     origin = request.headers.get("Origin")
     if origin and origin_allowed(cfg, origin):
@@ -86,19 +90,28 @@ async def gateway(request: web.Request, handler) -> web.StreamResponse:
     try:
         resp = await guarded(request, handler, cfg)
     except ApiError as err:
-        resp = error_response(err)
+        resp = envelope(request, err)
     except StreamAborted as aborted:
         resp = aborted.response
     except web.HTTPException as exc:  # aiohttp's own (unknown route, wrong method): same envelope
         if exc.status < 400:
             raise
-        resp = error_response(ApiError(exc.status, STATUS_CODES.get(exc.status), exc.reason or str(exc)))
+        resp = envelope(request, ApiError(exc.status, STATUS_CODES.get(exc.status), exc.reason or str(exc)))
     except (asyncio.CancelledError, ConnectionResetError):
         raise  # the client went away: nothing to answer
     except Exception:
         log.exception("unhandled error on %s %s", request.method, request.path)
-        resp = error_response(ApiError(500, "engine_error", "internal error; see the server log"))
+        resp = envelope(request, ApiError(500, "engine_error", "internal error; see the server log"))
     return resp
+
+
+def envelope(request: web.Request, err: ApiError) -> web.Response:
+    """The error in the envelope of the API family the path belongs to."""
+    if request.path.startswith(ANTHROPIC_PATHS):
+        from colibri.api.anthropic_protocol import error_body
+
+        return json_response(error_body(err, request.get(request_id_key)), status=err.status, headers=err.headers)
+    return error_response(err)
 
 
 async def guarded(request: web.Request, handler, cfg: ServeConfig) -> web.StreamResponse:

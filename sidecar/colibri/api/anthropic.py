@@ -1,0 +1,184 @@
+"""The Anthropic Messages API: POST /v1/messages (JSON or its named-event stream) and
+POST /v1/messages/count_tokens, on the same engine and templates as the OpenAI routes.
+
+The stream is Anthropic's, event for event: message_start, then per block
+content_block_start / content_block_delta... / content_block_stop (a thinking
+block first when the family reasons, closed by its signature_delta; then the
+text; then each tool_use with one input_json_delta), message_delta with the
+stop_reason and usage, message_stop; `ping` while the engine is quiet. SSE
+headers go out once the request holds its slot (a 429 is still a clean JSON
+error); a failure after that is an `error` event, then the socket closes.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from typing import AsyncIterator
+
+from aiohttp import web
+
+from colibri.api.anthropic_protocol import error_body, parse_messages_request, tool_input
+from colibri.api.errors import ApiError, StreamAborted, json_response
+from colibri.api.keys import config_key, metrics_key, model_key, request_id_key, scheduler_key
+from colibri.api.openai import limits_of, read_request
+from colibri.api.protocol import ChatRequest, Thinking
+from colibri.api.serving import Delta, Outcome, ServedModel, ToolSetup
+from colibri.api.sse import KEEPALIVE, SSE_HEADERS, with_keepalive
+from colibri.api.tool_plan import plan_tools
+from colibri.chat.prompt import Prompt
+
+log = logging.getLogger(__name__)
+routes = web.RouteTableDef()
+STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+SIGNATURE = "colibri-local"  # thinking blocks are not signed by a hosted model
+
+
+def prepare(served: ServedModel, req: ChatRequest, continue_assistant: bool) -> tuple[Prompt, list[int], ToolSetup | None]:
+    offered, messages, tools = plan_tools(served.chat_format, req.tools, req.messages)
+    # a family without a reasoning mode runs without it (thinking is a request, not a contract)
+    thinking = req.thinking if served.chat_format.has_reasoning else Thinking()
+    prompt = served.chat_format.render(messages, continue_assistant=continue_assistant, thinking=thinking,
+                                       tools=offered)
+    return prompt, served.tokenize_chat(prompt.text, messages), tools
+
+
+def usage(outcome: Outcome) -> dict:
+    """Anthropic's usage: input_tokens excludes what the KV cache already held (cache reads)."""
+    return {"input_tokens": outcome.prompt_tokens - outcome.cached_tokens, "output_tokens": len(outcome.tokens),
+            "cache_creation_input_tokens": 0, "cache_read_input_tokens": outcome.cached_tokens,
+            "cache_creation": None, "server_tool_use": None, "service_tier": None}
+
+
+def tool_use(call: dict) -> dict:
+    return {"type": "tool_use", "id": "toolu_" + call["id"].rsplit("_", 1)[-1][-24:],
+            "name": call["function"]["name"], "input": tool_input(call["function"]["arguments"])}
+
+
+@routes.post("/v1/messages/count_tokens")
+async def count_tokens(request: web.Request) -> web.Response:
+    body = await read_request(request)
+    req = parse_messages_request(body, limits_of(request.app), counting=True)
+    _, tokens, _ = prepare(request.app[model_key], req, request.app[config_key].continue_assistant)
+    return json_response({"input_tokens": len(tokens)})
+
+
+@routes.post("/v1/messages")
+async def messages(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    body = await read_request(request)
+    req = parse_messages_request(body, limits_of(app))
+    served = app[model_key]
+    prompt, tokens, tools = prepare(served, req, app[config_key].continue_assistant)
+    served.check_fits(tokens, "messages")
+    message_id = "msg_" + secrets.token_hex(12)
+    async with app[scheduler_key].admit(req.options.cache_slot, tokens) as lease:
+        outcome = Outcome()
+        deltas = served.generate(lease, tokens, req.options, outcome, in_reasoning=prompt.in_reasoning,
+                                 reasoning=served.chat_format.has_reasoning, tools=tools, observer=app[metrics_key])
+        headers = {"x-colibri-queue-wait-ms": str(round(lease.wait_s * 1000))}
+        head = {"id": message_id, "type": "message", "role": "assistant", "model": served.model_id}
+        if req.options.stream:
+            outcome.prompt_tokens, outcome.cached_tokens = len(tokens), min(lease.cached, len(tokens))
+            return await stream(request, head, deltas, outcome, headers)
+        async for _ in deltas:
+            pass
+        return json_response({**head, "content": content_blocks(outcome),
+                              "stop_reason": STOP_REASONS.get(outcome.finish_reason or "stop", "end_turn"),
+                              "stop_sequence": None, "usage": usage(outcome)}, headers=headers)
+
+
+def content_blocks(outcome: Outcome) -> list[dict]:
+    blocks = []
+    if outcome.reasoning:
+        blocks.append({"type": "thinking", "thinking": "".join(outcome.reasoning), "signature": SIGNATURE})
+    if outcome.text or not outcome.tool_calls:
+        blocks.append({"type": "text", "text": outcome.text})
+    return blocks + [tool_use(c) for c in outcome.tool_calls]
+
+
+class EventWriter:
+    """Anthropic's named SSE events, with the index and kind of the block now open."""
+
+    def __init__(self, resp: web.StreamResponse):
+        self.resp = resp
+        self.index = -1
+        self.open: str | None = None
+        self.wrote_text = False
+
+    async def event(self, name: str, payload: dict) -> None:
+        data = json.dumps({"type": name, **payload}, ensure_ascii=False, allow_nan=False)
+        await self.resp.write(f"event: {name}\ndata: {data}\n\n".encode("utf-8"))
+
+    async def start(self, block: dict) -> None:
+        await self.stop()
+        self.index += 1
+        self.open = block["type"]
+        await self.event("content_block_start", {"index": self.index, "content_block": block})
+
+    async def stop(self) -> None:
+        if self.open == "thinking":
+            await self.delta({"type": "signature_delta", "signature": SIGNATURE})
+        if self.open is not None:
+            await self.event("content_block_stop", {"index": self.index})
+            self.open = None
+
+    async def delta(self, delta: dict) -> None:
+        await self.event("content_block_delta", {"index": self.index, "delta": delta})
+
+    async def feed(self, d: Delta) -> None:
+        if d.reasoning:
+            if self.open != "thinking":
+                await self.start({"type": "thinking", "thinking": "", "signature": ""})
+            await self.delta({"type": "thinking_delta", "thinking": d.reasoning})
+        if d.content:
+            if self.open != "text":
+                await self.start({"type": "text", "text": ""})
+                self.wrote_text = True
+            await self.delta({"type": "text_delta", "text": d.content})
+
+
+async def stream(request: web.Request, head: dict, deltas: AsyncIterator[Delta], outcome: Outcome,
+                 headers: dict[str, str]) -> web.StreamResponse:
+    resp = web.StreamResponse(status=200, headers={**SSE_HEADERS, **headers})
+    resp.force_close()
+    await resp.prepare(request)
+    out = EventWriter(resp)
+    start_usage = {**usage(outcome), "output_tokens": 0}
+    await out.event("message_start", {"message": {**head, "content": [], "stop_reason": None, "stop_sequence": None,
+                                                  "usage": start_usage}})
+    try:
+        async for item in with_keepalive(deltas, request.app[config_key].keepalive_s):
+            if item is KEEPALIVE:
+                await out.event("ping", {})
+            else:
+                await out.feed(item)
+        if not out.wrote_text and not outcome.tool_calls:
+            await out.start({"type": "text", "text": ""})
+        for call in outcome.tool_calls:  # after all text
+            block = tool_use(call)
+            await out.start({**block, "input": {}})
+            await out.delta({"type": "input_json_delta", "partial_json": json.dumps(block["input"], ensure_ascii=False)})
+        await out.stop()
+    except (ConnectionResetError,):
+        raise
+    except Exception as err:  # headers are out: an `error` event, then the socket closes
+        api = err if isinstance(err, ApiError) else ApiError(500, "engine_error", "internal error; see the server log")
+        if not isinstance(err, ApiError):
+            log.exception("generation failed mid-stream")
+        try:
+            await out.event("error", {"error": error_body(api, request.get(request_id_key))["error"]})
+        finally:
+            if request.transport is not None:
+                request.transport.close()
+        raise StreamAborted(resp) from err
+    final = usage(outcome)
+    await out.event("message_delta", {"delta": {"stop_reason": STOP_REASONS.get(outcome.finish_reason or "stop",
+                                                                                "end_turn"),
+                                                "stop_sequence": None},
+                                      "usage": {k: final[k] for k in ("input_tokens", "output_tokens",
+                                                                      "cache_creation_input_tokens",
+                                                                      "cache_read_input_tokens")}})
+    await out.event("message_stop", {})
+    await resp.write_eof()
+    return resp

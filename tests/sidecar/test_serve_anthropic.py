@@ -1,0 +1,216 @@
+"""The Anthropic Messages API on the real engine (the default model), through the official
+`anthropic` SDK and on the raw stream: replies equal the chat route's, the named-event order,
+ping keep-alives, usage names (cache reads apart), the error envelope, refusals by name,
+hosted fields accepted and ignored, tools and tool results, count_tokens, continuation."""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from colibri.serve_config import ServeConfig
+from tests.sidecar.family_templates import QWEN3, with_chat_template
+from tests.sidecar.serve_support import AppThread, close_served, open_served, run_app
+
+anthropic = pytest.importorskip("anthropic")
+
+MODEL = "gemma-3-270m"
+CFG = ServeConfig(model_id=MODEL, kv_slots=2, ctx=512, threads=2, kv_persist=False)
+HELLO = [{"role": "user", "content": "Hello!"}]
+GREEDY = {"temperature": 0}  # this SDK has no temperature argument: sent as an extra body field
+VENDOR = Path(__file__).resolve().parents[3] / "shared" / "spec" / "vendor" / "anthropic-openapi.stainless.json"
+
+
+@pytest.fixture(scope="module")
+def served(default_model):
+    s = open_served(CFG, default_model)
+    yield s
+    close_served(s)
+
+
+@pytest.fixture(scope="module")
+def client(served):
+    with AppThread(CFG, served) as base:
+        yield anthropic.Anthropic(base_url=base, api_key="local", max_retries=0)
+
+
+def raw(served, payload, cfg=CFG, path="/v1/messages", headers=None):
+    async def body(c, served):
+        r = await c.post(path, json=payload, headers=headers or {})
+        return r.status, dict(r.headers), await r.text()
+
+    return run_app(served, body, cfg)
+
+
+def events(text: str) -> list[tuple[str, dict]]:
+    out = []
+    for block in text.split("\n\n")[:-1]:
+        name, data = block.split("\n")
+        assert name.startswith("event: ") and data.startswith("data: ")
+        payload = json.loads(data[6:])
+        assert payload["type"] == name[7:]
+        out.append((name[7:], payload))
+    return out
+
+
+def test_sdk_reply_equals_the_chat_route(client, served):
+    m = client.messages.create(model=MODEL, max_tokens=12, messages=HELLO, extra_body=GREEDY)
+    assert m.type == "message" and m.role == "assistant" and m.id.startswith("msg_")
+    assert m.stop_reason in ("end_turn", "max_tokens") and m.stop_sequence is None
+    assert [b.type for b in m.content] == ["text"]
+
+    async def chat(c, served):
+        r = await c.post("/v1/chat/completions", json={"model": MODEL, "messages": HELLO, "temperature": 0,
+                                                       "max_tokens": 12})
+        return await r.json()
+
+    openai_reply = run_app(served, chat, CFG)
+    assert m.content[0].text == openai_reply["choices"][0]["message"]["content"]
+    u = m.usage
+    assert u.input_tokens + u.cache_read_input_tokens == openai_reply["usage"]["prompt_tokens"]
+    assert u.output_tokens == openai_reply["usage"]["completion_tokens"] and u.cache_creation_input_tokens == 0
+
+
+def test_reply_fits_the_vendor_schema(served):
+    status, _, text = raw(served, {"model": MODEL, "max_tokens": 4, "messages": HELLO})
+    reply = json.loads(text)
+    schemas = json.loads(VENDOR.read_text())["components"]["schemas"]
+    assert set(schemas["Message"]["required"]) <= set(reply)
+    assert set(schemas["Usage"]["required"]) <= set(reply["usage"])
+
+
+def test_sdk_stream_and_the_raw_event_order(client, served):
+    with client.messages.stream(model=MODEL, max_tokens=12, messages=HELLO, extra_body=GREEDY) as s:
+        streamed = "".join(s.text_stream)
+        final = s.get_final_message()
+    whole = client.messages.create(model=MODEL, max_tokens=12, messages=HELLO, extra_body=GREEDY)
+    assert streamed == whole.content[0].text == final.content[0].text
+    assert final.usage.output_tokens == whole.usage.output_tokens
+    status, headers, text = raw(served, {"model": MODEL, "max_tokens": 6, "messages": HELLO, "stream": True,
+                                         "temperature": 0}, cfg=replace(CFG, keepalive_s=0.002))
+    assert status == 200 and headers["Content-Type"].startswith("text/event-stream")
+    names = [n for n, _ in events(text) if n != "ping"]
+    assert names == ["message_start", "content_block_start"] + ["content_block_delta"] * (len(names) - 5) + [
+        "content_block_stop", "message_delta", "message_stop"]
+    assert "ping" in [n for n, _ in events(text)]  # keep-alives while the engine is quiet
+    evs = dict(events(text))
+    assert evs["message_start"]["message"]["content"] == [] and evs["message_start"]["message"]["stop_reason"] is None
+    assert evs["content_block_start"] == {"type": "content_block_start", "index": 0,
+                                          "content_block": {"type": "text", "text": ""}}
+    assert evs["message_delta"]["delta"]["stop_reason"] == "max_tokens"
+    assert evs["message_delta"]["usage"]["output_tokens"] == 6
+    assert "[DONE]" not in text
+
+
+def test_hosted_fields_and_beta_query_are_accepted(served):
+    payload = {"model": MODEL, "max_tokens": 2, "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "Hello!", "cache_control": {"type": "ephemeral"}}]}],
+        "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+        "metadata": {"user_id": "u"}, "service_tier": "auto", "thinking": {"type": "enabled", "budget_tokens": 1024}}
+    status, headers, text = raw(served, payload, path="/v1/messages?beta=true",
+                                headers={"anthropic-beta": "prompt-caching-2024-07-31", "anthropic-version": "2023-06-01"})
+    reply = json.loads(text)
+    assert status == 200, reply
+    assert [b["type"] for b in reply["content"]] == ["text"]  # Gemma has no reasoning mode: no thinking block
+    assert headers["request-id"].startswith("req_")
+
+
+@pytest.mark.parametrize("change, status, kind, words", [
+    ({"stop_sequences": ["\n"]}, 400, "invalid_request_error", "stop_sequences"),
+    ({"top_k": 5}, 400, "invalid_request_error", "top_k"),
+    ({"max_tokens": None}, 400, "invalid_request_error", "max_tokens"),
+    ({"temperature": 1.5}, 400, "invalid_request_error", "temperature"),
+    ({"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}, 400, "invalid_request_error",
+     "image"),
+    ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, 400, "invalid_request_error", "server tools"),
+    ({"tools": [{"name": "f", "input_schema": {"type": "object"}}]}, 400, "invalid_request_error", "tool-call format"),
+    ({"model": "claude-sonnet-4-5"}, 404, "not_found_error", "claude-sonnet-4-5"),
+    ({"surprise": 1}, 400, "invalid_request_error", "surprise"),
+])
+def test_errors_use_anthropics_envelope(served, change, status, kind, words):
+    payload = {"model": MODEL, "max_tokens": 2, "messages": HELLO, **change}
+    got, _, text = raw(served, {k: v for k, v in payload.items() if v is not None})
+    err = json.loads(text)
+    assert got == status and err["type"] == "error" and err["error"]["type"] == kind
+    assert words in err["error"]["message"] and err["request_id"].startswith("req_")
+
+
+def test_sdk_errors_and_api_key(served):
+    with AppThread(replace(CFG, api_key="k"), served) as base:
+        with pytest.raises(anthropic.AuthenticationError):
+            anthropic.Anthropic(base_url=base, api_key="wrong", max_retries=0).messages.create(
+                model=MODEL, max_tokens=2, messages=HELLO)
+        good = anthropic.Anthropic(base_url=base, api_key="k", max_retries=0)  # sent as x-api-key
+        assert good.messages.create(model=MODEL, max_tokens=2, messages=HELLO).content
+        with pytest.raises(anthropic.BadRequestError) as err:
+            good.messages.create(model=MODEL, max_tokens=2, messages=HELLO, extra_body={"top_k": 3})
+        assert err.value.body["error"]["type"] == "invalid_request_error"
+        with pytest.raises(anthropic.NotFoundError):
+            good.messages.create(model="claude-3-haiku", max_tokens=2, messages=HELLO)
+
+
+def test_count_tokens_and_continuation(client, served):
+    counted = client.messages.count_tokens(model=MODEL, messages=HELLO, system="Be brief.")
+    m = client.messages.create(model=MODEL, max_tokens=2, messages=HELLO, system="Be brief.")
+    assert counted.input_tokens == m.usage.input_tokens + m.usage.cache_read_input_tokens
+    convo = [{"role": "user", "content": "Count from one to ten."}, {"role": "assistant", "content": "one, two,"}]
+    cont = client.messages.create(model=MODEL, max_tokens=6, messages=convo, extra_body=GREEDY)
+
+    async def chat(c, served):
+        r = await c.post("/v1/chat/completions", json={"model": MODEL, "messages": convo, "temperature": 0,
+                                                       "max_tokens": 6})
+        return await r.json()
+
+    assert cont.content[0].text == run_app(served, chat, CFG)["choices"][0]["message"]["content"]  # continued
+
+
+# ---- tools, on the real engine repeating a call in Qwen3's syntax ---------------------------------
+
+WEATHER = {"name": "get_weather", "description": "The weather in a city",
+           "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+SAID = 'Repeat exactly: <tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+
+
+@pytest.fixture(scope="module")
+def tooled(default_model):
+    cfg = replace(CFG, model_id="tooled", kv_slots=1)
+    s = open_served(cfg, with_chat_template(default_model, QWEN3, "qwen3-template"))
+    with AppThread(cfg, s) as base:
+        yield anthropic.Anthropic(base_url=base, api_key="local", max_retries=0), s, cfg
+    close_served(s)
+
+
+def test_tool_use_round_trip(tooled):
+    client, _, _ = tooled
+    m = client.messages.create(model="tooled", max_tokens=40, extra_body=GREEDY, tools=[WEATHER],
+                               messages=[{"role": "user", "content": SAID}])
+    assert m.stop_reason == "tool_use" and [b.type for b in m.content] == ["text", "tool_use"]
+    use = m.content[1]
+    assert use.id.startswith("toolu_") and use.name == "get_weather" and use.input == {"city": "Paris"}
+    follow = client.messages.create(model="tooled", max_tokens=4, extra_body=GREEDY, tools=[WEATHER], messages=[
+        {"role": "user", "content": SAID}, {"role": "assistant", "content": [b.model_dump() for b in m.content]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "sunny"}]}])
+    assert follow.usage.input_tokens + follow.usage.cache_read_input_tokens > m.usage.input_tokens
+    forced = client.messages.create(model="tooled", max_tokens=40, extra_body=GREEDY, tools=[WEATHER],
+                                    tool_choice={"type": "tool", "name": "get_weather"},
+                                    messages=[{"role": "user", "content": SAID}])
+    assert forced.usage.input_tokens + forced.usage.cache_read_input_tokens > \
+        m.usage.input_tokens + m.usage.cache_read_input_tokens  # the instruction line was rendered
+
+
+def test_tool_use_stream(tooled):
+    client, served, cfg = tooled
+    with client.messages.stream(model="tooled", max_tokens=40, extra_body=GREEDY, tools=[WEATHER],
+                                messages=[{"role": "user", "content": SAID}]) as s:
+        final = s.get_final_message()
+    assert final.stop_reason == "tool_use" and final.content[-1].input == {"city": "Paris"}
+    status, _, text = raw(served, {"model": "tooled", "max_tokens": 40, "temperature": 0, "stream": True,
+                                   "tools": [WEATHER], "messages": [{"role": "user", "content": SAID}]}, cfg=cfg)
+    evs = events(text)
+    starts = [p["content_block"]["type"] for n, p in evs if n == "content_block_start"]
+    assert starts == ["text", "tool_use"]
+    json_deltas = [p["delta"] for n, p in evs if n == "content_block_delta" and p["index"] == 1]
+    assert json_deltas == [{"type": "input_json_delta", "partial_json": '{"city": "Paris"}'}]
+    assert evs[-2][1]["delta"]["stop_reason"] == "tool_use" and evs[-1][0] == "message_stop"
