@@ -313,7 +313,10 @@ def run_window(server: ServerChild, keep_serving: bool = False) -> int:
         if not server.stopped_on_purpose:  # Ctrl+C in the terminal, a crash: nothing left to show
             outcome["code"] = code
             print(f"colibri: the server stopped (exit code {code}); closing the window", file=sys.stderr, flush=True)
-            window.destroy()
+            try:
+                window.destroy()
+            except Exception as exc:  # noqa: BLE001 - already closed (--keep-serving after the window went)
+                log.debug("window.destroy: %s", exc)
 
     webview.start(drive, gui="qt")
     server.on_line = None  # the window is gone: lines no longer have a splash to go to
