@@ -35,6 +35,8 @@ async def get_health(request: web.Request) -> web.Response:
         "input_modalities": ["text"],
         "continue_assistant": app[config_key].continue_assistant,
         "capabilities": ["chat"],
+        # templates with a reasoning block think unless asked not to (Qwen3, GLM-4.5)
+        "reasoning": "default" if served.chat_format.has_reasoning else "none",
         "scheduler": app[scheduler_key].snapshot(),
         "hwinfo": hwinfo(),
         **safe_placement(served),
