@@ -15,7 +15,7 @@ from typing import Callable
 
 from aiohttp import web
 
-from colibri.api import anthropic, dashboard_feeds, health, metrics, middleware, openai, static
+from colibri.api import anthropic, dashboard_feeds, health, metrics, middleware, openai, static, systemone
 from colibri.api.errors import ApiError
 from colibri.api.keys import config_key, metrics_key, model_key, scheduler_key
 from colibri.api.serving import ServedModel
@@ -44,6 +44,7 @@ def create_app(cfg: ServeConfig, served: ServedModel) -> web.Application:
     app.router.add_get("/metrics", metrics.get_metrics)
     app.router.add_routes(openai.routes)
     app.router.add_routes(anthropic.routes)
+    app.router.add_routes(systemone.routes)
     app.router.add_route("*", "/v1/{tail:.*}", unknown_api_path)
     app.router.add_get("/{path:.*}", static.get_static)
     return app

@@ -34,7 +34,7 @@ async def get_health(request: web.Request) -> web.Response:
         "kv_slots": served.n_slots,
         "input_modalities": ["text"],
         "continue_assistant": app[config_key].continue_assistant,
-        "capabilities": ["chat"],
+        "capabilities": ["chat", "systemone"],
         # templates with a reasoning block think unless asked not to (Qwen3, GLM-4.5)
         "reasoning": "default" if served.chat_format.has_reasoning else "none",
         "scheduler": app[scheduler_key].snapshot(),

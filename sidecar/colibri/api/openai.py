@@ -34,7 +34,7 @@ routes = web.RouteTableDef()
 
 def model_card(served: ServedModel) -> dict:
     return {"id": served.model_id, "object": "model", "created": served.created, "owned_by": "colibri",
-            "input_modalities": ["text"], "capabilities": ["chat"]}
+            "input_modalities": ["text"], "capabilities": ["chat", "systemone"]}
 
 
 @routes.get("/v1/models")

@@ -179,7 +179,7 @@ class ServedModel:
         t0 = time.monotonic()
         first_output = None
         raw_len = 0
-        events = self._events(req)
+        events = self.events(req)
         try:
             async for ev in events:
                 if isinstance(ev, Finish):  # always the last event
@@ -260,7 +260,7 @@ class ServedModel:
         outcome.finish_reason = "tool_calls"
         return outcome.tool_calls
 
-    async def _events(self, req: Any) -> AsyncIterator[Any]:
+    async def events(self, req: Any) -> AsyncIterator[Any]:
         """The engine thread's events for req. A slot freed a moment ago may still be winding
         down its cancelled generation (SlotBusy): wait for it briefly rather than fail."""
         for attempt in range(SLOT_BUSY_RETRIES + 1):
