@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# Install what is needed (once) and run every test. Arguments go to pytest.
+# Install what is needed (once) and run every test: the Python/C suite
+# (pytest), then the dashboard's (web/test.sh: unit, build, headless Chromium,
+# and the browser tests again against a live `coli serve` on a small MoE
+# model). Arguments go to pytest; with arguments only pytest runs.
+#   COLI_SKIP_WEB=1   skip the dashboard's tests
 #   COLI_WHEEL_CACHE  where the llama.cpp reference wheel is kept between runs
 #                     (default ~/.cache/colibri/wheels); it is built once, ~8 min on 2 cores.
 COLI_EXTRAS="test"
@@ -56,4 +60,42 @@ make -s -C "$ROOT/engine" asan
 cd "$ROOT"
 # the reference is installed above: a test that cannot import it must fail, not skip
 export COLI_REQUIRE_REFERENCE=1
-exec "$PY" -m pytest "$@"
+"$PY" -m pytest "$@"
+[ $# -gt 0 ] && exit 0
+
+web_live_tests() {
+    # The browser tests against a real server: a tiny MoE model, so Brain and
+    # Profiling have experts and turns to show.
+    local model log url pid scratch
+    model="$("$PY" -c 'from tests.fixtures import moe_models; print(moe_models.tiny("qwen3moe", "Q8_0"))')"
+    scratch="$(mktemp -d)"
+    log="$scratch/serve.log"
+    COLI_STATE_DIR="$scratch/state" COLI_CACHE_DIR="$scratch/cache" \
+        "$VENV/bin/coli" serve --model "$model" --port 0 --kv-slots 2 >"$log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 120); do
+        url="$(grep -o 'http://[^ ]*/v1' "$log" | head -n1 | sed 's#/v1$##' || true)"
+        [ -n "$url" ] && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.5
+    done
+    if [ -z "$url" ]; then
+        cat "$log" >&2
+        kill "$pid" 2>/dev/null || true
+        echo "the server for the live browser tests did not start" >&2
+        return 1
+    fi
+    local rc=0
+    (cd "$ROOT/web" && COLI_BASE_URL="$url" npx vitest run --config vitest.e2e.config.ts) || rc=$?
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    rm -rf "$scratch"
+    return $rc
+}
+
+if [ "${COLI_SKIP_WEB:-0}" != 1 ]; then
+    say "dashboard: type-check, lint, unit tests, build, browser tests (web/test.sh)"
+    bash "$ROOT/web/test.sh"
+    say "dashboard: browser tests against a live coli serve"
+    web_live_tests
+fi
