@@ -214,3 +214,77 @@ def test_tool_use_stream(tooled):
     json_deltas = [p["delta"] for n, p in evs if n == "content_block_delta" and p["index"] == 1]
     assert json_deltas == [{"type": "input_json_delta", "partial_json": '{"city": "Paris"}'}]
     assert evs[-2][1]["delta"]["stop_reason"] == "tool_use" and evs[-1][0] == "message_stop"
+
+
+# ---- thinking, on the same engine repeating a reasoning block (the Qwen3 template knows <think>) ----
+
+THINK = "<think>I ponder.</think>Done."
+
+
+def test_thinking_blocks(tooled):
+    client, served, cfg = tooled
+    m = client.messages.create(model="tooled", max_tokens=16, extra_body=GREEDY,
+                               thinking={"type": "enabled", "budget_tokens": 1024},
+                               messages=[{"role": "user", "content": THINK}])
+    assert [b.type for b in m.content] == ["thinking", "text"]
+    assert m.content[0].thinking == "I ponder." and m.content[0].signature == "colibri-local"
+    assert m.content[1].text.startswith("Done.")
+    status, _, text = raw(served, {"model": "tooled", "max_tokens": 16, "temperature": 0, "stream": True,
+                                   "thinking": {"type": "enabled", "budget_tokens": 1024},
+                                   "messages": [{"role": "user", "content": THINK}]}, cfg=cfg)
+    evs = events(text)
+    blocks = [(p["index"], p["content_block"]["type"]) for n, p in evs if n == "content_block_start"]
+    assert blocks == [(0, "thinking"), (1, "text")]
+    first = [p["delta"] for n, p in evs if n == "content_block_delta" and p["index"] == 0]
+    assert "".join(d.get("thinking", "") for d in first) == "I ponder."
+    assert first[-1] == {"type": "signature_delta", "signature": "colibri-local"}  # closes the thinking block
+    stops = [i for i, (n, p) in enumerate(evs) if n == "content_block_stop"]
+    assert [evs[i][1]["index"] for i in stops] == [0, 1]
+    # a follow-up turn sends the thinking back; it reaches the template as the turn's reasoning
+    again = client.messages.create(model="tooled", max_tokens=2, extra_body=GREEDY, messages=[
+        {"role": "user", "content": THINK}, {"role": "assistant", "content": [b.model_dump() for b in m.content]},
+        {"role": "user", "content": "Again."}])
+    assert again.usage.input_tokens + again.usage.cache_read_input_tokens > m.usage.input_tokens
+
+
+def test_chat_reasoning_is_apart_from_content_and_its_logprobs(tooled):
+    _, served, cfg = tooled
+
+    async def body(c, served):
+        r = await c.post("/v1/chat/completions", json={"model": "tooled", "max_tokens": 16, "temperature": 0,
+                                                       "logprobs": True,
+                                                       "messages": [{"role": "user", "content": THINK}]})
+        return await r.json()
+
+    reply = run_app(served, body, cfg)
+    message = reply["choices"][0]["message"]
+    assert message["reasoning_content"] == "I ponder." and message["content"].startswith("Done.")
+    content = reply["choices"][0]["logprobs"]["content"]
+    assert "".join(e["token"] for e in content) == message["content"]  # reasoning is not described
+
+
+def test_a_failure_after_the_headers_is_an_error_event(default_model):
+    import aiohttp
+
+    doomed = open_served(replace(CFG, kv_slots=1), default_model)
+
+    async def body(c, served):
+        r = await c.post("/v1/messages", json={"model": MODEL, "max_tokens": 200, "stream": True,
+                                               "messages": [{"role": "user", "content": "Write a long story."}]})
+        data = await r.content.readuntil(b"content_block_delta")
+        served.engine.close()  # the engine goes away under a running generation
+        with pytest.raises(aiohttp.ClientPayloadError):  # then the socket closes
+            while chunk := await r.content.readany():
+                data += chunk
+        return r.status, data.decode()
+
+    try:
+        status, text = run_app(doomed, body, CFG)
+    finally:
+        import asyncio
+
+        from colibri.server import close_model
+
+        asyncio.run(close_model(doomed))
+    assert status == 200 and "event: message_start" in text
+    assert "event: error" in text and '"type": "api_error"' in text and "message_stop" not in text

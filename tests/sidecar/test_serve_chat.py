@@ -155,3 +155,17 @@ def test_turn_marker_skips_before_text_and_ends_after():
     assert turn_marker(105, markers, shown=False) == SKIP  # a leading role marker is skipped
     assert turn_marker(105, markers, shown=True) == END  # the model opened a new turn: its reply is over
     assert turn_marker(7, markers, shown=True) is None
+
+
+def test_reasoning_layout_newlines_are_dropped_however_they_arrive():
+    split = ReasoningSplitter()
+    parts = [split.feed(p) for p in ("<think>", "\n", "hm", "</think>", "\n", "\nYes")] + [split.flush()]
+    assert "".join(r for r, _ in parts) == "hm" and "".join(c for _, c in parts) == "Yes"
+    assert split.answer.spans == [(len("<think>\nhm</think>\n\n"), len("<think>\nhm</think>\n\nYes"))]
+
+
+def test_stop_filter_records_the_characters_it_let_through():
+    f = StopFilter(["##"], ignore_leading=True)
+    out = f.feed("##Hi #") + f.feed("# no")
+    assert out == "Hi " and f.matched == "##"
+    assert f.kept.spans == [(2, 5)] and f.after == " no"

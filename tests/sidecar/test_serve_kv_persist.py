@@ -40,3 +40,19 @@ def test_no_kv_persist_starts_cold(tmp_path):
     first, second = conversation_across_a_restart(tmp_path, ["--no-kv-persist"])
     assert second["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
     assert not list(tmp_path.glob("kv/*/*.kv"))
+
+
+def test_restored_slots_keep_their_conversations_in_the_slot_choice(tmp_path):
+    """Two conversations on two slots; after a restart each continuation goes back to its own
+    slot (the scheduler learns what the restored slots hold) and is reused from there."""
+    args = ["--ctx", "256", "--max-tokens", "4", "--kv-slots", "2"]
+    env = {"COLI_STATE_DIR": str(tmp_path)}
+    first = [{"role": "user", "content": "Name three colours."}]
+    second = [{"role": "user", "content": "Write a haiku about the sea, please."}]
+    with ServerProcess(args, env=env) as srv:
+        a, b = chat(srv, first), chat(srv, second)  # slot 0, then the unused slot 1
+    turns = [convo + [{"role": "assistant", "content": r["choices"][0]["message"]["content"]},
+                      {"role": "user", "content": "Thanks!"}] for convo, r in ((first, a), (second, b))]
+    with ServerProcess(args, env=env) as srv:
+        again_b = chat(srv, turns[1])  # first after the restart: both slots are free
+    assert again_b["usage"]["prompt_tokens_details"]["cached_tokens"] >= b["usage"]["prompt_tokens"]

@@ -175,3 +175,18 @@ def test_non_finite_values_are_null_and_tables_stay_unsorted():
                                Spans([(0, 1)]), 3, 10)
     out = chat_logprobs(entries, lambda t: f"<{t}>", lambda t: f"<{t}>".encode())
     assert [t["logprob"] for t in out["content"][0]["top_logprobs"]] == [-2.0, -0.1, None]  # engine order
+
+
+def test_openai_sdk_reads_both_shapes(served):
+    openai = pytest.importorskip("openai")
+    from tests.sidecar.serve_support import AppThread
+
+    with AppThread(CFG, served) as base:
+        client = openai.OpenAI(base_url=base + "/v1", api_key="local", max_retries=0)
+        c = client.completions.create(model=MODEL, prompt=COUNTING, max_tokens=3, temperature=0, logprobs=2, echo=True)
+        assert "".join(c.choices[0].logprobs.tokens) == c.choices[0].text and c.choices[0].text.startswith(COUNTING)
+        r = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hello!"}], max_tokens=3,
+                                           temperature=0, logprobs=True, top_logprobs=2)
+        content = r.choices[0].logprobs.content
+        assert "".join(t.token for t in content) == r.choices[0].message.content
+        assert all(len(t.top_logprobs) == 2 for t in content)

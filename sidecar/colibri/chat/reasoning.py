@@ -21,6 +21,7 @@ class ReasoningSplitter:
         self._pos = 0  # input characters fed so far; _held is always their tail
         self._started = in_reasoning  # only a block at the start of the reply is reasoning
         self._after_block = False
+        self._after_open = in_reasoning
 
     def feed(self, text: str) -> tuple[str, str]:
         """(reasoning, content) completed by this piece."""
@@ -31,6 +32,12 @@ class ReasoningSplitter:
         reasoning, content = [], []
         while buf:
             if self.in_reasoning:
+                if self._after_open:  # the newlines that follow <think> are layout, however they arrive
+                    rest = buf.lstrip("\n")
+                    buf, base = rest, base + len(buf) - len(rest)
+                    if not buf:
+                        break
+                    self._after_open = False
                 i = buf.find(CLOSE)
                 if i < 0:
                     keep = _partial(buf, CLOSE)
@@ -46,8 +53,8 @@ class ReasoningSplitter:
             if not self._started:
                 stripped = buf.lstrip()
                 if stripped.startswith(OPEN):
-                    self.in_reasoning = self._started = True
-                    rest = stripped[len(OPEN):].lstrip("\n")
+                    self.in_reasoning = self._started = self._after_open = True
+                    rest = stripped[len(OPEN):]
                     buf, base = rest, base + len(buf) - len(rest)
                     continue
                 if OPEN.startswith(stripped):  # maybe the start of the tag: wait for more
