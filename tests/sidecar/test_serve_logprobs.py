@@ -190,3 +190,28 @@ def test_openai_sdk_reads_both_shapes(served):
         content = r.choices[0].logprobs.content
         assert "".join(t.token for t in content) == r.choices[0].message.content
         assert all(len(t.top_logprobs) == 2 for t in content)
+
+
+def test_replies_carry_what_the_vendor_schema_requires(served):
+    yaml = pytest.importorskip("yaml")
+    from pathlib import Path
+
+    spec = Path(__file__).resolve().parents[3] / "shared" / "spec" / "vendor" / "openai-openapi.yaml"
+    schemas = yaml.safe_load(spec.read_text())["components"]["schemas"]
+
+    def required(name):
+        return set(schemas[name]["required"])
+
+    _, chat = post(served, "/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2,
+                                                    "logprobs": True, "top_logprobs": 1})
+    assert required("CreateChatCompletionResponse") <= set(chat)
+    choice = chat["choices"][0]
+    assert set(schemas["CreateChatCompletionResponse"]["properties"]["choices"]["items"]["required"]) <= set(choice)
+    assert required("ChatCompletionResponseMessage") <= set(choice["message"])
+    assert required("CompletionUsage") <= set(chat["usage"])
+    for entry in choice["logprobs"]["content"]:
+        assert required("ChatCompletionTokenLogprob") <= set(entry)
+    _, comp = post(served, "/v1/completions", {"prompt": COUNTING, "max_tokens": 2, "logprobs": 1})
+    assert required("CreateCompletionResponse") <= set(comp)
+    assert set(schemas["CreateCompletionResponse"]["properties"]["choices"]["items"]["required"]) <= set(
+        comp["choices"][0])
