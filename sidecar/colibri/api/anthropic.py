@@ -11,6 +11,7 @@ error); a failure after that is an `error` event, then the socket closes.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import secrets
@@ -34,7 +35,8 @@ STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_
 SIGNATURE = "colibri-local"  # thinking blocks are not signed by a hosted model
 
 
-def prepare(served: ServedModel, req: ChatRequest, continue_assistant: bool) -> tuple[Prompt, list[int], ToolSetup | None]:
+def prepare(served: ServedModel, req: ChatRequest,
+            continue_assistant: bool) -> tuple[Prompt, list[int], ToolSetup | None]:
     offered, messages, tools = plan_tools(served.chat_format, req.tools, req.messages)
     # a family without a reasoning mode runs without it (thinking is a request, not a contract)
     thinking = req.thinking if served.chat_format.has_reasoning else Thinking()
@@ -158,10 +160,11 @@ async def stream(request: web.Request, head: dict, deltas: AsyncIterator[Delta],
         for call in outcome.tool_calls:  # after all text
             block = tool_use(call)
             await out.start({**block, "input": {}})
-            await out.delta({"type": "input_json_delta", "partial_json": json.dumps(block["input"], ensure_ascii=False)})
+            args = json.dumps(block["input"], ensure_ascii=False)
+            await out.delta({"type": "input_json_delta", "partial_json": args})
         await out.stop()
-    except (ConnectionResetError,):
-        raise
+    except (asyncio.CancelledError, ConnectionResetError):
+        raise  # the client went away
     except Exception as err:  # headers are out: an `error` event, then the socket closes
         api = err if isinstance(err, ApiError) else ApiError(500, "engine_error", "internal error; see the server log")
         if not isinstance(err, ApiError):

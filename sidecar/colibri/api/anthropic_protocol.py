@@ -14,7 +14,7 @@ import json
 import re
 
 from colibri.api.errors import ApiError, bad_request
-from colibri.api.fields import opt_bool, opt_int, opt_number, opt_str, out_of_range, wrong_type
+from colibri.api.fields import opt_bool, opt_int, opt_number, out_of_range, wrong_type
 from colibri.api.protocol import ChatRequest, Limits, Message, Options, Thinking, ToolChoice, Tools
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")

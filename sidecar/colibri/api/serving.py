@@ -19,7 +19,7 @@ from colibri.chat.reasoning import ReasoningSplitter
 from colibri.chat.spans import Spans
 from colibri.chat.stops import StopFilter
 from colibri.chat.tools import ToolFormat, strict_problems
-from colibri.chat.turns import END, SKIP, turn_marker
+from colibri.chat.turns import END, turn_marker
 from colibri.detok import Detokenizer
 from colibri.engine_thread import Finish, GenRequest, SlotBusy
 from colibri.scheduler import Lease, Observer
