@@ -215,3 +215,16 @@ def test_replies_carry_what_the_vendor_schema_requires(served):
     assert required("CreateCompletionResponse") <= set(comp)
     assert set(schemas["CreateCompletionResponse"]["properties"]["choices"]["items"]["required"]) <= set(
         comp["choices"][0])
+
+
+def test_echo_with_a_stop_still_has_its_read_out(served):
+    pieces = [served.token_text(ev.token) for ev in engine_tokens(served, NAME, 8, 0)]
+    stop = pieces[3]  # the fourth token's text ends the reply; the engine's turn runs on to its read-out
+    status, body = post(served, "/v1/completions", {"prompt": NAME, "max_tokens": 8, "logprobs": 1, "echo": True,
+                                                    "stop": stop})
+    assert status == 200, body
+    choice, usage = body["choices"][0], body["usage"]
+    want = "".join(pieces)[:"".join(pieces).index(stop)]
+    assert choice["text"] == NAME + want and choice["finish_reason"] == "stop"
+    assert "".join(choice["logprobs"]["tokens"]) == choice["text"]
+    assert len(choice["logprobs"]["tokens"]) == usage["prompt_tokens"] + usage["completion_tokens"] - 1  # cut token
