@@ -255,7 +255,9 @@ typedef struct {
     uint64_t seed;      /* the slot's random generator, reseeded per request */
     int max_tokens;     /* >= 0; 0 prefills (and reads out) only */
     int n_logprobs;     /* 0..32: entries of the top-k table per generated token and echoed position */
-    int echo;           /* 1: read-out at every prompt position (forfeits prefix reuse) */
+    int echo;           /* 1: read-out at prompt positions from echo_from on (the prefix before
+                           echo_from - 1 may come from the cache) */
+    int echo_from;      /* with echo: the first position read out; 0 or 1: all of them */
     int ignore_eos;     /* 1: end-of-generation tokens are ordinary tokens */
 } colibri_request;
 
@@ -306,9 +308,9 @@ int colibri_slot_info(const colibri_engine *e, int slot, colibri_slot_status *ou
 int colibri_slot_tokens(const colibri_engine *e, int slot, int32_t *out, int cap);
 /* The echo read-out of prompt positions [first, first + n) of the slot's last
  * request (valid once its prefill is done): logprobs[j] of the prompt token
- * at that position (NaN at position 0, which has none), and n_logprobs
- * (top_ids, top_logprobs) entries per position (0 entries at position 0).
- * Any output may be NULL. */
+ * at that position, and n_logprobs (top_ids, top_logprobs) entries per
+ * position. Positions without a read-out (0, and those before echo_from that
+ * came from the cache) have NaN and ids -1. Any output may be NULL. */
 int colibri_slot_readout(const colibri_engine *e, int slot, int first, int n, float *logprobs, int32_t *top_ids,
                          float *top_logprobs);
 /* Persist an idle slot's history and KV cache to path (crash-safe), or

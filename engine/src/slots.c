@@ -67,10 +67,11 @@ int colibri_submit(colibri_engine *e, int slot, const int32_t *prompt, int n, co
         if (!lp || !ids || !top) return coli_fail(COLI_E_NOMEM, "out of memory for the read-out of %d positions", n);
         sl->echo_cap = n;
     }
-    /* the longest common prefix stays cached; at least one token is evaluated for its logits */
-    int reuse = 0;
-    if (!req->echo)
-        while (reuse < sl->n_past && reuse < n && sl->hist[reuse] == prompt[reuse]) reuse++;
+    /* the longest common prefix stays cached; at least one token is evaluated for its logits;
+     * a read-out from position p needs the row of p - 1 computed */
+    int reuse = 0, limit = n;
+    if (req->echo) limit = req->echo_from > 1 ? req->echo_from - 1 : 0;
+    while (reuse < sl->n_past && reuse < n && reuse < limit && sl->hist[reuse] == prompt[reuse]) reuse++;
     /* all cached: the first token comes from the logits this very prompt left,
      * not from re-running its last token alone (which would round differently) */
     const bool replay = reuse == n && sl->prompt_logits_n == n && req->max_tokens > 0;
@@ -88,7 +89,11 @@ int colibri_submit(colibri_engine *e, int slot, const int32_t *prompt, int n, co
     sl->prefill_s = sl->decode_s = 0.0;
     sl->state = COLI_SLOT_PREFILL;
     coli_turn_begin(e, slot);
-    if (req->echo) sl->echo_lp[0] = NAN;
+    if (req->echo)
+        for (int p = 0; p <= reuse && p < n; p++) { /* no read-out: position 0 and the cached prefix */
+            sl->echo_lp[p] = NAN;
+            for (int t = 0; t < COLI_MAX_LOGPROBS; t++) sl->echo_ids[(size_t)p * COLI_MAX_LOGPROBS + t] = -1;
+        }
     return reuse;
 }
 
@@ -303,11 +308,12 @@ int colibri_slot_readout(const colibri_engine *e, int slot, int first, int n, fl
     const int k = sl->req.n_logprobs;
     for (int j = 0; j < n; j++) {
         const int p = first + j;
-        if (logprobs) logprobs[j] = p == 0 ? NAN : sl->echo_lp[p];
+        const bool none = p <= sl->n_reused; /* position 0, or from the cache */
+        if (logprobs) logprobs[j] = none ? NAN : sl->echo_lp[p];
         for (int t = 0; t < k; t++) {
             const size_t at = (size_t)p * COLI_MAX_LOGPROBS + t;
-            if (top_ids) top_ids[(size_t)j * k + t] = p == 0 ? -1 : sl->echo_ids[at];
-            if (top_logprobs) top_logprobs[(size_t)j * k + t] = p == 0 ? NAN : sl->echo_top[at];
+            if (top_ids) top_ids[(size_t)j * k + t] = none ? -1 : sl->echo_ids[at];
+            if (top_logprobs) top_logprobs[(size_t)j * k + t] = none ? NAN : sl->echo_top[at];
         }
     }
     return n;

@@ -320,11 +320,14 @@ class Engine:
         return lib.colibri_slot_bytes(self._e)
 
     def submit(self, slot: int, prompt: list[int], *, max_tokens: int, temperature: float = 0.0, top_p: float = 1.0,
-               seed: int = 0, n_logprobs: int = 0, echo: bool = False, ignore_eos: bool = False) -> int:
-        """Start a request on an idle slot; returns how many prompt tokens came from its cache."""
+               seed: int = 0, n_logprobs: int = 0, echo: bool = False, echo_from: int = 0,
+               ignore_eos: bool = False) -> int:
+        """Start a request on an idle slot; returns how many prompt tokens came from its cache.
+        With echo, positions from echo_from on are read out (the prefix before may be reused)."""
         req = ffi.new("colibri_request *", {
             "sampling": {"temperature": temperature, "top_p": top_p}, "seed": seed & 0xFFFFFFFFFFFFFFFF,
-            "max_tokens": max_tokens, "n_logprobs": n_logprobs, "echo": int(echo), "ignore_eos": int(ignore_eos)})
+            "max_tokens": max_tokens, "n_logprobs": n_logprobs, "echo": int(echo), "echo_from": echo_from,
+            "ignore_eos": int(ignore_eos)})
         reused = lib.colibri_submit(self._e, slot, ffi.new("int32_t[]", prompt), len(prompt), req)
         if reused < 0:
             raise last_error()
@@ -374,18 +377,17 @@ class Engine:
 
     def slot_readout(self, slot: int, n_logprobs: int) -> list[tuple[float | None, list[tuple[int, float]]]]:
         """Echo read-out of the slot's last prompt: per position (log-prob of its token, top-k);
-        position 0 has none (None, [])."""
-        n = self.slot_status(slot)["n_prompt"]
+        position 0 and positions taken from the cache have none (None, [])."""
+        status = self.slot_status(slot)
+        n, reused = status["n_prompt"], status["n_reused"]
         k = n_logprobs
         lp = ffi.new("float[]", max(n, 1))
         ids = ffi.new("int32_t[]", max(n * k, 1))
         top = ffi.new("float[]", max(n * k, 1))
         if lib.colibri_slot_readout(self._e, slot, 0, n, lp, ids, top) < 0:
             raise last_error()
-        rows = [(None, [])]
-        for p in range(1, n):
-            rows.append((lp[p], [(ids[p * k + j], top[p * k + j]) for j in range(k)]))
-        return rows[:n]
+        return [(None, []) if p <= reused else (lp[p], [(ids[p * k + j], top[p * k + j]) for j in range(k)])
+                for p in range(n)]
 
     def slot_save(self, slot: int, path: str | os.PathLike[str]) -> None:
         if lib.colibri_slot_save(self._e, slot, os.fsencode(path)) != 0:

@@ -45,7 +45,8 @@ class GenRequest:
     top_p: float = 1.0
     seed: int | None = None
     top_logprobs: int = 0      # 0..32 entries of the top-k table per token
-    echo: bool = False         # read-out of every prompt position (Finish.prompt_readout)
+    echo: bool = False         # read-out of the prompt positions (Finish.prompt_readout)
+    echo_from: int = 0         # with echo: the first position that needs one; the prefix before may be reused
     ignore_eos: bool = False
 
 
@@ -59,7 +60,7 @@ class TokenEvent:
 @dataclass(frozen=True)
 class PromptPosition:
     token: int
-    logprob: float | None                   # None at position 0
+    logprob: float | None                   # None at position 0 and where the prefix came from the cache
     top: list[tuple[int, float]]
 
 
@@ -244,6 +245,14 @@ class EngineThread:
                     self._cond.notify()
                 self._release(req.slot)
 
+    def cancel(self, slot: int) -> None:
+        """Stop the slot's request early (a stop sequence matched, say) while its consumer keeps
+        reading: the tokens already made and a Finish ("cancelled", with n_reused and any echo
+        read-out) still arrive."""
+        with self._cond:
+            self._commands.append(("stop", slot))
+            self._cond.notify()
+
     def _release(self, slot: int) -> None:
         with self._cond:
             self._owners.discard(slot)
@@ -267,8 +276,10 @@ class EngineThread:
                     self.save_heat()
                     return
             for kind, job in commands:
-                assert isinstance(job, _Job)
-                if kind == "submit":
+                if kind == "stop":
+                    if job in self._running:
+                        self.engine.cancel(job)
+                elif kind == "submit":
                     self._submit(job)
                 elif kind == "cancel":
                     self._cancel(job)
@@ -297,7 +308,7 @@ class EngineThread:
         try:
             job.n_reused = self.engine.submit(slot, r.prompt, max_tokens=r.max_tokens, temperature=r.temperature,
                                               top_p=r.top_p, seed=seed, n_logprobs=r.top_logprobs, echo=r.echo,
-                                              ignore_eos=r.ignore_eos)
+                                              echo_from=r.echo_from, ignore_eos=r.ignore_eos)
         except EngineError as e:
             self._deliver(job, e)
             return

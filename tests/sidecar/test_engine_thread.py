@@ -134,3 +134,27 @@ def test_learned_heat_pins_the_hottest_experts_next_time(tmp_path):
     files[0].write_bytes(b"garbage")
     pinned2, tokens2, _ = asyncio.run(run(expert_cache_bytes=1, expert_pin_bytes=1 << 20))
     assert pinned2 == 0 and tokens2 == tokens0
+
+
+def test_cancel_still_delivers_the_finish(default_model):
+    async def main():
+        with Engine(default_model, n_slots=1, n_ctx=128, n_threads=2) as e:
+            et = EngineThread(e)
+            et.start()
+            prompt = e.tokenize("Count with me: one, two, three,")
+            seen, fin = 0, None
+            async for ev in et.generate(GenRequest(slot=0, prompt=prompt, max_tokens=100, ignore_eos=True,
+                                                   echo=True, top_logprobs=2)):
+                if isinstance(ev, TokenEvent):
+                    seen += 1
+                    if seen == 3:
+                        et.cancel(0)
+                else:
+                    fin = ev
+            await et.close()
+            return seen, fin, len(prompt)
+
+    seen, fin, n = asyncio.run(main())
+    assert fin.reason == "cancelled" and 3 <= seen < 100 and fin.n_generated == seen
+    assert len(fin.prompt_readout) == n and fin.prompt_readout[0].logprob is None
+    assert fin.prompt_readout[1].logprob is not None and len(fin.prompt_readout[1].top) == 2
