@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "attention.h"
+#include "matmul.h"
 #include "ggml_types.h"
 #include "quant.h"
 
@@ -135,8 +136,9 @@ void coli_attention(const coli_model *m, coli_state *s, int il, int n) {
     attn_job job = {m, s, il, n, group, k->vec_dot, k->vec_dot, k->vec_dot_2w, k->vec_dot_2w, t->exp_sum,
                     t->type[GGML_TYPE_F16].from_float};
     /* llama.cpp's n_kv is a multiple of 256 cells; a batch of queries goes
-     * through tinyBLAS, rows alone as a batch of one */
-    const int as_batch = s->rows_alone ? 1 : n;
+     * through tinyBLAS, rows alone as a batch of one, uniform rows as in a
+     * batch large enough for it whatever their number */
+    const int as_batch = s->rows_mode == COLI_ROWS_ALONE ? 1 : s->rows_mode == COLI_ROWS_UNIFORM ? 256 : n;
     if (coli_mm_rows(k, hp->head_dim, 256, as_batch) == as_batch) {
         job.kq_dot = k->vec_dot_mm;
         job.kq_dot2 = k->vec_dot_mm_2w;

@@ -9,6 +9,7 @@
 #include "experts.h"
 #include "error.h"
 #include "jsonbuf.h"
+#include "matmul.h"
 #include "quant.h"
 #include "threadpool.h"
 #include "tokenizer.h"
@@ -189,7 +190,7 @@ int colibri_eval(colibri_engine *e, const int32_t *tokens, int n, int pos, float
     for (int done = 0; done < n;) {
         const int chunk = n - done < e->cfg.n_batch ? n - done : e->cfg.n_batch;
         for (int i = 0; i < chunk; i++) e->rows[i] = (coli_row){tokens[done + i], pos + done + i, &sl->kv};
-        rc = coli_forward(&e->model, &e->state, e->rows, chunk, false);
+        rc = coli_forward(&e->model, &e->state, e->rows, chunk, COLI_ROWS_BATCH); /* llama.cpp's bits */
         if (!rc) coli_stats_after_forward(e, chunk, false);
         if (!rc && logits_out && all_logits)
             rc = coli_logits(&e->model, &e->state, 0, chunk, logits_out + (size_t)done * V);

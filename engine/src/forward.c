@@ -157,7 +157,8 @@ static double now_s(void) {
 }
 
 static int matmul(coli_state *s, const coli_mat *w, const float *x, int n, float *y) {
-    return coli_matmul_ex(s->pool, w->data, w->type, w->n_in, w->n_out, x, n, y, s->mm_scratch, s->rows_alone);
+    return coli_matmul_ex(s->pool, w->data, w->type, w->n_in, w->n_out, x, n, y, s->mm_scratch,
+                          (coli_rows_mode)s->rows_mode);
 }
 
 /* Each of n rows of width w gets b added (no-op without a bias). */
@@ -242,7 +243,7 @@ static void add_rows(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
-int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n, bool rows_alone) {
+int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n, int rows_mode) {
     const coli_hparams *hp = &m->hp;
     const int E = hp->n_embd;
     int rc;
@@ -257,7 +258,7 @@ int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n
             return coli_fail(COLI_E_ARG, "token id %d is outside the vocabulary (0..%d)", r->token, hp->n_vocab - 1);
     }
     s->rows = rows;
-    s->rows_alone = rows_alone;
+    s->rows_mode = rows_mode;
     const coli_to_float_fn embed = coli_kernels()->type[m->tok_embd.type].to_float;
     const size_t row_bytes = coli_row_size(m->tok_embd.type, E);
     for (int i = 0; i < n; i++) {

@@ -154,7 +154,7 @@ static void plan_quantize(mm_ctx *c, const ggml_type_traits *at, int nth) {
 
 /* llama.cpp treats the n_rows of one call as one batch (see quant.h); rows
  * "alone" each get the arithmetic a batch of one would get. */
-static void set_kernels(mm_ctx *c, const coli_type_kernels *k, bool alone) {
+static void set_kernels(mm_ctx *c, const coli_type_kernels *k, coli_rows_mode mode) {
     c->vec_dot = k->vec_dot;
     c->vec_dot_mm = k->vec_dot_mm;
     c->vec_dot_2w = k->vec_dot_2w;
@@ -162,7 +162,9 @@ static void set_kernels(mm_ctx *c, const coli_type_kernels *k, bool alone) {
     c->vec_dot_mm_2w = k->vec_dot_mm_2w;
     c->vec_dot_mm_16w = k->vec_dot_mm_16w;
     c->mm_rows = coli_mm_rows(k, c->n_in, c->n_out, c->n_rows);
-    if (alone) c->mm_rows = coli_mm_rows(k, c->n_in, c->n_out, 1) == 1 ? c->n_rows : 0;
+    if (mode == COLI_ROWS_ALONE) c->mm_rows = coli_mm_rows(k, c->n_in, c->n_out, 1) == 1 ? c->n_rows : 0;
+    if (mode == COLI_ROWS_UNIFORM)
+        c->mm_rows = k->vec_dot_mm && c->n_in % k->mm_in_mult == 0 && c->n_out % k->mm_out_mult == 0 ? c->n_rows : 0;
 }
 
 static void plan_chunks(mm_ctx *c, int nth) {
@@ -177,7 +179,7 @@ static void plan_chunks(mm_ctx *c, int nth) {
 
 /* The dot-product half of a context: weights, output and kernels. */
 static void mm_init(mm_ctx *c, coli_pool *pool, const void *w, uint32_t wtype, const coli_type_kernels *k,
-                    int64_t n_in, int64_t n_out, int64_t n_rows, float *y, bool alone) {
+                    int64_t n_in, int64_t n_out, int64_t n_rows, float *y, coli_rows_mode mode) {
     memset(c, 0, sizeof *c);
     c->n_in = n_in;
     c->n_rows = n_rows;
@@ -185,24 +187,24 @@ static void mm_init(mm_ctx *c, coli_pool *pool, const void *w, uint32_t wtype, c
     c->w_row_bytes = coli_row_size(wtype, n_in);
     c->n_out = n_out;
     c->y = y;
-    set_kernels(c, k, alone);
+    set_kernels(c, k, mode);
     c->pool = pool;
 }
 
 int coli_matmul(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, int64_t n_out, const float *x,
                 int64_t n_rows, float *y, void *scratch) {
-    return coli_matmul_ex(pool, w, wtype, n_in, n_out, x, n_rows, y, scratch, false);
+    return coli_matmul_ex(pool, w, wtype, n_in, n_out, x, n_rows, y, scratch, COLI_ROWS_BATCH);
 }
 
 int coli_matmul_ex(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, int64_t n_out, const float *x,
-                   int64_t n_rows, float *y, void *scratch, bool rows_alone) {
+                   int64_t n_rows, float *y, void *scratch, coli_rows_mode mode) {
     const coli_type_kernels *k = NULL;
     int rc = check_shape(wtype, n_in, n_out, n_rows, &k);
     if (rc) return rc;
     if (n_rows == 0 || n_out == 0) return COLI_OK;
     const coli_kernel_table *t = coli_kernels();
     mm_ctx c;
-    mm_init(&c, pool, w, wtype, k, n_in, n_out, n_rows, y, rows_alone);
+    mm_init(&c, pool, w, wtype, k, n_in, n_out, n_rows, y, mode);
     c.x = x;
     if (k->vec_dot_type == GGML_TYPE_F32) {
         c.xq = (void *)x;
@@ -251,7 +253,7 @@ int coli_matmul_q(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, 
     if (rc) return rc;
     if (n_rows == 0 || n_out == 0) return COLI_OK;
     mm_ctx c;
-    mm_init(&c, pool, w, wtype, k, n_in, n_out, n_rows, y, false);
+    mm_init(&c, pool, w, wtype, k, n_in, n_out, n_rows, y, COLI_ROWS_BATCH);
     c.xq = (void *)xq;
     c.xq_stride = xq_stride;
     plan_chunks(&c, coli_pool_size(pool));

@@ -30,11 +30,18 @@ size_t coli_matmul_scratch_size(uint32_t wtype, int64_t n_in, int64_t n_rows);
 int coli_matmul(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, int64_t n_out,
                 const float *x, int64_t n_rows, float *y, void *scratch);
 
-/* Same; with rows_alone each row gets the bits it would get in a batch of its
- * own (one-row arithmetic), so rows of different conversations decoded
- * together equal each decoded alone. */
+/* How the rows of one call are computed:
+ *   BATCH    one batch in llama.cpp's sense (some rows of a batch, and a batch
+ *            of one, get the one-row arithmetic, as llama.cpp computes them);
+ *   ALONE    every row as a batch of one: rows of different conversations
+ *            decoded together equal each decoded alone;
+ *   UNIFORM  every row with the batch arithmetic, whatever the batch size: a
+ *            prompt's rows get the same bits however it is chunked, so a
+ *            prompt continued from a cached prefix equals it prefilled whole. */
+typedef enum { COLI_ROWS_BATCH = 0, COLI_ROWS_ALONE = 1, COLI_ROWS_UNIFORM = 2 } coli_rows_mode;
+
 int coli_matmul_ex(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, int64_t n_out,
-                   const float *x, int64_t n_rows, float *y, void *scratch, bool rows_alone);
+                   const float *x, int64_t n_rows, float *y, void *scratch, coli_rows_mode mode);
 
 /* Same, with activations already converted to the weight's vec_dot type
  * (coli_matmul_quantize): n_rows rows of `xq_stride` bytes each. Lets several

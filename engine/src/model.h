@@ -145,7 +145,7 @@ typedef struct {
     int n_batch;     /* most rows per forward call */
     int n_logit_rows; /* rows of logits[] */
     const coli_row *rows; /* the batch being evaluated */
-    bool rows_alone; /* each row computed as in a batch of its own (decode of several sequences) */
+    int rows_mode;   /* coli_rows_mode (matmul.h) of the batch being evaluated */
     float *x;        /* [n_batch][n_embd] residual stream */
     float *xn;       /* [n_batch][n_embd] normed input of a block; after coli_forward the final normed rows */
     float *tmp;      /* [n_batch][n_embd] a block's output */
@@ -191,13 +191,14 @@ void coli_state_free(coli_state *s);
 
 /* Evaluates the n rows (n <= n_batch) and leaves their final normed hidden
  * states in s->xn, ready for coli_logits. Rows of one sequence must be
- * consecutive positions in order; with rows_alone every row is computed with
- * the bits it would get alone (rows of different sequences decoded together),
- * otherwise the rows are one batch in llama.cpp's sense (a prompt chunk). */
-int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n, bool rows_alone);
+ * consecutive positions in order. rows_mode (coli_rows_mode, matmul.h):
+ * COLI_ROWS_ALONE for rows of different sequences decoded together,
+ * COLI_ROWS_UNIFORM for a prompt chunk whose bits must not depend on the
+ * chunking, COLI_ROWS_BATCH for llama.cpp's own batch arithmetic. */
+int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n, int rows_mode);
 
 /* Logits of rows [first, first + n) of the last forward batch -> out
- * (n x n_vocab floats), with the same rows_alone as that batch. */
+ * (n x n_vocab floats), with the same rows_mode as that batch. */
 int coli_logits(const coli_model *m, coli_state *s, int first, int n, float *out);
 
 #endif

@@ -17,7 +17,8 @@
 #include "ggml_types.h"
 
 static int matmul(coli_state *s, const coli_mat *w, const float *x, int n, float *y) {
-    return coli_matmul_ex(s->pool, w->data, w->type, w->n_in, w->n_out, x, n, y, s->mm_scratch, s->rows_alone);
+    return coli_matmul_ex(s->pool, w->data, w->type, w->n_in, w->n_out, x, n, y, s->mm_scratch,
+                          (coli_rows_mode)s->rows_mode);
 }
 
 /* Indices of the k largest values, largest first (ties: lower index first). */

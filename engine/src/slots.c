@@ -14,6 +14,7 @@
 
 #include "engine.h"
 #include "error.h"
+#include "matmul.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -176,7 +177,7 @@ static void decode(event_out *o, colibri_engine *e) {
     }
     if (n == 0) return;
     const double t0 = now_s();
-    int rc = coli_forward(&e->model, &e->state, e->rows, n, true);
+    int rc = coli_forward(&e->model, &e->state, e->rows, n, COLI_ROWS_ALONE);
     if (!rc) coli_stats_after_forward(e, n, true);
     if (!rc) rc = coli_logits(&e->model, &e->state, 0, n, e->state.logits);
     const double dt = now_s() - t0;
@@ -233,7 +234,7 @@ static void prefill(event_out *o, colibri_engine *e) {
     const int chunk = left < e->cfg.n_batch ? left : e->cfg.n_batch;
     for (int i = 0; i < chunk; i++) e->rows[i] = (coli_row){sl->hist[pos0 + i], pos0 + i, &sl->kv};
     const double t0 = now_s();
-    int rc = coli_forward(&e->model, &e->state, e->rows, chunk, false);
+    int rc = coli_forward(&e->model, &e->state, e->rows, chunk, COLI_ROWS_UNIFORM);
     if (!rc) coli_stats_after_forward(e, chunk, false);
     if (!rc && sl->req.echo) rc = echo_rows(e, sl, pos0, chunk);
     const bool last = chunk == left;

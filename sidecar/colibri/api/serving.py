@@ -175,7 +175,7 @@ class ServedModel:
             return Delta(content=section.feed(answer) if section else answer, reasoning=said)
 
         shown = False  # some non-whitespace text went out: a turn marker now ends the reply
-        ended = False  # the reply is over; an echo still waits for the engine's Finish (its read-out)
+        ended = False  # the reply is over; the engine's Finish (reuse, read-out) is still read
         t0 = time.monotonic()
         first_output = None
         raw_len = 0
@@ -194,8 +194,7 @@ class ServedModel:
                     if marker == END:
                         outcome.finish_reason = "stop"
                         ended = True
-                        if not options.echo:
-                            break
+                        self.engine_thread.cancel(req.slot)  # read on to its Finish: reuse, read-out
                     continue  # a leading marker is ignored (serve-api spec)
                 data = self.token_bytes(ev.token)
                 raw = detok.feed(data)
@@ -215,8 +214,7 @@ class ServedModel:
                 if stops.matched is not None:
                     outcome.finish_reason = "stop"
                     ended = True
-                    if not options.echo:
-                        break
+                    self.engine_thread.cancel(req.slot)  # read on to its Finish: reuse, read-out
             tail = detok.flush()  # a dangling partial character: U+FFFD, the last token's text
             if tail and outcome.records:
                 outcome.records[-1].end += len(tail)

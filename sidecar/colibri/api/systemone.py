@@ -85,9 +85,11 @@ class Scorer:
         self.served, self.lease, self.observer = served, lease, observer
         self.prefilled = self.reused = self.calls = 0
 
-    async def read_out(self, tokens: list[int]) -> Finish:
-        """A pure scoring pass: no token generated, the read-out of every prompt position."""
-        req = GenRequest(slot=self.lease.slot, prompt=tokens, max_tokens=0, temperature=0.0, top_p=1.0, echo=True)
+    async def read_out(self, tokens: list[int], echo_from: int = 0) -> Finish:
+        """A pure scoring pass: no token generated, the read-out of the prompt positions from
+        echo_from on (the prefix before it may come from the slot's cache)."""
+        req = GenRequest(slot=self.lease.slot, prompt=tokens, max_tokens=0, temperature=0.0, top_p=1.0, echo=True,
+                         echo_from=echo_from)
         t0 = time.monotonic()
         finish = None
         try:
@@ -110,7 +112,7 @@ class Scorer:
         n_prefix = 0
         while n_prefix < min(len(question), len(option)) and question[n_prefix] == option[n_prefix]:
             n_prefix += 1  # where the tokens of the answer start (a merge across the boundary moves it)
-        finish = await self.read_out(option)
+        finish = await self.read_out(option, echo_from=n_prefix)
         values = [pos.logprob for pos in finish.prompt_readout[n_prefix:]
                   if pos.logprob is not None and not math.isnan(pos.logprob)]
         if not values:
