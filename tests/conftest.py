@@ -11,6 +11,13 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(scope="session", autouse=True)
+def scratch_state_and_cache(tmp_path_factory):
+    """Learned heat and persisted KV slots of test servers go to scratch folders, never the user's."""
+    for var in ("COLI_CACHE_DIR", "COLI_STATE_DIR"):
+        os.environ.setdefault(var, str(tmp_path_factory.mktemp(var.lower())))
+
+
 @pytest.fixture(scope="session")
 def default_model() -> Path:
     """The embedded default model (Gemma 3 270M Q4_K_M), assembled once per machine."""
