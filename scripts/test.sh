@@ -3,7 +3,10 @@
 # (pytest), then the dashboard's (web/test.sh: unit, build, headless Chromium,
 # and the browser tests again against a live `coli serve` on a small MoE
 # model). Arguments go to pytest; with arguments only pytest runs.
-#   COLI_SKIP_WEB=1   skip the dashboard's tests
+# Then the desktop tests (desktop/test.sh: the frozen sidecar, the .desktop
+# file, the Tauri shell's build and tests, the windows under Xvfb).
+#   COLI_SKIP_WEB=1       skip the dashboard's tests
+#   COLI_SKIP_DESKTOP=1   skip the desktop tests
 #   COLI_WHEEL_CACHE  where the llama.cpp reference wheel is kept between runs
 #                     (default ~/.cache/colibri/wheels); it is built once, ~8 min on 2 cores.
 COLI_EXTRAS="test"
@@ -98,4 +101,8 @@ if [ "${COLI_SKIP_WEB:-0}" != 1 ]; then
     bash "$ROOT/web/test.sh"
     say "dashboard: browser tests against a live coli serve"
     web_live_tests
+fi
+if [ "${COLI_SKIP_DESKTOP:-0}" != 1 ]; then
+    say "desktop: frozen sidecar, launcher, Tauri shell, windows under Xvfb (desktop/test.sh)"
+    bash "$ROOT/desktop/test.sh"
 fi
