@@ -193,11 +193,9 @@ def test_openai_sdk_reads_both_shapes(served):
 
 
 def test_replies_carry_what_the_vendor_schema_requires(served):
-    yaml = pytest.importorskip("yaml")
-    from pathlib import Path
+    from tests.fixtures.vendor.extract import load
 
-    spec = Path(__file__).resolve().parents[3] / "shared" / "spec" / "vendor" / "openai-openapi.yaml"
-    schemas = yaml.safe_load(spec.read_text())["components"]["schemas"]
+    schemas = load()["openai"]
 
     def required(name):
         return set(schemas[name]["required"])
