@@ -74,19 +74,23 @@ class ToolFormat:
         return "call_" + secrets.token_hex(12)
 
 
+def _blocks(text: str, parse_one) -> Section:
+    """Every <tool_call> block of text through parse_one(body, complete); the rest is stray text."""
+    out = Section()
+    last = 0
+    for m in BLOCK.finditer(text):
+        out.stray += text[last:m.start()]
+        last = m.end()
+        out.calls.append(parse_one(m.group(1), bool(m.group(2))))
+    out.stray += text[last:]
+    return out
+
+
 class Hermes(ToolFormat):
     name, opener = "hermes", "<tool_call>"
 
     def parse(self, section: str, schemas: dict[str, dict]) -> Section:
-        out = Section()
-        text = self.opener + section
-        last = 0
-        for m in BLOCK.finditer(text):
-            out.stray += text[last:m.start()]
-            last = m.end()
-            out.calls.append(self.parse_block(m.group(1).strip(), complete=bool(m.group(2))))
-        out.stray += text[last:]
-        return out
+        return _blocks(self.opener + section, lambda body, complete: self.parse_block(body.strip(), complete))
 
     @staticmethod
     def parse_block(body: str, complete: bool) -> ParsedCall:
@@ -105,15 +109,7 @@ class Glm45(ToolFormat):
     name, opener = "glm45", "<tool_call>"
 
     def parse(self, section: str, schemas: dict[str, dict]) -> Section:
-        out = Section()
-        text = self.opener + section
-        last = 0
-        for m in BLOCK.finditer(text):
-            out.stray += text[last:m.start()]
-            last = m.end()
-            out.calls.append(self.parse_block(m.group(1), bool(m.group(2)), schemas))
-        out.stray += text[last:]
-        return out
+        return _blocks(self.opener + section, lambda body, complete: self.parse_block(body, complete, schemas))
 
     @staticmethod
     def parse_block(body: str, complete: bool, schemas: dict[str, dict]) -> ParsedCall:
