@@ -331,6 +331,7 @@ typedef struct {
     int n_layer, n_expert;       /* per-expert arrays hold n_layer * n_expert entries, layer-major */
     int streaming;               /* 1: experts stream from disk into a RAM cache */
     uint64_t seq;                /* forward passes so far; last_hits belong to pass seq */
+    uint64_t turns;              /* requests finished so far (the id of the newest colibri_turn) */
     uint64_t tokens_prompt, tokens_generated;
     double forward_s, attention_s, matmul_s, lm_head_s; /* time in each phase (matmul: FFN and experts, waits excluded) */
     double io_wait_s, disk_s;    /* compute blocked on expert reads; read service time over the I/O threads */

@@ -152,6 +152,7 @@ int64_t colibri_model_info(colibri_engine *e, char *out, size_t cap) {
         const size_t kv_bytes = coli_kv_bytes(&e->model.hp, e->cfg.n_ctx);
         jb_printf(&b, ",\"n_ctx\":%d,\"n_batch\":%d,\"n_threads\":%d,\"n_slots\":%d", e->cfg.n_ctx,
                   e->cfg.n_batch, e->cfg.n_threads, e->cfg.n_slots);
+        jb_printf(&b, ",\"n_layer_dense_lead\":%d", e->model.hp.n_layer_dense_lead);
         jb_printf(&b, ",\"kv_bytes_per_slot\":%zu,\"state_bytes\":%zu,\"model_id\":\"%s\"", kv_bytes, s->bytes,
                   e->model_id_hex);
     }

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "error.h"
 #include "experts.h"
 #include "ggml_types.h"
@@ -74,12 +75,6 @@ struct coli_expert_store {
     uint64_t clock;
     coli_store_counters c;
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- binding the 3-D tensors ---- */
 
@@ -198,9 +193,9 @@ static void *io_main(void *arg) {
         const int e = en->e;
         pthread_mutex_unlock(&st->mu);
         uint64_t bytes = 0;
-        const double t0 = now_s();
+        const double t0 = coli_now_s();
         const int rc = read_expert(st, lc, e, en->buf, &bytes);
-        const double dt = now_s() - t0;
+        const double dt = coli_now_s() - t0;
         pthread_mutex_lock(&st->mu);
         st->c.disk_s += dt;
         st->c.bytes_read += bytes;
@@ -457,7 +452,7 @@ int coli_experts_acquire(coli_expert_store *st, int il, int e, coli_expert *out)
     }
     layer_cache *lc = &st->lc[il];
     pthread_mutex_lock(&st->mu);
-    const double t0 = now_s();
+    const double t0 = coli_now_s();
     int rc = 0;
     for (;;) {
         if (take_ready(st, il, e, out)) break;
@@ -478,7 +473,7 @@ int coli_experts_acquire(coli_expert_store *st, int il, int e, coli_expert *out)
         }
         pthread_cond_wait(&st->done, &st->mu); /* its read, or a release that frees room */
     }
-    st->c.wait_s += now_s() - t0;
+    st->c.wait_s += coli_now_s() - t0;
     pthread_mutex_unlock(&st->mu);
     return rc;
 }
@@ -525,13 +520,13 @@ int coli_experts_pin(coli_expert_store *st, const uint32_t *counts) {
         uint8_t *buf = NULL;
         if (posix_memalign((void **)&buf, DIO_ALIGN, lc->buf_bytes)) break;
         uint64_t bytes = 0;
-        const double t0 = now_s();
+        const double t0 = coli_now_s();
         if (read_expert(st, lc, e, buf, &bytes)) {
             free(buf);
             continue;
         }
         pthread_mutex_lock(&st->mu);
-        st->c.disk_s += now_s() - t0;
+        st->c.disk_s += coli_now_s() - t0;
         st->c.bytes_read += bytes;
         lc->pinned[e] = buf;
         st->c.pinned_bytes += (int64_t)lc->buf_bytes;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "error.h"
 #include "ggml_types.h"
 #include "matmul.h"
@@ -150,12 +151,6 @@ void coli_state_free(coli_state *s) {
     memset(s, 0, sizeof *s);
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int matmul(coli_state *s, const coli_mat *w, const float *x, int n, float *y) {
     return coli_matmul_ex(s->pool, w->data, w->type, w->n_in, w->n_out, x, n, y, s->mm_scratch,
                           (coli_rows_mode)s->rows_mode);
@@ -267,28 +262,28 @@ int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n
         if (hp->embd_scale != 1.0f)
             for (int d = 0; d < E; d++) x[d] *= hp->embd_scale;
     }
-    const double t_start = now_s();
+    const double t_start = coli_now_s();
     for (int il = 0; il < hp->n_layer; il++) {
-        const double t0 = now_s();
+        const double t0 = coli_now_s();
         if ((rc = attention(m, s, il, n))) return rc;
-        const double t1 = now_s();
+        const double t1 = coli_now_s();
         add_rows(s->x, s->tmp, (size_t)n * E);
         if ((rc = ffn(m, s, il, n))) return rc;
         s->t_attention += t1 - t0;
-        s->t_ffn += now_s() - t1;
+        s->t_ffn += coli_now_s() - t1;
         add_rows(s->x, s->tmp, (size_t)n * E);
     }
     for (int i = 0; i < n; i++)
         coli_rmsnorm(s->xn + (size_t)i * E, s->x + (size_t)i * E, m->output_norm, E, hp->rms_eps);
-    s->t_forward += now_s() - t_start;
+    s->t_forward += coli_now_s() - t_start;
     return 0;
 }
 
 int coli_logits(const coli_model *m, coli_state *s, int first, int n, float *out) {
     if (first < 0 || n <= 0 || first + n > s->n_batch) return coli_fail(COLI_E_ARG, "coli_logits: rows out of range");
-    const double t0 = now_s();
+    const double t0 = coli_now_s();
     int rc = matmul(s, &m->output, s->xn + (size_t)first * m->hp.n_embd, n, out);
-    const double dt = now_s() - t0;
+    const double dt = coli_now_s() - t0;
     s->t_lm_head += dt;
     s->t_forward += dt;
     return rc;

@@ -13,14 +13,9 @@
 #include <time.h>
 
 #include "engine.h"
+#include "clock.h"
 #include "error.h"
 #include "matmul.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int check(const colibri_engine *e, int slot, const char *fn) {
     if (!e) return coli_fail(COLI_E_ARG, "%s: no engine", fn);
@@ -176,11 +171,11 @@ static void decode(event_out *o, colibri_engine *e) {
         who[n++] = i;
     }
     if (n == 0) return;
-    const double t0 = now_s();
+    const double t0 = coli_now_s();
     int rc = coli_forward(&e->model, &e->state, e->rows, n, COLI_ROWS_ALONE);
     if (!rc) coli_stats_after_forward(e, n, true);
     if (!rc) rc = coli_logits(&e->model, &e->state, 0, n, e->state.logits);
-    const double dt = now_s() - t0;
+    const double dt = coli_now_s() - t0;
     if (rc) {
         fail_all(o, e, who, n);
         return;
@@ -233,14 +228,14 @@ static void prefill(event_out *o, colibri_engine *e) {
     }
     const int chunk = left < e->cfg.n_batch ? left : e->cfg.n_batch;
     for (int i = 0; i < chunk; i++) e->rows[i] = (coli_row){sl->hist[pos0 + i], pos0 + i, &sl->kv};
-    const double t0 = now_s();
+    const double t0 = coli_now_s();
     int rc = coli_forward(&e->model, &e->state, e->rows, chunk, COLI_ROWS_UNIFORM);
     if (!rc) coli_stats_after_forward(e, chunk, false);
     if (!rc && sl->req.echo) rc = echo_rows(e, sl, pos0, chunk);
     const bool last = chunk == left;
     if (!rc && last && sl->req.max_tokens > 0)
         rc = coli_logits(&e->model, &e->state, chunk - 1, 1, e->state.logits);
-    sl->prefill_s += now_s() - t0;
+    sl->prefill_s += coli_now_s() - t0;
     if (rc) {
         fail_all(o, e, &slot, 1);
         return;

@@ -8,17 +8,12 @@
 #include <time.h>
 
 #include "engine.h"
+#include "clock.h"
 #include "error.h"
 #include "experts.h"
 
 #define HEAT_DECAY 0.96f /* per forward pass: an expert routed every step settles near 25 */
 #define CO_MAX_EXPERTS 256 /* co-routing is counted up to this many experts per layer (E^2 per layer) */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static size_t n_cells(const colibri_engine *e) { return (size_t)e->model.hp.n_layer * (size_t)e->model.hp.n_expert; }
 
@@ -107,7 +102,7 @@ void coli_stats_after_forward(colibri_engine *e, int n, bool generated) {
 
 /* The engine's totals now (called on the engine thread). */
 static coli_totals totals(colibri_engine *e) {
-    coli_totals t = {now_s(), e->state.t_forward, e->state.t_attention, e->state.t_ffn, e->state.t_lm_head, 0, 0, 0,
+    coli_totals t = {coli_now_s(), e->state.t_forward, e->state.t_attention, e->state.t_ffn, e->state.t_lm_head, 0, 0, 0,
                      0, 0, 0, 0, 0};
     pthread_mutex_lock(&e->stats.mu);
     t.forwards = e->stats.seq;
@@ -196,6 +191,7 @@ int colibri_stats(colibri_engine *e, colibri_stats_t *out, uint8_t *tiers, uint3
     const size_t cells = n_cells(e);
     pthread_mutex_lock(&b->mu);
     out->seq = b->seq;
+    out->turns = b->turn_id;
     out->tokens_prompt = b->tokens_prompt;
     out->tokens_generated = b->tokens_generated;
     out->forward_s = b->forward_s;

@@ -428,9 +428,12 @@ class Engine:
         return out
 
     def _cells(self) -> int:
-        st = ffi.new("colibri_stats_t *")
-        lib.colibri_stats(self._e, st, ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL)
-        return st.n_layer * st.n_expert
+        """n_layer * n_expert: the length of the per-expert arrays (fixed for the engine's life)."""
+        if getattr(self, "_n_cells", None) is None:
+            st = ffi.new("colibri_stats_t *")
+            lib.colibri_stats(self._e, st, ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL)
+            self._n_cells = st.n_layer * st.n_expert
+        return self._n_cells
 
     def turns(self) -> list[dict[str, Any]]:
         """The last finished requests' records, oldest first (at most 120)."""
@@ -460,7 +463,7 @@ class Engine:
         return n
 
 
-STATS_FIELDS = ("n_layer", "n_expert", "streaming", "seq", "tokens_prompt", "tokens_generated", "forward_s",
+STATS_FIELDS = ("n_layer", "n_expert", "streaming", "seq", "turns", "tokens_prompt", "tokens_generated", "forward_s",
                 "attention_s", "matmul_s", "lm_head_s", "io_wait_s", "disk_s", "bytes_read", "loads", "hits", "misses",
                 "prefetch_issued", "prefetch_used", "predicted", "predicted_right", "cache_bytes", "pinned_bytes",
                 "n_cached", "n_pinned")

@@ -28,12 +28,8 @@ def moe_layers(served) -> list[int]:
     """Model layers that route to experts (the rows of the experts map), cached on the served model."""
     layers = getattr(served, "moe_rows", None)
     if layers is None:
-        from colibri.engine import GGUFFile
-
         info = served.engine.model_info()
-        n_layer, arch = int(info.get("n_layer") or 0), info.get("arch")
-        with GGUFFile(served.engine.path) as g:
-            lead = int(g.get(f"{arch}.leading_dense_block_count") or 0)
+        n_layer, lead = int(info.get("n_layer") or 0), int(info.get("n_layer_dense_lead") or 0)
         layers = served.moe_rows = list(range(lead, n_layer)) if info.get("n_expert") else []
     return layers
 
@@ -154,8 +150,7 @@ async def get_events(request: web.Request) -> web.StreamResponse:
     layers = moe_layers(served)
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
-    turns = engine.turns()
-    last_seq, last_turn, quiet = None, turns[-1]["id"] if turns else 0, 0
+    last_seq, last_turn, quiet = None, engine.stats()["turns"], 0
     while True:
         st = engine.stats(arrays=("last_hits",) if layers else False)
         chunks = []
@@ -164,10 +159,11 @@ async def get_events(request: web.Request) -> web.StreamResponse:
             chunks.append(("routing", {"seq": st["seq"], "rows": len(layers), "cols": st["n_expert"],
                                        "hits": _b64(_bitmap(hits))}))
         last_seq = st["seq"]
-        for t in engine.turns():
-            if t["id"] > last_turn:
-                chunks.append(("turn", profile_turn(t)))
-                last_turn = t["id"]
+        if st["turns"] != last_turn:  # read the ring only when a request has ended
+            for t in engine.turns():
+                if t["id"] > last_turn:
+                    chunks.append(("turn", profile_turn(t)))
+            last_turn = st["turns"]
         try:
             for name, data in chunks:
                 await resp.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
