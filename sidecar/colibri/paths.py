@@ -13,36 +13,32 @@ import platformdirs
 APP = "colibri"
 
 
-def data_dir() -> Path:
-    """Models assembled from packages, settings (platformdirs user data dir)."""
-    path = Path(os.environ.get("COLI_DATA_DIR") or platformdirs.user_data_dir(APP, appauthor=False))
+def _folder(path: str | Path) -> Path:
+    path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def data_dir() -> Path:
+    """Models assembled from packages, settings (platformdirs user data dir)."""
+    return _folder(os.environ.get("COLI_DATA_DIR") or platformdirs.user_data_dir(APP, appauthor=False))
 
 
 def cache_dir() -> Path:
     """Learned routing heat: safe to delete (platformdirs user cache dir)."""
-    path = Path(os.environ.get("COLI_CACHE_DIR") or platformdirs.user_cache_dir(APP, appauthor=False))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return _folder(os.environ.get("COLI_CACHE_DIR") or platformdirs.user_cache_dir(APP, appauthor=False))
 
 
 def models_dir() -> Path:
-    path = data_dir() / "models"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return _folder(data_dir() / "models")
 
 
 def state_dir() -> Path:
     """Warm state that should survive a restart: persisted KV slots
     (platformdirs user state dir; COLI_STATE_DIR overrides)."""
-    path = Path(os.environ.get("COLI_STATE_DIR") or platformdirs.user_state_dir(APP, appauthor=False))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return _folder(os.environ.get("COLI_STATE_DIR") or platformdirs.user_state_dir(APP, appauthor=False))
 
 
 def kv_dir() -> Path:
     """Persisted KV slots, one folder per model identity (EngineThread's persist_dir)."""
-    path = state_dir() / "kv"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return _folder(state_dir() / "kv")

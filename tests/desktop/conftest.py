@@ -117,18 +117,6 @@ def close_by_title(title: str, display_name: str, proc: subprocess.Popen, timeou
     raise AssertionError(f"the {title!r} window did not close within {timeout} s")
 
 
-def refused(host: str, port: int) -> bool:
-    import socket
-
-    try:
-        socket.create_connection((host, port), timeout=2).close()
-    except ConnectionRefusedError:
-        return True
-    except OSError:
-        return False
-    return False
-
-
 def require(path: Path, what: str) -> Path:
     if not path.is_file():
         pytest.fail(f"{what} is missing at {path}: desktop/test.sh builds it")

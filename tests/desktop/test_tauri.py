@@ -7,8 +7,9 @@ import re
 import subprocess
 import time
 
-from tests.desktop.conftest import (SIDECAR, TAURI_BIN, Output, assert_not_blank, close_by_title, refused, require,
+from tests.desktop.conftest import (SIDECAR, TAURI_BIN, Output, assert_not_blank, close_by_title, require,
                                     save_shot)
+from tests.netcheck import refused
 
 READY = re.compile(r"\[colibri\] (\S+) is ready at (http://\S+); showing the dashboard")
 

@@ -7,7 +7,8 @@ import subprocess
 import sys
 import time
 
-from tests.desktop.conftest import Output, assert_not_blank, close_by_title, refused, save_shot, which
+from tests.desktop.conftest import Output, assert_not_blank, close_by_title, save_shot, which
+from tests.netcheck import refused
 from tests.sidecar.serve_support import URL_LINE
 
 KEY = "desktop-test-key"

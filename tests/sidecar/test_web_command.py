@@ -18,6 +18,7 @@ import pytest
 from colibri import desktop
 from colibri.cli import build_parser
 from colibri.commands.web import _serve_parser
+from tests.netcheck import refused
 from tests.sidecar.serve_support import URL_LINE, wait_for
 
 
@@ -101,16 +102,6 @@ def _start_web(args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen, 
     return proc, lines, base
 
 
-def _refused(host: str, port: int) -> bool:
-    try:
-        socket.create_connection((host, port), timeout=2).close()
-    except ConnectionRefusedError:
-        return True
-    except OSError:
-        return False
-    return False
-
-
 def _health(base: str) -> dict:
     import urllib.request
 
@@ -134,7 +125,7 @@ def test_no_browser_serves_until_sigterm_and_then_stops_its_server(web_env, defa
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 128 + signal.SIGTERM
         host, port = base[len("http://"):].rsplit(":", 1)
-        assert wait_for(lambda: _refused(host, int(port)), 30), "the server outlived `coli web`"
+        assert wait_for(lambda: refused(host, int(port)), 30), "the server outlived `coli web`"
     finally:
         proc.kill()
 

@@ -14,7 +14,7 @@ import json
 import re
 
 from colibri.api.errors import ApiError, bad_request
-from colibri.api.fields import opt_bool, opt_int, opt_number, out_of_range, wrong_type
+from colibri.api.fields import opt_bool, opt_int, out_of_range, sampling, wrong_type
 from colibri.api.protocol import ChatRequest, Limits, Message, Options, Thinking, ToolChoice, Tools
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
@@ -39,12 +39,7 @@ def parse_messages_request(body: dict, limits: Limits, counting: bool = False) -
         if body.get("max_tokens") is None:
             raise bad_request("missing_required_parameter", "max_tokens: Field required", "max_tokens")
         max_tokens = opt_int(body, "max_tokens", lo=1)
-    temperature = opt_number(body, "temperature", limits.temperature)
-    if not 0.0 <= temperature <= 1.0:
-        raise out_of_range("temperature", "between 0 and 1", body.get("temperature"))
-    top_p = opt_number(body, "top_p", limits.top_p)
-    if not 0.0 < top_p <= 1.0:
-        raise out_of_range("top_p", "in (0, 1]", body.get("top_p"))
+    temperature, top_p = sampling(body, limits.temperature, limits.top_p, max_temperature=1.0)
     if body.get("top_k") is not None:
         raise bad_request("unsupported_parameter", "top_k is not supported by this server", "top_k")
     stops = body.get("stop_sequences")

@@ -88,3 +88,14 @@ def opt_object(body: dict, name: str) -> dict | None:
     if not isinstance(value, dict):
         raise wrong_type(name, "an object", value)
     return value
+
+
+def sampling(body: dict, temperature: float, top_p: float, max_temperature: float) -> tuple[float, float]:
+    """temperature in [0, max_temperature] and top_p in (0, 1], the given defaults when absent."""
+    t = opt_number(body, "temperature", temperature)
+    if not 0.0 <= t <= max_temperature:
+        raise out_of_range("temperature", f"between 0 and {max_temperature:g}", body.get("temperature"))
+    p = opt_number(body, "top_p", top_p)
+    if not 0.0 < p <= 1.0:
+        raise out_of_range("top_p", "in (0, 1]", body.get("top_p"))
+    return t, p

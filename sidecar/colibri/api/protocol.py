@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from colibri.api.errors import ApiError, bad_request
-from colibri.api.fields import (opt_bool, opt_int, opt_number, opt_object, opt_str, out_of_range, type_name,
+from colibri.api.fields import (opt_bool, opt_int, opt_number, opt_object, opt_str, out_of_range, sampling, type_name,
                                 wrong_type)
 
 MAX_STOPS = 4
@@ -146,12 +146,7 @@ def parse_options(body: dict, limits: Limits) -> Options:
     budget = opt_int(body, "max_completion_tokens", lo=1)
     legacy = opt_int(body, "max_tokens", lo=1)
     max_tokens = budget if budget is not None else legacy if legacy is not None else limits.max_tokens
-    temperature = opt_number(body, "temperature", limits.temperature)
-    if not 0.0 <= temperature <= 2.0:
-        raise out_of_range("temperature", "between 0 and 2", body.get("temperature"))
-    top_p = opt_number(body, "top_p", limits.top_p)
-    if not 0.0 < top_p <= 1.0:
-        raise out_of_range("top_p", "in (0, 1]", body.get("top_p"))
+    temperature, top_p = sampling(body, limits.temperature, limits.top_p, max_temperature=2.0)
     seed = body.get("seed")  # accepted unvalidated (spec); an integer one is honoured
     seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else None
     n = opt_int(body, "n", lo=1)
