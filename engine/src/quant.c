@@ -805,6 +805,9 @@ static void build_tables(void) {
     t->type[GGML_TYPE_Q4_0].vec_dot_2w = vec_dot_q4_0_q8_0_2w_avx512;
     t->type[GGML_TYPE_Q5_0].vec_dot_2w = vec_dot_q5_0_q8_0_2w_avx512;
     t->type[GGML_TYPE_Q8_0].vec_dot_2w = vec_dot_q8_0_q8_0_2w_avx512;
+    t->type[GGML_TYPE_Q4_0].vec_dot_16w = vec_dot_q4_0_q8_0_16w_avx512;
+    t->type[GGML_TYPE_Q5_0].vec_dot_16w = vec_dot_q5_0_q8_0_16w_avx512;
+    t->type[GGML_TYPE_Q8_0].vec_dot_16w = vec_dot_q8_0_q8_0_16w_avx512;
     set_mm(&t->type[GGML_TYPE_Q4_0], vec_dot_q4_0_q8_0_mm_avx512, 1, 1, QK4_0, 8);
     t->type[GGML_TYPE_Q4_0].vec_dot_mm_16w = vec_dot_q4_0_q8_0_mm_16w_avx512;
     t->type[GGML_TYPE_Q4_K].vec_dot = vec_dot_q4_K_q8_K_avx512;

@@ -411,6 +411,138 @@ DEF_2W(vec_dot_q8_0_q8_0_2w_avx512, 0)
 DEF_2W(vec_dot_q4_0_q8_0_2w_avx512, 1)
 DEF_2W(vec_dot_q5_0_q8_0_2w_avx512, 2)
 
+/* Weight bytes of block ib of two rows as unsigned quants q + c (Q8_0:
+ * q ^ 0x80 = q + 128; Q4_0: the nibble = q + 8; Q5_0: 5 bits = q + 16),
+ * [row 0 | row 1]: dpbusd(-c * sum(y), q + c, y) = sum(q * y) in every lane,
+ * the exact integers the sign trick gives, without the per-row sign fix. */
+INL __m512i w2rows_u(const char *w0, const char *w1, int ib, const int kind) {
+    if (kind == 0)
+        return _mm512_xor_si512(load2x256(((const block_q8_0 *)w0 + ib)->qs, ((const block_q8_0 *)w1 + ib)->qs),
+                                _mm512_set1_epi8((char)0x80));
+    const uint8_t *q0 = kind == 1 ? ((const block_q4_0 *)w0 + ib)->qs : ((const block_q5_0 *)w0 + ib)->qs;
+    const uint8_t *q1 = kind == 1 ? ((const block_q4_0 *)w1 + ib)->qs : ((const block_q5_0 *)w1 + ib)->qs;
+    const __m256i t = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)q0)),
+                                              _mm_loadu_si128((const __m128i *)q1), 1);
+    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(t), _mm256_srli_epi16(t, 4), 1);  /* [r0, r1, r0>>4, r1>>4] */
+    z = _mm512_and_si512(_mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F));
+    if (kind == 1) return z;
+    uint32_t h0, h1;
+    memcpy(&h0, ((const block_q5_0 *)w0 + ib)->qh, 4);
+    memcpy(&h1, ((const block_q5_0 *)w1 + ib)->qh, 4);
+    return _mm512_mask_add_epi8(z, (__mmask64)h0 | ((__mmask64)h1 << 32), z, _mm512_set1_epi8(16));
+}
+
+#define Q0_PAIRS 4 /* weight-row pairs per pass of the 16-row kernel */
+
+/* vec_dot for 16 weight rows, passes of Q0_PAIRS pairs (one per zmm, as in
+ * q8_0_family_2w_nr) against nr activation rows: the same fma chain per
+ * (weight row, activation row), so the same bits; each weight block is loaded
+ * once per pass and the unsigned-weight dot needs no per-row sign fix. The
+ * next tile's bytes are prefetched while this one is computed: decode reads
+ * each weight once, and the hardware prefetcher stops at every 4 KiB page. */
+INL void q8_0_family_16w_nr(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss,
+                            const int kind, const int nr, const int prefetch) {
+    const int nb = n / QK8_0, bs = wsize(kind);
+    const __m512i cu = _mm512_set1_epi8(kind == 0 ? (char)0x80 : kind == 1 ? 8 : 16);
+    const __m512i zero = _mm512_setzero_si512();
+    const char *pf = w + 16 * wst;                                  /* the next tile */
+    const int pf_lines = prefetch ? (int)((16 * wst + 63) / 64) : 0, steps = (16 / (2 * Q0_PAIRS)) * nb;
+    for (int h = 0; h < 16 / (2 * Q0_PAIRS); h++) {
+        const char *wh = w + (size_t)(2 * Q0_PAIRS * h) * wst;
+        __m512 acc[Q0_PAIRS][COLI_MAX_NR];
+        for (int p = 0; p < Q0_PAIRS; p++)
+            for (int r = 0; r < nr; r++) acc[p][r] = _mm512_setzero_ps();
+        for (int i0 = 0; i0 < nb; i0 += 16) {
+            const int cnt = nb - i0 < 16 ? nb - i0 : 16;
+            __m512 d0[Q0_PAIRS][COLI_MAX_NR], d1[Q0_PAIRS][COLI_MAX_NR];  /* dw * dy of the 16 blocks */
+            if (cnt == 16) {
+                __m512 dy[COLI_MAX_NR];
+                for (int r = 0; r < nr; r++)
+                    dy[r] = scales16(a + r * as + (size_t)i0 * sizeof(block_q8_0), (int)sizeof(block_q8_0));
+                for (int p = 0; p < Q0_PAIRS; p++) {
+                    const __m512 dx0 = scales16(wh + (2 * p) * wst + (size_t)i0 * bs, bs);
+                    const __m512 dx1 = scales16(wh + (2 * p + 1) * wst + (size_t)i0 * bs, bs);
+                    for (int r = 0; r < nr; r++) {
+                        d0[p][r] = _mm512_mul_ps(dx0, dy[r]);
+                        d1[p][r] = _mm512_mul_ps(dx1, dy[r]);
+                    }
+                }
+            } else {
+                float t0[COLI_MAX_NR][16], t1[COLI_MAX_NR][16];
+                const __mmask16 m = (__mmask16)((1u << cnt) - 1);
+                for (int p = 0; p < Q0_PAIRS; p++) {
+                    for (int k = 0; k < cnt; k++) {
+                        coli_half h0, h1;
+                        memcpy(&h0, wh + (2 * p) * wst + (size_t)(i0 + k) * bs, 2);
+                        memcpy(&h1, wh + (2 * p + 1) * wst + (size_t)(i0 + k) * bs, 2);
+                        for (int r = 0; r < nr; r++) {
+                            const float dy = h2f(((const block_q8_0 *)(a + r * as))[i0 + k].d);
+                            t0[r][k] = h2f(h0) * dy;
+                            t1[r][k] = h2f(h1) * dy;
+                        }
+                    }
+                    for (int r = 0; r < nr; r++) {
+                        d0[p][r] = _mm512_maskz_loadu_ps(m, t0[r]);
+                        d1[p][r] = _mm512_maskz_loadu_ps(m, t1[r]);
+                    }
+                }
+            }
+            for (int k = 0; k < cnt; k++) {
+                const int ib = i0 + k;
+                if (pf_lines) {
+                    const int st = h * nb + ib;
+                    for (int l = st * pf_lines / steps; l < (st + 1) * pf_lines / steps; l++)
+                        _mm_prefetch(pf + 64 * (size_t)l, _MM_HINT_T0);
+                }
+                __m512i y[COLI_MAX_NR], ncs[COLI_MAX_NR];
+                for (int r = 0; r < nr; r++) {
+                    y[r] = _mm512_broadcast_i64x4(
+                        _mm256_loadu_si256((const __m256i *)((const block_q8_0 *)(a + r * as) + ib)->qs));
+                    ncs[r] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, cu, y[r]));
+                }
+                const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi32(k), _mm256_set1_epi32(16 + k), 1);
+                for (int p = 0; p < Q0_PAIRS; p++) {
+                    const __m512i u = w2rows_u(wh + (2 * p) * wst, wh + (2 * p + 1) * wst, ib, kind);
+                    for (int r = 0; r < nr; r++) {
+                        const __m512i dot = _mm512_dpbusd_epi32(ncs[r], u, y[r]);
+                        acc[p][r] = _mm512_fmadd_ps(_mm512_permutex2var_ps(d0[p][r], sel, d1[p][r]),
+                                                    _mm512_cvtepi32_ps(dot), acc[p][r]);
+                    }
+                }
+            }
+        }
+        for (int p = 0; p < Q0_PAIRS; p++)
+            for (int r = 0; r < nr; r++) {
+                s[r * ss + 2 * Q0_PAIRS * h + 2 * p] = hsum8(_mm512_castps512_ps256(acc[p][r]));
+                s[r * ss + 2 * Q0_PAIRS * h + 2 * p + 1] = hsum8(_mm512_extractf32x8_ps(acc[p][r], 1));
+            }
+    }
+}
+
+INL void q8_0_family_16w(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss, int nr,
+                         const int kind) {
+    for (int r0 = 0; r0 < nr; r0 += COLI_MAX_NR) {
+        const int rn = nr - r0 < COLI_MAX_NR ? nr - r0 : COLI_MAX_NR;
+        const char *ar = (const char *)a + (size_t)r0 * as;
+        float *sr = s + (size_t)r0 * ss;
+        const int pf = r0 == 0; /* later row groups find the tile in cache */
+        switch (rn) {
+        case 1: q8_0_family_16w_nr(n, w, wst, ar, as, sr, ss, kind, 1, pf); break;
+        case 2: q8_0_family_16w_nr(n, w, wst, ar, as, sr, ss, kind, 2, pf); break;
+        case 3: q8_0_family_16w_nr(n, w, wst, ar, as, sr, ss, kind, 3, pf); break;
+        default: q8_0_family_16w_nr(n, w, wst, ar, as, sr, ss, kind, 4, pf); break;
+        }
+    }
+}
+
+#define DEF_16W(name, kind)                                                                                     \
+    TGT void name(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss, int nr) {   \
+        q8_0_family_16w(n, w, wst, a, as, s, ss, nr, kind);                                                     \
+    }
+DEF_16W(vec_dot_q8_0_q8_0_16w_avx512, 0)
+DEF_16W(vec_dot_q4_0_q8_0_16w_avx512, 1)
+DEF_16W(vec_dot_q5_0_q8_0_16w_avx512, 2)
+
 /* Q4_0 as llama.cpp computes it when it repacks the weights (n_out % 8 == 0:
  * block_q4_0x8, ggml_gemv/gemm_q4_0_8x8_q8_0): per output, block after block,
  * acc = fma(float(isum), dw * dy, acc) with isum the block's exact integer sum. */
