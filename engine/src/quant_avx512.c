@@ -256,6 +256,15 @@ INL __m512 scales16(const void *blocks, int bsize) {
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(off, blocks, 1)));
 }
 
+/* the same for the first cnt (1..16) blocks, zeros after */
+INL __m512 scales16m(const void *blocks, int bsize, int cnt) {
+    if (cnt == 16) return scales16(blocks, bsize);
+    const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(bsize));
+    const __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), (__mmask16)((1u << cnt) - 1), off, blocks, 1);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+}
+
 /* ggml_vec_dot_q{8,4,5}_0_q8_0 and tinyBLAS_Q0_AVX alike: per row one 8-lane
  * accumulator, acc = fma(dw * dy, float(dpbusd lanes), acc) block after block,
  * hsum_float_8 at the end. Rows go in pairs, one per zmm half. The block
@@ -434,103 +443,143 @@ INL __m512i w2rows_u(const char *w0, const char *w1, int ib, const int kind) {
 
 #define Q0_PAIRS 4 /* weight-row pairs per pass of the 16-row kernel */
 
-/* vec_dot for 16 weight rows, passes of Q0_PAIRS pairs (one per zmm, as in
- * q8_0_family_2w_nr) against nr activation rows: the same fma chain per
- * (weight row, activation row), so the same bits; each weight block is loaded
- * once per pass and the unsigned-weight dot needs no per-row sign fix. The
- * next tile's bytes are prefetched while this one is computed: decode reads
- * each weight once, and the hardware prefetcher stops at every 4 KiB page. */
-INL void q8_0_family_16w_nr(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss,
-                            const int kind, const int nr, const int prefetch) {
-    const int nb = n / QK8_0, bs = wsize(kind);
+/* vec_dot for 16 weight rows, in halves of Q0_PAIRS pairs (one pair per zmm,
+ * as in q8_0_family_2w_nr), against activation rows 4 at a time: the same fma
+ * chain per (weight row, activation row), so the same bits. Each weight block
+ * is loaded once per half (batches: decoded once per call into ub), and the
+ * unsigned-weight dot needs no per-row sign fix. Scales come converted:
+ * dxf[j][ib] for weight row j of the half, dyf[r][ib] for activation row r.
+ * pf_lines > 0: prefetch that many lines at pf, spread over the blocks
+ * (decode reads each weight once; the hardware prefetcher stops at every
+ * 4 KiB page). */
+INL void q0_half(int nb, const char *wh, size_t wst, const __m512i *ub, const float *dxf, const float *dyf,
+                 const char *a, size_t as, float *s, size_t ss, const int kind, const int nr, const char *pf,
+                 int pf_lines) {
     const __m512i cu = _mm512_set1_epi8(kind == 0 ? (char)0x80 : kind == 1 ? 8 : 16);
     const __m512i zero = _mm512_setzero_si512();
-    const char *pf = w + 16 * wst;                                  /* the next tile */
-    const int pf_lines = prefetch ? (int)((16 * wst + 63) / 64) : 0, steps = (16 / (2 * Q0_PAIRS)) * nb;
-    for (int h = 0; h < 16 / (2 * Q0_PAIRS); h++) {
-        const char *wh = w + (size_t)(2 * Q0_PAIRS * h) * wst;
-        __m512 acc[Q0_PAIRS][COLI_MAX_NR];
-        for (int p = 0; p < Q0_PAIRS; p++)
-            for (int r = 0; r < nr; r++) acc[p][r] = _mm512_setzero_ps();
-        for (int i0 = 0; i0 < nb; i0 += 16) {
-            const int cnt = nb - i0 < 16 ? nb - i0 : 16;
-            __m512 d0[Q0_PAIRS][COLI_MAX_NR], d1[Q0_PAIRS][COLI_MAX_NR];  /* dw * dy of the 16 blocks */
-            if (cnt == 16) {
-                __m512 dy[COLI_MAX_NR];
-                for (int r = 0; r < nr; r++)
-                    dy[r] = scales16(a + r * as + (size_t)i0 * sizeof(block_q8_0), (int)sizeof(block_q8_0));
-                for (int p = 0; p < Q0_PAIRS; p++) {
-                    const __m512 dx0 = scales16(wh + (2 * p) * wst + (size_t)i0 * bs, bs);
-                    const __m512 dx1 = scales16(wh + (2 * p + 1) * wst + (size_t)i0 * bs, bs);
-                    for (int r = 0; r < nr; r++) {
-                        d0[p][r] = _mm512_mul_ps(dx0, dy[r]);
-                        d1[p][r] = _mm512_mul_ps(dx1, dy[r]);
-                    }
-                }
-            } else {
-                float t0[COLI_MAX_NR][16], t1[COLI_MAX_NR][16];
-                const __mmask16 m = (__mmask16)((1u << cnt) - 1);
-                for (int p = 0; p < Q0_PAIRS; p++) {
-                    for (int k = 0; k < cnt; k++) {
-                        coli_half h0, h1;
-                        memcpy(&h0, wh + (2 * p) * wst + (size_t)(i0 + k) * bs, 2);
-                        memcpy(&h1, wh + (2 * p + 1) * wst + (size_t)(i0 + k) * bs, 2);
-                        for (int r = 0; r < nr; r++) {
-                            const float dy = h2f(((const block_q8_0 *)(a + r * as))[i0 + k].d);
-                            t0[r][k] = h2f(h0) * dy;
-                            t1[r][k] = h2f(h1) * dy;
-                        }
-                    }
-                    for (int r = 0; r < nr; r++) {
-                        d0[p][r] = _mm512_maskz_loadu_ps(m, t0[r]);
-                        d1[p][r] = _mm512_maskz_loadu_ps(m, t1[r]);
-                    }
-                }
+    __m512 acc[Q0_PAIRS][COLI_MAX_NR];
+    for (int p = 0; p < Q0_PAIRS; p++)
+        for (int r = 0; r < nr; r++) acc[p][r] = _mm512_setzero_ps();
+    for (int i0 = 0; i0 < nb; i0 += 16) {
+        const int cnt = nb - i0 < 16 ? nb - i0 : 16;
+        const __mmask16 m = (__mmask16)((1u << cnt) - 1);
+        __m512 dx[2 * Q0_PAIRS];
+        if (dxf) {
+            for (int j = 0; j < 2 * Q0_PAIRS; j++) dx[j] = _mm512_maskz_loadu_ps(m, dxf + (size_t)j * nb + i0);
+        } else { /* one row: the 16 blocks' products dw * dy at once, straight from the blocks */
+            const __m512 dy = scales16m(a + (size_t)i0 * sizeof(block_q8_0), (int)sizeof(block_q8_0), cnt);
+            for (int j = 0; j < 2 * Q0_PAIRS; j++)
+                dx[j] = _mm512_mul_ps(scales16m(wh + j * wst + (size_t)i0 * wsize(kind), wsize(kind), cnt), dy);
+        }
+        for (int k = 0; k < cnt; k++) {
+            const int ib = i0 + k;
+            for (int l = ib * pf_lines / nb; l < (ib + 1) * pf_lines / nb; l++)
+                _mm_prefetch(pf + 64 * (size_t)l, _MM_HINT_T0);
+            __m512i y[COLI_MAX_NR], ncs[COLI_MAX_NR];
+            for (int r = 0; r < nr; r++) {
+                y[r] = _mm512_broadcast_i64x4(
+                    _mm256_loadu_si256((const __m256i *)((const block_q8_0 *)(a + r * as) + ib)->qs));
+                ncs[r] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, cu, y[r]));
             }
-            for (int k = 0; k < cnt; k++) {
-                const int ib = i0 + k;
-                if (pf_lines) {
-                    const int st = h * nb + ib;
-                    for (int l = st * pf_lines / steps; l < (st + 1) * pf_lines / steps; l++)
-                        _mm_prefetch(pf + 64 * (size_t)l, _MM_HINT_T0);
-                }
-                __m512i y[COLI_MAX_NR], ncs[COLI_MAX_NR];
+            const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi32(k), _mm256_set1_epi32(16 + k), 1);
+            for (int p = 0; p < Q0_PAIRS; p++) {
+                const __m512i u = ub ? _mm512_load_si512(ub + (size_t)ib * Q0_PAIRS + p)
+                                     : w2rows_u(wh + (2 * p) * wst, wh + (2 * p + 1) * wst, ib, kind);
+                const __m512 dw = _mm512_permutex2var_ps(dx[2 * p], sel, dx[2 * p + 1]);  /* [dw0 x8 | dw1 x8] */
                 for (int r = 0; r < nr; r++) {
-                    y[r] = _mm512_broadcast_i64x4(
-                        _mm256_loadu_si256((const __m256i *)((const block_q8_0 *)(a + r * as) + ib)->qs));
-                    ncs[r] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, cu, y[r]));
-                }
-                const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi32(k), _mm256_set1_epi32(16 + k), 1);
-                for (int p = 0; p < Q0_PAIRS; p++) {
-                    const __m512i u = w2rows_u(wh + (2 * p) * wst, wh + (2 * p + 1) * wst, ib, kind);
-                    for (int r = 0; r < nr; r++) {
-                        const __m512i dot = _mm512_dpbusd_epi32(ncs[r], u, y[r]);
-                        acc[p][r] = _mm512_fmadd_ps(_mm512_permutex2var_ps(d0[p][r], sel, d1[p][r]),
-                                                    _mm512_cvtepi32_ps(dot), acc[p][r]);
-                    }
+                    const __m512i dot = _mm512_dpbusd_epi32(ncs[r], u, y[r]);
+                    const __m512 d = dxf ? _mm512_mul_ps(dw, _mm512_set1_ps(dyf[(size_t)r * nb + ib])) : dw;
+                    acc[p][r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dot), acc[p][r]);
                 }
             }
         }
-        for (int p = 0; p < Q0_PAIRS; p++)
-            for (int r = 0; r < nr; r++) {
-                s[r * ss + 2 * Q0_PAIRS * h + 2 * p] = hsum8(_mm512_castps512_ps256(acc[p][r]));
-                s[r * ss + 2 * Q0_PAIRS * h + 2 * p + 1] = hsum8(_mm512_extractf32x8_ps(acc[p][r], 1));
-            }
+    }
+    for (int p = 0; p < Q0_PAIRS; p++)
+        for (int r = 0; r < nr; r++) {
+            s[r * ss + 2 * p] = hsum8(_mm512_castps512_ps256(acc[p][r]));
+            s[r * ss + 2 * p + 1] = hsum8(_mm512_extractf32x8_ps(acc[p][r], 1));
+        }
+}
+
+/* 1..4 activation rows; ub NULL or not, as a constant for the compiler */
+INL void q0_group(int nb, const char *wh, size_t wst, const __m512i *ub, const float *dxf, const float *dyf,
+                  const char *a, size_t as, float *s, size_t ss, const int kind, int rn, const char *pf, int pl) {
+#define Q0_CASE(R)                                                                                   \
+    case R:                                                                                          \
+        if (ub) q0_half(nb, wh, wst, ub, dxf, dyf, a, as, s, ss, kind, R, pf, pl);                   \
+        else q0_half(nb, wh, wst, NULL, dxf, dyf, a, as, s, ss, kind, R, pf, pl);                    \
+        break;
+    switch (rn) {
+    Q0_CASE(1)
+    Q0_CASE(2)
+    Q0_CASE(3)
+    default: Q0_CASE(4)
+    }
+#undef Q0_CASE
+}
+
+/* fp16 scales of nb blocks (bsize bytes apart) -> floats */
+INL void scales_row(const char *blocks, int bsize, int nb, float *out) {
+    for (int i0 = 0; i0 < nb; i0 += 16) {
+        const int cnt = nb - i0 < 16 ? nb - i0 : 16;
+        _mm512_mask_storeu_ps(out + i0, (__mmask16)((1u << cnt) - 1), scales16m(blocks + (size_t)i0 * bsize, bsize, cnt));
     }
 }
 
+#define Q0_MAX_BLOCKS 1024     /* rows up to 32768 elements take the 16-row path (stack use) */
+#define Q0_DECODED_BLOCKS 128  /* batches decode a half's weights once, rows up to this many blocks */
+#define Q0_SCALE_FLOATS 8192   /* activation scales converted per slab of rows */
+
 INL void q8_0_family_16w(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss, int nr,
                          const int kind) {
-    for (int r0 = 0; r0 < nr; r0 += COLI_MAX_NR) {
-        const int rn = nr - r0 < COLI_MAX_NR ? nr - r0 : COLI_MAX_NR;
-        const char *ar = (const char *)a + (size_t)r0 * as;
-        float *sr = s + (size_t)r0 * ss;
-        const int pf = r0 == 0; /* later row groups find the tile in cache */
-        switch (rn) {
-        case 1: q8_0_family_16w_nr(n, w, wst, ar, as, sr, ss, kind, 1, pf); break;
-        case 2: q8_0_family_16w_nr(n, w, wst, ar, as, sr, ss, kind, 2, pf); break;
-        case 3: q8_0_family_16w_nr(n, w, wst, ar, as, sr, ss, kind, 3, pf); break;
-        default: q8_0_family_16w_nr(n, w, wst, ar, as, sr, ss, kind, 4, pf); break;
+    const int nb = n / QK8_0, bs = wsize(kind), halves = 16 / (2 * Q0_PAIRS);
+    if (nb > Q0_MAX_BLOCKS) {
+        for (int j = 0; j < 16; j += 2)
+            for (int r0 = 0; r0 < nr; r0 += COLI_MAX_NR) {
+                const char *ar = (const char *)a + (size_t)r0 * as;
+                float *sr = s + (size_t)r0 * ss + j;
+                const int rows = nr - r0;
+                {
+                    const int nr = rows; /* DISPATCH_NR's */
+                    DISPATCH_NR(q8_0_family_2w_nr, n, (const char *)w + j * wst, wst, ar, as, sr, ss, kind)
+                }
+            }
+        return;
+    }
+    const int pf_lines = (int)((16 * wst + 63) / 64);  /* the next tile, spread over the halves */
+    if (nr == 1) { /* decode: scales straight from the blocks */
+        for (int h = 0; h < halves; h++) {
+            const int l0 = h * pf_lines / halves, l1 = (h + 1) * pf_lines / halves;
+            q0_half(nb, (const char *)w + (size_t)(2 * Q0_PAIRS * h) * wst, wst, NULL, NULL, NULL, a, as,
+                    s + 2 * Q0_PAIRS * h, ss, kind, 1, (const char *)w + 16 * wst + 64 * (size_t)l0, l1 - l0);
+        }
+        return;
+    }
+    int slab = Q0_SCALE_FLOATS / nb;
+    slab = slab < COLI_MAX_NR ? COLI_MAX_NR : slab - slab % COLI_MAX_NR;
+    if (slab > nr) slab = nr;
+    const int decode_once = nr > COLI_MAX_NR && nb <= Q0_DECODED_BLOCKS;
+    float dyf[(size_t)slab * nb], dxf[2 * Q0_PAIRS * (size_t)nb];
+    __m512i ub[decode_once ? nb * Q0_PAIRS : 1];
+    for (int r0 = 0; r0 < nr; r0 += slab) {
+        const int rs = nr - r0 < slab ? nr - r0 : slab;
+        for (int r = 0; r < rs; r++)
+            scales_row((const char *)a + (size_t)(r0 + r) * as, (int)sizeof(block_q8_0), nb, dyf + (size_t)r * nb);
+        for (int h = 0; h < halves; h++) {
+            const char *wh = (const char *)w + (size_t)(2 * Q0_PAIRS * h) * wst;
+            for (int j = 0; j < 2 * Q0_PAIRS; j++) scales_row(wh + j * wst, bs, nb, dxf + (size_t)j * nb);
+            if (decode_once && rs > COLI_MAX_NR)
+                for (int ib = 0; ib < nb; ib++)
+                    for (int p = 0; p < Q0_PAIRS; p++)
+                        _mm512_store_si512(ub + (size_t)ib * Q0_PAIRS + p,
+                                           w2rows_u(wh + (2 * p) * wst, wh + (2 * p + 1) * wst, ib, kind));
+            const int l0 = h * pf_lines / halves, l1 = (h + 1) * pf_lines / halves;
+            for (int g = 0; g < rs; g += COLI_MAX_NR) {
+                const int rn = rs - g < COLI_MAX_NR ? rs - g : COLI_MAX_NR;
+                q0_group(nb, wh, wst, decode_once && rs > COLI_MAX_NR ? ub : NULL, dxf, dyf + (size_t)g * nb,
+                         (const char *)a + (size_t)(r0 + g) * as, as, s + (size_t)(r0 + g) * ss + 2 * Q0_PAIRS * h, ss,
+                         kind, rn, (const char *)w + 16 * wst + 64 * (size_t)l0, r0 == 0 && g == 0 ? l1 - l0 : 0);
+            }
         }
     }
 }
