@@ -626,36 +626,90 @@ TGT void vec_dot_q4_0_q8_0_mm_avx512(int n, const void *w, const void *a, size_t
     DISPATCH_NR(q4_0_repacked_nr, n, w, (const char *)a, as, s, ss)
 }
 
-/* The same for 16 weight rows, one per lane: dpbusd of the activation bytes
- * + 128 (unsigned) with the signed weights, less 128 * the weights' sum. */
-INL void q4_0_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr) {
-    const int nb = n / QK4_0;
+/* The same for 16 weight rows, one per lane. A block's 16 x 16 quant bytes
+ * are transposed in registers (row j's dword k -> lane j of q[k]); its
+ * nibbles, q + 8 as unsigned bytes, dot the activation's signed bytes from a
+ * start of -8 * sum(y): each lane ends on the row's exact integer sum. */
+INL void q4_0_block16(const char *w, size_t wst, int ib, __m512i wk[8]) {
+    const char *b = w + (size_t)ib * sizeof(block_q4_0) + offsetof(block_q4_0, qs);
+    __m512i A[4];
+    for (int t = 0; t < 4; t++) { /* lane g of A[t]: the 16 quant bytes of row 4g + t */
+        __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(b + (size_t)t * wst)));
+        z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(b + (size_t)(t + 4) * wst)), 1);
+        z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(b + (size_t)(t + 8) * wst)), 2);
+        A[t] = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(b + (size_t)(t + 12) * wst)), 3);
+    }
+    const __m512i t0 = _mm512_unpacklo_epi32(A[0], A[1]), t1 = _mm512_unpackhi_epi32(A[0], A[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(A[2], A[3]), t3 = _mm512_unpackhi_epi32(A[2], A[3]);
+    const __m512i q[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2), _mm512_unpacklo_epi64(t1, t3),
+                          _mm512_unpackhi_epi64(t1, t3)};
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    for (int k = 0; k < 4; k++) {
+        wk[k] = _mm512_and_si512(q[k], m4);                          /* elements 4k..4k+3 */
+        wk[4 + k] = _mm512_and_si512(_mm512_srli_epi16(q[k], 4), m4); /* elements 16+4k.. */
+    }
+}
+
+/* -8 * sum of a Q8_0 block's quants */
+INL int q8_0_neg8sum(const block_q8_0 *y) {
+    const __m256i d = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1),
+                                          _mm256_loadu_si256((const __m256i *)y->qs));
+    return -8 * hsum_i32_8(d);
+}
+
+INL __m512i q4_0_isum16(const __m512i wk[8], const block_q8_0 *y, int ncs) {
+    __m512i isum = _mm512_set1_epi32(ncs);
+    for (int k = 0; k < 8; k++) {
+        int yk;
+        memcpy(&yk, y->qs + 4 * k, 4);
+        isum = _mm512_dpbusd_epi32(isum, wk[k], _mm512_set1_epi32(yk));
+    }
+    return isum;
+}
+
+/* nr (1..4) activation rows, accumulators in registers: decode and small batches */
+INL void q4_0_16w_few(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int nr) {
     const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                            _mm512_set1_epi32((int)wst));
-    const __m512i m4 = _mm512_set1_epi8(0xF), b8 = _mm512_set1_epi8(8), ones = _mm512_set1_epi8(1);
+    const char *pf = w + 16 * wst;  /* the next tile: see q0_half */
+    const int pf_lines = (int)((16 * wst + 63) / 64);
+    __m512 acc[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
+    for (int ib = 0; ib < nb; ib++) {
+        for (int l = ib * pf_lines / nb; l < (ib + 1) * pf_lines / nb; l++) _mm_prefetch(pf + 64 * (size_t)l, _MM_HINT_T0);
+        const __m512 dw = _mm512_cvtph_ps(
+            _mm512_cvtepi32_epi16(_mm512_i32gather_epi32(off, w + (size_t)ib * sizeof(block_q4_0), 1)));
+        __m512i wk[8];
+        q4_0_block16(w, wst, ib, wk);
+        for (int r = 0; r < nr; r++) {
+            const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)r * as) + ib;
+            const __m512i isum = q4_0_isum16(wk, y, q8_0_neg8sum(y));
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(h2f(y->d))), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) _mm512_storeu_ps(s + (size_t)r * ss, acc[r]);
+}
+
+INL void q4_0_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr) {
+    const int nb = n / QK4_0;
+    if (nr <= COLI_MAX_NR) {
+        DISPATCH_NR(q4_0_16w_few, nb, w, wst, a, as, s, ss)
+        return;
+    }
+    const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)wst));
     float acc[Q4K_ROWS][16];
     for (int r0 = 0; r0 < nr; r0 += Q4K_ROWS) {
         const int rn = nr - r0 < Q4K_ROWS ? nr - r0 : Q4K_ROWS;
         memset(acc, 0, (size_t)rn * sizeof acc[0]);
         for (int ib = 0; ib < nb; ib++) {
-            const char *base = w + (size_t)ib * sizeof(block_q4_0);
-            const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(off, base, 1)));
-            __m512i wk[8], wsum = _mm512_setzero_si512();  /* wk[k]: elements 4k..4k+3 of the 16 rows, minus 8 */
-            for (int k = 0; k < 4; k++) {
-                const __m512i q = _mm512_i32gather_epi32(off, base + offsetof(block_q4_0, qs) + 4 * k, 1);
-                wk[k] = _mm512_sub_epi8(_mm512_and_si512(q, m4), b8);
-                wk[4 + k] = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), b8);
-            }
-            for (int k = 0; k < 8; k++) wsum = _mm512_dpbusd_epi32(wsum, ones, wk[k]);
-            const __m512i corr = _mm512_slli_epi32(wsum, 7);
+            const __m512 dw = _mm512_cvtph_ps(
+                _mm512_cvtepi32_epi16(_mm512_i32gather_epi32(off, w + (size_t)ib * sizeof(block_q4_0), 1)));
+            __m512i wk[8];
+            q4_0_block16(w, wst, ib, wk);
             for (int r = 0; r < rn; r++) {
                 const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)(r0 + r) * as) + ib;
-                uint32_t yb[8];
-                _mm256_storeu_si256((__m256i *)yb, _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y->qs),
-                                                                   _mm256_set1_epi8((char)0x80)));
-                __m512i isum = _mm512_setzero_si512();
-                for (int k = 0; k < 8; k++) isum = _mm512_dpbusd_epi32(isum, _mm512_set1_epi32((int)yb[k]), wk[k]);
-                isum = _mm512_sub_epi32(isum, corr);
+                const __m512i isum = q4_0_isum16(wk, y, q8_0_neg8sum(y));
                 const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(h2f(y->d)));
                 _mm512_storeu_ps(acc[r], _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, _mm512_loadu_ps(acc[r])));
             }
