@@ -77,7 +77,16 @@ static int route(const coli_model *m, coli_state *s, int il, int n) {
  * products are the same kernels on the same quantized rows as coli_matmul,
  * so results are bit-identical to calling it per expert. */
 
-#define MOE_CHUNK 32 /* output rows per work item */
+/* Output rows per work item: as many as still leave ~8 items per thread, so
+ * a thread streams long runs of a matrix (fewer claims, prefetch that runs
+ * on) while the last items still even out. */
+#define MOE_CHUNK_MIN 32
+#define MOE_CHUNK_MAX 256
+
+static int moe_chunk(int64_t rows, int nth) {
+    int64_t c = rows / (8 * (int64_t)nth) & ~(int64_t)15;
+    return (int)(c < MOE_CHUNK_MIN ? MOE_CHUNK_MIN : c > MOE_CHUNK_MAX ? MOE_CHUNK_MAX : c);
+}
 
 typedef struct {
     const coli_model *m;
@@ -87,6 +96,7 @@ typedef struct {
     int phase;                 /* 0: gate and up, 1: down */
     int up_separate;           /* up's activation type differs from gate's: its rows are in xq_mid */
     size_t up_stride;
+    int chunk;                 /* output rows per work item */
     int n_items;
     atomic_int next;
 } moe_job;
@@ -132,7 +142,8 @@ static void moe_worker(void *ctx, int ith, int nth) {
     (void)ith;
     (void)nth;
     const int D = hp->n_embd, F = hp->n_ff_exp;
-    const int per_mat = J->phase == 0 ? (F + MOE_CHUNK - 1) / MOE_CHUNK : (D + MOE_CHUNK - 1) / MOE_CHUNK;
+    const int C = J->chunk;
+    const int per_mat = J->phase == 0 ? (F + C - 1) / C : (D + C - 1) / C;
     const int per_group = J->phase == 0 ? 2 * per_mat : per_mat;
     for (;;) {
         const int it = atomic_fetch_add(&J->next, 1);
@@ -142,7 +153,7 @@ static void moe_worker(void *ctx, int ith, int nth) {
         const coli_expert *ex = &J->ex_of[e];
         if (J->phase == 0) {
             const int which = r / per_mat, c = r % per_mat; /* 0 gate, 1 up */
-            const int64_t o0 = (int64_t)c * MOE_CHUNK, o1 = o0 + MOE_CHUNK < F ? o0 + MOE_CHUNK : F;
+            const int64_t o0 = (int64_t)c * C, o1 = o0 + C < F ? o0 + C : F;
             const coli_mat *w = which == 0 ? &ex->gate : &ex->up;
             float *y = (which == 0 ? s->hg : s->hg2) + (size_t)lo * F;
             if (which == 1 && J->up_separate) /* up reads its own conversion of the rows */
@@ -152,7 +163,7 @@ static void moe_worker(void *ctx, int ith, int nth) {
                 dot_rows(w, o0, o1, (const char *)s->xq_in + (size_t)lo * s->xq_in_stride, s->xq_in_stride, cnt, y,
                          (size_t)F);
         } else {
-            const int64_t o0 = (int64_t)r * MOE_CHUNK, o1 = o0 + MOE_CHUNK < D ? o0 + MOE_CHUNK : D;
+            const int64_t o0 = (int64_t)r * C, o1 = o0 + C < D ? o0 + C : D;
             dot_rows(&ex->down, o0, o1, (const char *)s->xq_mid + (size_t)lo * s->xq_mid_stride, s->xq_mid_stride,
                      cnt, s->yg + (size_t)lo * D, (size_t)D);
         }
@@ -203,7 +214,9 @@ static void compute_wave(const coli_model *m, coli_state *s, int il, const int32
     quantize_wave_inputs(m, s, il, wave, nw, up_separate, up_stride);
     moe_job job = {.m = m, .s = s, .ex_of = s->ex_of, .experts = wave, .phase = 0, .up_separate = up_separate,
                    .up_stride = up_stride};
-    job.n_items = nw * 2 * ((F + MOE_CHUNK - 1) / MOE_CHUNK);
+    const int nth = coli_pool_size(s->pool);
+    job.chunk = moe_chunk((int64_t)nw * 2 * F, nth);
+    job.n_items = nw * 2 * ((F + job.chunk - 1) / job.chunk);
     atomic_init(&job.next, 0);
     coli_pool_run(s->pool, moe_worker, &job);
     for (int g = 0; g < nw; g++) {
@@ -215,7 +228,8 @@ static void compute_wave(const coli_model *m, coli_state *s, int il, const int32
         }
     }
     job.phase = 1;
-    job.n_items = nw * ((D + MOE_CHUNK - 1) / MOE_CHUNK);
+    job.chunk = moe_chunk((int64_t)nw * D, nth);
+    job.n_items = nw * ((D + job.chunk - 1) / job.chunk);
     atomic_store(&job.next, 0);
     coli_pool_run(s->pool, moe_worker, &job);
 }
