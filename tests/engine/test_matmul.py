@@ -149,3 +149,25 @@ def test_matmul_bits_equal_ggml(ggml, wtype, n_in, n_out):
         bad = np.argwhere(mine != theirs)
         assert bad.size == 0, (f"type {wtype} n_rows {n_rows}: {len(bad)} of {mine.size} outputs differ, first at "
                                f"{tuple(bad[0])}: {mine[tuple(bad[0])]!r} vs ggml {theirs[tuple(bad[0])]!r}")
+
+
+@pytest.mark.parametrize("wtype,n_in,n_out", [
+    (Q8_0, 640, 64), (Q5_0, 640, 64), (Q4_0, 640, 64), (Q4_0, 640, 66), (Q8_0, 96, 37), (Q4_0, 1024, 40),
+])
+def test_avx2_kernels_give_the_same_bits(ggml, wtype, n_in, n_out):
+    """ggml's AVX2 and AVX-512 builds add up these types the same way (8-lane
+    blocks; the repacked Q4_0 per block), so our AVX2 kernels must match the
+    reference too: the bits an AVX2-only machine gets."""
+    rng = np.random.default_rng(wtype * 7 + n_out)
+    w = np.ascontiguousarray(random_weights(rng, wtype, n_in, n_out))
+    try:
+        assert lib.colibri_kernel_set_isa(b"avx2") == 0
+        for n_rows in BATCHES:
+            x = (rng.standard_normal((n_rows, n_in)) * rng.choice([0.1, 1.0, 30.0], (n_rows, n_in), p=[.5, .45, .05]))
+            x = np.ascontiguousarray(x.astype(np.float32))
+            theirs = ggml.mul_mat(wtype, w, n_in, n_out, x)
+            mine = ours(wtype, w, n_in, n_out, x)
+            bad = np.argwhere(mine != theirs)
+            assert bad.size == 0, f"type {wtype} n_rows {n_rows}: {len(bad)} of {mine.size} outputs differ"
+    finally:
+        lib.colibri_kernel_set_isa(b"auto")
