@@ -12,6 +12,7 @@
 #ifdef COLI_X86
 #include <immintrin.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #define TGT __attribute__((target("avx2,fma,f16c")))
@@ -331,6 +332,112 @@ INL void q4_0_repacked_nr(int n, const void *w, const char *a, size_t as, float 
         }
     }
     for (int r = 0; r < nr; r++) s[r * ss] = acc[r];
+}
+
+/* The repacked arithmetic for 16 weight rows, 8 per ymm lane set: a block's
+ * quant bytes of 8 rows transposed in registers (row j's dword k -> lane j of
+ * q[k]); the nibbles, q + 8 as unsigned bytes, times the activation's signed
+ * bytes (maddubs: at most 2 * 15 * 127 per 16-bit lane, 8 of them summed stay
+ * below 32767), pairs summed to the row's lanes, -8 * sum(y) added: each lane
+ * ends on the row's exact integer sum. */
+INL void q4_0_block8(const char *w, size_t wst, int ib, __m256i q[4]) {
+    const char *b = w + (size_t)ib * sizeof(block_q4_0) + offsetof(block_q4_0, qs);
+    __m256i A[4];
+    for (int t = 0; t < 4; t++) /* lane g of A[t]: the 16 quant bytes of row 4g + t */
+        A[t] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(b + (size_t)t * wst))),
+                                       _mm_loadu_si128((const __m128i *)(b + (size_t)(t + 4) * wst)), 1);
+    const __m256i t0 = _mm256_unpacklo_epi32(A[0], A[1]), t1 = _mm256_unpackhi_epi32(A[0], A[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(A[2], A[3]), t3 = _mm256_unpackhi_epi32(A[2], A[3]);
+    q[0] = _mm256_unpacklo_epi64(t0, t2);
+    q[1] = _mm256_unpackhi_epi64(t0, t2);
+    q[2] = _mm256_unpacklo_epi64(t1, t3);
+    q[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+INL __m256 q4_0_scales8(const char *w, size_t wst, int ib) {
+    coli_half h[8];
+    for (int j = 0; j < 8; j++) memcpy(&h[j], w + (size_t)j * wst + (size_t)ib * sizeof(block_q4_0), 2);
+    return _mm256_cvtph_ps(_mm_set_epi16((short)h[7], (short)h[6], (short)h[5], (short)h[4], (short)h[3], (short)h[2],
+                                         (short)h[1], (short)h[0]));
+}
+
+/* -8 * sum of a Q8_0 block's quants */
+INL int q8_0_neg8sum(const block_q8_0 *y) {
+    const __m256i p = _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)y->qs));
+    return -8 * hsum_i32_8(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+}
+
+INL __m256i q4_0_isum8(const __m256i q[4], const block_q8_0 *y, int ncs) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i p = _mm256_setzero_si256();
+    for (int k = 0; k < 4; k++) {
+        int lo, hi;
+        memcpy(&lo, y->qs + 4 * k, 4);
+        memcpy(&hi, y->qs + 16 + 4 * k, 4);
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_and_si256(q[k], m4), _mm256_set1_epi32(lo)));
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q[k], 4), m4),
+                                                     _mm256_set1_epi32(hi)));
+    }
+    return _mm256_add_epi32(_mm256_madd_epi16(p, _mm256_set1_epi16(1)), _mm256_set1_epi32(ncs));
+}
+
+#define Q4_0_ROWS 64 /* activation rows per pass over an 8-row weight group */
+
+/* 8 weight rows (one group) against nr activation rows, accumulators in
+ * registers (nr <= COLI_MAX_NR) */
+INL void q4_0_8w_few(int nb, const char *w, size_t wst, const char *a, size_t as, const int *ncs, float *s, size_t ss,
+                     const int nr) {
+    __m256 acc[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+    for (int ib = 0; ib < nb; ib++) {
+        const __m256 dw = q4_0_scales8(w, wst, ib);
+        __m256i q[4];
+        q4_0_block8(w, wst, ib, q);
+        for (int r = 0; r < nr; r++) {
+            const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)r * as) + ib;
+            const __m256i isum = q4_0_isum8(q, y, ncs[(size_t)r * nb + ib]);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(h2f(y->d))), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) _mm256_storeu_ps(s + (size_t)r * ss, acc[r]);
+}
+
+TGT void vec_dot_q4_0_q8_0_mm_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                       size_t ss, int nr) {
+    const int nb = n / QK4_0;
+    int pass = 8192 / nb < COLI_MAX_NR ? COLI_MAX_NR : 8192 / nb; /* rows whose sums fit 32 KiB */
+    if (pass > Q4_0_ROWS) pass = Q4_0_ROWS;
+    if (pass > nr) pass = nr;
+    int ncs[(size_t)pass * nb];
+    float acc[Q4_0_ROWS][8];
+    for (int r0 = 0; r0 < nr; r0 += pass) {
+        const int rn = nr - r0 < pass ? nr - r0 : pass;
+        const char *ar = (const char *)a + (size_t)r0 * as;
+        for (int r = 0; r < rn; r++)
+            for (int ib = 0; ib < nb; ib++) ncs[(size_t)r * nb + ib] = q8_0_neg8sum((const block_q8_0 *)(ar + (size_t)r * as) + ib);
+        for (int g = 0; g < 16; g += 8) {
+            const char *wg = (const char *)w + (size_t)g * wst;
+            float *sg = s + (size_t)r0 * ss + g;
+            if (rn <= COLI_MAX_NR) {
+                const int nr = rn; /* DISPATCH_NR's */
+                DISPATCH_NR(q4_0_8w_few, nb, wg, wst, ar, as, ncs, sg, ss)
+                continue;
+            }
+            memset(acc, 0, (size_t)rn * sizeof acc[0]);
+            for (int ib = 0; ib < nb; ib++) {
+                const __m256 dw = q4_0_scales8(wg, wst, ib);
+                __m256i q[4];
+                q4_0_block8(wg, wst, ib, q);
+                for (int r = 0; r < rn; r++) {
+                    const block_q8_0 *y = (const block_q8_0 *)(ar + (size_t)r * as) + ib;
+                    const __m256i isum = q4_0_isum8(q, y, ncs[(size_t)r * nb + ib]);
+                    const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(h2f(y->d)));
+                    _mm256_storeu_ps(acc[r], _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, _mm256_loadu_ps(acc[r])));
+                }
+            }
+            for (int r = 0; r < rn; r++) memcpy(sg + (size_t)r * ss, acc[r], sizeof acc[r]);
+        }
+    }
 }
 
 TGT void vec_dot_q4_0_q8_0_mm_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
