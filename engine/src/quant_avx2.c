@@ -641,6 +641,136 @@ INL void q4_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_
     for (int r = 0; r < nr; r++) s[r * ss] = acc[r] - accm[r];
 }
 
+/* The same two arithmetics for 16 weight rows, 8 per ymm (rows in lanes, as
+ * llama.cpp's block_q4_Kx8 has them; transposed here once per super-block
+ * for up to Q4_0_ROWS activation rows): every lane ends on one output's exact
+ * integer sums. Nibbles times Q8_K bytes with maddubs (at most 2 * 15 * 128 per
+ * 16-bit lane; 8 of them summed stay below 32767), the 6-bit scales applied by
+ * madd against the scale in both halves of each 32-bit lane, the mins against
+ * the bsums pair (min0 | min1 << 16) . (b0 | b1 << 16). */
+
+/* r[i]: 8 int32 of row i -> r[j]: int32 j of the 8 rows */
+INL void transpose8(__m256i r[8]) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int q = 0; q < 2; q++) {
+        u[4 * q + 0] = _mm256_unpacklo_epi64(t[4 * q], t[4 * q + 2]);
+        u[4 * q + 1] = _mm256_unpackhi_epi64(t[4 * q], t[4 * q + 2]);
+        u[4 * q + 2] = _mm256_unpacklo_epi64(t[4 * q + 1], t[4 * q + 3]);
+        u[4 * q + 3] = _mm256_unpackhi_epi64(t[4 * q + 1], t[4 * q + 3]);
+    }
+    for (int k = 0; k < 4; k++) {
+        r[k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x20);
+        r[4 + k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x31);
+    }
+}
+
+INL void q4_K_8w(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
+                 const int gemm) {
+    const __m256i m4 = _mm256_set1_epi8(0xF), m6 = _mm256_set1_epi32(0x3F);
+    const __m256i off = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)wst));
+    const __m256i kmask1 = _mm256_set1_epi32(0x3f3f3f3f), kmask2 = _mm256_set1_epi32(0x0f0f0f0f),
+                  kmask3 = _mm256_set1_epi32(0x03030303);
+    __m256i nib[2][32]; /* low / high nibbles of word j of the 8 rows' quants */
+    float acc[Q4_0_ROWS][2][8];
+    for (int r0 = 0; r0 < nr; r0 += Q4_0_ROWS) {
+        const int rn = nr - r0 < Q4_0_ROWS ? nr - r0 : Q4_0_ROWS;
+        memset(acc, 0, (size_t)rn * sizeof acc[0]);
+        for (int i = 0; i < nb; i++) {
+            const char *base = w + (size_t)i * sizeof(block_q4_K);
+            const __m256i dd = _mm256_i32gather_epi32((const int *)base, off, 1); /* d | dmin << 16 */
+            const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
+            const __m256 dx = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(
+                _mm256_packus_epi32(_mm256_and_si256(dd, lo16), _mm256_setzero_si256()), 0x08)));
+            const __m256 dmx = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(
+                _mm256_packus_epi32(_mm256_srli_epi32(dd, 16), _mm256_setzero_si256()), 0x08)));
+            __m256i u0 = _mm256_i32gather_epi32((const int *)(base + 4), off, 1);
+            __m256i u1 = _mm256_i32gather_epi32((const int *)(base + 8), off, 1);
+            const __m256i u2 = _mm256_i32gather_epi32((const int *)(base + 12), off, 1);
+            const __m256i u3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), kmask2),
+                                               _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), kmask3), 4));
+            const __m256i mlo = _mm256_and_si256(u1, kmask1); /* mins 0..3 */
+            u1 = _mm256_or_si256(_mm256_and_si256(u2, kmask2),
+                                 _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), kmask3), 4));
+            u0 = _mm256_and_si256(u0, kmask1); /* scales 0..3; u1: scales 4..7; u3: mins 4..7 */
+            __m256i sc[8], mn[4];  /* sc[k]: scale k in both 16-bit halves; mn[g]: min 2g | min 2g+1 << 16 */
+            for (int k = 0; k < 4; k++) {
+                const __m256i s0 = _mm256_and_si256(_mm256_srli_epi32(u0, 8 * k), m6);
+                const __m256i s1 = _mm256_and_si256(_mm256_srli_epi32(u1, 8 * k), m6);
+                sc[k] = _mm256_or_si256(s0, _mm256_slli_epi32(s0, 16));
+                sc[4 + k] = _mm256_or_si256(s1, _mm256_slli_epi32(s1, 16));
+            }
+            for (int g = 0; g < 2; g++) {
+                const __m256i a0 = _mm256_and_si256(_mm256_srli_epi32(mlo, 16 * g), m6);
+                const __m256i a1 = _mm256_and_si256(_mm256_srli_epi32(mlo, 16 * g + 8), m6);
+                const __m256i b0 = _mm256_and_si256(_mm256_srli_epi32(u3, 16 * g), m6);
+                const __m256i b1 = _mm256_and_si256(_mm256_srli_epi32(u3, 16 * g + 8), m6);
+                mn[g] = _mm256_or_si256(a0, _mm256_slli_epi32(a1, 16));
+                mn[2 + g] = _mm256_or_si256(b0, _mm256_slli_epi32(b1, 16));
+            }
+            for (int c = 0; c < 4; c++) {
+                __m256i q[8];
+                for (int r = 0; r < 8; r++)
+                    q[r] = _mm256_loadu_si256((const __m256i *)(base + (size_t)r * wst + offsetof(block_q4_K, qs) + 32 * c));
+                transpose8(q);
+                for (int j = 0; j < 8; j++) {
+                    nib[0][8 * c + j] = _mm256_and_si256(q[j], m4);
+                    nib[1][8 * c + j] = _mm256_and_si256(_mm256_srli_epi16(q[j], 4), m4);
+                }
+            }
+            for (int r = 0; r < rn; r++) {
+                const block_q8_K *y = (const block_q8_K *)(a + (size_t)(r0 + r) * as) + i;
+                const int32_t *q8 = (const int32_t *)y->qs;
+                __m256 fa = _mm256_loadu_ps(acc[r][0]), fm = _mm256_loadu_ps(acc[r][1]);
+                const __m256 dy = _mm256_set1_ps(y->d);
+                const __m256 dd_r = _mm256_mul_ps(dx, dy), dm_r = _mm256_mul_ps(dmx, dy);
+                __m256i itot = _mm256_setzero_si256(), mtot = _mm256_setzero_si256();
+                for (int g = 0; g < 4; g++) {
+                    __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+                    for (int j = 0; j < 8; j++) {
+                        int32_t ql, qh;
+                        memcpy(&ql, q8 + 16 * g + j, 4);
+                        memcpy(&qh, q8 + 16 * g + 8 + j, 4);
+                        lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(nib[0][8 * g + j], _mm256_set1_epi32(ql)));
+                        hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(nib[1][8 * g + j], _mm256_set1_epi32(qh)));
+                    }
+                    const __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(lo, sc[2 * g]), _mm256_madd_epi16(hi, sc[2 * g + 1]));
+                    const int b0 = y->bsums[4 * g] + y->bsums[4 * g + 1], b1 = y->bsums[4 * g + 2] + y->bsums[4 * g + 3];
+                    const __m256i bp = _mm256_set1_epi32((int)((uint32_t)(uint16_t)b0 | (uint32_t)(uint16_t)b1 << 16));
+                    const __m256i imin = _mm256_madd_epi16(mn[g], bp);
+                    if (gemm) {
+                        fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dd_r, fa);
+                        fm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin), dm_r, fm);
+                    } else {
+                        itot = _mm256_add_epi32(itot, isum);
+                        mtot = _mm256_add_epi32(mtot, imin);
+                    }
+                }
+                if (!gemm) {
+                    fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(itot), dd_r, fa);
+                    fm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mtot), dm_r, fm);
+                }
+                _mm256_storeu_ps(acc[r][0], fa);
+                _mm256_storeu_ps(acc[r][1], fm);
+            }
+        }
+        for (int r = 0; r < rn; r++)
+            _mm256_storeu_ps(s + (size_t)(r0 + r) * ss, _mm256_sub_ps(_mm256_loadu_ps(acc[r][0]), _mm256_loadu_ps(acc[r][1])));
+    }
+}
+
+TGT void vec_dot_q4_K_q8_K_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                    int nr) {
+    for (int g = 0; g < 16; g += 8) q4_K_8w(n / QK_K, (const char *)w + (size_t)g * wst, wst, a, as, s + g, ss, nr, 0);
+}
+TGT void vec_dot_q4_K_q8_K_mm_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                       size_t ss, int nr) {
+    for (int g = 0; g < 16; g += 8) q4_K_8w(n / QK_K, (const char *)w + (size_t)g * wst, wst, a, as, s + g, ss, nr, 1);
+}
+
 TGT void vec_dot_q4_K_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
     DISPATCH_NR(q4_K_nr, n, w, (const char *)a, as, s, ss, 0)
 }
