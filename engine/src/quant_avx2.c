@@ -316,6 +316,82 @@ INL void q8_0_family_nr(int n, const void *w, const char *a, size_t as, float *s
     for (int r = 0; r < nr; r++) s[r * ss] = hsum_f32_8(acc[r]);
 }
 
+/* The same for 16 weight rows, 4 at a time against 1..2 activation rows:
+ * per (weight row, activation row) the same fma chain, so the same bits, but
+ * 4-8 independent chains instead of one (a single row's chain waits on the
+ * fma latency), and the next tile prefetched for decode (each weight read
+ * once; the hardware prefetcher stops at every 4 KiB page). */
+#define Q0_W 4 /* weight rows per pass */
+
+INL void q8_0_family_4w_nr(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss,
+                           const int kind, const char *pf, int pf_lines, const int nr) {
+    __m256 acc[Q0_W][2];
+    for (int j = 0; j < Q0_W; j++)
+        for (int r = 0; r < nr; r++) acc[j][r] = _mm256_setzero_ps();
+    for (int ib = 0; ib < nb; ib++) {
+        for (int l = ib * pf_lines / nb; l < (ib + 1) * pf_lines / nb; l++) _mm_prefetch(pf + 64 * (size_t)l, _MM_HINT_T0);
+        __m256i y[2];
+        float dy[2];
+        for (int r = 0; r < nr; r++) {
+            const block_q8_0 *yb = (const block_q8_0 *)(a + (size_t)r * as) + ib;
+            y[r] = _mm256_loadu_si256((const __m256i *)yb->qs);
+            dy[r] = h2f(yb->d);
+        }
+        for (int j = 0; j < Q0_W; j++) {
+            float dw;
+            const __m256i wq = w_bytes_q(w + (size_t)j * wst, ib, kind, &dw);
+            const __m256i aw = _mm256_sign_epi8(wq, wq);
+            for (int r = 0; r < nr; r++)
+                acc[j][r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * dy[r]), _mm256_cvtepi32_ps(dot_i8(aw, wq, y[r])), acc[j][r]);
+        }
+    }
+    for (int j = 0; j < Q0_W; j++)
+        for (int r = 0; r < nr; r++) s[(size_t)r * ss + j] = hsum_f32_8(acc[j][r]);
+}
+
+INL void q8_0_family_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
+                         const int kind) {
+    const int nb = n / QK8_0;
+    if (nr > 2) { /* batches: 4 activation rows per weight row load the weights least */
+        for (int j = 0; j < 16; j++)
+            for (int r0 = 0; r0 < nr; r0 += COLI_MAX_NR) {
+                const int rows = nr - r0;
+                {
+                    const int nr = rows; /* DISPATCH_NR's */
+                    DISPATCH_NR(q8_0_family_nr, n, w + (size_t)j * wst, a + (size_t)r0 * as, as, s + (size_t)r0 * ss + j,
+                                ss, kind)
+                }
+            }
+        return;
+    }
+    const int pf_lines = (int)((16 * wst + 63) / 64);  /* the next tile, spread over the passes */
+    for (int r0 = 0; r0 < nr; r0 += 2) {
+        const int two = nr - r0 >= 2;
+        for (int j = 0; j < 16; j += Q0_W) {
+            const int l0 = j * pf_lines / 16, l1 = (j + Q0_W) * pf_lines / 16;
+            const char *pf = w + 16 * wst + 64 * (size_t)l0;
+            const int pl = r0 == 0 ? l1 - l0 : 0;
+            const char *ar = a + (size_t)r0 * as;
+            float *sr = s + (size_t)r0 * ss + j;
+            if (two) q8_0_family_4w_nr(nb, w + (size_t)j * wst, wst, ar, as, sr, ss, kind, pf, pl, 2);
+            else q8_0_family_4w_nr(nb, w + (size_t)j * wst, wst, ar, as, sr, ss, kind, pf, pl, 1);
+        }
+    }
+}
+
+TGT void vec_dot_q8_0_q8_0_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                    int nr) {
+    q8_0_family_16w(n, w, wst, a, as, s, ss, nr, 0);
+}
+TGT void vec_dot_q4_0_q8_0_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                    int nr) {
+    q8_0_family_16w(n, w, wst, a, as, s, ss, nr, 1);
+}
+TGT void vec_dot_q5_0_q8_0_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                    int nr) {
+    q8_0_family_16w(n, w, wst, a, as, s, ss, nr, 2);
+}
+
 /* Q4_0 repacked by llama.cpp (n_out % 8 == 0): acc = fma(float(isum), dw * dy, acc) per block */
 INL void q4_0_repacked_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
     const int nb = n / QK4_0;
