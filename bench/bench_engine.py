@@ -5,7 +5,7 @@ Each run is a fresh child process (so peak RSS is its own), colibri and
 llama.cpp alternate (so machine noise hits both alike), and the medians and
 their ratio are printed:
 
-    python bench/bench_engine.py [--model M] [--threads 2] [--reps 5] [--json out.json]
+    python bench/bench_engine.py [--model M] [--threads 2] [--reps 5] [--isa avx2] [--json out.json]
 """
 from __future__ import annotations
 
@@ -23,7 +23,11 @@ engine, model, threads, n_prompt, n_gen, ctx = sys.argv[1], sys.argv[2], int(sys
 sys.path.insert(0, sys.argv[7])
 from tests.reference import real_text
 if engine == "colibri":
+    import os
     from colibri.engine import Engine
+    if os.environ.get("COLI_BENCH_ISA"):  # --isa: force colibri's kernel set (llama.cpp keeps its own)
+        from colibri._engine import lib
+        assert lib.colibri_kernel_set_isa(os.environ["COLI_BENCH_ISA"].encode()) == 0, "this CPU lacks that ISA"
     e = Engine(model, n_ctx=ctx, n_threads=threads)
     prompt = e.tokenize(real_text())[:n_prompt]
     c0 = time.process_time(); t0 = time.perf_counter(); e.eval(prompt, 0); t1 = time.perf_counter(); c1 = time.process_time()
@@ -62,12 +66,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="GGUF file (default: the embedded default model)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--isa", choices=("scalar", "avx2", "avx512"), default=None,
+                    help="force colibri's kernels to this ISA (llama.cpp keeps its best): the AVX2 path on an AVX-512 machine")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--prompt-tokens", type=int, default=256)
     ap.add_argument("--gen-tokens", type=int, default=128)
     ap.add_argument("--ctx", type=int, default=512)
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args()
+    if args.isa:
+        os.environ["COLI_BENCH_ISA"] = args.isa
     if args.model is None:
         from colibri.models import default_model_path
 
@@ -83,7 +91,8 @@ def main() -> int:
     keys = ("prefill", "decode", "rss_mb", "prefill_cpu", "decode_cpu")
     med = {e: {k: statistics.median(r[k] for r in rs) for k in keys} for e, rs in results.items()}
     print(f"\nmodel {os.path.basename(args.model)}, {args.threads} threads, {args.reps} interleaved reps, "
-          f"{args.prompt_tokens}-token prompt, {args.gen_tokens} generated ({time.time() - t0:.0f} s)")
+          f"{args.prompt_tokens}-token prompt, {args.gen_tokens} generated ({time.time() - t0:.0f} s)"
+          + (f"; colibri forced to {args.isa}" if args.isa else ""))
     print(f"{'':12s}{'prefill tok/s':>15s}{'decode tok/s':>15s}{'peak RSS MiB':>15s}")
     for e in ("colibri", "llama.cpp"):
         print(f"{e:12s}{med[e]['prefill']:15.1f}{med[e]['decode']:15.1f}{med[e]['rss_mb']:15.1f}")

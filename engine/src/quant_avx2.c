@@ -416,10 +416,10 @@ INL void q4_0_repacked_nr(int n, const void *w, const char *a, size_t as, float 
  * bytes (maddubs: at most 2 * 15 * 127 per 16-bit lane, 8 of them summed stay
  * below 32767), pairs summed to the row's lanes, -8 * sum(y) added: each lane
  * ends on the row's exact integer sum. */
-INL void q4_0_block8(const char *w, size_t wst, int ib, __m256i q[4]) {
-    const char *b = w + (size_t)ib * sizeof(block_q4_0) + offsetof(block_q4_0, qs);
+/* q[k], lane j: 32-bit word k of the 16 bytes at b + j * wst (an 8 x 4 transpose) */
+INL void transpose8x4(const char *b, size_t wst, __m256i q[4]) {
     __m256i A[4];
-    for (int t = 0; t < 4; t++) /* lane g of A[t]: the 16 quant bytes of row 4g + t */
+    for (int t = 0; t < 4; t++) /* lane g of A[t]: the 16 bytes of row 4g + t */
         A[t] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(b + (size_t)t * wst))),
                                        _mm_loadu_si128((const __m128i *)(b + (size_t)(t + 4) * wst)), 1);
     const __m256i t0 = _mm256_unpacklo_epi32(A[0], A[1]), t1 = _mm256_unpackhi_epi32(A[0], A[1]);
@@ -428,6 +428,10 @@ INL void q4_0_block8(const char *w, size_t wst, int ib, __m256i q[4]) {
     q[1] = _mm256_unpackhi_epi64(t0, t2);
     q[2] = _mm256_unpacklo_epi64(t1, t3);
     q[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+INL void q4_0_block8(const char *w, size_t wst, int ib, __m256i q[4]) {
+    transpose8x4(w + (size_t)ib * sizeof(block_q4_0) + offsetof(block_q4_0, qs), wst, q);
 }
 
 INL __m256 q4_0_scales8(const char *w, size_t wst, int ib) {
@@ -747,25 +751,29 @@ INL void transpose8(__m256i r[8]) {
 INL void q4_K_8w(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
                  const int gemm) {
     const __m256i m4 = _mm256_set1_epi8(0xF), m6 = _mm256_set1_epi32(0x3F);
-    const __m256i off = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)wst));
     const __m256i kmask1 = _mm256_set1_epi32(0x3f3f3f3f), kmask2 = _mm256_set1_epi32(0x0f0f0f0f),
                   kmask3 = _mm256_set1_epi32(0x03030303);
     __m256i nib[2][32]; /* low / high nibbles of word j of the 8 rows' quants */
     float acc[Q4_0_ROWS][2][8];
+    const int pf_lines = (int)((8 * wst + 63) / 64);
     for (int r0 = 0; r0 < nr; r0 += Q4_0_ROWS) {
         const int rn = nr - r0 < Q4_0_ROWS ? nr - r0 : Q4_0_ROWS;
         memset(acc, 0, (size_t)rn * sizeof acc[0]);
         for (int i = 0; i < nb; i++) {
             const char *base = w + (size_t)i * sizeof(block_q4_K);
-            const __m256i dd = _mm256_i32gather_epi32((const int *)base, off, 1); /* d | dmin << 16 */
+            if (r0 == 0) /* the next 8 rows, spread over the super-blocks */
+                for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++)
+                    _mm_prefetch(w + 8 * wst + 64 * (size_t)l, _MM_HINT_T0);
+            __m256i head[4]; /* the first 16 bytes of each row's block: d | dmin << 16, then 12 scale bytes */
+            transpose8x4(base, wst, head);
+            const __m256i dd = head[0];
             const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
             const __m256 dx = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(
                 _mm256_packus_epi32(_mm256_and_si256(dd, lo16), _mm256_setzero_si256()), 0x08)));
             const __m256 dmx = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(
                 _mm256_packus_epi32(_mm256_srli_epi32(dd, 16), _mm256_setzero_si256()), 0x08)));
-            __m256i u0 = _mm256_i32gather_epi32((const int *)(base + 4), off, 1);
-            __m256i u1 = _mm256_i32gather_epi32((const int *)(base + 8), off, 1);
-            const __m256i u2 = _mm256_i32gather_epi32((const int *)(base + 12), off, 1);
+            __m256i u0 = head[1], u1 = head[2];
+            const __m256i u2 = head[3];
             const __m256i u3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), kmask2),
                                                _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), kmask3), 4));
             const __m256i mlo = _mm256_and_si256(u1, kmask1); /* mins 0..3 */

@@ -630,10 +630,10 @@ TGT void vec_dot_q4_0_q8_0_mm_avx512(int n, const void *w, const void *a, size_t
  * are transposed in registers (row j's dword k -> lane j of q[k]); its
  * nibbles, q + 8 as unsigned bytes, dot the activation's signed bytes from a
  * start of -8 * sum(y): each lane ends on the row's exact integer sum. */
-INL void q4_0_block16(const char *w, size_t wst, int ib, __m512i wk[8]) {
-    const char *b = w + (size_t)ib * sizeof(block_q4_0) + offsetof(block_q4_0, qs);
+/* q[k], lane j: 32-bit word k of the 16 bytes at b + j * wst (a 16 x 4 transpose) */
+INL void transpose16x4(const char *b, size_t wst, __m512i q[4]) {
     __m512i A[4];
-    for (int t = 0; t < 4; t++) { /* lane g of A[t]: the 16 quant bytes of row 4g + t */
+    for (int t = 0; t < 4; t++) { /* lane g of A[t]: the 16 bytes of row 4g + t */
         __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(b + (size_t)t * wst)));
         z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(b + (size_t)(t + 4) * wst)), 1);
         z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(b + (size_t)(t + 8) * wst)), 2);
@@ -641,8 +641,15 @@ INL void q4_0_block16(const char *w, size_t wst, int ib, __m512i wk[8]) {
     }
     const __m512i t0 = _mm512_unpacklo_epi32(A[0], A[1]), t1 = _mm512_unpackhi_epi32(A[0], A[1]);
     const __m512i t2 = _mm512_unpacklo_epi32(A[2], A[3]), t3 = _mm512_unpackhi_epi32(A[2], A[3]);
-    const __m512i q[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2), _mm512_unpacklo_epi64(t1, t3),
-                          _mm512_unpackhi_epi64(t1, t3)};
+    q[0] = _mm512_unpacklo_epi64(t0, t2);
+    q[1] = _mm512_unpackhi_epi64(t0, t2);
+    q[2] = _mm512_unpacklo_epi64(t1, t3);
+    q[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+INL void q4_0_block16(const char *w, size_t wst, int ib, __m512i wk[8]) {
+    __m512i q[4];
+    transpose16x4(w + (size_t)ib * sizeof(block_q4_0) + offsetof(block_q4_0, qs), wst, q);
     const __m512i m4 = _mm512_set1_epi8(0xF);
     for (int k = 0; k < 4; k++) {
         wk[k] = _mm512_and_si512(q[k], m4);                          /* elements 4k..4k+3 */
@@ -777,39 +784,119 @@ INL void transpose16(__m512i r[16]) {
 }
 
 
+/* d, dmin, the 8 scales and 8 mins of super-block i of the 16 rows, in lanes */
+INL void q4_K_scales16(const char *base, size_t wst, __m512 *dx, __m512 *dmx, __m512i sc[8], __m512i mn[8]) {
+    const __m512i m8 = _mm512_set1_epi32(0xFF);
+    __m512i head[4];  /* the first 16 bytes of each row's block: d | dmin << 16, then 12 scale bytes */
+    transpose16x4(base, wst, head);
+    const __m512i dd = head[0];
+    *dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+    *dmx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+    /* the 12 scale bytes of each row, unpacked in lanes as k4_unpack does */
+    const __m512i kmask1 = _mm512_set1_epi32(0x3f3f3f3f), kmask2 = _mm512_set1_epi32(0x0f0f0f0f),
+                  kmask3 = _mm512_set1_epi32(0x03030303);
+    __m512i u0 = head[1], u1 = head[2];
+    const __m512i u2 = head[3];
+    const __m512i u3 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), kmask2),
+                                       _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), kmask3), 4));
+    const __m512i mlo = _mm512_and_si512(u1, kmask1);  /* mins 0..3 */
+    u1 = _mm512_or_si512(_mm512_and_si512(u2, kmask2), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), kmask3), 4));
+    u0 = _mm512_and_si512(u0, kmask1);                 /* scales 0..3; u1: scales 4..7; u3: mins 4..7 */
+    for (int k = 0; k < 4; k++) {
+        sc[k] = _mm512_and_si512(_mm512_srli_epi32(u0, 8 * k), m8);
+        sc[4 + k] = _mm512_and_si512(_mm512_srli_epi32(u1, 8 * k), m8);
+        mn[k] = _mm512_and_si512(_mm512_srli_epi32(mlo, 8 * k), m8);
+        mn[4 + k] = _mm512_and_si512(_mm512_srli_epi32(u3, 8 * k), m8);
+    }
+}
+
+/* 1..4 activation rows (decode): each transposed word is used as it comes,
+ * no nibble table; the same integer sums, the same float steps as q4_K_16w. */
+INL void q4_K_16w_few(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss,
+                      const int gemm, const int nr) {
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    const int pf_lines = (int)((16 * wst + 63) / 64);
+    __m512 fa[COLI_MAX_NR], fm[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) fa[r] = fm[r] = _mm512_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        const char *base = w + (size_t)i * sizeof(block_q4_K);
+        for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++)
+            _mm_prefetch(w + 16 * wst + 64 * (size_t)l, _MM_HINT_T0);
+        __m512 dx, dmx;
+        __m512i sc[8], mn[8];
+        q4_K_scales16(base, wst, &dx, &dmx, sc, mn);
+        __m512i itot[COLI_MAX_NR], mtot[COLI_MAX_NR];
+        for (int r = 0; r < nr; r++) itot[r] = mtot[r] = _mm512_setzero_si512();
+        for (int h = 0; h < 2; h++) { /* words 16h..16h+15: groups g = 2h, 2h + 1 */
+            __m512i q[16];
+            for (int r = 0; r < 16; r++)
+                q[r] = _mm512_loadu_si512(base + (size_t)r * wst + offsetof(block_q4_K, qs) + 64 * h);
+            transpose16(q);
+            for (int gg = 0; gg < 2; gg++) {
+                const int g = 2 * h + gg;
+                __m512i lo[COLI_MAX_NR], hi[COLI_MAX_NR];
+                for (int r = 0; r < nr; r++) lo[r] = hi[r] = _mm512_setzero_si512();
+                for (int j = 0; j < 8; j++) {
+                    const __m512i nl = _mm512_and_si512(q[8 * gg + j], m4);
+                    const __m512i nh = _mm512_and_si512(_mm512_srli_epi16(q[8 * gg + j], 4), m4);
+                    for (int r = 0; r < nr; r++) {
+                        const int32_t *q8 = (const int32_t *)((const block_q8_K *)(a + (size_t)r * as) + i)->qs;
+                        int32_t ql, qh;
+                        memcpy(&ql, q8 + 16 * g + j, 4);
+                        memcpy(&qh, q8 + 16 * g + 8 + j, 4);
+                        lo[r] = _mm512_dpbusd_epi32(lo[r], nl, _mm512_set1_epi32(ql));
+                        hi[r] = _mm512_dpbusd_epi32(hi[r], nh, _mm512_set1_epi32(qh));
+                    }
+                }
+                for (int r = 0; r < nr; r++) {
+                    const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
+                    const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(lo[r], sc[2 * g]), _mm512_mullo_epi32(hi[r], sc[2 * g + 1]));
+                    const int b0 = y->bsums[4 * g] + y->bsums[4 * g + 1], b1 = y->bsums[4 * g + 2] + y->bsums[4 * g + 3];
+                    const __m512i imin = _mm512_add_epi32(_mm512_mullo_epi32(mn[2 * g], _mm512_set1_epi32(b0)),
+                                                          _mm512_mullo_epi32(mn[2 * g + 1], _mm512_set1_epi32(b1)));
+                    if (gemm) {
+                        const __m512 dy = _mm512_set1_ps(y->d);
+                        fa[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dx, dy), fa[r]);
+                        fm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), _mm512_mul_ps(dmx, dy), fm[r]);
+                    } else {
+                        itot[r] = _mm512_add_epi32(itot[r], isum);
+                        mtot[r] = _mm512_add_epi32(mtot[r], imin);
+                    }
+                }
+            }
+        }
+        if (!gemm)
+            for (int r = 0; r < nr; r++) {
+                const __m512 dy = _mm512_set1_ps(((const block_q8_K *)(a + (size_t)r * as) + i)->d);
+                fa[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(itot[r]), _mm512_mul_ps(dx, dy), fa[r]);
+                fm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mtot[r]), _mm512_mul_ps(dmx, dy), fm[r]);
+            }
+    }
+    for (int r = 0; r < nr; r++) _mm512_storeu_ps(s + (size_t)r * ss, _mm512_sub_ps(fa[r], fm[r]));
+}
+
 INL void q4_K_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
                   const int gemm) {
     const int nb = n / QK_K;
-    const __m512i m4 = _mm512_set1_epi8(0xF), m8 = _mm512_set1_epi32(0xFF);
-    const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32((int)wst));
+    if (nr <= COLI_MAX_NR) {
+        DISPATCH_NR(q4_K_16w_few, nb, w, wst, a, as, s, ss, gemm)
+        return;
+    }
+    const __m512i m4 = _mm512_set1_epi8(0xF);
     __m512i nib[2][32];  /* low / high nibbles of word j of the 16 rows' quants */
     float acc[Q4K_ROWS][2][16];
+    const int pf_lines = (int)((16 * wst + 63) / 64);
     for (int r0 = 0; r0 < nr; r0 += Q4K_ROWS) {
         const int rn = nr - r0 < Q4K_ROWS ? nr - r0 : Q4K_ROWS;
         memset(acc, 0, (size_t)rn * sizeof acc[0]);
         for (int i = 0; i < nb; i++) {
             const char *base = w + (size_t)i * sizeof(block_q4_K);
-            const __m512i dd = _mm512_i32gather_epi32(off, base, 1);  /* d | dmin << 16 */
-            const __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
-            const __m512 dmx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
-            /* the 12 scale bytes of each row, unpacked in lanes as k4_unpack does */
-            const __m512i kmask1 = _mm512_set1_epi32(0x3f3f3f3f), kmask2 = _mm512_set1_epi32(0x0f0f0f0f),
-                          kmask3 = _mm512_set1_epi32(0x03030303);
-            __m512i u0 = _mm512_i32gather_epi32(off, base + 4, 1), u1 = _mm512_i32gather_epi32(off, base + 8, 1);
-            const __m512i u2 = _mm512_i32gather_epi32(off, base + 12, 1);
-            const __m512i u3 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), kmask2),
-                                               _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), kmask3), 4));
-            const __m512i mlo = _mm512_and_si512(u1, kmask1);  /* mins 0..3 */
-            u1 = _mm512_or_si512(_mm512_and_si512(u2, kmask2), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), kmask3), 4));
-            u0 = _mm512_and_si512(u0, kmask1);                 /* scales 0..3; u1: scales 4..7; u3: mins 4..7 */
+            if (r0 == 0) /* the next tile, spread over the super-blocks: see q0_half */
+                for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++)
+                    _mm_prefetch(w + 16 * wst + 64 * (size_t)l, _MM_HINT_T0);
+            __m512 dx, dmx;
             __m512i sc[8], mn[8];
-            for (int k = 0; k < 4; k++) {
-                sc[k] = _mm512_and_si512(_mm512_srli_epi32(u0, 8 * k), m8);
-                sc[4 + k] = _mm512_and_si512(_mm512_srli_epi32(u1, 8 * k), m8);
-                mn[k] = _mm512_and_si512(_mm512_srli_epi32(mlo, 8 * k), m8);
-                mn[4 + k] = _mm512_and_si512(_mm512_srli_epi32(u3, 8 * k), m8);
-            }
+            q4_K_scales16(base, wst, &dx, &dmx, sc, mn);
             for (int h = 0; h < 2; h++) {
                 __m512i q[16];
                 for (int r = 0; r < 16; r++)
