@@ -872,6 +872,8 @@ TGT void vec_dot_q5_K_q8_K_avx2(int n, const void *w, const void *a, size_t as, 
  * end; `tiled` is ggml's tiled matmul (batches of 8 rows or more), which takes
  * the super-block's whole integer sum: acc = fma(float(isum) * d, dy, acc)
  * (its mul + add of intrinsics, fused by GCC's default -ffp-contract=fast). */
+#define Q6_K_PREFETCH 4096
+
 INL void q6_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int tiled, const int nr) {
     const int nb = n / QK_K;
     const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
@@ -880,6 +882,8 @@ INL void q6_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_
     for (int r = 0; r < nr; r++) { acc[r] = _mm256_setzero_ps(); acc1[r] = 0.0f; }
     for (int i = 0; i < nb; i++) {
         const block_q6_K *x = (const block_q6_K *)w + i;
+        for (int l = 0; l < (int)sizeof(block_q6_K); l += 64) /* rows lie end to end: stream 4 KiB ahead */
+            _mm_prefetch((const char *)x + Q6_K_PREFETCH + l, _MM_HINT_T0);
         const float dx = h2f(x->d);
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)x->scales);
         const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
