@@ -66,7 +66,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="GGUF file (default: the embedded default model)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--isa", choices=("scalar", "avx2", "avx512"), default=None,
+    ap.add_argument("--isa", choices=("scalar", "avx2", "avxvnni", "avx512"), default=None,
                     help="force colibri's kernels to this ISA (llama.cpp keeps its best): the AVX2 path on an AVX-512 machine")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--prompt-tokens", type=int, default=256)

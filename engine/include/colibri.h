@@ -104,7 +104,7 @@ int64_t colibri_gguf_describe(const colibri_gguf *g, char *out, size_t cap);
 
 /* ---- kernels (section owned by quant.c; for tests and benchmarks) ----- */
 /* KERNELS-BEGIN */
-/* Kernel ISA in force: "scalar", "avx2" or "avx512" (chosen from the CPU on
+/* Kernel ISA in force: "scalar", "avx2", "avxvnni" (AVX2 + AVX-VNNI) or "avx512" (chosen from the CPU on
  * first use). set_isa accepts "auto" or one of those; COLI_E_UNSUPPORTED when
  * this CPU cannot run it. Process-wide: for tests and benchmarks. */
 int colibri_kernel_set_isa(const char *isa);

@@ -756,7 +756,7 @@ static inline void set_mm(coli_type_kernels *k, coli_vec_dot_fn mm, int min_rows
     k->mm_out_mult = out_mult;
 }
 
-static coli_kernel_table g_tables[3];  /* scalar, avx2, avx512; filled once in build_tables */
+static coli_kernel_table g_tables[4];  /* scalar, avx2, avxvnni, avx512; filled once in build_tables */
 static _Atomic(const coli_kernel_table *) g_current;
 static atomic_flag g_building = ATOMIC_FLAG_INIT;
 static atomic_int g_built;
@@ -793,7 +793,13 @@ static void build_tables(void) {
     t->type[GGML_TYPE_Q4_0].vec_dot_16w = vec_dot_q4_0_q8_0_16w_avx2;
     t->type[GGML_TYPE_Q5_0].vec_dot_16w = vec_dot_q5_0_q8_0_16w_avx2;
     set_mm(&t->type[GGML_TYPE_Q6_K], vec_dot_q6_K_q8_K_mm_avx2, 8, 1, QK_K, 1);
-    t = &g_tables[2];
+    t = &g_tables[2]; /* AVX2 + AVX-VNNI: the same bits, 256-bit dpbusd */
+    *t = g_tables[1];
+    t->name = "avxvnni";
+    t->type[GGML_TYPE_Q8_0].vec_dot_16w = vec_dot_q8_0_q8_0_16w_avxvnni;
+    t->type[GGML_TYPE_Q4_0].vec_dot_16w = vec_dot_q4_0_q8_0_16w_avxvnni;
+    t->type[GGML_TYPE_Q5_0].vec_dot_16w = vec_dot_q5_0_q8_0_16w_avxvnni;
+    t = &g_tables[3];
     *t = g_tables[1];
     t->name = "avx512";
     t->type[GGML_TYPE_F32].vec_dot = vec_dot_f32_f32_avx512;
@@ -843,9 +849,13 @@ static const coli_kernel_table *table_for(const char *isa) {
     if (strcmp(isa, "scalar") == 0) return &g_tables[0];
 #ifdef COLI_X86
     if (strcmp(isa, "avx2") == 0) return coli_cpu_can_avx2() ? &g_tables[1] : NULL;
-    if (strcmp(isa, "avx512") == 0) return coli_cpu_can_avx512() ? &g_tables[2] : NULL;
+    if (strcmp(isa, "avxvnni") == 0) return coli_cpu_can_avx2() && coli_cpu()->avxvnni ? &g_tables[2] : NULL;
+    if (strcmp(isa, "avx512") == 0) return coli_cpu_can_avx512() ? &g_tables[3] : NULL;
     if (strcmp(isa, "auto") == 0)
-        return coli_cpu_can_avx512() ? &g_tables[2] : coli_cpu_can_avx2() ? &g_tables[1] : &g_tables[0];
+        return coli_cpu_can_avx512()                        ? &g_tables[3]
+               : coli_cpu_can_avx2() && coli_cpu()->avxvnni ? &g_tables[2]
+               : coli_cpu_can_avx2()                        ? &g_tables[1]
+                                                            : &g_tables[0];
 #else
     if (strcmp(isa, "auto") == 0) return &g_tables[0];
 #endif
@@ -863,8 +873,9 @@ const coli_kernel_table *coli_kernels(void) {
 
 int coli_kernels_select(const char *isa) {
     if (!isa) return coli_fail(COLI_E_ARG, "kernel isa: NULL");
-    if (strcmp(isa, "auto") && strcmp(isa, "scalar") && strcmp(isa, "avx2") && strcmp(isa, "avx512"))
-        return coli_fail(COLI_E_ARG, "kernel isa '%s': expected auto, scalar, avx2 or avx512", isa);
+    if (strcmp(isa, "auto") && strcmp(isa, "scalar") && strcmp(isa, "avx2") && strcmp(isa, "avxvnni") &&
+        strcmp(isa, "avx512"))
+        return coli_fail(COLI_E_ARG, "kernel isa '%s': expected auto, scalar, avx2, avxvnni or avx512", isa);
     const coli_kernel_table *t = table_for(isa);
     if (!t) return coli_fail(COLI_E_UNSUPPORTED, "kernel isa '%s' not supported by this CPU (features: %s)",
                              isa, colibri_cpu_features());

@@ -155,15 +155,18 @@ def test_matmul_bits_equal_ggml(ggml, wtype, n_in, n_out):
     (Q8_0, 640, 64), (Q5_0, 640, 64), (Q4_0, 640, 64), (Q4_0, 640, 66), (Q8_0, 96, 37), (Q4_0, 1024, 40),
     (Q4_K, 1024, 64), (Q4_K, 512, 40),
 ])
-def test_avx2_kernels_give_the_same_bits(ggml, wtype, n_in, n_out):
-    """ggml's AVX2 and AVX-512 builds add up these types the same way (8-lane
-    blocks; the repacked Q4_0 and Q4_K per block and per 64 elements), so our
-    AVX2 kernels must match the reference too: the bits an AVX2-only machine
-    gets."""
+@pytest.mark.parametrize("isa", ["avx2", "avxvnni"])
+def test_avx2_kernels_give_the_same_bits(ggml, isa, wtype, n_in, n_out):
+    """ggml's AVX2, AVX-VNNI and AVX-512 builds add up these types the same
+    way (8-lane blocks; the repacked Q4_0 and Q4_K per block and per 64
+    elements), so our AVX2 kernels (with and without AVX-VNNI) must match the
+    reference too: the bits an AVX2-only machine gets."""
     rng = np.random.default_rng(wtype * 7 + n_out)
     w = np.ascontiguousarray(random_weights(rng, wtype, n_in, n_out))
+    if lib.colibri_kernel_set_isa(isa.encode()) != 0:
+        pytest.skip(f"this CPU has no {isa}")
     try:
-        assert lib.colibri_kernel_set_isa(b"avx2") == 0
+        assert lib.colibri_kernel_set_isa(isa.encode()) == 0
         for n_rows in BATCHES:
             x = (rng.standard_normal((n_rows, n_in)) * rng.choice([0.1, 1.0, 30.0], (n_rows, n_in), p=[.5, .45, .05]))
             x = np.ascontiguousarray(x.astype(np.float32))

@@ -31,7 +31,7 @@ MAX_DOT_PRODUCT_ERROR_Q8_1 = 2e-3
 
 def isas():
     out = []
-    for isa in ("scalar", "avx2", "avx512"):
+    for isa in ("scalar", "avx2", "avxvnni", "avx512"):
         if lib.colibri_kernel_set_isa(isa.encode()) == 0:
             out.append(isa)
     lib.colibri_kernel_set_isa(b"auto")
@@ -166,4 +166,4 @@ def test_errors_are_codes_not_crashes():
                                          ffi.from_buffer("float[]", f), 100) < 0
     assert lib.colibri_kernel_set_isa(b"neon") < 0
     assert b"neon" in ffi.string(lib.colibri_last_error())
-    assert ffi.string(lib.colibri_kernel_isa()) in (b"scalar", b"avx2", b"avx512")
+    assert ffi.string(lib.colibri_kernel_isa()) in (b"scalar", b"avx2", b"avxvnni", b"avx512")

@@ -1,0 +1,127 @@
+/* quant_avxvnni.c — kernels for AVX2 machines with AVX-VNNI (Intel client
+ * cores since Alder Lake): the 256-bit dpbusd adds u8 x s8 products into
+ * int32 lanes in one step and never saturates, so the Q8_0/Q5_0/Q4_0 dot
+ * products take the weights as unsigned q + c against the signed activation,
+ * starting each lane at -c * (its activation bytes' sum): the exact integers
+ * of the sign trick (ggml's AVX-VNNI build gets them with dpbusd too), with
+ * the float steps of ggml_vec_dot_q{8,5,4}_0_q8_0 per (weight row,
+ * activation row). quant.c puts them in the "avxvnni" table, otherwise the
+ * AVX2 one. */
+#include "quant.h"
+
+#ifdef COLI_X86
+#include <immintrin.h>
+#include <string.h>
+
+#define TGT __attribute__((target("avx2,fma,f16c,avxvnni")))
+#define INL static inline __attribute__((always_inline, target("avx2,fma,f16c,avxvnni")))
+
+INL float h2f(coli_half h) { return _cvtsh_ss(h); }
+
+INL float hsum8(__m256 x) {
+    __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
+INL int wsize(const int kind) {
+    return kind == 0 ? (int)sizeof(block_q8_0) : kind == 1 ? (int)sizeof(block_q4_0) : (int)sizeof(block_q5_0);
+}
+
+/* block ib's weights as unsigned q + c (Q8_0: q ^ 0x80; Q4_0: the nibble; Q5_0: 5 bits) */
+INL __m256i w_unsigned(const char *wr, int ib, const int kind) {
+    if (kind == 0)
+        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)((const block_q8_0 *)wr + ib)->qs),
+                                _mm256_set1_epi8((char)0x80));
+    const uint8_t *q = kind == 1 ? ((const block_q4_0 *)wr + ib)->qs : ((const block_q5_0 *)wr + ib)->qs;
+    const __m128i t = _mm_loadu_si128((const __m128i *)q);
+    __m256i b = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1),
+                                 _mm256_set1_epi8(0x0F));
+    if (kind == 1) return b;
+    uint32_t h;
+    memcpy(&h, ((const block_q5_0 *)wr + ib)->qh, 4);
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    __m256i bits = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), shuf);
+    bits = _mm256_cmpeq_epi8(_mm256_or_si256(bits, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)), _mm256_set1_epi64x(-1));
+    return _mm256_or_si256(b, _mm256_and_si256(bits, _mm256_set1_epi8(0x10)));
+}
+
+/* W weight rows x nr activation rows, block after block: per pair the chain
+ * acc = fma(dw * dy, float(lanes), acc), hsum at the end. pf_lines > 0:
+ * prefetch that many lines at pf over the blocks (decode streams weights). */
+INL void q0_tile(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int kind,
+                 const char *pf, int pf_lines, const int W, const int nr) {
+    const int bs = wsize(kind);
+    const __m256i cu = _mm256_set1_epi8(kind == 0 ? (char)0x80 : kind == 1 ? 8 : 16);
+    __m256 acc[4][4];
+    for (int j = 0; j < W; j++)
+        for (int r = 0; r < nr; r++) acc[j][r] = _mm256_setzero_ps();
+    for (int ib = 0; ib < nb; ib++) {
+        for (int l = ib * pf_lines / nb; l < (ib + 1) * pf_lines / nb; l++) _mm_prefetch(pf + 64 * (size_t)l, _MM_HINT_T0);
+        __m256i y[4], ncs[4];
+        float dy[4];
+        for (int r = 0; r < nr; r++) {
+            const block_q8_0 *yb = (const block_q8_0 *)(a + (size_t)r * as) + ib;
+            y[r] = _mm256_loadu_si256((const __m256i *)yb->qs);
+            ncs[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), cu, y[r]));
+            dy[r] = h2f(yb->d);
+        }
+        for (int j = 0; j < W; j++) {
+            const char *wr = w + (size_t)j * wst;
+            coli_half hw;
+            memcpy(&hw, wr + (size_t)ib * bs, 2);
+            const float dw = h2f(hw);
+            const __m256i u = w_unsigned(wr, ib, kind);
+            for (int r = 0; r < nr; r++)
+                acc[j][r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * dy[r]),
+                                            _mm256_cvtepi32_ps(_mm256_dpbusd_avx_epi32(ncs[r], u, y[r])), acc[j][r]);
+        }
+    }
+    for (int j = 0; j < W; j++)
+        for (int r = 0; r < nr; r++) s[(size_t)r * ss + j] = hsum8(acc[j][r]);
+}
+
+/* 16 weight rows: decode 4 at a time (4 chains, next tile prefetched),
+ * batches 2 weight rows x 4 activation rows (the 16 ymm registers) */
+INL void q0_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
+                const int kind) {
+    const int nb = n / QK8_0;
+    const int pf_lines = (int)((16 * wst + 63) / 64);
+    if (nr == 1) {
+        for (int j = 0; j < 16; j += 4) {
+            const int l0 = j * pf_lines / 16, l1 = (j + 4) * pf_lines / 16;
+            q0_tile(nb, w + (size_t)j * wst, wst, a, as, s + j, ss, kind, w + 16 * wst + 64 * (size_t)l0, l1 - l0, 4, 1);
+        }
+        return;
+    }
+    for (int r0 = 0; r0 < nr; r0 += 4) {
+        const int rn = nr - r0 < 4 ? nr - r0 : 4;
+        const char *ar = a + (size_t)r0 * as;
+        for (int j = 0; j < 16; j += 2) {
+            float *sj = s + (size_t)r0 * ss + j;
+            const char *wj = w + (size_t)j * wst;
+            switch (rn) {
+            case 1: q0_tile(nb, wj, wst, ar, as, sj, ss, kind, w, 0, 2, 1); break;
+            case 2: q0_tile(nb, wj, wst, ar, as, sj, ss, kind, w, 0, 2, 2); break;
+            case 3: q0_tile(nb, wj, wst, ar, as, sj, ss, kind, w, 0, 2, 3); break;
+            default: q0_tile(nb, wj, wst, ar, as, sj, ss, kind, w, 0, 2, 4); break;
+            }
+        }
+    }
+}
+
+TGT void vec_dot_q8_0_q8_0_16w_avxvnni(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                       size_t ss, int nr) {
+    q0_16w(n, w, wst, a, as, s, ss, nr, 0);
+}
+TGT void vec_dot_q4_0_q8_0_16w_avxvnni(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                       size_t ss, int nr) {
+    q0_16w(n, w, wst, a, as, s, ss, nr, 1);
+}
+TGT void vec_dot_q5_0_q8_0_16w_avxvnni(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                       size_t ss, int nr) {
+    q0_16w(n, w, wst, a, as, s, ss, nr, 2);
+}
+
+#endif
