@@ -796,9 +796,11 @@ static void build_tables(void) {
     t = &g_tables[2]; /* AVX2 + AVX-VNNI: the same bits, 256-bit dpbusd */
     *t = g_tables[1];
     t->name = "avxvnni";
+#ifdef COLI_HAVE_AVXVNNI
     t->type[GGML_TYPE_Q8_0].vec_dot_16w = vec_dot_q8_0_q8_0_16w_avxvnni;
     t->type[GGML_TYPE_Q4_0].vec_dot_16w = vec_dot_q4_0_q8_0_16w_avxvnni;
     t->type[GGML_TYPE_Q5_0].vec_dot_16w = vec_dot_q5_0_q8_0_16w_avxvnni;
+#endif
     t = &g_tables[3];
     *t = g_tables[1];
     t->name = "avx512";
@@ -844,16 +846,26 @@ static void ensure_tables(void) {
     atomic_flag_clear_explicit(&g_building, memory_order_release);
 }
 
+#ifdef COLI_X86
+static bool can_avxvnni(void) {
+#ifdef COLI_HAVE_AVXVNNI
+    return coli_cpu_can_avx2() && coli_cpu()->avxvnni;
+#else
+    return false;  /* the compiler had no AVX-VNNI: the AVX2 set serves */
+#endif
+}
+#endif
+
 static const coli_kernel_table *table_for(const char *isa) {
     ensure_tables();
     if (strcmp(isa, "scalar") == 0) return &g_tables[0];
 #ifdef COLI_X86
     if (strcmp(isa, "avx2") == 0) return coli_cpu_can_avx2() ? &g_tables[1] : NULL;
-    if (strcmp(isa, "avxvnni") == 0) return coli_cpu_can_avx2() && coli_cpu()->avxvnni ? &g_tables[2] : NULL;
+    if (strcmp(isa, "avxvnni") == 0) return can_avxvnni() ? &g_tables[2] : NULL;
     if (strcmp(isa, "avx512") == 0) return coli_cpu_can_avx512() ? &g_tables[3] : NULL;
     if (strcmp(isa, "auto") == 0)
         return coli_cpu_can_avx512()                        ? &g_tables[3]
-               : coli_cpu_can_avx2() && coli_cpu()->avxvnni ? &g_tables[2]
+               : can_avxvnni()                              ? &g_tables[2]
                : coli_cpu_can_avx2()                        ? &g_tables[1]
                                                             : &g_tables[0];
 #else

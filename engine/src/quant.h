@@ -278,6 +278,12 @@ COLI_DECLARE_VEC_DOTS(generic);
 
 #if defined(__x86_64__) || defined(__i386__)
 #define COLI_X86 1
+/* quant_avxvnni.c needs a compiler that knows AVX-VNNI (GCC 11, clang 12) */
+#if defined(__has_include)
+#if __has_include(<avxvnniintrin.h>)
+#define COLI_HAVE_AVXVNNI 1
+#endif
+#endif
 /* quant_avx2.c: AVX2 + FMA + F16C */
 COLI_DECLARE_VEC_DOTS(avx2);
 COLI_DECLARE_VEC_DOT(vec_dot_f32_f32_mm_avx2);  /* tinyBLAS<8> */

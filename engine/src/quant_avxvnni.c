@@ -9,7 +9,7 @@
  * AVX2 one. */
 #include "quant.h"
 
-#ifdef COLI_X86
+#ifdef COLI_HAVE_AVXVNNI
 #include <immintrin.h>
 #include <string.h>
 
