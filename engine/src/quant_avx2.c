@@ -928,6 +928,91 @@ INL void q6_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_
     for (int r = 0; r < nr; r++) s[r * ss] = tiled ? acc1[r] : hsum_f32_8(acc[r]);
 }
 
+/* ggml's tiled arithmetic (batches of 8+ rows) for 16 weight rows, 8 per
+ * ymm, rows in lanes (see q4_K_8w): per super-block the exact integer
+ * sum over its 16 sub-blocks of sc * (q . y - 32 * bsum), then
+ * acc = fma(float(isum) * d, dy, acc). The 6-bit quants times the Q8_K
+ * bytes by maddubs (2 * 63 * 128 per 16-bit lane, two of them summed stay
+ * below 32767), the signed scale applied by madd against it in both halves
+ * of each 32-bit lane, the bsums by madd of (sc0 | sc1 << 16) pairs. */
+INL void q6_K_8w(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr) {
+    const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3), lo16 = _mm256_set1_epi32(0xFFFF);
+    __m256i q6[64]; /* [h][j'][k]: quants of elements 128h + 32k + 4j' .. +3 of the 8 rows */
+    float acc[Q4_0_ROWS][8];
+    for (int r0 = 0; r0 < nr; r0 += Q4_0_ROWS) {
+        const int rn = nr - r0 < Q4_0_ROWS ? nr - r0 : Q4_0_ROWS;
+        memset(acc, 0, (size_t)rn * sizeof acc[0]);
+        for (int i = 0; i < nb; i++) {
+            const char *base = w + (size_t)i * sizeof(block_q6_K);
+            coli_half hd[8];
+            for (int j = 0; j < 8; j++) memcpy(&hd[j], base + (size_t)j * wst + offsetof(block_q6_K, d), 2);
+            const __m256 dx = _mm256_cvtph_ps(_mm_set_epi16((short)hd[7], (short)hd[6], (short)hd[5], (short)hd[4],
+                                                            (short)hd[3], (short)hd[2], (short)hd[1], (short)hd[0]));
+            __m256i scw[4];
+            transpose8x4(base + offsetof(block_q6_K, scales), wst, scw);
+            __m256i sc[16], scp[8]; /* sc[b]: scale b in both 16-bit halves; scp[t]: scale 2t | scale 2t+1 << 16 */
+            for (int k = 0; k < 4; k++)
+                for (int b = 0; b < 4; b++) {
+                    const __m256i v = _mm256_srai_epi32(_mm256_slli_epi32(scw[k], 24 - 8 * b), 24);
+                    sc[4 * k + b] = _mm256_or_si256(_mm256_and_si256(v, lo16), _mm256_slli_epi32(v, 16));
+                }
+            for (int t = 0; t < 8; t++)
+                scp[t] = _mm256_or_si256(_mm256_and_si256(sc[2 * t], lo16), _mm256_slli_epi32(sc[2 * t + 1], 16));
+            for (int h = 0; h < 2; h++) {
+                __m256i qa[8], qb[8], qc[8];
+                for (int r = 0; r < 8; r++) {
+                    const block_q6_K *x = (const block_q6_K *)(base + (size_t)r * wst);
+                    qa[r] = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));      /* words 0..7 */
+                    qb[r] = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32)); /* words 8..15 */
+                    qc[r] = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+                }
+                transpose8(qa);
+                transpose8(qb);
+                transpose8(qc);
+                for (int j = 0; j < 8; j++) {
+                    const __m256i A = qa[j], B = qb[j], H = qc[j];
+                    __m256i *o = q6 + 32 * h + 4 * j;
+                    o[0] = _mm256_or_si256(_mm256_and_si256(A, m4), _mm256_slli_epi16(_mm256_and_si256(H, m3), 4));
+                    o[1] = _mm256_or_si256(_mm256_and_si256(B, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 2), m3), 4));
+                    o[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 4), m3), 4));
+                    o[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 6), m3), 4));
+                }
+            }
+            for (int r = 0; r < rn; r++) {
+                const block_q8_K *y = (const block_q8_K *)(a + (size_t)(r0 + r) * as) + i;
+                __m256i isum = _mm256_setzero_si256(), corr = _mm256_setzero_si256();
+                for (int h = 0; h < 2; h++)
+                    for (int k = 0; k < 4; k++) {
+                        /* sub-blocks 8h + 2k (j' < 4) and 8h + 2k + 1 (j' >= 4) */
+                        __m256i p[4];
+                        for (int j = 0; j < 8; j++) {
+                            int32_t q;
+                            memcpy(&q, y->qs + 128 * h + 32 * k + 4 * j, 4);
+                            const __m256i m = _mm256_maddubs_epi16(q6[32 * h + 4 * j + k], _mm256_set1_epi32(q));
+                            p[j / 2] = j % 2 ? _mm256_add_epi16(p[j / 2], m) : m;
+                        }
+                        const int sb = 8 * h + 2 * k;
+                        isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(p[0], sc[sb]), _mm256_madd_epi16(p[1], sc[sb])));
+                        isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(p[2], sc[sb + 1]), _mm256_madd_epi16(p[3], sc[sb + 1])));
+                    }
+                for (int t = 0; t < 8; t++) {
+                    const uint32_t bp = (uint32_t)(uint16_t)y->bsums[2 * t] | (uint32_t)(uint16_t)y->bsums[2 * t + 1] << 16;
+                    corr = _mm256_add_epi32(corr, _mm256_madd_epi16(scp[t], _mm256_set1_epi32((int)bp)));
+                }
+                isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(corr, 5));
+                const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), dx);
+                _mm256_storeu_ps(acc[r], _mm256_fmadd_ps(t, _mm256_set1_ps(y->d), _mm256_loadu_ps(acc[r])));
+            }
+        }
+        for (int r = 0; r < rn; r++) memcpy(s + (size_t)(r0 + r) * ss, acc[r], sizeof acc[r]);
+    }
+}
+
+TGT void vec_dot_q6_K_q8_K_mm_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                       size_t ss, int nr) {
+    for (int g = 0; g < 16; g += 8) q6_K_8w(n / QK_K, (const char *)w + (size_t)g * wst, wst, a, as, s + g, ss, nr);
+}
+
 TGT void vec_dot_q6_K_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
     DISPATCH_NR(q6_K_nr, n, w, (const char *)a, as, s, ss, 0)
 }

@@ -153,13 +153,13 @@ def test_matmul_bits_equal_ggml(ggml, wtype, n_in, n_out):
 
 @pytest.mark.parametrize("wtype,n_in,n_out", [
     (Q8_0, 640, 64), (Q5_0, 640, 64), (Q4_0, 640, 64), (Q4_0, 640, 66), (Q8_0, 96, 37), (Q4_0, 1024, 40),
-    (Q4_K, 1024, 64), (Q4_K, 512, 40),
+    (Q4_K, 1024, 64), (Q4_K, 512, 40), (Q6_K, 1024, 64), (Q6_K, 512, 37),
 ])
 @pytest.mark.parametrize("isa", ["avx2", "avxvnni"])
 def test_avx2_kernels_give_the_same_bits(ggml, isa, wtype, n_in, n_out):
     """ggml's AVX2, AVX-VNNI and AVX-512 builds add up these types the same
     way (8-lane blocks; the repacked Q4_0 and Q4_K per block and per 64
-    elements), so our AVX2 kernels (with and without AVX-VNNI) must match the
+    elements; Q6_K's lanes, tiled per super-block), so our AVX2 kernels (with and without AVX-VNNI) must match the
     reference too: the bits an AVX2-only machine gets."""
     rng = np.random.default_rng(wtype * 7 + n_out)
     w = np.ascontiguousarray(random_weights(rng, wtype, n_in, n_out))
