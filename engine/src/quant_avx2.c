@@ -349,9 +349,72 @@ INL void q8_0_family_4w_nr(int nb, const char *w, size_t wst, const char *a, siz
         for (int r = 0; r < nr; r++) s[(size_t)r * ss + j] = hsum_f32_8(acc[j][r]);
 }
 
+/* Batches: per weight row, 4 activation rows at a time, with every block's
+ * scale product dw * dy formed 8 blocks at a time (the same float products
+ * ggml forms one by one) and read back as a broadcast, so a (weight row,
+ * activation row, block) costs sign, maddubs, madd, convert and fma. */
+#define Q0_BATCH_BLOCKS 512 /* rows up to 16384 elements (the scales on the stack) */
+#define Q0_DY_STRIDE (Q0_BATCH_BLOCKS + 8)
+
+INL void q0_batch_nr(int nb, const char *wr, const float *dxf, const char *a, size_t as, const float *dyf,
+                     float *s, size_t ss, const int kind, const int nr) {
+    __m256 acc[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+    for (int i0 = 0; i0 < nb; i0 += 8) {
+        const int cnt = nb - i0 < 8 ? nb - i0 : 8;
+        float d[COLI_MAX_NR][8];
+        const __m256 dx = _mm256_loadu_ps(dxf + i0); /* dxf/dyf are padded to whole 8s */
+        for (int r = 0; r < nr; r++) _mm256_storeu_ps(d[r], _mm256_mul_ps(dx, _mm256_loadu_ps(dyf + (size_t)r * Q0_DY_STRIDE + i0)));
+        for (int k = 0; k < cnt; k++) {
+            const int ib = i0 + k;
+            float dw;
+            const __m256i wq = w_bytes_q(wr, ib, kind, &dw);
+            const __m256i aw = _mm256_sign_epi8(wq, wq);
+            for (int r = 0; r < nr; r++) {
+                const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)r * as) + ib;
+                const __m256i p = dot_i8(aw, wq, _mm256_loadu_si256((const __m256i *)y->qs));
+                acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[r][k]), _mm256_cvtepi32_ps(p), acc[r]);
+            }
+        }
+    }
+    for (int r = 0; r < nr; r++) s[(size_t)r * ss] = hsum_f32_8(acc[r]);
+}
+
+INL void q0_batch16(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
+                    const int kind) {
+    const int bs = kind == 0 ? (int)sizeof(block_q8_0) : kind == 1 ? (int)sizeof(block_q4_0) : (int)sizeof(block_q5_0);
+    float dxf[16][Q0_BATCH_BLOCKS + 8], dyf[COLI_MAX_NR * Q0_DY_STRIDE];
+    for (int j = 0; j < 16; j++)
+        for (int ib = 0; ib < nb + 8; ib++) {
+            coli_half h = 0;
+            if (ib < nb) memcpy(&h, w + (size_t)j * wst + (size_t)ib * bs, 2);
+            dxf[j][ib] = h2f(h);
+        }
+    for (int r0 = 0; r0 < nr; r0 += COLI_MAX_NR) {
+        const int rn = nr - r0 < COLI_MAX_NR ? nr - r0 : COLI_MAX_NR;
+        const char *ar = a + (size_t)r0 * as;
+        for (int r = 0; r < rn; r++)
+            for (int ib = 0; ib < nb + 8; ib++)
+                dyf[(size_t)r * Q0_DY_STRIDE + ib] = ib < nb ? h2f(((const block_q8_0 *)(ar + (size_t)r * as))[ib].d) : 0.0f;
+        for (int j = 0; j < 16; j++) {
+            float *sj = s + (size_t)r0 * ss + j;
+            switch (rn) {
+            case 1: q0_batch_nr(nb, w + (size_t)j * wst, dxf[j], ar, as, dyf, sj, ss, kind, 1); break;
+            case 2: q0_batch_nr(nb, w + (size_t)j * wst, dxf[j], ar, as, dyf, sj, ss, kind, 2); break;
+            case 3: q0_batch_nr(nb, w + (size_t)j * wst, dxf[j], ar, as, dyf, sj, ss, kind, 3); break;
+            default: q0_batch_nr(nb, w + (size_t)j * wst, dxf[j], ar, as, dyf, sj, ss, kind, 4); break;
+            }
+        }
+    }
+}
+
 INL void q8_0_family_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
                          const int kind) {
     const int nb = n / QK8_0;
+    if (nr > 2 && nb <= Q0_BATCH_BLOCKS) {
+        q0_batch16(nb, w, wst, a, as, s, ss, nr, kind);
+        return;
+    }
     if (nr > 2) { /* batches: 4 activation rows per weight row load the weights least */
         for (int j = 0; j < 16; j++)
             for (int r0 = 0; r0 < nr; r0 += COLI_MAX_NR) {

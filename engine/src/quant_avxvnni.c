@@ -82,30 +82,81 @@ INL void q0_tile(int nb, const char *w, size_t wst, const char *a, size_t as, fl
         for (int r = 0; r < nr; r++) s[(size_t)r * ss + j] = hsum8(acc[j][r]);
 }
 
-/* 16 weight rows: decode 4 at a time (4 chains, next tile prefetched),
- * batches 2 weight rows x 4 activation rows (the 16 ymm registers) */
+/* Batches: 2 weight rows x up to 4 activation rows (the 16 ymm registers),
+ * each block's scale product dw * dy formed 8 blocks at a time (the same
+ * float products) and read back as a broadcast. dxf: the 2 rows' scales,
+ * dyf: the activation rows' (stride Q0_DY), both padded to whole 8s. */
+#define Q0_BATCH_BLOCKS 512
+#define Q0_DY (Q0_BATCH_BLOCKS + 8)
+
+INL void q0_batch(int nb, const char *w, size_t wst, const float *dxf, const char *a, size_t as, const float *dyf,
+                  float *s, size_t ss, const int kind, const int nr) {
+    const __m256i cu = _mm256_set1_epi8(kind == 0 ? (char)0x80 : kind == 1 ? 8 : 16);
+    __m256 acc[2][4];
+    for (int j = 0; j < 2; j++)
+        for (int r = 0; r < nr; r++) acc[j][r] = _mm256_setzero_ps();
+    for (int i0 = 0; i0 < nb; i0 += 8) {
+        const int cnt = nb - i0 < 8 ? nb - i0 : 8;
+        float d[2][4][8];
+        for (int j = 0; j < 2; j++) {
+            const __m256 dx = _mm256_loadu_ps(dxf + (size_t)j * Q0_DY + i0);
+            for (int r = 0; r < nr; r++) _mm256_storeu_ps(d[j][r], _mm256_mul_ps(dx, _mm256_loadu_ps(dyf + (size_t)r * Q0_DY + i0)));
+        }
+        for (int k = 0; k < cnt; k++) {
+            const int ib = i0 + k;
+            __m256i y[4], ncs[4];
+            for (int r = 0; r < nr; r++) {
+                y[r] = _mm256_loadu_si256((const __m256i *)((const block_q8_0 *)(a + (size_t)r * as) + ib)->qs);
+                ncs[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), cu, y[r]));
+            }
+            for (int j = 0; j < 2; j++) {
+                const __m256i u = w_unsigned(w + (size_t)j * wst, ib, kind);
+                for (int r = 0; r < nr; r++)
+                    acc[j][r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[j][r][k]),
+                                                _mm256_cvtepi32_ps(_mm256_dpbusd_avx_epi32(ncs[r], u, y[r])), acc[j][r]);
+            }
+        }
+    }
+    for (int j = 0; j < 2; j++)
+        for (int r = 0; r < nr; r++) s[(size_t)r * ss + j] = hsum8(acc[j][r]);
+}
+
+/* 16 weight rows: decode 4 at a time (4 chains, next tile prefetched) */
 INL void q0_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
                 const int kind) {
-    const int nb = n / QK8_0;
+    const int nb = n / QK8_0, bs = wsize(kind);
     const int pf_lines = (int)((16 * wst + 63) / 64);
-    if (nr == 1) {
-        for (int j = 0; j < 16; j += 4) {
-            const int l0 = j * pf_lines / 16, l1 = (j + 4) * pf_lines / 16;
-            q0_tile(nb, w + (size_t)j * wst, wst, a, as, s + j, ss, kind, w + 16 * wst + 64 * (size_t)l0, l1 - l0, 4, 1);
-        }
+    if (nr == 1 || nb > Q0_BATCH_BLOCKS) {
+        for (int r = 0; r < nr; r++)
+            for (int j = 0; j < 16; j += 4) {
+                const int l0 = j * pf_lines / 16, l1 = (j + 4) * pf_lines / 16;
+                q0_tile(nb, w + (size_t)j * wst, wst, a + (size_t)r * as, as, s + (size_t)r * ss + j, ss, kind,
+                        w + 16 * wst + 64 * (size_t)l0, r == 0 ? l1 - l0 : 0, 4, 1);
+            }
         return;
     }
+    float dxf[16 * Q0_DY], dyf[4 * Q0_DY];
+    for (int j = 0; j < 16; j++)
+        for (int ib = 0; ib < nb + 8; ib++) {
+            coli_half h = 0;
+            if (ib < nb) memcpy(&h, w + (size_t)j * wst + (size_t)ib * bs, 2);
+            dxf[(size_t)j * Q0_DY + ib] = h2f(h);
+        }
     for (int r0 = 0; r0 < nr; r0 += 4) {
         const int rn = nr - r0 < 4 ? nr - r0 : 4;
         const char *ar = a + (size_t)r0 * as;
+        for (int r = 0; r < rn; r++)
+            for (int ib = 0; ib < nb + 8; ib++)
+                dyf[(size_t)r * Q0_DY + ib] = ib < nb ? h2f(((const block_q8_0 *)(ar + (size_t)r * as))[ib].d) : 0.0f;
         for (int j = 0; j < 16; j += 2) {
             float *sj = s + (size_t)r0 * ss + j;
             const char *wj = w + (size_t)j * wst;
+            const float *dj = dxf + (size_t)j * Q0_DY;
             switch (rn) {
-            case 1: q0_tile(nb, wj, wst, ar, as, sj, ss, kind, w, 0, 2, 1); break;
-            case 2: q0_tile(nb, wj, wst, ar, as, sj, ss, kind, w, 0, 2, 2); break;
-            case 3: q0_tile(nb, wj, wst, ar, as, sj, ss, kind, w, 0, 2, 3); break;
-            default: q0_tile(nb, wj, wst, ar, as, sj, ss, kind, w, 0, 2, 4); break;
+            case 1: q0_batch(nb, wj, wst, dj, ar, as, dyf, sj, ss, kind, 1); break;
+            case 2: q0_batch(nb, wj, wst, dj, ar, as, dyf, sj, ss, kind, 2); break;
+            case 3: q0_batch(nb, wj, wst, dj, ar, as, dyf, sj, ss, kind, 3); break;
+            default: q0_batch(nb, wj, wst, dj, ar, as, dyf, sj, ss, kind, 4); break;
             }
         }
     }

@@ -154,6 +154,7 @@ def test_matmul_bits_equal_ggml(ggml, wtype, n_in, n_out):
 @pytest.mark.parametrize("wtype,n_in,n_out", [
     (Q8_0, 640, 64), (Q5_0, 640, 64), (Q4_0, 640, 64), (Q4_0, 640, 66), (Q8_0, 96, 37), (Q4_0, 1024, 40),
     (Q4_K, 1024, 64), (Q4_K, 512, 40), (Q6_K, 1024, 64), (Q6_K, 512, 37),
+    (Q5_0, 16416, 16),  # past the AVX2 batch kernel's 512 blocks
 ])
 @pytest.mark.parametrize("isa", ["avx2", "avxvnni"])
 def test_avx2_kernels_give_the_same_bits(ggml, isa, wtype, n_in, n_out):
