@@ -357,11 +357,12 @@ INL void q8_0_family_4w_nr(int nb, const char *w, size_t wst, const char *a, siz
 #define Q0_DY_STRIDE (Q0_BATCH_BLOCKS + 8)
 
 INL void q0_batch_nr(int nb, const char *wr, const float *dxf, const char *a, size_t as, const float *dyf,
-                     float *s, size_t ss, const int kind, const int nr) {
+                     float *s, size_t ss, const int kind, const char *pf, int pf_lines, const int nr) {
     __m256 acc[COLI_MAX_NR];
     for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
     for (int i0 = 0; i0 < nb; i0 += 8) {
         const int cnt = nb - i0 < 8 ? nb - i0 : 8;
+        for (int l = i0 * pf_lines / nb; l < (i0 + cnt) * pf_lines / nb; l++) _mm_prefetch(pf + 64 * (size_t)l, _MM_HINT_T0);
         float d[COLI_MAX_NR][8];
         const __m256 dx = _mm256_loadu_ps(dxf + i0); /* dxf/dyf are padded to whole 8s */
         for (int r = 0; r < nr; r++) _mm256_storeu_ps(d[r], _mm256_mul_ps(dx, _mm256_loadu_ps(dyf + (size_t)r * Q0_DY_STRIDE + i0)));
@@ -384,6 +385,7 @@ INL void q0_batch16(int nb, const char *w, size_t wst, const char *a, size_t as,
                     const int kind) {
     const int bs = kind == 0 ? (int)sizeof(block_q8_0) : kind == 1 ? (int)sizeof(block_q4_0) : (int)sizeof(block_q5_0);
     float dxf[16][Q0_BATCH_BLOCKS + 8], dyf[COLI_MAX_NR * Q0_DY_STRIDE];
+    const int pf_lines = (int)((16 * wst + 63) / 64);
     for (int j = 0; j < 16; j++)
         for (int ib = 0; ib < nb + 8; ib++) {
             coli_half h = 0;
@@ -398,11 +400,15 @@ INL void q0_batch16(int nb, const char *w, size_t wst, const char *a, size_t as,
                 dyf[(size_t)r * Q0_DY_STRIDE + ib] = ib < nb ? h2f(((const block_q8_0 *)(ar + (size_t)r * as))[ib].d) : 0.0f;
         for (int j = 0; j < 16; j++) {
             float *sj = s + (size_t)r0 * ss + j;
+            const char *wj = w + (size_t)j * wst;
+            /* the first row group streams the weights: fetch the next tile meanwhile */
+            const int l0 = j * pf_lines / 16, pl = r0 == 0 ? (j + 1) * pf_lines / 16 - l0 : 0;
+            const char *pf = w + 16 * wst + 64 * (size_t)l0;
             switch (rn) {
-            case 1: q0_batch_nr(nb, w + (size_t)j * wst, dxf[j], ar, as, dyf, sj, ss, kind, 1); break;
-            case 2: q0_batch_nr(nb, w + (size_t)j * wst, dxf[j], ar, as, dyf, sj, ss, kind, 2); break;
-            case 3: q0_batch_nr(nb, w + (size_t)j * wst, dxf[j], ar, as, dyf, sj, ss, kind, 3); break;
-            default: q0_batch_nr(nb, w + (size_t)j * wst, dxf[j], ar, as, dyf, sj, ss, kind, 4); break;
+            case 1: q0_batch_nr(nb, wj, dxf[j], ar, as, dyf, sj, ss, kind, pf, pl, 1); break;
+            case 2: q0_batch_nr(nb, wj, dxf[j], ar, as, dyf, sj, ss, kind, pf, pl, 2); break;
+            case 3: q0_batch_nr(nb, wj, dxf[j], ar, as, dyf, sj, ss, kind, pf, pl, 3); break;
+            default: q0_batch_nr(nb, wj, dxf[j], ar, as, dyf, sj, ss, kind, pf, pl, 4); break;
             }
         }
     }
@@ -532,7 +538,9 @@ INL void q4_0_8w_few(int nb, const char *w, size_t wst, const char *a, size_t as
                      const int nr) {
     __m256 acc[COLI_MAX_NR];
     for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+    const int pf_lines = (int)((8 * wst + 63) / 64); /* the next 8 rows: see the 16-row kernels */
     for (int ib = 0; ib < nb; ib++) {
+        for (int l = ib * pf_lines / nb; l < (ib + 1) * pf_lines / nb; l++) _mm_prefetch(w + 8 * wst + 64 * (size_t)l, _MM_HINT_T0);
         const __m256 dw = q4_0_scales8(w, wst, ib);
         __m256i q[4];
         q4_0_block8(w, wst, ib, q);
@@ -567,7 +575,10 @@ TGT void vec_dot_q4_0_q8_0_mm_16w_avx2(int n, const void *w, size_t wst, const v
                 continue;
             }
             memset(acc, 0, (size_t)rn * sizeof acc[0]);
+            const int pf_lines = r0 == 0 ? (int)((8 * wst + 63) / 64) : 0; /* the next 8 rows */
             for (int ib = 0; ib < nb; ib++) {
+                for (int l = ib * pf_lines / nb; l < (ib + 1) * pf_lines / nb; l++)
+                    _mm_prefetch(wg + 8 * wst + 64 * (size_t)l, _MM_HINT_T0);
                 const __m256 dw = q4_0_scales8(wg, wst, ib);
                 __m256i q[4];
                 q4_0_block8(wg, wst, ib, q);
@@ -1005,8 +1016,10 @@ INL void q6_K_8w(int nb, const char *w, size_t wst, const char *a, size_t as, fl
     for (int r0 = 0; r0 < nr; r0 += Q4_0_ROWS) {
         const int rn = nr - r0 < Q4_0_ROWS ? nr - r0 : Q4_0_ROWS;
         memset(acc, 0, (size_t)rn * sizeof acc[0]);
+        const int pf_lines = r0 == 0 ? (int)((8 * wst + 63) / 64) : 0; /* the next 8 rows */
         for (int i = 0; i < nb; i++) {
             const char *base = w + (size_t)i * sizeof(block_q6_K);
+            for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++) _mm_prefetch(w + 8 * wst + 64 * (size_t)l, _MM_HINT_T0);
             coli_half hd[8];
             for (int j = 0; j < 8; j++) memcpy(&hd[j], base + (size_t)j * wst + offsetof(block_q6_K, d), 2);
             const __m256 dx = _mm256_cvtph_ps(_mm_set_epi16((short)hd[7], (short)hd[6], (short)hd[5], (short)hd[4],

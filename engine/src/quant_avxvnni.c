@@ -90,13 +90,14 @@ INL void q0_tile(int nb, const char *w, size_t wst, const char *a, size_t as, fl
 #define Q0_DY (Q0_BATCH_BLOCKS + 8)
 
 INL void q0_batch(int nb, const char *w, size_t wst, const float *dxf, const char *a, size_t as, const float *dyf,
-                  float *s, size_t ss, const int kind, const int nr) {
+                  float *s, size_t ss, const int kind, const char *pf, int pf_lines, const int nr) {
     const __m256i cu = _mm256_set1_epi8(kind == 0 ? (char)0x80 : kind == 1 ? 8 : 16);
     __m256 acc[2][4];
     for (int j = 0; j < 2; j++)
         for (int r = 0; r < nr; r++) acc[j][r] = _mm256_setzero_ps();
     for (int i0 = 0; i0 < nb; i0 += 8) {
         const int cnt = nb - i0 < 8 ? nb - i0 : 8;
+        for (int l = i0 * pf_lines / nb; l < (i0 + cnt) * pf_lines / nb; l++) _mm_prefetch(pf + 64 * (size_t)l, _MM_HINT_T0);
         float d[2][4][8];
         for (int j = 0; j < 2; j++) {
             const __m256 dx = _mm256_loadu_ps(dxf + (size_t)j * Q0_DY + i0);
@@ -152,11 +153,14 @@ INL void q0_16w(int n, const char *w, size_t wst, const char *a, size_t as, floa
             float *sj = s + (size_t)r0 * ss + j;
             const char *wj = w + (size_t)j * wst;
             const float *dj = dxf + (size_t)j * Q0_DY;
+            /* the first row group streams the weights: fetch the next tile meanwhile */
+            const int l0 = j * pf_lines / 16, pl = r0 == 0 ? (j + 2) * pf_lines / 16 - l0 : 0;
+            const char *pf = w + 16 * wst + 64 * (size_t)l0;
             switch (rn) {
-            case 1: q0_batch(nb, wj, wst, dj, ar, as, dyf, sj, ss, kind, 1); break;
-            case 2: q0_batch(nb, wj, wst, dj, ar, as, dyf, sj, ss, kind, 2); break;
-            case 3: q0_batch(nb, wj, wst, dj, ar, as, dyf, sj, ss, kind, 3); break;
-            default: q0_batch(nb, wj, wst, dj, ar, as, dyf, sj, ss, kind, 4); break;
+            case 1: q0_batch(nb, wj, wst, dj, ar, as, dyf, sj, ss, kind, pf, pl, 1); break;
+            case 2: q0_batch(nb, wj, wst, dj, ar, as, dyf, sj, ss, kind, pf, pl, 2); break;
+            case 3: q0_batch(nb, wj, wst, dj, ar, as, dyf, sj, ss, kind, pf, pl, 3); break;
+            default: q0_batch(nb, wj, wst, dj, ar, as, dyf, sj, ss, kind, pf, pl, 4); break;
             }
         }
     }
