@@ -10,7 +10,7 @@ runs here). The files are generated on first use into COLI_FIXTURE_DIR (or
 ~/.cache/colibri/fixtures): about 1.4 GB (Q4_0) and 2.7 GB (Q8_0), a minute each.
 
     python bench/bench_moe.py [--arch qwen3moe] [--quants Q4_0,Q8_0] [--threads 2]
-                              [--reps 3] [--peer-only] [--json out.json]
+                              [--reps 3] [--isa avx2] [--peer-only] [--json out.json]
 """
 from __future__ import annotations
 
@@ -207,6 +207,8 @@ def main() -> int:
     ap.add_argument("--quants", default="Q4_0,Q8_0", help="comma-separated ggml types of the matrices")
     ap.add_argument("--model", default=None, help="benchmark this GGUF file instead of the generated ones")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--isa", choices=("scalar", "avx2", "avxvnni", "avx512"), default=None,
+                    help="force colibri's kernels to this ISA (llama.cpp keeps its own build's)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--prompt-tokens", type=int, default=256)
     ap.add_argument("--gen-tokens", type=int, default=128)
@@ -214,6 +216,8 @@ def main() -> int:
     ap.add_argument("--peer-only", action="store_true", help="run llama.cpp alone")
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args()
+    if args.isa:
+        os.environ["COLI_BENCH_ISA"] = args.isa  # read by bench_engine's child
 
     t0 = time.time()
     if args.model:
