@@ -27,6 +27,7 @@
 
 #define SPIN_NS 300000LL /* how long an idle worker polls before sleeping */
 #define MAX_THREADS 256
+#define WORKER_STACK ((size_t)2 << 20) /* see coli_pool_create */
 
 struct coli_pool {
     int n;                    /* threads, caller included */
@@ -146,22 +147,31 @@ coli_pool *coli_pool_create(int n_threads) {
     if (n_threads == 1) return pool;
     pool->threads = calloc((size_t)n_threads - 1, sizeof(pthread_t));
     if (!pool->threads) { coli_pool_free(pool); coli_fail(COLI_E_NOMEM, "thread pool"); return NULL; }
+    /* the kernels keep up to ~100 KiB of tiles on the stack: ask for 2 MiB
+     * where the C library's default is small (musl: 128 KiB) */
+    pthread_attr_t attr;
+    const int have_attr = pthread_attr_init(&attr) == 0;
+    size_t stack = 0;
+    if (have_attr && pthread_attr_getstacksize(&attr, &stack) == 0 && stack < WORKER_STACK)
+        pthread_attr_setstacksize(&attr, WORKER_STACK);
     for (int i = 1; i < n_threads; i++) {
         worker_arg *wa = malloc(sizeof *wa);
         int rc = wa ? 0 : -1;
         if (wa) {
             wa->pool = pool;
             wa->ith = i;
-            rc = pthread_create(&pool->threads[i - 1], NULL, worker_main, wa);
+            rc = pthread_create(&pool->threads[i - 1], have_attr ? &attr : NULL, worker_main, wa);
             if (rc) free(wa);
         }
         if (rc) {
+            if (have_attr) pthread_attr_destroy(&attr);
             coli_pool_free(pool);  /* joins the pool->n - 1 started so far */
             coli_fail(COLI_E_NOMEM, "thread pool: cannot start thread %d of %d", i, n_threads);
             return NULL;
         }
         pool->n = i + 1;
     }
+    if (have_attr) pthread_attr_destroy(&attr);
     return pool;
 }
 
