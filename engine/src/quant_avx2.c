@@ -27,45 +27,7 @@
     default: impl(__VA_ARGS__, 4); break;             \
     }
 
-INL float hsum_f32_8(__m256 x) {
-    __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    return _mm_cvtss_f32(r);
-}
-
-INL int hsum_i32_8(__m256i a) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
-    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm_cvtsi128_si32(s);
-}
-
-INL float h2f(coli_half h) { return _cvtsh_ss(h); }
-
-/* int8 x int8 -> 8 x int32 partial sums; x may be -128 (a weight), y is an
- * activation in [-127, 127]. */
-INL __m256i dot_i8(__m256i ax, __m256i x, __m256i y) {
-    const __m256i p16 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(y, x));
-    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-}
-
-/* 32 nibbles -> 32 bytes in 0..15: low nibbles (elements 0..15) then high. */
-INL __m256i nibbles_32(const uint8_t *p) {
-    const __m128i t = _mm_loadu_si128((const __m128i *)p);
-    const __m256i b = _mm256_insertf128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1);
-    return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
-}
-
-/* bit j of a 32-bit mask -> byte j = 0xFF / 0x00 */
-INL __m256i bits_32(const uint8_t *p) {
-    uint32_t x32;
-    memcpy(&x32, p, 4);
-    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
-    __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x32), shuf);
-    bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
-    return _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
-}
+#include "quant_avx2_inl.h"
 
 /* ---- activation quantizers (bit-exact with quantize_row_q8_0/q8_1) ------------- */
 
@@ -503,11 +465,16 @@ INL void q4_0_block8(const char *w, size_t wst, int ib, __m256i q[4]) {
     transpose8x4(w + (size_t)ib * sizeof(block_q4_0) + offsetof(block_q4_0, qs), wst, q);
 }
 
-INL __m256 q4_0_scales8(const char *w, size_t wst, int ib) {
+/* the fp16 at p, p + wst, ..., p + 7 wst as 8 floats (a scale of 8 rows) */
+INL __m256 halves8(const char *p, size_t wst) {
     coli_half h[8];
-    for (int j = 0; j < 8; j++) memcpy(&h[j], w + (size_t)j * wst + (size_t)ib * sizeof(block_q4_0), 2);
+    for (int j = 0; j < 8; j++) memcpy(&h[j], p + (size_t)j * wst, 2);
     return _mm256_cvtph_ps(_mm_set_epi16((short)h[7], (short)h[6], (short)h[5], (short)h[4], (short)h[3], (short)h[2],
                                          (short)h[1], (short)h[0]));
+}
+
+INL __m256 q4_0_scales8(const char *w, size_t wst, int ib) {
+    return halves8(w + (size_t)ib * sizeof(block_q4_0), wst);
 }
 
 /* -8 * sum of a Q8_0 block's quants */
@@ -1020,10 +987,7 @@ INL void q6_K_8w(int nb, const char *w, size_t wst, const char *a, size_t as, fl
         for (int i = 0; i < nb; i++) {
             const char *base = w + (size_t)i * sizeof(block_q6_K);
             for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++) _mm_prefetch(w + 8 * wst + 64 * (size_t)l, _MM_HINT_T0);
-            coli_half hd[8];
-            for (int j = 0; j < 8; j++) memcpy(&hd[j], base + (size_t)j * wst + offsetof(block_q6_K, d), 2);
-            const __m256 dx = _mm256_cvtph_ps(_mm_set_epi16((short)hd[7], (short)hd[6], (short)hd[5], (short)hd[4],
-                                                            (short)hd[3], (short)hd[2], (short)hd[1], (short)hd[0]));
+            const __m256 dx = halves8(base + offsetof(block_q6_K, d), wst);
             __m256i scw[4];
             transpose8x4(base + offsetof(block_q6_K, scales), wst, scw);
             __m256i sc[16], scp[8]; /* sc[b]: scale b in both 16-bit halves; scp[t]: scale 2t | scale 2t+1 << 16 */

@@ -336,22 +336,31 @@ TGT void vec_dot_q5_0_q8_0_avx512(int n, const void *w, const void *a, size_t as
     DISPATCH_NR(q8_0_family_nr, n, w, (const char *)a, as, s, ss, 2)
 }
 
-/* Signed weight bytes of block ib of two rows: [row 0 | row 1] */
-INL __m512i w2rows_q(const char *w0, const char *w1, int ib, const int kind) {
+/* Weight bytes of block ib of two rows as unsigned quants q + c (Q8_0:
+ * q ^ 0x80 = q + 128; Q4_0: the nibble = q + 8; Q5_0: 5 bits = q + 16),
+ * [row 0 | row 1]: dpbusd(-c * sum(y), q + c, y) = sum(q * y) in every lane,
+ * the exact integers the sign trick gives, without the per-row sign fix. */
+INL __m512i w2rows_u(const char *w0, const char *w1, int ib, const int kind) {
     if (kind == 0)
-        return load2x256(((const block_q8_0 *)w0 + ib)->qs, ((const block_q8_0 *)w1 + ib)->qs);
+        return _mm512_xor_si512(load2x256(((const block_q8_0 *)w0 + ib)->qs, ((const block_q8_0 *)w1 + ib)->qs),
+                                _mm512_set1_epi8((char)0x80));
     const uint8_t *q0 = kind == 1 ? ((const block_q4_0 *)w0 + ib)->qs : ((const block_q5_0 *)w0 + ib)->qs;
     const uint8_t *q1 = kind == 1 ? ((const block_q4_0 *)w1 + ib)->qs : ((const block_q5_0 *)w1 + ib)->qs;
     const __m256i t = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)q0)),
                                               _mm_loadu_si128((const __m128i *)q1), 1);
     __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(t), _mm256_srli_epi16(t, 4), 1);  /* [r0, r1, r0>>4, r1>>4] */
     z = _mm512_and_si512(_mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F));
-    if (kind == 1) return _mm512_sub_epi8(z, _mm512_set1_epi8(8));
+    if (kind == 1) return z;
     uint32_t h0, h1;
     memcpy(&h0, ((const block_q5_0 *)w0 + ib)->qh, 4);
     memcpy(&h1, ((const block_q5_0 *)w1 + ib)->qh, 4);
-    const __mmask64 hb = (__mmask64)h0 | ((__mmask64)h1 << 32);
-    return _mm512_or_si512(z, _mm512_maskz_mov_epi8(~hb, _mm512_set1_epi8((char)0xF0)));  /* q - 16 */
+    return _mm512_mask_add_epi8(z, (__mmask64)h0 | ((__mmask64)h1 << 32), z, _mm512_set1_epi8(16));
+}
+
+/* Signed weight bytes of block ib of two rows: [row 0 | row 1] */
+INL __m512i w2rows_q(const char *w0, const char *w1, int ib, const int kind) {
+    const __m512i u = w2rows_u(w0, w1, ib, kind);
+    return kind == 0 ? _mm512_xor_si512(u, _mm512_set1_epi8((char)0x80)) : _mm512_sub_epi8(u, _mm512_set1_epi8(kind == 1 ? 8 : 16));
 }
 
 /* Two weight rows, one per zmm half, against 1..4 activation rows: each
@@ -419,27 +428,6 @@ INL void q8_0_family_2w_nr(int n, const void *w, size_t wst, const char *a, size
 DEF_2W(vec_dot_q8_0_q8_0_2w_avx512, 0)
 DEF_2W(vec_dot_q4_0_q8_0_2w_avx512, 1)
 DEF_2W(vec_dot_q5_0_q8_0_2w_avx512, 2)
-
-/* Weight bytes of block ib of two rows as unsigned quants q + c (Q8_0:
- * q ^ 0x80 = q + 128; Q4_0: the nibble = q + 8; Q5_0: 5 bits = q + 16),
- * [row 0 | row 1]: dpbusd(-c * sum(y), q + c, y) = sum(q * y) in every lane,
- * the exact integers the sign trick gives, without the per-row sign fix. */
-INL __m512i w2rows_u(const char *w0, const char *w1, int ib, const int kind) {
-    if (kind == 0)
-        return _mm512_xor_si512(load2x256(((const block_q8_0 *)w0 + ib)->qs, ((const block_q8_0 *)w1 + ib)->qs),
-                                _mm512_set1_epi8((char)0x80));
-    const uint8_t *q0 = kind == 1 ? ((const block_q4_0 *)w0 + ib)->qs : ((const block_q5_0 *)w0 + ib)->qs;
-    const uint8_t *q1 = kind == 1 ? ((const block_q4_0 *)w1 + ib)->qs : ((const block_q5_0 *)w1 + ib)->qs;
-    const __m256i t = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)q0)),
-                                              _mm_loadu_si128((const __m128i *)q1), 1);
-    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(t), _mm256_srli_epi16(t, 4), 1);  /* [r0, r1, r0>>4, r1>>4] */
-    z = _mm512_and_si512(_mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F));
-    if (kind == 1) return z;
-    uint32_t h0, h1;
-    memcpy(&h0, ((const block_q5_0 *)w0 + ib)->qh, 4);
-    memcpy(&h1, ((const block_q5_0 *)w1 + ib)->qh, 4);
-    return _mm512_mask_add_epi8(z, (__mmask64)h0 | ((__mmask64)h1 << 32), z, _mm512_set1_epi8(16));
-}
 
 #define Q0_PAIRS 4 /* weight-row pairs per pass of the 16-row kernel */
 

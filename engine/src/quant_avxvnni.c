@@ -16,14 +16,7 @@
 #define TGT __attribute__((target("avx2,fma,f16c,avxvnni")))
 #define INL static inline __attribute__((always_inline, target("avx2,fma,f16c,avxvnni")))
 
-INL float h2f(coli_half h) { return _cvtsh_ss(h); }
-
-INL float hsum8(__m256 x) {
-    __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    return _mm_cvtss_f32(r);
-}
+#include "quant_avx2_inl.h"
 
 INL int wsize(const int kind) {
     return kind == 0 ? (int)sizeof(block_q8_0) : kind == 1 ? (int)sizeof(block_q4_0) : (int)sizeof(block_q5_0);
@@ -34,17 +27,9 @@ INL __m256i w_unsigned(const char *wr, int ib, const int kind) {
     if (kind == 0)
         return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)((const block_q8_0 *)wr + ib)->qs),
                                 _mm256_set1_epi8((char)0x80));
-    const uint8_t *q = kind == 1 ? ((const block_q4_0 *)wr + ib)->qs : ((const block_q5_0 *)wr + ib)->qs;
-    const __m128i t = _mm_loadu_si128((const __m128i *)q);
-    __m256i b = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1),
-                                 _mm256_set1_epi8(0x0F));
+    const __m256i b = nibbles_32(kind == 1 ? ((const block_q4_0 *)wr + ib)->qs : ((const block_q5_0 *)wr + ib)->qs);
     if (kind == 1) return b;
-    uint32_t h;
-    memcpy(&h, ((const block_q5_0 *)wr + ib)->qh, 4);
-    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
-    __m256i bits = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), shuf);
-    bits = _mm256_cmpeq_epi8(_mm256_or_si256(bits, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)), _mm256_set1_epi64x(-1));
-    return _mm256_or_si256(b, _mm256_and_si256(bits, _mm256_set1_epi8(0x10)));
+    return _mm256_or_si256(b, _mm256_and_si256(bits_32(((const block_q5_0 *)wr + ib)->qh), _mm256_set1_epi8(0x10)));
 }
 
 /* W weight rows x nr activation rows, block after block: per pair the chain
@@ -79,7 +64,7 @@ INL void q0_tile(int nb, const char *w, size_t wst, const char *a, size_t as, fl
         }
     }
     for (int j = 0; j < W; j++)
-        for (int r = 0; r < nr; r++) s[(size_t)r * ss + j] = hsum8(acc[j][r]);
+        for (int r = 0; r < nr; r++) s[(size_t)r * ss + j] = hsum_f32_8(acc[j][r]);
 }
 
 /* Batches: 2 weight rows x up to 4 activation rows (the 16 ymm registers),
@@ -119,7 +104,7 @@ INL void q0_batch(int nb, const char *w, size_t wst, const float *dxf, const cha
         }
     }
     for (int j = 0; j < 2; j++)
-        for (int r = 0; r < nr; r++) s[(size_t)r * ss + j] = hsum8(acc[j][r]);
+        for (int r = 0; r < nr; r++) s[(size_t)r * ss + j] = hsum_f32_8(acc[j][r]);
 }
 
 /* 16 weight rows: decode 4 at a time (4 chains, next tile prefetched) */

@@ -138,7 +138,11 @@ def ours(wtype, w, n_in, n_out, x):
     (Q4_K, 1024, 64), (Q6_K, 1024, 64), (Q6_K, 512, 37),
 ])
 def test_matmul_bits_equal_ggml(ggml, wtype, n_in, n_out):
-    rng = np.random.default_rng(wtype * 1000 + n_out)
+    assert_bits_equal(ggml, np.random.default_rng(wtype * 1000 + n_out), wtype, n_in, n_out)
+
+
+def assert_bits_equal(ggml, rng, wtype, n_in, n_out):
+    """Our matmul against ggml_mul_mat on random weights, for every batch size."""
     w = np.ascontiguousarray(random_weights(rng, wtype, n_in, n_out))
     for n_rows in BATCHES:
         # activations like a transformer's: mostly small, a few large outliers
@@ -162,18 +166,9 @@ def test_avx2_kernels_give_the_same_bits(ggml, isa, wtype, n_in, n_out):
     way (8-lane blocks; the repacked Q4_0 and Q4_K per block and per 64
     elements; Q6_K's lanes, tiled per super-block), so our AVX2 kernels (with and without AVX-VNNI) must match the
     reference too: the bits an AVX2-only machine gets."""
-    rng = np.random.default_rng(wtype * 7 + n_out)
-    w = np.ascontiguousarray(random_weights(rng, wtype, n_in, n_out))
     if lib.colibri_kernel_set_isa(isa.encode()) != 0:
         pytest.skip(f"this CPU has no {isa}")
     try:
-        assert lib.colibri_kernel_set_isa(isa.encode()) == 0
-        for n_rows in BATCHES:
-            x = (rng.standard_normal((n_rows, n_in)) * rng.choice([0.1, 1.0, 30.0], (n_rows, n_in), p=[.5, .45, .05]))
-            x = np.ascontiguousarray(x.astype(np.float32))
-            theirs = ggml.mul_mat(wtype, w, n_in, n_out, x)
-            mine = ours(wtype, w, n_in, n_out, x)
-            bad = np.argwhere(mine != theirs)
-            assert bad.size == 0, f"type {wtype} n_rows {n_rows}: {len(bad)} of {mine.size} outputs differ"
+        assert_bits_equal(ggml, np.random.default_rng(wtype * 7 + n_out), wtype, n_in, n_out)
     finally:
         lib.colibri_kernel_set_isa(b"auto")
