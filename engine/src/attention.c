@@ -87,30 +87,41 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
         for (int d = 0; d < hd; d++) qh[(size_t)g * hd + d] = coli_fp32_to_fp16(q[d]);
     }
     const size_t qstride = (size_t)hd * sizeof(coli_half);
-    int c = lo;
-    if (J->kq_dot2)
-        for (; c + 1 <= p; c += 2)
-            J->kq_dot2(hd, kc + (size_t)c * k_dim, (size_t)k_dim * sizeof(coli_half), qh, qstride, sc + (c - c0),
-                       cstride, ng);
-    for (; c <= p; c++) J->kq_dot(hd, kc + (size_t)c * k_dim, qh, qstride, sc + (c - c0), cstride, ng);
+    /* the kernels take at most COLI_MAX_NR query rows a call: heads go in runs of that many */
+    for (int g0 = 0; g0 < ng; g0 += COLI_MAX_NR) {
+        const int nr = ng - g0 < COLI_MAX_NR ? ng - g0 : COLI_MAX_NR;
+        const coli_half *qg = qh + (size_t)g0 * hd;
+        float *sg = sc + (size_t)g0 * cstride;
+        int c = lo;
+        if (J->kq_dot2)
+            for (; c + 1 <= p; c += 2)
+                J->kq_dot2(hd, kc + (size_t)c * k_dim, (size_t)k_dim * sizeof(coli_half), qg, qstride, sg + (c - c0),
+                           cstride, nr);
+        for (; c <= p; c++) J->kq_dot(hd, kc + (size_t)c * k_dim, qg, qstride, sg + (c - c0), cstride, nr);
+    }
     for (int g = 0; g < ng; g++)
         softmax_f16(J, sc + (size_t)g * cstride, ph + (size_t)g * cstride, c0, c1, lo, p, hp->kq_scale);
     /* kqv: one V row (value dimension) against the probabilities of every head */
     float *out = s->att + ((size_t)i * hp->n_head + h0) * hdv;
     const size_t ph_stride = cstride * sizeof(coli_half);
-    int d = 0;
-    if (J->kqv_dot2 && c1 <= n_ctx)
-        for (; d + 1 < hdv; d += 2)
-            J->kqv_dot2(len, vc + (size_t)d * n_ctx + c0, (size_t)n_ctx * sizeof(coli_half), ph, ph_stride, out + d,
-                        (size_t)hdv, ng);
-    for (; d < hdv; d++) {
-        const coli_half *vrow = vc + (size_t)d * n_ctx + c0;
-        if (c1 > n_ctx) {  /* the last chunk runs past the cache: zero-padded copy */
-            memcpy(vstage, vrow, (size_t)(n_ctx - c0) * sizeof(coli_half));
-            memset(vstage + (n_ctx - c0), 0, (size_t)(c1 - n_ctx) * sizeof(coli_half));
-            vrow = vstage;
+    for (int g0 = 0; g0 < ng; g0 += COLI_MAX_NR) {
+        const int nr = ng - g0 < COLI_MAX_NR ? ng - g0 : COLI_MAX_NR;
+        const coli_half *pg = ph + (size_t)g0 * cstride;
+        float *og = out + (size_t)g0 * hdv;
+        int d = 0;
+        if (J->kqv_dot2 && c1 <= n_ctx)
+            for (; d + 1 < hdv; d += 2)
+                J->kqv_dot2(len, vc + (size_t)d * n_ctx + c0, (size_t)n_ctx * sizeof(coli_half), pg, ph_stride, og + d,
+                            (size_t)hdv, nr);
+        for (; d < hdv; d++) {
+            const coli_half *vrow = vc + (size_t)d * n_ctx + c0;
+            if (c1 > n_ctx) {  /* the last chunk runs past the cache: zero-padded copy */
+                memcpy(vstage, vrow, (size_t)(n_ctx - c0) * sizeof(coli_half));
+                memset(vstage + (n_ctx - c0), 0, (size_t)(c1 - n_ctx) * sizeof(coli_half));
+                vrow = vstage;
+            }
+            J->kqv_dot(len, vrow, pg, ph_stride, og + d, (size_t)hdv, nr);
         }
-        J->kqv_dot(len, vrow, ph, ph_stride, out + d, (size_t)hdv, ng);
     }
 }
 
