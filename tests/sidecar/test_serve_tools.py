@@ -15,12 +15,12 @@ import pytest
 
 from colibri.api.errors import ApiError
 from colibri.api.protocol import Message, ToolChoice, Tools
-from colibri.api.tool_plan import NAMED, REQUIRED, plan_tools
+from colibri.api.tool_plan import NAMED, REQUIRED, open_forced_call, plan_tools
 from colibri.chat.builtin_templates import CHATML, GEMMA3
-from colibri.chat.prompt import ChatFormat
+from colibri.chat.prompt import ChatFormat, Prompt
 from colibri.chat.schema import problems
 from colibri.chat.template import ChatTemplate
-from colibri.chat.tools import GLM45, HERMES, MISTRAL, strict_problems, tool_format
+from colibri.chat.tools import GLM45, HERMES, MISTRAL, MISTRAL_V11, strict_problems, tool_format
 from colibri.serve_config import ServeConfig
 from tests.sidecar.family_templates import GLM45 as GLM45_TEMPLATE
 from tests.sidecar.family_templates import MISTRAL as MISTRAL_TEMPLATE
@@ -152,6 +152,39 @@ def test_tool_choice_narrows_and_instructs_and_no_format_refuses():
     with pytest.raises(ApiError) as err:
         plan_tools(gemma, Tools(), HISTORY)
     assert err.value.param == "messages"
+
+
+@pytest.mark.parametrize("fmt, template, rest", [
+    (HERMES, QWEN3_TEMPLATE, ' {"city": "Oslo"}}\n</tool_call>'),
+    (GLM45, GLM45_TEMPLATE, "\n<arg_key>city</arg_key>\n<arg_value>Oslo</arg_value>\n</tool_call>"),
+    (MISTRAL, MISTRAL_TEMPLATE, ' {"city": "Oslo"}}]'),
+    (MISTRAL_V11, None, '{"city": "Oslo"}'),
+], ids=["hermes", "glm45", "mistral", "mistral-v11"])
+def test_each_format_opens_a_call_as_its_template_writes_one(fmt, template, rest):
+    opening = fmt.call_opening("get_weather")
+    assert opening.startswith(fmt.opener)
+    if template:  # a past call, as the family's own template renders it, starts with the opening
+        family = ChatFormat(ChatTemplate(template, bos_token="<s>", eos_token="</s>"))
+        assert opening in family.render(HISTORY, tools=[WEATHER]).text
+    (call,) = fmt.parse(opening[len(fmt.opener):] + rest, SCHEMAS).calls  # the model writes the rest
+    assert (call.name, call.arguments, call.complete, call.problem) == ("get_weather", {"city": "Oslo"}, True, None)
+    assert tool_format("[TOOL_CALLS]{{ name }}[ARGS]{{ args }}") is MISTRAL_V11
+
+
+def test_only_a_named_choice_opens_the_call_in_the_prompt():
+    fmt = ChatFormat(ChatTemplate(QWEN3_TEMPLATE))
+    ask = [Message("user", "hi")]
+    for choice, opened in ((ToolChoice("function", "get_weather"), True), (ToolChoice("required"), False),
+                           (ToolChoice("auto"), False)):
+        offered, msgs, setup = plan_tools(fmt, Tools([WEATHER], choice), ask)
+        prompt, setup = open_forced_call(fmt.render(msgs, tools=offered), setup)
+        opening = HERMES.call_opening("get_weather")
+        assert prompt.text.endswith("<|im_start|>assistant\n" + opening) == opened, choice
+        assert setup.opened == (opening if opened else "")
+    _, _, setup = plan_tools(fmt, Tools([WEATHER], ToolChoice("function", "get_weather")), ask)
+    inside = Prompt("<|im_start|>assistant\n<think>\n", in_reasoning=True)  # a call there would be reasoning
+    assert open_forced_call(inside, setup) == (inside, setup)
+    assert open_forced_call(inside, None) == (inside, None)
 
 
 # ---- end to end on the real engine -----------------------------------------------------------

@@ -26,7 +26,7 @@ from colibri.api.openai import limits_of, read_request
 from colibri.api.protocol import ChatRequest, Thinking
 from colibri.api.serving import Delta, Outcome, ServedModel, ToolSetup
 from colibri.api.sse import KEEPALIVE, SSE_HEADERS, with_keepalive
-from colibri.api.tool_plan import plan_tools
+from colibri.api.tool_plan import open_forced_call, plan_tools
 from colibri.chat.prompt import Prompt
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,7 @@ def prepare(served: ServedModel, req: ChatRequest,
     thinking = req.thinking if served.chat_format.has_reasoning else Thinking()
     prompt = served.chat_format.render(messages, continue_assistant=continue_assistant, thinking=thinking,
                                        tools=offered)
+    prompt, tools = open_forced_call(prompt, tools)
     return prompt, served.tokenize_chat(prompt.text, messages), tools
 
 

@@ -21,7 +21,7 @@ from colibri.api.keys import config_key, metrics_key, model_key, scheduler_key
 from colibri.api.logprobs import Entry, chat_logprobs, described_tokens, legacy_logprobs, prompt_rows
 from colibri.api.protocol import Limits, Options, parse_chat, parse_completion, parse_model
 from colibri.api.serving import Delta, Outcome, ServedModel, ToolSetup
-from colibri.api.tool_plan import plan_tools
+from colibri.api.tool_plan import open_forced_call, plan_tools
 from colibri.chat.spans import Spans
 from colibri.detok import Detokenizer
 from colibri.api.sse import DONE, KEEPALIVE, SSE_HEADERS, frame, with_keepalive
@@ -80,6 +80,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     offered, messages, tools = plan_tools(served.chat_format, req.tools, req.messages)
     prompt = served.chat_format.render(messages, continue_assistant=request.app[config_key].continue_assistant,
                                        thinking=req.thinking, tools=offered)
+    prompt, tools = open_forced_call(prompt, tools)
     tokens = served.tokenize_chat(prompt.text, messages)
     served.check_fits(tokens, "messages")
     frames = ChatFrames(served, req.options, tools_active=tools is not None)

@@ -42,6 +42,8 @@ class ToolSetup:
     format: ToolFormat
     schemas: dict[str, dict]
     strict: bool = False
+    forced: str | None = None  # the one function tool_choice names
+    opened: str = ""  # the call opening the prompt ends with: the reply is the rest of that call
 
 
 @dataclass
@@ -167,14 +169,17 @@ class ServedModel:
                          top_p=options.top_p, seed=options.seed, top_logprobs=options.top_logprobs, echo=options.echo)
         detok = Detokenizer(self.token_bytes)
         stops = StopFilter(options.stop, ignore_leading=options.ignore_leading_stop)
-        split = ReasoningSplitter(in_reasoning) if reasoning else None
+        opened = tools.opened if tools else ""
+        split = ReasoningSplitter(in_reasoning) if reasoning and not opened else None
         section = StopFilter([tools.format.opener]) if tools else None  # the answer ends where calls begin
+        if opened:  # a forced call: the reply starts inside the tool section
+            section.assume_matched(tools.format.opener, opened[len(tools.format.opener):])
 
         def stage(text: str) -> Delta:
             said, answer = split.feed(text) if split else ("", text)
             return Delta(content=section.feed(answer) if section else answer, reasoning=said)
 
-        shown = False  # some non-whitespace text went out: a turn marker now ends the reply
+        shown = bool(opened)  # some non-whitespace text went out: a turn marker now ends the reply
         ended = False  # the reply is over; the engine's Finish (reuse, read-out) is still read
         t0 = time.monotonic()
         first_output = None

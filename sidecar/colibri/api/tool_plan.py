@@ -1,6 +1,12 @@
 """What a request's tools change before generation, shared by the OpenAI and Anthropic routes:
 the family must have a tool format (else a named 400), tool_choice narrows what is offered
-and adds one instruction line, and the parser setup travels to the generation."""
+and adds one instruction line, a forced call is opened in the prompt, and the parser setup
+travels to the generation.
+
+    offered, messages, setup = plan_tools(fmt, req.tools, req.messages)
+    prompt = fmt.render(messages, tools=offered, ...)
+    prompt, setup = open_forced_call(prompt, setup)
+"""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -8,7 +14,7 @@ from dataclasses import replace
 from colibri.api.errors import ApiError
 from colibri.api.protocol import Message, Tools
 from colibri.api.serving import ToolSetup
-from colibri.chat.prompt import ChatFormat
+from colibri.chat.prompt import ChatFormat, Prompt
 
 REQUIRED = "You must answer by calling one of the tools."
 NAMED = "You must answer by calling the tool `{name}`."
@@ -37,4 +43,17 @@ def plan_tools(fmt: ChatFormat, tools: Tools, messages: list[Message],
             messages = [replace(messages[0], content=f"{messages[0].content}\n\n{line}")] + messages[1:]
         else:
             messages = [Message("system", line)] + messages
-    return offered, messages, ToolSetup(native, tools.schemas, tools.strict)
+    forced = tools.choice.name if tools.choice.mode == "function" else None
+    return offered, messages, ToolSetup(native, tools.schemas, tools.strict, forced=forced)
+
+
+def open_forced_call(prompt: Prompt, setup: ToolSetup | None) -> tuple[Prompt, ToolSetup | None]:
+    """A named tool_choice starts the reply with the family's own opening of a call to that tool
+    (Qwen: `<tool_call>\\n{"name": "f", "arguments":`): the model writes the arguments, and the
+    parser reads the reply as the rest of that call. Asked in prose alone, a small model answers
+    in prose or in bare JSON. This is prompt text, not a sampling constraint. A prompt that ends
+    inside a reasoning block is left as it is (the call would land in the reasoning)."""
+    if setup is None or setup.forced is None or prompt.in_reasoning:
+        return prompt, setup
+    opening = setup.format.call_opening(setup.forced)
+    return replace(prompt, text=prompt.text + opening), replace(setup, opened=opening)

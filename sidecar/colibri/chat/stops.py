@@ -59,6 +59,11 @@ class StopFilter:
         out.append(self._keep(buf[:len(buf) - keep], base))
         return "".join(out)
 
+    def assume_matched(self, stop: str, after: str = "") -> None:
+        """The stop was met before any input (the prompt already opened a tool section, with
+        `after` the text it wrote past the opener): everything fed from now on follows it."""
+        self.matched, self.after = stop, after
+
     def flush(self) -> str:
         """End of generation: a held-back partial stop is ordinary text after all."""
         held, self._held = self._held, ""

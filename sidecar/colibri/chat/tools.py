@@ -1,16 +1,19 @@
 """Tool calls in each family's native format: which format a chat template speaks, and
 the calls parsed back out of a generated reply.
 
-    fmt = tool_format(template_source)     # HERMES (Qwen3), GLM45, MISTRAL, or None
+    fmt = tool_format(template_source)     # HERMES (Qwen2.5, Qwen3), GLM45, MISTRAL(_V11), or None
     calls = fmt.parse(section)             # section: the reply after fmt.opener
+    fmt.call_opening("f")                  # a call to f written up to its arguments (a forced call)
 
 Formats, as the families' own templates ask the model to write them:
-  Qwen3 (Hermes)  <tool_call>\\n{"name": "f", "arguments": {...}}\\n</tool_call>   (repeated)
+  Qwen (Hermes)   <tool_call>\\n{"name": "f", "arguments": {...}}\\n</tool_call>   (repeated)
   GLM-4.5         <tool_call>f\\n<arg_key>k</arg_key>\\n<arg_value>v</arg_value>\\n</tool_call>
   Mistral         [TOOL_CALLS] [{"name": "f", "arguments": {...}}, ...]   (v3)
                   [TOOL_CALLS]f[ARGS]{...}                                 (v11+, repeated)
 Everything from the first opener on is the tool section: the answer is the text
-before it, and calls come after all text (serve-api spec).
+before it, and calls come after all text (serve-api spec). A call opening is the
+format's own text up to where the arguments begin, ending where the model's own
+tokens of a call end too (`"arguments":`, then the model writes ` {`).
 """
 from __future__ import annotations
 
@@ -70,6 +73,10 @@ class ToolFormat:
     def parse(self, section: str, schemas: dict[str, dict]) -> Section:
         raise NotImplementedError
 
+    def call_opening(self, name: str) -> str:
+        """A call to `name` as the model writes it, opener included, up to its arguments."""
+        raise NotImplementedError
+
     def call_id(self) -> str:
         return "call_" + secrets.token_hex(12)
 
@@ -89,6 +96,9 @@ def _blocks(text: str, parse_one) -> Section:
 class Hermes(ToolFormat):
     name, opener = "hermes", "<tool_call>"
 
+    def call_opening(self, name: str) -> str:
+        return f'{self.opener}\n{{"name": {json.dumps(name)}, "arguments":'
+
     def parse(self, section: str, schemas: dict[str, dict]) -> Section:
         return _blocks(self.opener + section, lambda body, complete: self.parse_block(body.strip(), complete))
 
@@ -107,6 +117,9 @@ class Hermes(ToolFormat):
 
 class Glm45(ToolFormat):
     name, opener = "glm45", "<tool_call>"
+
+    def call_opening(self, name: str) -> str:
+        return self.opener + name
 
     def parse(self, section: str, schemas: dict[str, dict]) -> Section:
         return _blocks(self.opener + section, lambda body, complete: self.parse_block(body, complete, schemas))
@@ -140,7 +153,17 @@ def _glm_value(raw: str) -> Any:
 
 
 class Mistral(ToolFormat):
+    """Both generations parse; the call opening is the one the template writes (v11: [ARGS])."""
+
     name, opener = "mistral", "[TOOL_CALLS]"
+
+    def __init__(self, v11: bool = False):
+        self.v11 = v11
+
+    def call_opening(self, name: str) -> str:
+        if self.v11:
+            return f"{self.opener}{name}[ARGS]"
+        return f'{self.opener} [{{"name": {json.dumps(name)}, "arguments":'
 
     def call_id(self) -> str:
         return "".join(secrets.choice(ALNUM) for _ in range(9))  # Mistral's templates want 9 alphanumerics
@@ -179,7 +202,7 @@ class Mistral(ToolFormat):
         return out
 
 
-HERMES, GLM45, MISTRAL = Hermes(), Glm45(), Mistral()
+HERMES, GLM45, MISTRAL, MISTRAL_V11 = Hermes(), Glm45(), Mistral(), Mistral(v11=True)
 
 
 def tool_format(template_source: str | None) -> ToolFormat | None:
@@ -191,7 +214,7 @@ def tool_format(template_source: str | None) -> ToolFormat | None:
     if "<tool_call>" in template_source:
         return HERMES
     if "[TOOL_CALLS]" in template_source:
-        return MISTRAL
+        return MISTRAL_V11 if "[ARGS]" in template_source else MISTRAL
     return None
 
 
