@@ -169,10 +169,10 @@ def tools(value: object, choice: object) -> Tools:
         schema = t.get("input_schema")
         if not isinstance(schema, dict):
             raise wrong_type(f"{at}.input_schema", "a JSON Schema object", schema)
-        fn = {"name": name, "parameters": schema}
+        fn = {"name": name}  # OpenAI's key order: the same tool renders the same prompt on both routes
         if isinstance(t.get("description"), str):
             fn["description"] = t["description"]
-        declared.append({"type": "function", "function": fn})
+        declared.append({"type": "function", "function": {**fn, "parameters": schema}})
     names = [t["function"]["name"] for t in declared]
     return Tools(declared=declared, choice=tool_choice(choice, names))
 
