@@ -89,8 +89,9 @@ void coli_rope(float *x, int n_heads, int head_dim, int n_rot, int pos, float ba
         theta *= theta_scale;
     }
     /* ggml's rotate_pairs, as GCC contracts it into fmas (-ffp-contract=fast):
-     * the two-halves loop stays scalar, the adjacent-pairs one is vectorised
-     * (vfmaddsub), and the second output is fused differently in each */
+     * both layouts come out as fma(c, x0, -(s * x1)) and fma(s, x0, c * x1)
+     * (tests/engine/test_shapes.py: llama with 128-wide heads tells the two
+     * fusions of the second output apart, 32- and 64-wide ones seldom do) */
     for (int h = 0; h < n_heads; h++) {
         float *v = x + (int64_t)h * head_dim;
         for (int i = 0; i < half; i++) {
@@ -102,7 +103,7 @@ void coli_rope(float *x, int n_heads, int head_dim, int n_rot, int pos, float ba
             } else {
                 const float x0 = v[2 * i], x1 = v[2 * i + 1];
                 v[2 * i] = fmaf(c, x0, -(sn * x1));
-                v[2 * i + 1] = fmaf(c, x1, sn * x0);
+                v[2 * i + 1] = fmaf(sn, x0, c * x1);
             }
         }
     }
