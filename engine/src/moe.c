@@ -3,6 +3,7 @@
  * selection bias where the family has one), weights taken from the unbiased
  * probabilities, optionally renormalised and scaled, each expert's SwiGLU FFN,
  * and the weighted outputs summed in rank order. */
+#include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -101,19 +102,21 @@ typedef struct {
     atomic_int next;
 } moe_job;
 
-/* y[r][o] for o in [o0, o1) and the `rows` activation rows, with the
- * arithmetic ggml's mul_mat_id uses: one-row vec_dot whatever the batch,
- * except for weights llama.cpp repacks at load (Q4_0 with n_out % 8 == 0),
- * whose gemv/gemm arithmetic serves every row (kernels' vec_dot_mm with
- * mm_group 1). Through the 16- or 2-weight-row kernels when the type has them. */
+/* y[r][o] for o in [o0, o1) and the `rows` activation rows of one expert,
+ * with the arithmetic ggml's mul_mat_id uses: one-row vec_dot, except for
+ * weights llama.cpp repacks at load (Q4_0 with n_out % 8 == 0: their gemv /
+ * gemm serves every row) and the K-quants its tiled matmul takes once an
+ * expert has 8 rows (Q6_K, Q5_K, Q4_K not repacked): mm_id_min_rows. A batch
+ * of rows "alone" counts as one row each, "uniform" rows as many.
+ * Through the 16- or 2-weight-row kernels when the type has them. */
 static void dot_rows(const coli_mat *w, int64_t o0, int64_t o1, const char *xq, size_t xq_stride, int rows,
-                     float *y, size_t y_stride) {
-    const coli_type_kernels *k = &coli_kernels()->type[w->type];
-    const bool repacked = k->vec_dot_mm && k->mm_min_rows <= 1 && k->mm_group == 1 && w->n_in % k->mm_in_mult == 0 &&
-                          w->n_out % k->mm_out_mult == 0;
-    const coli_vec_dot_fn dot1 = repacked ? k->vec_dot_mm : k->vec_dot;
-    const coli_vec_dot_nw_fn dot2 = repacked ? k->vec_dot_mm_2w : k->vec_dot_2w;
-    const coli_vec_dot_nw_fn dot16 = repacked ? k->vec_dot_mm_16w : k->vec_dot_16w;
+                     int as_rows, float *y, size_t y_stride) {
+    const coli_type_kernels *k = coli_weight_kernels(coli_kernels(), w->type, w->n_out);
+    const bool mm = k->mm_id_min_rows > 0 && as_rows >= k->mm_id_min_rows && w->n_in % k->mm_in_mult == 0 &&
+                    w->n_out % k->mm_out_mult == 0;
+    const coli_vec_dot_fn dot1 = mm ? k->vec_dot_mm : k->vec_dot;
+    const coli_vec_dot_nw_fn dot2 = mm ? k->vec_dot_mm_2w : k->vec_dot_2w;
+    const coli_vec_dot_nw_fn dot16 = mm ? k->vec_dot_mm_16w : k->vec_dot_16w;
     const size_t row_bytes = coli_row_size(w->type, w->n_in);
     const int n = (int)w->n_in;
     int64_t o = o0;
@@ -151,21 +154,22 @@ static void moe_worker(void *ctx, int ith, int nth) {
         const int g = it / per_group, r = it % per_group;
         const int e = J->experts[g], lo = s->counts[e], cnt = s->counts[e + 1] - lo;
         const coli_expert *ex = &J->ex_of[e];
+        const int as_rows = s->rows_mode == COLI_ROWS_ALONE ? 1 : s->rows_mode == COLI_ROWS_UNIFORM ? INT_MAX : cnt;
         if (J->phase == 0) {
             const int which = r / per_mat, c = r % per_mat; /* 0 gate, 1 up */
             const int64_t o0 = (int64_t)c * C, o1 = o0 + C < F ? o0 + C : F;
             const coli_mat *w = which == 0 ? &ex->gate : &ex->up;
             float *y = (which == 0 ? s->hg : s->hg2) + (size_t)lo * F;
             if (which == 1 && J->up_separate) /* up reads its own conversion of the rows */
-                dot_rows(w, o0, o1, (const char *)s->xq_mid + (size_t)lo * J->up_stride, J->up_stride, cnt, y,
+                dot_rows(w, o0, o1, (const char *)s->xq_mid + (size_t)lo * J->up_stride, J->up_stride, cnt, as_rows, y,
                          (size_t)F);
             else
-                dot_rows(w, o0, o1, (const char *)s->xq_in + (size_t)lo * s->xq_in_stride, s->xq_in_stride, cnt, y,
+                dot_rows(w, o0, o1, (const char *)s->xq_in + (size_t)lo * s->xq_in_stride, s->xq_in_stride, cnt, as_rows, y,
                          (size_t)F);
         } else {
             const int64_t o0 = (int64_t)r * C, o1 = o0 + C < D ? o0 + C : D;
             dot_rows(&ex->down, o0, o1, (const char *)s->xq_mid + (size_t)lo * s->xq_mid_stride, s->xq_mid_stride,
-                     cnt, s->yg + (size_t)lo * D, (size_t)D);
+                     cnt, as_rows, s->yg + (size_t)lo * D, (size_t)D);
         }
     }
 }

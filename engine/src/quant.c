@@ -785,14 +785,25 @@ static void build_tables(void) {
     set_mm(&t->type[GGML_TYPE_F32], vec_dot_f32_f32_mm_avx2, 2, 1, 8, 4);
     set_mm(&t->type[GGML_TYPE_F16], vec_dot_f16_f16_mm_avx2, 2, 1, 8, 4);
     set_mm(&t->type[GGML_TYPE_Q4_K], vec_dot_q4_K_q8_K_mm_avx2, 4, 4, QK_K, 8);
+    /* not repacked (n_out % 8): ggml's AVX2 vec_dot (the AVX-512 build's too), tiled from 8 rows */
+    t->q4_K_unpacked = t->type[GGML_TYPE_Q4_K];
+    t->q4_K_unpacked.vec_dot = vec_dot_q4_K_q8_K_plain_avx2;
+    t->q4_K_unpacked.vec_dot_2w = t->q4_K_unpacked.vec_dot_16w = t->q4_K_unpacked.vec_dot_mm_2w = NULL;
+    t->q4_K_unpacked.vec_dot_mm_16w = NULL;
+    set_mm(&t->q4_K_unpacked, vec_dot_q4_K_q8_K_tiled_avx2, 8, 1, QK_K, 1);
+    t->q4_K_unpacked.mm_id_min_rows = 8;
+    set_mm(&t->type[GGML_TYPE_Q5_K], vec_dot_q5_K_q8_K_tiled_avx2, 8, 1, QK_K, 1);
+    t->type[GGML_TYPE_Q5_K].mm_id_min_rows = 8;
     t->type[GGML_TYPE_Q4_K].vec_dot_16w = vec_dot_q4_K_q8_K_16w_avx2;
     t->type[GGML_TYPE_Q4_K].vec_dot_mm_16w = vec_dot_q4_K_q8_K_mm_16w_avx2;
     set_mm(&t->type[GGML_TYPE_Q4_0], vec_dot_q4_0_q8_0_mm_avx2, 1, 1, QK4_0, 8);  /* repacked: every row */
+    t->type[GGML_TYPE_Q4_0].mm_id_min_rows = 1;
     t->type[GGML_TYPE_Q4_0].vec_dot_mm_16w = vec_dot_q4_0_q8_0_mm_16w_avx2;
     t->type[GGML_TYPE_Q8_0].vec_dot_16w = vec_dot_q8_0_q8_0_16w_avx2;
     t->type[GGML_TYPE_Q4_0].vec_dot_16w = vec_dot_q4_0_q8_0_16w_avx2;
     t->type[GGML_TYPE_Q5_0].vec_dot_16w = vec_dot_q5_0_q8_0_16w_avx2;
     set_mm(&t->type[GGML_TYPE_Q6_K], vec_dot_q6_K_q8_K_mm_avx2, 8, 1, QK_K, 1);
+    t->type[GGML_TYPE_Q6_K].mm_id_min_rows = 8;
     t->type[GGML_TYPE_Q6_K].vec_dot_mm_16w = vec_dot_q6_K_q8_K_mm_16w_avx2;
     t = &g_tables[2]; /* AVX2 + AVX-VNNI: the same bits, 256-bit dpbusd */
     *t = g_tables[1];

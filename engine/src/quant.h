@@ -175,6 +175,10 @@ typedef struct {
     int mm_min_rows;               /* a batch of at least this many rows uses vec_dot_mm */
     int mm_group;                  /* ... for its first n - n % mm_group rows */
     int mm_in_mult, mm_out_mult;   /* ... when n_in and n_out are multiples of these */
+    /* experts (ggml's mul_mat_id): an expert given at least this many rows uses
+     * vec_dot_mm for all of them (1: repacked weights; 8: the tiled K-quant
+     * matmul); 0: vec_dot whatever the count */
+    int mm_id_min_rows;
 } coli_type_kernels;
 
 /* Rows [0, coli_mm_rows(...)) of a batch of n_rows use vec_dot_mm, the rest vec_dot. */
@@ -196,12 +200,23 @@ typedef void (*coli_geglu_fn)(float *x, const float *g, int n, const coli_half *
 typedef struct {
     const char *name;  /* "scalar" | "avx2" | "avx512" */
     coli_type_kernels type[GGML_TYPE_COUNT];
+    /* Q4_K weights llama.cpp does not repack (n_out not a multiple of the
+     * repacked layout's 8 rows): ggml's plain vec_dot, its tiled matmul for 8+ rows */
+    coli_type_kernels q4_K_unpacked;
     coli_exp_sum_fn exp_sum;
     coli_geglu_fn geglu;
 } coli_kernel_table;
 
 /* The table in force (chosen from the CPU on first use). Never NULL. */
 const coli_kernel_table *coli_kernels(void);
+
+/* The kernels for a weight of `type` with n_out rows (wtype < GGML_TYPE_COUNT):
+ * its type's, but for a Q4_K weight llama.cpp would not repack. */
+static inline const coli_type_kernels *coli_weight_kernels(const coli_kernel_table *t, uint32_t wtype, int64_t n_out) {
+    const coli_type_kernels *k = &t->type[wtype];
+    if (wtype == GGML_TYPE_Q4_K && t->q4_K_unpacked.vec_dot && n_out % k->mm_out_mult) return &t->q4_K_unpacked;
+    return k;
+}
 /* Force an ISA: "auto", "scalar", "avx2", "avx512". COLI_E_UNSUPPORTED when
  * this CPU (or build) cannot run it, COLI_E_ARG for an unknown name. */
 int coli_kernels_select(const char *isa);
@@ -290,6 +305,9 @@ COLI_DECLARE_VEC_DOT(vec_dot_f32_f32_mm_avx2);  /* tinyBLAS<8> */
 COLI_DECLARE_VEC_DOT(vec_dot_f16_f16_mm_avx2);
 COLI_DECLARE_VEC_DOT(vec_dot_q4_0_q8_0_mm_avx2); /* repacked q4_0_8x8 gemv/gemm */
 COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_mm_avx2); /* repacked q4_K_8x8 gemm */
+COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_plain_avx2); /* ggml_vec_dot_q4_K_q8_K (not repacked) */
+COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_tiled_avx2); /* ggml's tiled matmul, Q4_K not repacked, 8+ rows */
+COLI_DECLARE_VEC_DOT(vec_dot_q5_K_q8_K_tiled_avx2); /* ggml's tiled matmul, 8+ rows */
 COLI_DECLARE_VEC_DOT(vec_dot_q6_K_q8_K_mm_avx2); /* tiled K-quant matmul */
 void quantize_row_q8_0_avx2(const float *x, void *y, int64_t n);
 void quantize_row_q8_1_avx2(const float *x, void *y, int64_t n);
