@@ -642,12 +642,20 @@ INL __m256i hbit_10(__m256i hbits, int bit) {
     return _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(bit)), _mm256_set1_epi8(1)), 4);
 }
 
-INL void q45_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int five, const int nr) {
+/* Q4_K / Q5_K (five) as ggml multiplies them without repacking:
+ *   vec_dot (ggml_vec_dot_q{4,5}_K_q8_K, AVX2): per super-block
+ *       acc = fma(d * dy, float(sumi lanes), acc) in 8 lanes, the mins'
+ *       products in 4 float lanes (Q4_K) or one float (Q5_K), added at the end;
+ *   tiled (its tiled K-quant matmul, 8+ rows): the exact integer sums
+ *       s1 = sum of scale * (q . y), s2 = sum of min * bsum, then
+ *       r = float(s1) * d - dmin * float(s2) (one fnmadd), acc = fma(r, dy, acc). */
+INL void q45_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int five,
+                  const int tiled, const int nr) {
     const int nb = n / QK_K;
     const __m256i m4 = _mm256_set1_epi8(0xF);
     __m256 acc[COLI_MAX_NR];
-    __m128 acc_m[COLI_MAX_NR];  /* Q4_K: the mins' products in 4 lanes */
-    float summs[COLI_MAX_NR];   /* Q5_K: ggml adds them up in one float */
+    __m128 acc_m[COLI_MAX_NR];  /* vec_dot, Q4_K: the mins' products in 4 lanes */
+    float summs[COLI_MAX_NR];   /* vec_dot, Q5_K: ggml adds them up in one float; tiled: the result */
     for (int r = 0; r < nr; r++) { acc[r] = _mm256_setzero_ps(); acc_m[r] = _mm_setzero_ps(); summs[r] = 0.0f; }
     for (int i = 0; i < nb; i++) {
         const uint8_t *qs, *scp;
@@ -668,13 +676,15 @@ INL void q45_K_nr(int n, const void *w, const char *a, size_t as, float *s, size
         const __m256i scales = _mm256_insertf128_si256(_mm256_castsi128_si256(sc128), sc128, 1);
         const __m128i mins16 = _mm256_extracti128_si256(mins_and_scales, 1);
         __m256i sumi[COLI_MAX_NR];
+        int32_t imin[COLI_MAX_NR];
         for (int r = 0; r < nr; r++) {
             const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;
             const __m128i prod = k4_mins_dot(mins16, y->bsums);
-            if (five) {
+            if (tiled || five) {
                 int32_t p[4];
                 _mm_storeu_si128((__m128i *)p, prod);
-                summs[r] = fmaf(-y->d * dminx, (float)((p[0] + p[1]) + (p[2] + p[3])), summs[r]);
+                imin[r] = (p[0] + p[1]) + (p[2] + p[3]);
+                if (!tiled) summs[r] = fmaf(-y->d * dminx, (float)imin[r], summs[r]);
             } else {
                 acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(-y->d * dminx), _mm_cvtepi32_ps(prod), acc_m[r]);
             }
@@ -698,71 +708,21 @@ INL void q45_K_nr(int n, const void *w, const char *a, size_t as, float *s, size
             }
         }
         for (int r = 0; r < nr; r++) {
-            const float d = ((const block_q8_K *)(a + r * as) + i)->d * dx;
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            const float dy = ((const block_q8_K *)(a + r * as) + i)->d;
+            if (tiled) {
+                const float res = fmaf(-dminx, (float)imin[r], (float)hsum_i32_8(sumi[r]) * dx);
+                summs[r] = fmaf(res, dy, summs[r]);
+            } else {
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dy * dx), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            }
         }
     }
     for (int r = 0; r < nr; r++) {
         __m128 m = acc_m[r];
         m = _mm_add_ps(m, _mm_movehl_ps(m, m));
         m = _mm_add_ss(m, _mm_movehdup_ps(m));
-        s[r * ss] = hsum_f32_8(acc[r]) + (five ? summs[r] : _mm_cvtss_f32(m));
+        s[r * ss] = tiled ? summs[r] : hsum_f32_8(acc[r]) + (five ? summs[r] : _mm_cvtss_f32(m));
     }
-}
-
-/* Q4_K (not repacked) and Q5_K in batches of 8 rows or more: ggml's tiled
- * K-quant matmul (ggml-cpu/tiled), which per super-block takes the exact
- * integer sums s1 = sum of scale * (q . y) and s2 = sum of min * bsum, forms
- * r = float(s1) * d - dmin * float(s2) (one fnmadd) and adds acc = fma(r, dy, acc). */
-INL void q45_K_tiled_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int five,
-                        const int nr) {
-    const int nb = n / QK_K;
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    float acc[COLI_MAX_NR];
-    for (int r = 0; r < nr; r++) acc[r] = 0.0f;
-    for (int i = 0; i < nb; i++) {
-        const uint8_t *qs, *scp;
-        float dx, dminx;
-        __m256i hbits = _mm256_setzero_si256();
-        if (five) {
-            const block_q5_K *x = (const block_q5_K *)w + i;
-            qs = x->qs; scp = x->scales; dx = h2f(x->d); dminx = h2f(x->dmin);
-            hbits = _mm256_loadu_si256((const __m256i *)x->qh);
-        } else {
-            const block_q4_K *x = (const block_q4_K *)w + i;
-            qs = x->qs; scp = x->scales; dx = h2f(x->d); dminx = h2f(x->dmin);
-        }
-        uint32_t utmp[4];
-        k4_unpack(scp, utmp);
-        const uint8_t *sc = (const uint8_t *)utmp;
-        const __m128i mins16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)utmp[3], (int)utmp[2]));
-        __m256i sumi[COLI_MAX_NR];
-        for (int r = 0; r < nr; r++) sumi[r] = _mm256_setzero_si256();
-        for (int j = 0; j < QK_K / 64; j++) {
-            const __m256i bits = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
-            __m256i ql = _mm256_and_si256(bits, m4);
-            __m256i qh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-            if (five) {
-                ql = _mm256_or_si256(ql, hbit_10(hbits, 2 * j));
-                qh = _mm256_or_si256(qh, hbit_10(hbits, 2 * j + 1));
-            }
-            const __m256i sl = _mm256_set1_epi16(sc[2 * j]), sh = _mm256_set1_epi16(sc[2 * j + 1]);
-            for (int r = 0; r < nr; r++) {
-                const int8_t *q8 = ((const block_q8_K *)(a + r * as) + i)->qs + 64 * j;
-                const __m256i pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(ql, _mm256_loadu_si256((const __m256i *)q8)));
-                const __m256i ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(qh, _mm256_loadu_si256((const __m256i *)(q8 + 32))));
-                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(pl, ph));
-            }
-        }
-        for (int r = 0; r < nr; r++) {
-            const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;
-            int32_t m[4];
-            _mm_storeu_si128((__m128i *)m, k4_mins_dot(mins16, y->bsums));
-            const float res = fmaf(-dminx, (float)(m[0] + m[1] + m[2] + m[3]), (float)hsum_i32_8(sumi[r]) * dx);
-            acc[r] = fmaf(res, y->d, acc[r]);
-        }
-    }
-    for (int r = 0; r < nr; r++) s[r * ss] = acc[r];
 }
 
 /* Q4_K as llama.cpp computes it on x86: the weights are repacked at load
@@ -965,16 +925,16 @@ TGT void vec_dot_q4_K_q8_K_mm_avx2(int n, const void *w, const void *a, size_t a
     DISPATCH_NR(q4_K_nr, n, w, (const char *)a, as, s, ss, 1)
 }
 TGT void vec_dot_q4_K_q8_K_plain_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q45_K_nr, n, w, (const char *)a, as, s, ss, 0)
+    DISPATCH_NR(q45_K_nr, n, w, (const char *)a, as, s, ss, 0, 0)
 }
 TGT void vec_dot_q4_K_q8_K_tiled_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q45_K_tiled_nr, n, w, (const char *)a, as, s, ss, 0)
+    DISPATCH_NR(q45_K_nr, n, w, (const char *)a, as, s, ss, 0, 1)
 }
 TGT void vec_dot_q5_K_q8_K_tiled_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q45_K_tiled_nr, n, w, (const char *)a, as, s, ss, 1)
+    DISPATCH_NR(q45_K_nr, n, w, (const char *)a, as, s, ss, 1, 1)
 }
 TGT void vec_dot_q5_K_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q45_K_nr, n, w, (const char *)a, as, s, ss, 1)
+    DISPATCH_NR(q45_K_nr, n, w, (const char *)a, as, s, ss, 1, 0)
 }
 
 /* Q6_K: unsigned q in 0..63 through maddubs; the -32 offset is folded in once
