@@ -4,7 +4,6 @@
 
 import type { Health, ProfileFeed, ProfileTurn } from "./types";
 import { base64ToBytes, u32le } from "../lib/bytes";
-import type { CoGraph } from "../lib/layout";
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -54,6 +53,18 @@ export function parseExperts(v: unknown): ExpertsFrame | null {
   } catch {
     return null; // bad base64
   }
+}
+
+/** Each expert's k strongest co-routing partners (the coroute feed decoded, or co-firing measured here). */
+export interface CoGraph {
+  /** Number of experts (cells). */
+  n: number;
+  /** Partners per expert. */
+  k: number;
+  /** n·k partner cell indices; 0xFFFFFFFF (or any index ≥ n) means none. */
+  nbr: Uint32Array;
+  /** n·k strengths; 0 means none. */
+  w: Uint8Array | Float32Array;
 }
 
 export interface CorouteData {

@@ -1,7 +1,7 @@
 import { useEffect, useMemo, useRef, useState } from "react";
 import type { ExpertsFrame } from "../../api/feeds";
-import type { Layout } from "../../lib/layout";
-import { cellRGB, decayFlash, flashHits, heatOf, tierOf } from "../../lib/heat";
+import type { Layout } from "./layout";
+import { cellRGB, decayFlash, flashHits, heatOf, tierOf } from "./heat";
 import { fitCanvas, useSize } from "./canvas";
 import { Tooltip, type HoverInfo } from "./Tooltip";
 

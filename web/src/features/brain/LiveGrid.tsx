@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from "react";
 import type { ExpertsFrame } from "../../api/feeds";
-import { decayFlash, flashHits, heatOf, paintCells, tierOf } from "../../lib/heat";
+import { decayFlash, flashHits, heatOf, paintCells, tierOf } from "./heat";
 import { fitCanvas, useSize } from "./canvas";
 import { Tooltip, type HoverInfo } from "./Tooltip";
 

@@ -1,5 +1,6 @@
 // Lays out the Explore map off the main thread (100k experts take seconds).
-import { layoutExperts, type CoGraph, type LayoutOptions } from "../../lib/layout";
+import type { CoGraph } from "../../api/feeds";
+import { layoutExperts, type LayoutOptions } from "./layout";
 
 self.onmessage = (e: MessageEvent<{ graph: CoGraph; opts: LayoutOptions }>) => {
   const layout = layoutExperts(e.data.graph, e.data.opts);

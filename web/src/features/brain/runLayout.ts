@@ -1,5 +1,6 @@
 // Runs the layout in a Web Worker when the browser has one, else inline.
-import { layoutExperts, type CoGraph, type Layout, type LayoutOptions } from "../../lib/layout";
+import type { CoGraph } from "../../api/feeds";
+import { layoutExperts, type Layout, type LayoutOptions } from "./layout";
 
 export function runLayout(graph: CoGraph, opts: LayoutOptions): Promise<Layout> {
   if (typeof Worker === "undefined") return Promise.resolve(layoutExperts(graph, opts));

@@ -7,7 +7,7 @@ import { useEffect, useRef, useState } from "react";
 import { getFeed, openFeedStream } from "../../api/client";
 import { readSSE } from "../../api/sse";
 import { parseExperts, parseRoutingEvent, type ExpertsFrame } from "../../api/feeds";
-import { CoFire, litIndices } from "../../lib/cofire";
+import { CoFire, litIndices } from "./cofire";
 import { useConnection } from "../../stores/connection";
 import { useAuth } from "../../stores/auth";
 

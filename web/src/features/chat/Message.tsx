@@ -1,6 +1,6 @@
 import { memo, useMemo } from "react";
 import { AlertCircle, Brain as BrainIcon, Copy, FastForward, RotateCcw } from "lucide-react";
-import { renderMarkdown } from "../../lib/markdown";
+import { renderMarkdown } from "./markdown";
 import type { ChatMessage } from "../../stores/conversations";
 import { fmtMs, fmtRate } from "../../lib/format";
 import { Inline } from "../../components/Inline";

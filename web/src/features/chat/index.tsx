@@ -4,7 +4,7 @@ import { useConversations } from "../../stores/conversations";
 import { useConnection } from "../../stores/connection";
 import { useGeneration } from "../../stores/generation";
 import { useSettings } from "../../stores/settings";
-import { conversationToJSON, conversationToMarkdown, exportFileName } from "../../lib/exportChat";
+import { conversationToJSON, conversationToMarkdown, exportFileName } from "./exportChat";
 import { fmtGB, fmtInt, fmtMs, fmtRate } from "../../lib/format";
 import { Message } from "./Message";
 import { useChat } from "./useChat";

@@ -16,7 +16,7 @@ import {
   toQuestion,
   type DraftQuestion,
   type QuestionKind,
-} from "../../lib/systemone";
+} from "./systemone";
 
 type Result = { state: "pending" } | { state: "done"; answer: SystemOneAnswer; ms: number } | { state: "error"; message: string };
 

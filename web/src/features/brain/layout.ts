@@ -15,16 +15,7 @@
 //    other regions, so border experts face the region they talk to) and
 //    re-assign slots by recursive bisection, which keeps neighbours close.
 
-export interface CoGraph {
-  /** Number of experts (cells). */
-  n: number;
-  /** Partners per expert. */
-  k: number;
-  /** n·k partner cell indices; 0xFFFFFFFF (or any index ≥ n) means none. */
-  nbr: Uint32Array;
-  /** n·k strengths; 0 means none. */
-  w: Uint8Array | Float32Array;
-}
+import type { CoGraph } from "../../api/feeds";
 
 export interface Region {
   id: number;

@@ -2,7 +2,7 @@
 // flash for experts routed in the latest step that decays ×0.94 per frame
 // (notes §5). Pure: the canvas only copies `pixels` to the screen.
 
-import { bitSet } from "./bytes";
+import { bitSet } from "../../lib/bytes";
 
 export const FLASH_DECAY = 0.94;
 /** Flashes below this are dropped (and the animation may stop). */

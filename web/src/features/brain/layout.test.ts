@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { bisectAssign, buildGraph, communities, layoutExperts, type CoGraph } from "./layout";
+import type { CoGraph } from "../../api/feeds";
+import { bisectAssign, buildGraph, communities, layoutExperts } from "./layout";
 
 /** A graph from undirected weighted edges, k partners per node (strongest first). */
 function graphOf(n: number, edges: [number, number, number][], k = 8): CoGraph {

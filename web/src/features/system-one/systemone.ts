@@ -2,7 +2,7 @@
 // shape of notes §2.1, and an answer → bars, confidence and an entropy
 // reading. Pure.
 
-import type { SystemOneAnswer, SystemOneQuestion } from "../api/types";
+import type { SystemOneAnswer, SystemOneQuestion } from "../../api/types";
 import { confidence as confidenceOf, normalizedEntropy, readEntropy, type Certainty } from "./entropy";
 
 export type QuestionKind = "choice" | "yesno" | "score";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { conversationToJSON, conversationToMarkdown, exportFileName } from "./exportChat";
-import type { Conversation } from "../stores/conversations";
+import type { Conversation } from "../../stores/conversations";
 
 const conv: Conversation = {
   id: "c1",

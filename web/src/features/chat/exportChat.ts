@@ -1,6 +1,6 @@
 // A conversation as a file: Markdown for reading, JSON for machines. Pure.
 
-import type { Conversation } from "../stores/conversations";
+import type { Conversation } from "../../stores/conversations";
 
 export function conversationToMarkdown(c: Conversation): string {
   const lines: string[] = [`# ${c.title || "Conversation"}`, ""];

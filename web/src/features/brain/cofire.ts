@@ -2,7 +2,7 @@
 // experts lit in the same hits frame fired for the same tokens. Only pairs in
 // the same or neighbouring layers count (the server's definition too), which
 // keeps a frame's pairs proportional to the experts lit, not its square.
-import type { CoGraph } from "./layout";
+import type { CoGraph } from "../../api/feeds";
 
 export class CoFire {
   readonly rows: number;
