@@ -1,50 +1,26 @@
-// Polls a dashboard feed while the page that needs it is open. `null` means
-// the server has no such feed (or is offline); polling then slows down.
-import { useEffect, useRef, useState } from "react";
-import { getFeed } from "../api/client";
-import { useConnection } from "../stores/connection";
-import { useAuth } from "../stores/auth";
+// Runs lib/poll.ts's loop while a component is mounted: one try at once, the
+// next one interval after an answer, longer after misses in a row. The loop
+// stops on unmount (aborting the try in flight) and starts over, with no
+// misses counted, when `enabled` turns on or `restartKey` changes. The try
+// itself may change from render to render: the loop always calls the latest.
+import { useEffect, useRef } from "react";
+import { startPoll, type Backoff, type Try } from "../lib/poll";
 
-export interface PollState<T> {
-  data: T | null;
-  /** true once the first answer (or failure) came back. */
-  settled: boolean;
-  /** The server answered but has no such feed / an unreadable one. */
-  missing: boolean;
+export interface PollOptions {
+  intervalMs: number;
+  backoff: Backoff;
+  /** false: no tries (default true). */
+  enabled?: boolean;
+  /** The loop starts over when this changes (say, the server's address and the API key's epoch). */
+  restartKey?: string;
 }
 
-export function usePoll<T>(path: string, parse: (v: unknown) => T | null, everyMs: number, enabled = true): PollState<T> {
-  const base = useConnection((s) => s.base);
-  const epoch = useAuth((s) => s.epoch);
-  const [state, setState] = useState<PollState<T>>({ data: null, settled: false, missing: false });
-  const parseRef = useRef(parse);
-  parseRef.current = parse;
+export function usePoll(tryOnce: Try, { intervalMs, backoff, enabled = true, restartKey = "" }: PollOptions): void {
+  const latest = useRef(tryOnce);
+  latest.current = tryOnce;
+  const { maxMs, maxDoublings, graceMisses } = backoff;
   useEffect(() => {
     if (!enabled) return;
-    let stopped = false;
-    let timer: ReturnType<typeof setTimeout> | null = null;
-    const ctl = new AbortController();
-    let misses = 0;
-    const tick = async () => {
-      let next: PollState<T>;
-      try {
-        const raw = await getFeed(path, ctl.signal);
-        const data = raw === null ? null : parseRef.current(raw);
-        next = { data, settled: true, missing: data === null };
-      } catch {
-        next = { data: null, settled: true, missing: false };
-      }
-      if (stopped) return;
-      misses = next.data === null ? misses + 1 : 0;
-      setState((prev) => (next.data === null && prev.data === null && prev.settled && prev.missing === next.missing ? prev : next));
-      timer = setTimeout(tick, misses === 0 ? everyMs : Math.min(30000, everyMs * 2 ** Math.min(misses, 4)));
-    };
-    void tick();
-    return () => {
-      stopped = true;
-      ctl.abort();
-      if (timer) clearTimeout(timer);
-    };
-  }, [path, everyMs, enabled, base, epoch]);
-  return state;
+    return startPoll((signal, n) => latest.current(signal, n), intervalMs, { maxMs, maxDoublings, graceMisses });
+  }, [enabled, intervalMs, maxMs, maxDoublings, graceMisses, restartKey]);
 }

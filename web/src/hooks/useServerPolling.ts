@@ -5,27 +5,28 @@ import { useEffect } from "react";
 import { getFeed, getModels } from "../api/client";
 import { parseHealth } from "../api/feeds";
 import { ApiError, describeError } from "../api/errors";
+import type { Backoff } from "../lib/poll";
 import { useAuth } from "../stores/auth";
 import { useConnection } from "../stores/connection";
+import { usePoll } from "./usePoll";
 
 export const HEALTH_MS = 5000;
+/** The first miss is retried after 5 s, then 10, 20 and 30 s. */
+const HEALTH_BACKOFF: Backoff = { maxMs: 30_000, graceMisses: 1 };
 
 export function useServerPolling(): void {
   const base = useConnection((s) => s.base);
   const epoch = useAuth((s) => s.epoch);
+  // A new server (or key): its model is not known yet.
   useEffect(() => {
-    let stopped = false;
-    let timer: ReturnType<typeof setTimeout> | null = null;
-    let failures = 0;
-    const ctl = new AbortController();
-    const { patch } = useConnection.getState();
-    patch({ model: null });
-
-    const tick = async () => {
+    useConnection.getState().patch({ model: null });
+  }, [base, epoch]);
+  usePoll(
+    async (signal) => {
       let reachable = false;
       let health = null;
       try {
-        health = parseHealth(await getFeed("health", ctl.signal));
+        health = parseHealth(await getFeed("health", signal));
         reachable = health !== null;
       } catch {
         /* network: maybe the server has no /health but answers /v1 */
@@ -36,7 +37,7 @@ export function useServerPolling(): void {
       let error: string | null = null;
       if (!known || !reachable) {
         try {
-          const list = await getModels(ctl.signal);
+          const list = await getModels(signal);
           reachable = true;
           model = health?.model ?? list.data[0]?.id ?? model;
           modalities = list.data[0]?.input_modalities ?? modalities;
@@ -45,23 +46,16 @@ export function useServerPolling(): void {
           if (!(e instanceof DOMException)) error = describeError(e);
         }
       }
-      if (stopped) return;
-      failures = reachable ? 0 : failures + 1;
-      patch({
+      if (signal.aborted) return "stop";
+      useConnection.getState().patch({
         status: reachable ? "online" : "offline",
         health,
         model: model ?? null,
         modalities,
         error: error ?? (reachable ? null : "The server did not answer."),
       });
-      const wait = failures === 0 ? HEALTH_MS : Math.min(30000, HEALTH_MS * 2 ** Math.min(failures - 1, 3));
-      timer = setTimeout(tick, wait);
-    };
-    void tick();
-    return () => {
-      stopped = true;
-      ctl.abort();
-      if (timer) clearTimeout(timer);
-    };
-  }, [base, epoch]);
+      return reachable ? "hit" : "miss";
+    },
+    { intervalMs: HEALTH_MS, backoff: HEALTH_BACKOFF, restartKey: `${base} ${epoch}` },
+  );
 }

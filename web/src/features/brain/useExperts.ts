@@ -3,16 +3,22 @@
 // (GET /events), those drive the flashes as they happen and the polls bring
 // tiers and heat only. Every new step also feeds the client-side co-routing
 // measure used when the server has no coroute feed.
-import { useEffect, useRef, useState } from "react";
+import { useRef, useState } from "react";
 import { getFeed, openFeedStream } from "../../api/client";
 import { readSSE } from "../../api/sse";
 import { parseExperts, parseRoutingEvent, type ExpertsFrame } from "../../api/feeds";
+import type { Backoff } from "../../lib/poll";
+import { FEED_BACKOFF } from "../../hooks/useFeed";
+import { usePoll } from "../../hooks/usePoll";
 import { CoFire, litIndices } from "./cofire";
 import { useConnection } from "../../stores/connection";
 import { useAuth } from "../../stores/auth";
 
 export const EXPERTS_MS = 1500;
 const COUNTS_EVERY = 6;
+/** The /events stream is reopened 5 s after it ends, 10, 20, 40, then 60 s after each failure in a row. */
+const EVENTS_RETRY_MS = 5000;
+const EVENTS_BACKOFF: Backoff = { maxMs: 60_000 };
 
 export interface ExpertsState {
   frame: ExpertsFrame | null;
@@ -50,25 +56,20 @@ export function useExperts(): ExpertsState {
     return { ...f, seq, hits };
   };
 
-  useEffect(() => {
-    let stopped = false;
-    let timer: ReturnType<typeof setTimeout> | null = null;
-    const ctl = new AbortController();
-    let n = 0;
-    let misses = 0;
-    const tick = async () => {
+  const restartKey = `${base} ${epoch}`;
+  usePoll(
+    async (signal, n) => {
       const wantCounts = n % COUNTS_EVERY === 0;
-      n++;
       let frame: ExpertsFrame | null = null;
       let missing = false;
       try {
-        const raw = await getFeed(wantCounts ? "experts?counts=1" : "experts", ctl.signal);
+        const raw = await getFeed(wantCounts ? "experts?counts=1" : "experts", signal);
         frame = raw === null ? null : parseExperts(raw);
         missing = frame === null;
       } catch {
         /* offline */
       }
-      if (stopped) return;
+      if (signal.aborted) return "stop";
       const prev = latest.current;
       if (frame || !prev.settled || prev.frame || prev.missing !== missing) {
         let next: ExpertsFrame | null = frame;
@@ -87,46 +88,40 @@ export function useExperts(): ExpertsState {
           cofire: cur.cofire,
         });
       }
-      misses = frame ? 0 : misses + 1;
-      timer = setTimeout(tick, misses === 0 ? EXPERTS_MS : Math.min(30000, EXPERTS_MS * 2 ** Math.min(misses, 4)));
-    };
-    void tick();
-    return () => {
-      stopped = true;
-      ctl.abort();
-      if (timer) clearTimeout(timer);
-    };
-  }, [base, epoch]);
+      return frame ? "hit" : "miss";
+    },
+    { intervalMs: EXPERTS_MS, backoff: FEED_BACKOFF, restartKey },
+  );
 
-  // Routing steps as they happen, where the server streams them.
-  useEffect(() => {
-    const ctl = new AbortController();
-    void (async () => {
-      // A stream that ends (a server restart) is opened again; a server without one is not asked twice.
-      let wait = 5000;
-      while (!ctl.signal.aborted) {
-        try {
-          const body = await openFeedStream("events", ctl.signal);
-          if (!body) return;
-          wait = 5000;
-          for await (const ev of readSSE(body)) {
-            const f = latest.current.frame;
-            if (ev.event !== "routing" || !f) continue;
-            const s = parseRoutingEvent(ev.data, f.rows, f.cols);
-            if (!s || s.seq === f.seq) continue;
-            streaming.current = true;
-            const frame = step(f, s.seq, s.hits);
-            commit({ ...latest.current, frame });
-          }
-        } catch {
-          wait = Math.min(60000, wait * 2); // offline or aborted: polling carries on, retries slow down
-        } finally {
-          streaming.current = false;
-        }
-        await new Promise((r) => setTimeout(r, wait));
+  // Routing steps as they happen, where the server streams them. A stream that
+  // ends (a server restart) is opened again; a server without one is not asked twice.
+  usePoll(
+    async (signal) => {
+      let body: ReadableStream<Uint8Array> | null;
+      try {
+        body = await openFeedStream("events", signal);
+      } catch {
+        return "miss"; // offline: polling carries on, retries slow down
       }
-    })();
-    return () => ctl.abort();
-  }, [base, epoch]);
+      if (!body) return "stop";
+      try {
+        for await (const ev of readSSE(body)) {
+          const f = latest.current.frame;
+          if (ev.event !== "routing" || !f) continue;
+          const s = parseRoutingEvent(ev.data, f.rows, f.cols);
+          if (!s || s.seq === f.seq) continue;
+          streaming.current = true;
+          const frame = step(f, s.seq, s.hits);
+          commit({ ...latest.current, frame });
+        }
+        return "hit";
+      } catch {
+        return "lost";
+      } finally {
+        streaming.current = false;
+      }
+    },
+    { intervalMs: EVENTS_RETRY_MS, backoff: EVENTS_BACKOFF, restartKey },
+  );
   return st;
 }

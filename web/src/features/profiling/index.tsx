@@ -6,7 +6,7 @@ import type { Health, ProfileTurn } from "../../api/types";
 import { EmptyState } from "../../components/EmptyState";
 import { KeyNeeded, useKeyNeeded } from "../../components/KeyNeeded";
 import { UChart } from "../../components/UChart";
-import { usePoll } from "../../hooks/usePoll";
+import { useFeed } from "../../hooks/useFeed";
 import { useResolvedTheme } from "../../hooks/useTheme";
 import { fmtBytes, fmtGB, fmtInt, fmtPct, fmtRate, fmtSec } from "../../lib/format";
 import { useConnection } from "../../stores/connection";
@@ -23,7 +23,7 @@ export const PHASES = [
 ] as const;
 
 export default function ProfilingPage() {
-  const { data, settled, missing } = usePoll("profile", parseProfile, PROFILE_MS);
+  const { data, settled, missing } = useFeed("profile", parseProfile, PROFILE_MS);
   const health = useConnection((s) => s.health);
   const status = useConnection((s) => s.status);
   const turns = data?.turns ?? [];
