@@ -2,6 +2,7 @@ import { lazy, Suspense, useEffect } from "react";
 import { Dock, DOCK } from "./components/Dock";
 import { KeyDialog } from "./components/KeyDialog";
 import { ErrorBoundary } from "./components/ErrorBoundary";
+import { goTo, usePage } from "./hooks/usePage";
 import { useServerPolling } from "./hooks/useServerPolling";
 import { useResolvedTheme } from "./hooks/useTheme";
 import { useSettings, type ThemePref } from "./stores/settings";
@@ -19,8 +20,7 @@ const NEXT_THEME: Record<ThemePref, ThemePref> = { system: "light", light: "dark
 export function App() {
   useResolvedTheme();
   useServerPolling();
-  const page = useSettings((s) => s.page);
-  const setPage = useSettings((s) => s.setPage);
+  const page = usePage();
   const apiBase = useSettings((s) => s.apiBase);
   useEffect(() => useConnection.getState().setBase(apiBase), [apiBase]);
 
@@ -32,7 +32,7 @@ export function App() {
       const n = /^Digit[1-9]$/.test(e.code) ? Number(e.code.slice(5)) : Number.NaN;
       if (n >= 1 && n <= DOCK.length) {
         e.preventDefault();
-        setPage(DOCK[n - 1].page);
+        goTo(DOCK[n - 1].page);
       } else if (e.code === "KeyT") {
         e.preventDefault();
         const s = useSettings.getState();
@@ -41,7 +41,7 @@ export function App() {
     };
     window.addEventListener("keydown", onKey);
     return () => window.removeEventListener("keydown", onKey);
-  }, [setPage]);
+  }, []);
 
   return (
     <div className="app">

@@ -1,5 +1,7 @@
 import { Brain, Gauge, MessageSquare, Moon, Settings, Sun, SunMoon, Scale, type LucideIcon } from "lucide-react";
-import { useSettings, type Page, type ThemePref } from "../stores/settings";
+import { followLink, usePage } from "../hooks/usePage";
+import { pathOf, type Page } from "../lib/routes";
+import { useSettings, type ThemePref } from "../stores/settings";
 import { useConnection } from "../stores/connection";
 import { Logo } from "./Logo";
 
@@ -15,8 +17,7 @@ const NEXT_THEME: Record<ThemePref, ThemePref> = { system: "light", light: "dark
 const THEME_ICON = { system: SunMoon, light: Sun, dark: Moon };
 
 export function Dock() {
-  const page = useSettings((s) => s.page);
-  const setPage = useSettings((s) => s.setPage);
+  const page = usePage();
   const theme = useSettings((s) => s.theme);
   const update = useSettings((s) => s.update);
   const status = useConnection((s) => s.status);
@@ -30,18 +31,18 @@ export function Dock() {
       <ul className="dock-items" role="list">
         {DOCK.map(({ page: p, label, icon: Icon }, i) => (
           <li key={p}>
-            <button
-              type="button"
+            <a
+              href={pathOf(p)}
               className="dock-btn"
               aria-current={page === p ? "page" : undefined}
               aria-label={label}
               title={`${label} (Alt+${i + 1})`}
               data-testid={`dock-${p}`}
-              onClick={() => setPage(p)}
+              onClick={followLink(p)}
             >
               <Icon size={20} />
               <span className="dock-label">{label}</span>
-            </button>
+            </a>
           </li>
         ))}
       </ul>

@@ -3,8 +3,6 @@ import { create } from "zustand";
 import { loadJSON, saveJSON } from "../lib/storage";
 
 export type ThemePref = "system" | "light" | "dark";
-export type Page = "chat" | "systemone" | "brain" | "profiling" | "settings";
-export const PAGES: Page[] = ["chat", "systemone", "brain", "profiling", "settings"];
 
 export interface Settings {
   theme: ThemePref;
@@ -29,24 +27,12 @@ export const SETTINGS_DEFAULT: Settings = {
 const KEY = "colibri.settings";
 
 interface SettingsState extends Settings {
-  page: Page;
-  setPage: (p: Page) => void;
   update: (patch: Partial<Settings>) => void;
   reset: () => void;
 }
 
-function pageFromHash(): Page {
-  const h = (globalThis.location?.hash ?? "").replace(/^#\/?/, "") as Page;
-  return PAGES.includes(h) ? h : "chat";
-}
-
 export const useSettings = create<SettingsState>((set, get) => ({
   ...loadJSON<Settings>(KEY, SETTINGS_DEFAULT),
-  page: pageFromHash(),
-  setPage: (page) => {
-    set({ page });
-    if (globalThis.location && globalThis.history) globalThis.history.replaceState(null, "", `#${page}`);
-  },
   update: (patch) => {
     set(patch);
     const { theme, apiBase, temperature, maxTokens, systemPrompt, thinking } = { ...get(), ...patch };

@@ -91,7 +91,7 @@ describe("dashboard", () => {
   });
 
   it.runIf(!live)("without the feeds: Brain and Profiling explain themselves, quietly", async () => {
-    const { context, page, errors, consoleErrors } = await open(browser, `${baseUrl}/#brain`, { width: 1280, height: 800 });
+    const { context, page, errors, consoleErrors } = await open(browser, `${baseUrl}/brain`, { width: 1280, height: 800 });
     await page.waitForSelector('[data-testid="brain-empty"]');
     await page.click('[data-testid="dock-profiling"]');
     await page.waitForSelector('[data-testid="profiling-empty"]');
@@ -103,7 +103,7 @@ describe("dashboard", () => {
   });
 
   it("System One refuses a file with NUL bytes and loads a text file", async () => {
-    const { context, page } = await open(browser, `${baseUrl}/#systemone`, { width: 1280, height: 800 });
+    const { context, page } = await open(browser, `${baseUrl}/system-one`, { width: 1280, height: 800 });
     await page.waitForSelector('[data-testid="page-systemone"]');
     const input = page.locator('[data-testid="s1-file"]');
     await input.setInputFiles({ name: "binary.bin", mimeType: "application/octet-stream", buffer: Buffer.from([0x41, 0x00, 0x42]) });
@@ -115,7 +115,7 @@ describe("dashboard", () => {
   });
 
   it("Chat: a conversation is kept in the browser and the composer sends on Enter", async () => {
-    const { context, page } = await open(browser, `${baseUrl}/#chat`, { width: 1280, height: 800 });
+    const { context, page } = await open(browser, `${baseUrl}/chat`, { width: 1280, height: 800 });
     await page.waitForSelector('[data-testid="chat-empty"]');
     await page.fill('[data-testid="composer"]', "Hello there");
     await page.press('[data-testid="composer"]', "Enter");
@@ -136,7 +136,7 @@ describe("dashboard", () => {
 
 describe.runIf(live)("against a live coli serve", () => {
   it("streams a chat answer, shows its timing, and Stop ends it", async () => {
-    const { context, page, errors } = await open(browser, `${baseUrl}/#chat`, { width: 1440, height: 900 });
+    const { context, page, errors } = await open(browser, `${baseUrl}/chat`, { width: 1440, height: 900 });
     await page.waitForSelector('[data-testid="link-status"].link-online');
     await page.fill('[data-testid="composer"]', "Say hello in five words.");
     await page.press('[data-testid="composer"]', "Enter");
@@ -162,7 +162,7 @@ describe.runIf(live)("against a live coli serve", () => {
 
   it("answers a System One question (or says the server has no System One)", async () => {
     const health = (await (await fetch(`${baseUrl}/health`)).json()) as { capabilities?: string[] };
-    const { context, page } = await open(browser, `${baseUrl}/#systemone`, { width: 1440, height: 900 });
+    const { context, page } = await open(browser, `${baseUrl}/system-one`, { width: 1440, height: 900 });
     await page.waitForSelector('[data-testid="link-status"].link-online');
     await page.click('[data-testid="s1-ask"]');
     if (health.capabilities && !health.capabilities.includes("systemone")) {
@@ -176,7 +176,7 @@ describe.runIf(live)("against a live coli serve", () => {
   });
 
   it("shows a Profiling bar after a turn, and Brain cells flashing while the model answers (or the dense notice)", async () => {
-    const { context, page, errors } = await open(browser, `${baseUrl}/#profiling`, { width: 1440, height: 900 });
+    const { context, page, errors } = await open(browser, `${baseUrl}/profiling`, { width: 1440, height: 900 });
     await page.waitForSelector('[data-testid="profile-turn"]', { timeout: 30_000 });
     expect(await page.locator('[data-testid="profile-turn"] .stack-seg').count()).toBe(6);
     await shot(page, "live-profiling");

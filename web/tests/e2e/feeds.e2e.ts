@@ -34,7 +34,7 @@ describe.runIf(!live)("feeds drawn", () => {
     it(`Brain live routing: cells, flashes, tooltip (${scheme})`, async () => {
       const { context, page, errors } = await open(browser, "about:blank", { width: 1440, height: 900, scheme });
       await serveFeeds(page);
-      await page.goto(`${baseUrl}/#brain`);
+      await page.goto(`${baseUrl}/brain`);
       const canvas = page.locator('[data-testid="live-canvas"]');
       await canvas.waitFor();
       // A new seq flashes the experts it routed...
@@ -70,7 +70,7 @@ describe.runIf(!live)("feeds drawn", () => {
   it("Brain at phone width", async () => {
     const { context, page, errors } = await open(browser, "about:blank", { width: 390, height: 844, scheme: "dark" });
     await serveFeeds(page);
-    await page.goto(`${baseUrl}/#brain`);
+    await page.goto(`${baseUrl}/brain`);
     await page.locator('[data-testid="live-canvas"]').waitFor();
     await page.waitForTimeout(400);
     await shot(page, "brain-live-390-dark");
@@ -86,7 +86,7 @@ describe.runIf(!live)("feeds drawn", () => {
   it("a dense model says so instead of drawing an empty brain", async () => {
     const { context, page } = await open(browser, "about:blank", { width: 1440, height: 900 });
     await serveFeeds(page, { dense: true });
-    await page.goto(`${baseUrl}/#brain`);
+    await page.goto(`${baseUrl}/brain`);
     await page.waitForSelector('[data-testid="brain-dense"]');
     expect(await page.locator('[data-testid="live-canvas"]').count()).toBe(0);
     await shot(page, "brain-dense-1440-light");
@@ -97,7 +97,7 @@ describe.runIf(!live)("feeds drawn", () => {
     it(`Profiling: last turn stack, disk beside it, history charts, tiers and machine (${w} ${scheme})`, async () => {
       const { context, page, errors } = await open(browser, "about:blank", { width: w, height: h, scheme });
       await serveFeeds(page);
-      await page.goto(`${baseUrl}/#profiling`);
+      await page.goto(`${baseUrl}/profiling`);
       await page.waitForSelector('[data-testid="profile-turn"]');
       await page.waitForSelector('[data-testid="profile-history"] canvas');
       expect(await page.locator(".stack-seg").count()).toBe(6);
@@ -111,7 +111,7 @@ describe.runIf(!live)("feeds drawn", () => {
   it("Chat shows the slot picker and the reasoning toggle only when the server has them", async () => {
     const { context, page } = await open(browser, "about:blank", { width: 1440, height: 900 });
     await serveFeeds(page);
-    await page.goto(`${baseUrl}/#chat`);
+    await page.goto(`${baseUrl}/chat`);
     await page.waitForSelector('[data-testid="slot-picker"]');
     await page.waitForSelector('[data-testid="reasoning-toggle"]', { state: "attached" });
     expect(await page.locator('[data-testid="attach-image"]').count()).toBe(0);
@@ -120,7 +120,7 @@ describe.runIf(!live)("feeds drawn", () => {
     await context.close();
     const dense = await open(browser, "about:blank", { width: 1440, height: 900 });
     await serveFeeds(dense.page, { dense: true });
-    await dense.page.goto(`${baseUrl}/#chat`);
+    await dense.page.goto(`${baseUrl}/chat`);
     await dense.page.waitForSelector("text=gemma-3-270m");
     expect(await dense.page.locator('[data-testid="slot-picker"]').count()).toBe(0);
     expect(await dense.page.locator('[data-testid="reasoning-toggle"]').count()).toBe(0);
@@ -159,7 +159,7 @@ describe.runIf(!live)("scale", () => {
     await page.route(/\/health$/, (r) => r.fulfill(json({ status: "ok", model: "big-moe" })));
     await page.route(/\/experts(\?.*)?$/, (r) => r.fulfill(json({ v: 1, rows, cols, layers: Array.from({ length: rows }, (_, i) => i + 1), seq: seq++, map: map.toString("base64"), hits: hits(), tokens: 1000 })));
     await page.route(/\/experts\/coroute/, (r) => r.fulfill(json({ v: 1, rows, cols, k, tokens: 1000, nbr: nbr.toString("base64"), w: w.toString("base64") })));
-    await page.goto(`${baseUrl}/#brain`);
+    await page.goto(`${baseUrl}/brain`);
     await page.locator('[data-testid="live-canvas"]').waitFor();
     await expect.poll(async () => Number(await page.getAttribute('[data-testid="live-canvas"]', "data-flashed")), { timeout: 10_000 }).toBeGreaterThan(0);
     await shot(page, "brain-live-100k-dark");
@@ -187,7 +187,7 @@ describe.runIf(!live)("API key", () => {
           : json(401, { error: { message: "Invalid API key", type: "authentication_error", param: null, code: "invalid_api_key" } }),
       );
     });
-    await page.goto(`${baseUrl}/#brain`);
+    await page.goto(`${baseUrl}/brain`);
     await page.waitForSelector('[data-testid="key-dialog"][open]');
     await shot(page, "key-prompt-1280-light");
     await page.click("text=Not now");
@@ -221,7 +221,7 @@ describe.runIf(!live)("routing stream", () => {
       await new Promise((res) => setTimeout(res, 800 + 400 * served++));
       await r.fulfill({ status: 200, contentType: "text/event-stream", body: `: hello\n\n${events}` });
     });
-    await page.goto(`${baseUrl}/#brain`);
+    await page.goto(`${baseUrl}/brain`);
     const canvas = page.locator('[data-testid="live-canvas"]');
     await canvas.waitFor();
     await expect.poll(async () => Number(await canvas.getAttribute("data-flashed")), { timeout: 10_000 }).toBe(8);
