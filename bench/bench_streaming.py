@@ -31,7 +31,7 @@ PROMPT = list(range(5, 37))  # 32 prompt tokens
 COLIBRI_CHILD = r"""
 import json, sys, time
 from colibri.engine import Engine
-from colibri.engine_thread import load_heat, save_heat
+from colibri.serving.engine_thread import load_heat, save_heat
 path, cache, pin, threads, n_tok, heat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
 t0 = time.perf_counter()
 e = Engine(path, n_ctx=256, n_threads=threads, expert_cache_bytes=cache, expert_pin_bytes=pin)

@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import os
 import threading
-from dataclasses import dataclass
 from array import array
+from dataclasses import dataclass
+from enum import IntEnum
 from typing import Any, Iterator
 
 from colibri._engine import ffi, lib
@@ -178,6 +179,9 @@ class Engine:
             raise last_error()
         self._e = ffi.gc(handle, lib.colibri_close)
         self._stepping = threading.Lock()  # close() waits for a step running on the engine thread
+        self._events_cap = 2 * max(lib.colibri_n_slots(self._e), 1)
+        self._events = ffi.new("colibri_event[]", self._events_cap)  # colibri_step's output, reused
+        self._n_cells: int | None = None  # n_layer * n_expert, read once
 
     def close(self) -> None:
         with self._stepping:
@@ -344,9 +348,6 @@ class Engine:
         with self._stepping:
             if self._e is None:
                 raise EngineError("bad_state", "the engine is closed")
-            if getattr(self, "_events", None) is None:
-                self._events_cap = 2 * self.n_slots
-                self._events = ffi.new("colibri_event[]", self._events_cap)
             n = lib.colibri_step(self._e, self._events, self._events_cap)
             if n < 0:
                 raise last_error()
@@ -405,7 +406,7 @@ class Engine:
 
     def stats(self, arrays: bool | tuple[str, ...] = False) -> dict[str, Any]:
         """Engine counters (see colibri_stats_t); with arrays (True, or some of the names),
-        per expert (layer-major n_layer * n_expert): tiers (bytes of TIER_NAMES codes),
+        per expert (layer-major n_layer * n_expert): tiers (bytes of Tier codes),
         counts (array 'I'), heat (array 'f'), last_hits (bytes of 0/1). Safe from any thread."""
         st = ffi.new("colibri_stats_t *")
         want = STATS_ARRAYS if arrays is True else tuple(arrays or ())
@@ -429,7 +430,7 @@ class Engine:
 
     def _cells(self) -> int:
         """n_layer * n_expert: the length of the per-expert arrays (fixed for the engine's life)."""
-        if getattr(self, "_n_cells", None) is None:
+        if self._n_cells is None:
             st = ffi.new("colibri_stats_t *")
             lib.colibri_stats(self._e, st, ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL)
             self._n_cells = st.n_layer * st.n_expert
@@ -472,9 +473,22 @@ TURN_FIELDS = ("id", "slot", "finish", "prompt_tokens", "reused_tokens", "comple
                "matmul_s", "lm_head_s", "io_wait_s", "disk_s", "other_s", "bytes_read", "forwards", "cache_hit_rate",
                "prefetch_hit_rate")
 STATS_ARRAYS = ("tiers", "counts", "heat", "last_hits")
-TIER_NAMES = {0: "disk", 1: "ram", 2: "pinned", 3: "loading"}
-FINISH_NAMES = {1: "stop", 2: "length", 3: "context", 4: "cancelled", 5: "error"}
-SLOT_STATES = {0: "idle", 1: "prefill", 2: "decode"}
+MAX_LOGPROBS = lib.COLI_MAX_LOGPROBS  # entries of the top-k table per token
+
+
+class Tier(IntEnum):
+    """Where a routed expert's weights are now (the bytes of stats()["tiers"])."""
+
+    DISK = lib.COLI_TIER_DISK
+    RAM = lib.COLI_TIER_RAM  # in the LRU cache
+    PINNED = lib.COLI_TIER_PINNED  # held in RAM by learned heat
+    LOADING = lib.COLI_TIER_LOADING  # being read into the cache
+
+
+TIER_NAMES = {t.value: t.name.lower() for t in Tier}
+FINISH_NAMES = {lib.COLI_FINISH_STOP: "stop", lib.COLI_FINISH_LENGTH: "length", lib.COLI_FINISH_CONTEXT: "context",
+                lib.COLI_FINISH_CANCELLED: "cancelled", lib.COLI_FINISH_ERROR: "error"}
+SLOT_STATES = {lib.COLI_SLOT_IDLE: "idle", lib.COLI_SLOT_PREFILL: "prefill", lib.COLI_SLOT_DECODE: "decode"}
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,19 @@
 """The engine thread on the real engine: asyncio consumers on different slots
 are served together with the tokens each gets alone; a consumer that leaves
-cancels its slot; busy slots and oversized prompts are refused up front;
+cancels its slot and the generation's `ended` resolves only with its Finish;
+a lease lasts until then, so the next request on the slot never meets it busy;
+busy slots and oversized prompts are refused up front;
 persisted slots survive a restart; bad slot files are ignored with a warning."""
 from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import aclosing
 
 import pytest
 
 from colibri.engine import Engine
-from colibri.engine_thread import EngineThread, Finish, GenRequest, SlotBusy, TokenEvent
+from colibri.serving.engine_thread import EngineThread, Finish, GenRequest, SlotBusy, TokenEvent
 from colibri.errors import EngineError
 
 
@@ -56,11 +59,13 @@ def test_leaving_early_cancels_and_frees_the_slot(default_model):
             et.start()
             prompt = e.tokenize("Count with me: one, two, three,")
             seen = 0
-            async for ev in et.generate(GenRequest(slot=0, prompt=prompt, max_tokens=100, ignore_eos=True)):
-                seen += 1
-                if seen == 3:
-                    break
-            # the slot is free again at once; the new request waits for the old one to wind down
+            async with aclosing(et.generate(GenRequest(slot=0, prompt=prompt, max_tokens=100,
+                                                       ignore_eos=True))) as events:
+                async for ev in events:
+                    seen += 1
+                    if seen == 3:
+                        break
+            # closing it waited for the engine to let go: the slot takes the next request at once
             tokens, fin = await collect(et, GenRequest(slot=0, prompt=prompt, max_tokens=2))
             with pytest.raises(EngineError) as long:
                 async for _ in et.generate(GenRequest(slot=0, prompt=[e.bos] * 200, max_tokens=1)):
@@ -79,6 +84,35 @@ def test_leaving_early_cancels_and_frees_the_slot(default_model):
     assert long.code == "too_long"
     assert isinstance(first, TokenEvent)
     assert status["finish"] == "cancelled" and status["state"] == "idle"
+
+
+def test_a_lease_lasts_until_the_cancelled_generation_finishes(default_model):
+    from colibri.serving.scheduler import Scheduler
+
+    async def main():
+        with Engine(default_model, n_slots=1, n_ctx=128, n_threads=2) as e:
+            et = EngineThread(e)
+            et.start()
+            scheduler = Scheduler(1, max_queue=4)
+            prompt = e.tokenize("Count with me: one, two, three,")
+            async with scheduler.admit(0, prompt) as lease:
+                generation = et.submit(GenRequest(slot=0, prompt=prompt, max_tokens=100, ignore_eos=True))
+                lease.hold_until(generation.ended)
+                first = await generation.__anext__()
+                generation.cancel()  # the holder leaves with the engine still on the slot
+            busy_after_leaving = scheduler.active
+            ended_then = generation.ended.done()
+            async with scheduler.admit(0, prompt) as lease:  # granted only once the Finish is in
+                ended_at_grant = generation.ended.done()
+                tokens, fin = await collect(et, GenRequest(slot=0, prompt=prompt, max_tokens=2))
+            await et.close()
+            return first, busy_after_leaving, ended_then, ended_at_grant, tokens, fin, scheduler.counters
+
+    first, busy, ended_then, ended_at_grant, tokens, fin, counters = asyncio.run(main())
+    assert isinstance(first, TokenEvent)
+    assert busy == 1 and not ended_then  # the lease outlived its holder while the engine wound down
+    assert ended_at_grant and len(tokens) == 2 and fin.reason == "length"
+    assert counters.completed == 2
 
 
 def test_persisted_slots_survive_a_restart(tmp_path, default_model, caplog):

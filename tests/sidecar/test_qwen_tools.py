@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from colibri.api.tool_plan import NAMED
+from colibri.serving.tool_plan import NAMED
 from colibri.chat.tools import HERMES
 from colibri.serve_config import ServeConfig
 from tests.conftest import real_model_path

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from colibri.api.errors import ApiError
-from colibri.api.protocol import Message, Thinking
+from colibri.api.errors import as_api_error
+from colibri.errors import InvalidRequest
+from colibri.chat.messages import Message, Thinking
 from colibri.chat.builtin_templates import GEMMA3
 from colibri.chat.prompt import ChatFormat
 from colibri.chat.reasoning import ReasoningSplitter
@@ -43,9 +44,9 @@ def test_gemma3_system_folds_into_first_user_turn():
 
 
 def test_gemma3_roles_must_alternate():
-    with pytest.raises(ApiError) as err:
+    with pytest.raises(InvalidRequest) as err:
         GEMMA.render([M("user", "a"), M("user", "b")])
-    assert err.value.status == 400 and err.value.param == "messages"
+    assert as_api_error(err.value).status == 400 and err.value.param == "messages"
     assert "alternate" in err.value.message
 
 
@@ -59,7 +60,7 @@ def test_continuation_ends_inside_the_assistant_turn():
 
 
 def test_continuation_refuses_trailing_whitespace():
-    with pytest.raises(ApiError) as err:
+    with pytest.raises(InvalidRequest) as err:
         GEMMA.render([M("user", "x"), M("assistant", "The answer is ")])
     assert (err.value.code, err.value.param) == ("invalid_value", "messages.1.content")
 
@@ -84,21 +85,21 @@ def test_reasoning_kwargs_reach_the_template_and_are_refused_without_one():
     assert on.text.endswith("<|im_start|>assistant\n")
     for thinking, param in ((Thinking(enable=True), "enable_thinking"), (Thinking(effort="high"), "reasoning_effort"),
                             (Thinking(preserve=True), "preserve_thinking")):
-        with pytest.raises(ApiError) as err:
+        with pytest.raises(InvalidRequest) as err:
             GEMMA.render([M("user", "x")], thinking=thinking)
         assert (err.value.code, err.value.param) == ("unsupported_parameter", param)
     GEMMA.render([M("user", "x")], thinking=Thinking(enable=False, effort="none"))  # asking for none is fine
 
 
 def test_no_template_refuses_chat_by_name():
-    with pytest.raises(ApiError) as err:
+    with pytest.raises(InvalidRequest) as err:
         ChatFormat(None).render([M("user", "x")])
-    assert (err.value.status, err.value.code) == (400, "unsupported_endpoint")
+    assert (as_api_error(err.value).status, err.value.code) == (400, "unsupported_endpoint")
 
 
 def test_template_sandbox_blocks_python_internals():
     t = ChatFormat(ChatTemplate("{{ messages.__class__.__mro__ }}"))
-    with pytest.raises(ApiError):
+    with pytest.raises(InvalidRequest):
         t.render([M("user", "x")])
 
 

@@ -13,7 +13,7 @@ import pytest
 from colibri.api.errors import ApiError
 from colibri.api.logprobs import TokenRecord, check_top, chat_logprobs, described_tokens, number, prompt_rows
 from colibri.chat.spans import Spans
-from colibri.engine_thread import GenRequest, PromptPosition, TokenEvent
+from colibri.serving.engine_thread import GenRequest, PromptPosition, TokenEvent
 from colibri.serve_config import ServeConfig
 from tests.sidecar.serve_support import close_served, open_served, run_app
 

@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from colibri.scheduler import QueueFull, QueueTimeout, Scheduler, SchedulerClosed
+from colibri.api.errors import as_api_error
+from colibri.serving.scheduler import QueueFull, QueueTimeout, Scheduler, SchedulerClosed
 
 
 def run(coro):
@@ -26,7 +27,8 @@ def test_immediate_admission_and_release():
         assert {a.slot, b.slot} == {0, 1} and s.active == 2
         with pytest.raises(QueueFull) as err:  # max_queue 0: nobody may wait
             await s.acquire(None, [5])
-        assert err.value.status == 429 and err.value.code == "queue_full" and err.value.headers["Retry-After"] == "1"
+        assert as_api_error(err.value).status == 429 and err.value.code == "queue_full"
+        assert as_api_error(err.value).headers["Retry-After"] == "1"
         s.release(a, "completed")
         s.release(b, "failed")
         snap = s.snapshot()
@@ -118,7 +120,7 @@ def test_deadline_is_checked_before_availability():
         await asyncio.sleep(0.5)  # past the deadline...
         with pytest.raises(QueueTimeout) as err:
             await waiter
-        assert err.value.status == 429 and err.value.code == "queue_timeout"
+        assert as_api_error(err.value).status == 429 and err.value.code == "queue_timeout"
         s.release(held, "completed")
         assert s.snapshot()["timed_out"] == 1 and s.active == 0
     run(main())
@@ -164,7 +166,7 @@ def test_close_refuses_arrivals_and_wakes_waiters():
         s.close()
         with pytest.raises(SchedulerClosed) as err:
             await waiter
-        assert err.value.status == 503 and err.value.code == "scheduler_closed"
+        assert as_api_error(err.value).status == 503 and err.value.code == "scheduler_closed"
         with pytest.raises(SchedulerClosed):
             await s.acquire(None, [])
     run(main())

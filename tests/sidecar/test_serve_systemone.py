@@ -9,9 +9,9 @@ import math
 
 import pytest
 
-from colibri.api.systemone import confidence, entropy, prompts, softmax
+from colibri.serving.systemone import confidence, entropy, prompts, softmax
 from colibri.api.systemone_protocol import Invalid, parse_systemone
-from colibri.engine_thread import Finish, GenRequest
+from colibri.serving.engine_thread import Finish, GenRequest
 from colibri.serve_config import ServeConfig
 from tests.sidecar.serve_support import close_served, open_served, run_app
 

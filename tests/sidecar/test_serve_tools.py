@@ -13,9 +13,11 @@ import re
 
 import pytest
 
-from colibri.api.errors import ApiError
-from colibri.api.protocol import Message, ToolChoice, Tools
-from colibri.api.tool_plan import NAMED, REQUIRED, open_forced_call, plan_tools
+from colibri.api.errors import as_api_error
+from colibri.errors import InvalidRequest
+from colibri.chat.messages import Message
+from colibri.serving.requests import ToolChoice, Tools
+from colibri.serving.tool_plan import NAMED, REQUIRED, open_forced_call, plan_tools
 from colibri.chat.builtin_templates import CHATML, GEMMA3
 from colibri.chat.prompt import ChatFormat, Prompt
 from colibri.chat.schema import problems
@@ -146,10 +148,11 @@ def test_tool_choice_narrows_and_instructs_and_no_format_refuses():
     assert plan_tools(fmt, Tools([WEATHER], ToolChoice("none")), [Message("user", "hi")]) == (
         None, [Message("user", "hi")], None)
     gemma = ChatFormat(ChatTemplate(GEMMA3))
-    with pytest.raises(ApiError) as err:
+    with pytest.raises(InvalidRequest) as err:
         plan_tools(gemma, Tools([WEATHER], ToolChoice("auto")), [Message("user", "hi")])
-    assert (err.value.status, err.value.code, err.value.param) == (400, "unsupported_parameter", "tools")
-    with pytest.raises(ApiError) as err:
+    assert (as_api_error(err.value).status, err.value.code, err.value.param) == (
+        400, "unsupported_parameter", "tools")
+    with pytest.raises(InvalidRequest) as err:
         plan_tools(gemma, Tools(), HISTORY)
     assert err.value.param == "messages"
 

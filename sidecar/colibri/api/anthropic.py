@@ -20,30 +20,16 @@ from typing import AsyncIterator
 from aiohttp import web
 
 from colibri.api.anthropic_protocol import error_body, parse_messages_request, tool_input
-from colibri.api.errors import ApiError, StreamAborted, json_response
-from colibri.api.keys import config_key, metrics_key, model_key, request_id_key, scheduler_key
-from colibri.api.openai import limits_of, read_request
-from colibri.api.protocol import ChatRequest, Thinking
-from colibri.api.serving import Delta, Outcome, ServedModel, ToolSetup
+from colibri.api.errors import ApiError, StreamAborted, as_api_error, json_response
+from colibri.api.keys import config_key, core_key, model_key, request_id_key
+from colibri.api.request import limits_of, read_request
 from colibri.api.sse import KEEPALIVE, SSE_HEADERS, with_keepalive
-from colibri.api.tool_plan import open_forced_call, plan_tools
-from colibri.chat.prompt import Prompt
+from colibri.serving.generation import Delta, Outcome
 
 log = logging.getLogger(__name__)
 routes = web.RouteTableDef()
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 SIGNATURE = "colibri-local"  # thinking blocks are not signed by a hosted model
-
-
-def prepare(served: ServedModel, req: ChatRequest,
-            continue_assistant: bool) -> tuple[Prompt, list[int], ToolSetup | None]:
-    offered, messages, tools = plan_tools(served.chat_format, req.tools, req.messages)
-    # a family without a reasoning mode runs without it (thinking is a request, not a contract)
-    thinking = req.thinking if served.chat_format.has_reasoning else Thinking()
-    prompt = served.chat_format.render(messages, continue_assistant=continue_assistant, thinking=thinking,
-                                       tools=offered)
-    prompt, tools = open_forced_call(prompt, tools)
-    return prompt, served.tokenize_chat(prompt.text, messages), tools
 
 
 def usage(outcome: Outcome) -> dict:
@@ -62,8 +48,8 @@ def tool_use(call: dict) -> dict:
 async def count_tokens(request: web.Request) -> web.Response:
     body = await read_request(request)
     req = parse_messages_request(body, limits_of(request.app), counting=True)
-    _, tokens, _ = prepare(request.app[model_key], req, request.app[config_key].continue_assistant)
-    return json_response({"input_tokens": len(tokens)})
+    prepared = request.app[core_key].prepare_chat(req, thinking_is_a_hint=True, check_fits=False)
+    return json_response({"input_tokens": len(prepared.tokens)})
 
 
 @routes.post("/v1/messages")
@@ -71,21 +57,16 @@ async def messages(request: web.Request) -> web.StreamResponse:
     app = request.app
     body = await read_request(request)
     req = parse_messages_request(body, limits_of(app))
-    served = app[model_key]
-    prompt, tokens, tools = prepare(served, req, app[config_key].continue_assistant)
-    served.check_fits(tokens, "messages")
-    message_id = "msg_" + secrets.token_hex(12)
-    async with app[scheduler_key].admit(req.options.cache_slot, tokens) as lease:
-        outcome = Outcome()
-        deltas = served.generate(lease, tokens, req.options, outcome, in_reasoning=prompt.in_reasoning,
-                                 reasoning=served.chat_format.has_reasoning, tools=tools, observer=app[metrics_key])
-        headers = {"x-colibri-queue-wait-ms": str(round(lease.wait_s * 1000))}
-        head = {"id": message_id, "type": "message", "role": "assistant", "model": served.model_id}
+    prepared = app[core_key].prepare_chat(req, thinking_is_a_hint=True)
+    head = {"id": "msg_" + secrets.token_hex(12), "type": "message", "role": "assistant",
+            "model": app[model_key].model_id}
+    async with app[core_key].run(prepared) as run:
+        headers = {"x-colibri-queue-wait-ms": str(round(run.lease.wait_s * 1000))}
         if req.options.stream:
-            outcome.prompt_tokens, outcome.cached_tokens = len(tokens), min(lease.cached, len(tokens))
-            return await stream(request, head, deltas, outcome, headers)
-        async for _ in deltas:
+            return await stream(request, head, run.deltas, run.outcome, headers)
+        async for _ in run.deltas:
             pass
+        outcome = run.outcome
         return json_response({**head, "content": content_blocks(outcome),
                               "stop_reason": STOP_REASONS.get(outcome.finish_reason or "stop", "end_turn"),
                               "stop_sequence": None, "usage": usage(outcome)}, headers=headers)
@@ -167,9 +148,10 @@ async def stream(request: web.Request, head: dict, deltas: AsyncIterator[Delta],
     except (asyncio.CancelledError, ConnectionResetError):
         raise  # the client went away
     except Exception as err:  # headers are out: an `error` event, then the socket closes
-        api = err if isinstance(err, ApiError) else ApiError(500, "engine_error", "internal error; see the server log")
-        if not isinstance(err, ApiError):
+        api = as_api_error(err)
+        if api is None:
             log.exception("generation failed mid-stream")
+            api = ApiError(500, "engine_error", "internal error; see the server log")
         try:
             await out.event("error", {"error": error_body(api, request.get(request_id_key))["error"]})
         finally:

@@ -15,7 +15,8 @@ import re
 
 from colibri.api.errors import ApiError, bad_request
 from colibri.api.fields import opt_bool, opt_int, out_of_range, sampling, wrong_type
-from colibri.api.protocol import ChatRequest, Limits, Message, Options, Thinking, ToolChoice, Tools
+from colibri.chat.messages import Message, Thinking
+from colibri.serving.requests import ChatRequest, Limits, Options, ToolChoice, Tools
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 FIELDS = frozenset({"model", "messages", "max_tokens", "system", "stream", "temperature", "top_p", "top_k",

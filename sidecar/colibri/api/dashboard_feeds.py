@@ -17,21 +17,13 @@ from aiohttp import web
 
 from colibri.api.errors import json_response
 from colibri.api.keys import model_key
+from colibri.engine import Tier
+from colibri.serving.model import ServedModel
 
-# engine tier codes (COLI_TIER_*: disk, ram, pinned, loading) -> the feed's (disk 0, ram 1, vram 2, pinned 3)
-FEED_TIER = {0: 0, 1: 1, 2: 3, 3: 0}
+# the feed's tier codes (web/src/api/types.ts): disk 0, ram 1, vram 2, pinned 3; an expert still loading is on disk
+FEED_TIER = {Tier.DISK: 0, Tier.RAM: 1, Tier.PINNED: 3, Tier.LOADING: 0}
 EVENTS_PERIOD_S = 0.1
 KEEPALIVE_TICKS = 150  # 15 s
-
-
-def moe_layers(served) -> list[int]:
-    """Model layers that route to experts (the rows of the experts map), cached on the served model."""
-    layers = getattr(served, "moe_rows", None)
-    if layers is None:
-        info = served.engine.model_info()
-        n_layer, lead = int(info.get("n_layer") or 0), int(info.get("n_layer_dense_lead") or 0)
-        layers = served.moe_rows = list(range(lead, n_layer)) if info.get("n_expert") else []
-    return layers
 
 
 def _rows(values, layers: list[int], n_expert: int):
@@ -60,7 +52,7 @@ def _heat_byte(h: float) -> int:
 
 def experts_feed(app: web.Application, with_counts: bool) -> dict:
     served = app[model_key]
-    layers = moe_layers(served)
+    layers = served.moe_layers
     st = served.engine.stats(arrays=True)
     E = st["n_expert"]
     if not layers or not E:
@@ -101,8 +93,8 @@ async def get_experts(request: web.Request) -> web.Response:
     return json_response(experts_feed(request.app, request.query.get("counts") in ("1", "true")))
 
 
-def coroute_feed(served, k: int) -> dict:
-    layers = moe_layers(served)
+def coroute_feed(served: ServedModel, k: int) -> dict:
+    layers = served.moe_layers
     st = served.engine.stats()
     E = st["n_expert"]
     empty = {"v": 1, "rows": len(layers), "cols": E if layers else 0, "k": k, "tokens": 0, "nbr": "", "w": ""}
@@ -147,7 +139,7 @@ async def get_events(request: web.Request) -> web.StreamResponse:
     sampler sees, `turn` (a ProfileTurn) when a request finishes."""
     served = request.app[model_key]
     engine = served.engine
-    layers = moe_layers(served)
+    layers = served.moe_layers
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
     last_seq, last_turn, quiet = None, engine.stats()["turns"], 0

@@ -2,10 +2,12 @@
 
     raise ApiError(400, "invalid_value", "temperature must be between 0 and 2, got 3", param="temperature")
 
-Handlers raise; the middleware (server.py) turns the exception into
+Handlers raise; the middleware (middleware.gateway) turns the exception into
 {"error": {"message", "type", "param", "code"}} with the request-id headers.
-Once a streaming 200 has gone out an error can only close the socket
-(serve-api spec); the SSE writer does that itself.
+The serving core raises its own errors (colibri.errors.RequestError), which
+`as_api_error` maps to a status here, once, at the edge. Once a streaming 200
+has gone out an error can only close the socket (docs/streaming.md#failures-mid-stream); the SSE
+writers do that themselves.
 """
 from __future__ import annotations
 
@@ -13,6 +15,9 @@ import json
 import secrets
 
 from aiohttp import web
+
+from colibri.errors import (ContextExceeded, EngineFailed, InvalidRequest, ModelOutputRefused, Overloaded,
+                            RequestError, Unavailable)
 
 TYPE_BY_STATUS = {
     401: "authentication_error",
@@ -46,6 +51,23 @@ class StreamAborted(Exception):
     def __init__(self, response: web.StreamResponse):
         super().__init__("the stream failed after its headers were sent")
         self.response = response
+
+
+# the serving core's refusals by kind; the most specific class first
+STATUS_BY_KIND: tuple[tuple[type[RequestError], int], ...] = (
+    (ContextExceeded, 400), (InvalidRequest, 400), (Overloaded, 429), (Unavailable, 503), (EngineFailed, 500),
+    (ModelOutputRefused, 502))
+
+
+def as_api_error(err: Exception) -> ApiError | None:
+    """The HTTP refusal of an ApiError or a serving-core RequestError; None for anything else."""
+    if isinstance(err, ApiError):
+        return err
+    if not isinstance(err, RequestError):
+        return None
+    status = next((s for kind, s in STATUS_BY_KIND if isinstance(err, kind)), 500)
+    headers = {"Retry-After": str(err.retry_after_s)} if isinstance(err, Overloaded) else None
+    return ApiError(status, err.code, err.message, param=err.param, headers=headers)
 
 
 def bad_request(code: str, message: str, param: str | None = None) -> ApiError:

@@ -10,6 +10,8 @@ from aiohttp import web
 
 from colibri.api.errors import json_response
 from colibri.api.keys import authed_key, config_key, model_key, scheduler_key
+from colibri.engine import Tier
+from colibri.serving.model import ServedModel
 
 GB = 1024 ** 3
 
@@ -43,20 +45,18 @@ async def get_health(request: web.Request) -> web.Response:
     })
 
 
-def safe_placement(served) -> dict:
+def safe_placement(served: ServedModel) -> dict:
     try:
         return placement(served)
     except Exception:  # noqa: BLE001 - an engine that died still answers /health, without these
         return {}
 
 
-def placement(served) -> dict:
+def placement(served: ServedModel) -> dict:
     """moe (the experts map's shape), tiers (experts and GB per tier) and cache (hit rates) for the dashboard."""
-    from colibri.api.dashboard_feeds import moe_layers
-
     engine = served.engine
-    layers = moe_layers(served)
-    plan = getattr(served, "plan", None)
+    layers = served.moe_layers
+    plan = served.plan
     dense_gb = round(plan.dense_bytes / GB, 3) if plan else None
     if not layers:
         return {"moe": None, "tiers": {"vram": 0, "ram": 0, "pinned": 0, "disk": 0, "vram_gb": 0.0, "ram_gb": 0.0,
@@ -66,7 +66,7 @@ def placement(served) -> dict:
     tiers = b"".join(st["tiers"][il * E:(il + 1) * E] for il in layers)
     info = engine.model_info()
     one = plan.expert_bytes / max(len(tiers), 1) if plan else 0.0
-    ram, pinned = tiers.count(1) + tiers.count(3), tiers.count(2)
+    ram, pinned = tiers.count(Tier.RAM) + tiers.count(Tier.LOADING), tiers.count(Tier.PINNED)
     chosen = st["hits"] + st["misses"]
     return {
         "moe": {"rows": len(layers), "cols": E, "layers": layers, "experts_per_token": info.get("n_expert_used") or 0,

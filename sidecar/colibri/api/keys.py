@@ -4,14 +4,16 @@ from __future__ import annotations
 from aiohttp import web
 
 from colibri.api.metrics import Metrics
-from colibri.api.serving import ServedModel
-from colibri.scheduler import Scheduler
 from colibri.serve_config import ServeConfig
+from colibri.serving.core import ServingCore
+from colibri.serving.model import ServedModel
+from colibri.serving.scheduler import Scheduler
 
 config_key = web.AppKey("config", ServeConfig)
 model_key = web.AppKey("model", ServedModel)
 scheduler_key = web.AppKey("scheduler", Scheduler)
 metrics_key = web.AppKey("metrics", Metrics)
+core_key = web.AppKey("core", ServingCore)
 
 # per-request values: RequestKey where this aiohttp has it (3.12+), a plain string before
 _request_key = getattr(web, "RequestKey", None)

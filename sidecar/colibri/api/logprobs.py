@@ -20,20 +20,9 @@ from typing import Callable
 
 from colibri.api.errors import ApiError
 from colibri.chat.spans import Spans
+from colibri.serving.generation import TokenRecord
 
 TokenText = Callable[[int], str]
-
-
-@dataclass
-class TokenRecord:
-    """One generated token as the engine reported it, and where its text sits in the raw reply."""
-
-    token: int
-    logprob: float
-    top: list[tuple[int, float]] | None
-    data: bytes  # the token's own bytes (may be part of a UTF-8 character)
-    start: int  # raw characters [start, end) this token completed
-    end: int
 
 
 @dataclass

@@ -10,7 +10,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from colibri.scheduler import Scheduler
+from colibri.serving.scheduler import Scheduler
 
 PREFIX = "colibri_scheduler_"
 BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300)

@@ -9,8 +9,10 @@ import logging
 
 from aiohttp import web
 
-from colibri.api.errors import ApiError, StreamAborted, error_response, json_response, new_request_id
+from colibri.api.anthropic_protocol import error_body
+from colibri.api.errors import ApiError, StreamAborted, as_api_error, error_response, json_response, new_request_id
 from colibri.api.keys import authed_key, config_key, request_id_key
+from colibri.errors import RequestError
 from colibri.serve_config import LOOPBACK_NAMES, ServeConfig
 
 log = logging.getLogger(__name__)
@@ -89,8 +91,8 @@ async def gateway(request: web.Request, handler) -> web.StreamResponse:
     request[request_id_key] = new_request_id()
     try:
         resp = await guarded(request, handler, cfg)
-    except ApiError as err:
-        resp = envelope(request, err)
+    except (ApiError, RequestError) as err:  # the serving core's refusals get their status here, once
+        resp = envelope(request, as_api_error(err))
     except StreamAborted as aborted:
         resp = aborted.response
     except web.HTTPException as exc:  # aiohttp's own (unknown route, wrong method): same envelope
@@ -108,8 +110,6 @@ async def gateway(request: web.Request, handler) -> web.StreamResponse:
 def envelope(request: web.Request, err: ApiError) -> web.Response:
     """The error in the envelope of the API family the path belongs to."""
     if request.path.startswith(ANTHROPIC_PATHS):
-        from colibri.api.anthropic_protocol import error_body
-
         return json_response(error_body(err, request.get(request_id_key)), status=err.status, headers=err.headers)
     return error_response(err)
 

@@ -1,9 +1,9 @@
 """The OpenAI-compatible routes: /v1/models, /v1/chat/completions, /v1/completions.
 
-Routes parse, call and frame; protocol.py checks requests, serving.py
-generates. Admission (429) and prompt length (400) are decided before any
-streaming header; SSE headers go out with the first text or the first
-keep-alive, whichever comes first.
+Routes parse, call and frame: protocol.py checks requests, the serving core
+(colibri.serving.core) prepares, admits and generates. Admission (429) and
+prompt length (400) are decided before any streaming header; SSE headers go
+out with the first text or the first keep-alive, whichever comes first.
 """
 from __future__ import annotations
 
@@ -15,16 +15,18 @@ from typing import AsyncIterator
 
 from aiohttp import web
 
-from colibri.api.body import read_json_object
-from colibri.api.errors import ApiError, StreamAborted, json_response
-from colibri.api.keys import config_key, metrics_key, model_key, scheduler_key
+from colibri.api.errors import ApiError, StreamAborted, as_api_error, json_response
+from colibri.api.keys import config_key, core_key, model_key
 from colibri.api.logprobs import Entry, chat_logprobs, described_tokens, legacy_logprobs, prompt_rows
-from colibri.api.protocol import Limits, Options, parse_chat, parse_completion, parse_model
-from colibri.api.serving import Delta, Outcome, ServedModel, ToolSetup
-from colibri.api.tool_plan import open_forced_call, plan_tools
+from colibri.api.protocol import parse_chat, parse_completion
+from colibri.api.request import limits_of, read_request
+from colibri.api.sse import DONE, KEEPALIVE, SSE_HEADERS, frame, with_keepalive
 from colibri.chat.spans import Spans
 from colibri.detok import Detokenizer
-from colibri.api.sse import DONE, KEEPALIVE, SSE_HEADERS, frame, with_keepalive
+from colibri.serving.core import Prepared, Run
+from colibri.serving.generation import Delta, Outcome
+from colibri.serving.model import ServedModel
+from colibri.serving.requests import Options
 
 log = logging.getLogger(__name__)
 routes = web.RouteTableDef()
@@ -56,64 +58,35 @@ async def get_model(request: web.Request) -> web.Response:
 
 # ---- generation ----------------------------------------------------------------
 
-async def read_request(request: web.Request) -> dict:
-    body = await read_json_object(request, request.app[config_key].max_body_bytes)
-    served = request.app[model_key]
-    model = parse_model(body)
-    if model != served.model_id:
-        raise ApiError(404, "model_not_found", f"the model {model!r} does not exist; this server serves "
-                                               f"{served.model_id!r}", param="model")
-    return body
-
-
-def limits_of(app: web.Application) -> Limits:
-    cfg = app[config_key]
-    return Limits(kv_slots=app[model_key].n_slots, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
-                  top_p=cfg.top_p)
-
-
 @routes.post("/v1/chat/completions")
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     body = await read_request(request)
     req = parse_chat(body, limits_of(request.app))
-    served = request.app[model_key]
-    offered, messages, tools = plan_tools(served.chat_format, req.tools, req.messages)
-    prompt = served.chat_format.render(messages, continue_assistant=request.app[config_key].continue_assistant,
-                                       thinking=req.thinking, tools=offered)
-    prompt, tools = open_forced_call(prompt, tools)
-    tokens = served.tokenize_chat(prompt.text, messages)
-    served.check_fits(tokens, "messages")
-    frames = ChatFrames(served, req.options, tools_active=tools is not None)
-    return await respond(request, frames, tokens, req.options, in_reasoning=prompt.in_reasoning,
-                         reasoning=served.chat_format.has_reasoning, tools=tools)
+    prepared = request.app[core_key].prepare_chat(req)
+    frames = ChatFrames(request.app[model_key], req.options, tools_active=prepared.tools is not None)
+    return await respond(request, frames, prepared)
 
 
 @routes.post("/v1/completions")
 async def completions(request: web.Request) -> web.StreamResponse:
     body = await read_request(request)
     req = parse_completion(body, limits_of(request.app))
-    served = request.app[model_key]
-    tokens = served.tokenize_completion(req.prompt)
-    served.check_fits(tokens, "prompt")
-    return await respond(request, CompletionFrames(served, req.options, prompt=req.prompt, tokens=tokens), tokens,
-                         req.options)
+    prepared = request.app[core_key].prepare_completion(req)
+    frames = CompletionFrames(request.app[model_key], req.options, prompt=req.prompt, tokens=prepared.tokens)
+    return await respond(request, frames, prepared)
 
 
-async def respond(request: web.Request, frames: "Frames", tokens: list[int], options: Options, *,
-                  in_reasoning: bool = False, reasoning: bool = False,
-                  tools: ToolSetup | None = None) -> web.StreamResponse:
-    app = request.app
-    served = app[model_key]
-    async with app[scheduler_key].admit(options.cache_slot, tokens) as lease:
-        outcome = Outcome()
-        deltas = served.generate(lease, tokens, options, outcome, in_reasoning=in_reasoning, reasoning=reasoning,
-                                 tools=tools, observer=app[metrics_key])
-        headers = {"x-colibri-queue-wait-ms": str(round(lease.wait_s * 1000))}
-        if options.stream:
-            return await stream(request, frames, deltas, outcome, options, headers)
-        async for _ in deltas:
+def queue_headers(run: Run) -> dict[str, str]:
+    return {"x-colibri-queue-wait-ms": str(round(run.lease.wait_s * 1000))}
+
+
+async def respond(request: web.Request, frames: "Frames", prepared: Prepared) -> web.StreamResponse:
+    async with request.app[core_key].run(prepared) as run:
+        if prepared.options.stream:
+            return await stream(request, frames, run.deltas, run.outcome, prepared.options, queue_headers(run))
+        async for _ in run.deltas:
             pass
-        return json_response(frames.whole(outcome), headers=headers)
+        return json_response(frames.whole(run.outcome), headers=queue_headers(run))
 
 
 async def stream(request: web.Request, frames: "Frames", deltas: AsyncIterator[Delta], outcome: Outcome,
@@ -138,8 +111,9 @@ async def stream(request: web.Request, frames: "Frames", deltas: AsyncIterator[D
     except Exception as err:  # the streaming twin of the last-resort layer (middleware.gateway)
         if not resp.prepared:
             raise  # nothing sent yet: a clean JSON error
-        if isinstance(err, ApiError):
-            log.warning("generation failed mid-stream: %s", err.message)
+        api = as_api_error(err)
+        if api is not None:
+            log.warning("generation failed mid-stream: %s", api.message)
         else:
             log.exception("generation failed mid-stream")
         if request.transport is not None:

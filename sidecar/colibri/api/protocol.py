@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 
 from colibri.api.errors import ApiError, bad_request
 from colibri.api.fields import (opt_bool, opt_int, opt_number, opt_object, opt_str, out_of_range, sampling, type_name,
                                 wrong_type)
+from colibri.chat.messages import Message, Thinking
+from colibri.serving.requests import ChatRequest, CompletionRequest, Limits, Options, ToolChoice, Tools
 
 MAX_STOPS = 4
 MAX_TOP_LOGPROBS = 32
@@ -30,92 +31,6 @@ CHAT_ONLY = frozenset({"messages", "top_logprobs", "tools", "tool_choice", "func
 COMPLETION_ONLY = frozenset({"prompt", "suffix"})
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What the server decides about a request before it reads one."""
-
-    kv_slots: int = 1
-    max_tokens: int = 1024
-    temperature: float = 0.7
-    top_p: float = 0.9
-
-
-@dataclass
-class Options:
-    """The generation settings both endpoints share."""
-
-    max_tokens: int
-    temperature: float
-    top_p: float
-    seed: int | None = None
-    stream: bool = False
-    include_usage: bool = False
-    stop: list[str] = field(default_factory=list)
-    ignore_leading_stop: bool = False
-    cache_slot: int | None = None
-    logprobs: bool = False  # per-token log-probabilities in the reply
-    top_logprobs: int = 0  # entries of the top-k table per token (the engine's read-out, 0..32)
-    echo: bool = False  # /v1/completions: the prompt, with its read-out, before the completion
-
-
-@dataclass
-class Message:
-    role: str  # system, user, assistant or tool ("developer" is read as system)
-    content: str
-    reasoning_content: str | None = None
-    tool_calls: list[dict] | None = None  # assistant: [{"id", "type": "function", "function": {"name", "arguments"}}]
-    tool_call_id: str | None = None  # tool: the call this result answers
-    name: str | None = None
-
-
-@dataclass
-class ToolChoice:
-    mode: str = "none"  # none, auto, required, function
-    name: str | None = None  # mode "function": the one tool to call
-
-
-@dataclass
-class Tools:
-    """The functions a chat request declares and what it asks of them."""
-
-    declared: list[dict] = field(default_factory=list)  # OpenAI tool objects, as sent
-    choice: ToolChoice = field(default_factory=ToolChoice)
-    strict: bool = False  # strict_tool_calls: only complete, valid calls, else 502
-
-    @property
-    def active(self) -> bool:
-        return self.choice.mode != "none"
-
-    @property
-    def schemas(self) -> dict[str, dict]:
-        return {t["function"]["name"]: t["function"].get("parameters") or {"type": "object"} for t in self.declared}
-
-
-@dataclass
-class Thinking:
-    enable: bool | None = None  # None: the family's default
-    effort: str | None = None
-    preserve: bool | None = None
-
-    @property
-    def requested(self) -> bool:
-        return bool(self.enable) or (self.effort not in (None, "none")) or bool(self.preserve)
-
-
-@dataclass
-class ChatRequest:
-    messages: list[Message]
-    options: Options
-    thinking: Thinking
-    tools: Tools = field(default_factory=Tools)
-
-
-@dataclass
-class CompletionRequest:
-    prompt: str
-    options: Options
 
 
 def check_fields(body: dict, allowed: frozenset) -> None:

@@ -1,5 +1,5 @@
 """The System One request: a document (`state`), up to 64 closed questions, and how to score
-them; every refusal is a 422 whose `detail` locates the field (the notes' section 2).
+them; every refusal is a 422 whose `detail` locates the field (docs/system-one.md#errors).
 
     req = parse_systemone(body, kv_slots)
     req.questions[0].text, req.questions[0].options     # the question as the model reads it
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 
 from colibri.api.errors import ApiError
+from colibri.serving.systemone import Question, SystemOneRequest
 
 MAX_QUESTIONS = 64
 MAX_OPTIONS = 255
@@ -33,26 +33,6 @@ class Invalid(ApiError):
     def body(self) -> dict:
         loc = ["body"] + [int(p) if p.isdigit() else p for p in re.split(r"\.|\[|\]\.?", self.param or "") if p]
         return {**super().body(), "detail": [{"loc": loc, "msg": self.message, "type": "value_error"}]}
-
-
-@dataclass
-class Question:
-    id: str
-    type: str
-    text: str  # the question as the prompt spells it
-    options: list[str]  # what the model may answer, scored one by one
-    labels: list[str]  # the reply's keys for the options (choice labels, "0".. for score levels)
-    legend: dict[str, str] = field(default_factory=dict)  # score: level -> its description
-
-
-@dataclass
-class SystemOneRequest:
-    state: str
-    questions: list[Question]
-    normalize: str = "sum"
-    prefix: str | None = None
-    pin_state: bool | None = None  # accepted; colibri's slots keep the document without pins
-    cache_slot: int | None = None
 
 
 def state_text(value: object) -> str:

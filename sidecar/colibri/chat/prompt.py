@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from colibri.api.errors import ApiError, bad_request
-from colibri.api.protocol import Message, Thinking
+from colibri.chat.messages import Message, Thinking
 from colibri.chat.template import ChatTemplate, TemplateRefused
 from colibri.chat.tools import ToolFormat, tool_format
+from colibri.errors import InvalidRequest
 
 
 @dataclass
@@ -42,9 +42,9 @@ class ChatFormat:
                thinking: Thinking | None = None, tools: list[dict] | None = None) -> Prompt:
         """tools: OpenAI tool objects to offer (already narrowed to what tool_choice allows)."""
         if self.template is None:
-            raise ApiError(400, "unsupported_endpoint",
-                           "this model file has no chat template and colibri has none for its family; "
-                           "use /v1/completions with a raw prompt")
+            raise InvalidRequest("unsupported_endpoint",
+                                 "this model file has no chat template and colibri has none for its family; "
+                                 "use /v1/completions with a raw prompt")
         kwargs = self._thinking_kwargs(thinking or Thinking())
         if tools:
             kwargs["tools"] = tools
@@ -52,20 +52,20 @@ class ChatFormat:
         if last.role == "assistant" and last.content == "" and not last.tool_calls:
             messages = messages[:-1]  # an empty trailing turn asks for a fresh answer
             if not messages:
-                raise bad_request("invalid_value", "the conversation has no message to answer", "messages")
+                raise InvalidRequest("invalid_value", "the conversation has no message to answer", param="messages")
         elif last.role == "assistant" and continue_assistant and not last.tool_calls:
             if tools:  # the tool-call parsers read an assistant turn from its start
-                raise bad_request("invalid_value", "a trailing assistant turn cannot be continued together with "
-                                                   "tools", f"messages.{len(messages) - 1}")
+                raise InvalidRequest("invalid_value", "a trailing assistant turn cannot be continued together "
+                                                      "with tools", param=f"messages.{len(messages) - 1}")
             return self._continue(messages, kwargs)
         return self._finish(self._render(messages, True, kwargs))
 
     def _continue(self, messages: list[Message], kwargs: dict) -> Prompt:
         last = messages[-1]
         if last.content != last.content.rstrip():
-            raise bad_request("invalid_value",
-                              "a trailing assistant turn is continued from its exact text, which must not end in "
-                              "whitespace (the template strips it)", f"messages.{len(messages) - 1}.content")
+            raise InvalidRequest("invalid_value",
+                                 "a trailing assistant turn is continued from its exact text, which must not end in "
+                                 "whitespace (the template strips it)", param=f"messages.{len(messages) - 1}.content")
         full = self._render(messages, False, kwargs)
         cut = full.rfind(last.content.lstrip())
         if cut < 0:  # the template rewrote the text: no open-turn shape, complete it instead
@@ -76,7 +76,7 @@ class ChatFormat:
         try:
             return self.template.render([self._as_dict(m) for m in messages], cue, **kwargs)
         except TemplateRefused as exc:
-            raise bad_request("invalid_value", str(exc), "messages") from exc
+            raise InvalidRequest("invalid_value", str(exc), param="messages") from exc
 
     def _as_dict(self, m: Message) -> dict:
         d: dict = {"role": m.role, "content": m.content}
@@ -95,7 +95,7 @@ class ChatFormat:
             if thinking.requested:
                 param = ("enable_thinking" if thinking.enable else
                          "reasoning_effort" if thinking.effort not in (None, "none") else "preserve_thinking")
-                raise ApiError(400, "unsupported_parameter", "this model family has no reasoning mode", param=param)
+                raise InvalidRequest("unsupported_parameter", "this model family has no reasoning mode", param=param)
             return {}
         kwargs: dict = {}
         enable = thinking.enable

@@ -1,10 +1,11 @@
 """The engine thread: one thread owns the C engine and steps every KV slot.
 
-asyncio code calls `generate()`; the request travels to the thread as a
-command, the thread calls `colibri_step()` while any slot runs (the GIL is
-released inside the C calls), and each slot's events come back to the
-consumer's event loop through `call_soon_threadsafe`. A consumer that goes
-away (breaks out of its loop, is cancelled) cancels its slot.
+asyncio code calls `submit()` (a Generation) or `generate()` (its events); the
+request travels to the thread as a command, the thread calls `colibri_step()`
+while any slot runs (the GIL is released inside the C calls), and each slot's
+events come back to the consumer's event loop through `call_soon_threadsafe`.
+A generation ends with its Finish; `Generation.ended` resolves then, and only
+then may the slot take the next request (the scheduler's lease waits for it).
 
 With a persistence directory, each slot's history and KV cache are saved
 after every request and restored at start, so a restarted server keeps its
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import AsyncIterator
 
-from colibri.engine import Engine
+from colibri.engine import MAX_LOGPROBS, Engine
 from colibri.errors import ColiError, EngineError
 
 log = logging.getLogger("colibri.engine")
@@ -44,7 +45,7 @@ class GenRequest:
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int | None = None
-    top_logprobs: int = 0      # 0..32 entries of the top-k table per token
+    top_logprobs: int = 0      # 0..MAX_LOGPROBS entries of the top-k table per token
     echo: bool = False         # read-out of the prompt positions (Finish.prompt_readout)
     echo_from: int = 0         # with echo: the first position that needs one; the prefix before may be reused
     ignore_eos: bool = False
@@ -82,10 +83,47 @@ class _Job:
     req: GenRequest
     loop: asyncio.AbstractEventLoop
     queue: asyncio.Queue
+    ended: asyncio.Future  # resolved on the loop once the Finish (or the failure) has arrived
     submitted_at: float = 0.0
     first_token_at: float | None = None
     n_reused: int = 0
     cancelled: bool = False
+
+
+class Generation:
+    """One request on one slot, from its submission to the engine's Finish: iterate it for
+    the events (TokenEvents, then one Finish, or the failure raised)."""
+
+    def __init__(self, thread: "EngineThread", job: _Job):
+        self._thread = thread
+        self._job = job
+
+    @property
+    def slot(self) -> int:
+        return self._job.req.slot
+
+    @property
+    def ended(self) -> asyncio.Future:
+        """Resolves once the engine has finished this generation and let go of its slot."""
+        return self._job.ended
+
+    def cancel(self) -> None:
+        """Stop early (a stop sequence matched, the client went away). A consumer that keeps
+        reading still gets the tokens already made and a Finish ("cancelled", with n_reused
+        and any echo read-out)."""
+        self._thread.cancel_job(self._job)
+
+    def __aiter__(self) -> "Generation":
+        return self
+
+    async def __anext__(self) -> TokenEvent | Finish:
+        job = self._job
+        if job.ended.done() and job.queue.empty():
+            raise StopAsyncIteration
+        item = await job.queue.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
 
 
 HEAT_MAGIC = b"COLIHEAT"
@@ -124,10 +162,10 @@ class EngineThread:
         self.persist_dir = Path(persist_dir) / engine.model_id if persist_dir else None
         self._cond = threading.Condition()
         self._commands: deque[tuple[str, object]] = deque()
-        self._running: dict[int, _Job] = {}       # slot -> job the engine is serving
-        self._deferred: dict[int, _Job] = {}      # slot -> job waiting for a cancelled one to end
-        self._owners: set[int] = set()            # slots held by a consumer
+        self._running: dict[int, _Job] = {}       # engine thread: slot -> the generation it steps
+        self._live: dict[int, _Job] = {}          # event loop: slot -> the generation not yet finished
         self._closing = False
+        self._stopped = False                     # the thread has returned
         self._thread: threading.Thread | None = None
         self.restored: dict[int, int] = {}        # slot -> tokens restored from disk
         self.heat_path = Path(heat_dir) / f"{engine.model_id}.heat" if heat_dir else None
@@ -200,70 +238,83 @@ class EngineThread:
 
     # ---- the asyncio side ----------------------------------------------------
 
-    async def generate(self, req: GenRequest) -> AsyncIterator[TokenEvent | Finish]:
-        """Events of one request: TokenEvents, then one Finish. Leaving early cancels it
-        (deterministically with `contextlib.aclosing` or `aclose()`; a bare `break`
-        relies on the loop's async-generator finalizer, which runs promptly)."""
+    def submit(self, req: GenRequest) -> "Generation":
+        """Start req; its slot must have no generation the engine has not finished (the
+        scheduler's lease guarantees that: see Lease.hold_until). Call on the event loop."""
         if not 0 <= req.slot < self.n_slots:
             raise ColiError(f"slot {req.slot} does not exist (0..{self.n_slots - 1})")
         if not req.prompt:
             raise ColiError("the prompt is empty")
         if len(req.prompt) > self.n_ctx:
             raise EngineError("too_long", f"the prompt has {len(req.prompt)} tokens, the context holds {self.n_ctx}")
-        if req.max_tokens < 0 or not 0 <= req.top_logprobs <= 32:
-            raise ColiError("max_tokens must be >= 0 and top_logprobs in 0..32")
-        for _ in range(3):  # a consumer that just broke out is closed by a task of the loop: let it run
-            if req.slot not in self._owners:
-                break
-            await asyncio.sleep(0)
+        if req.max_tokens < 0 or not 0 <= req.top_logprobs <= MAX_LOGPROBS:
+            raise ColiError(f"max_tokens must be >= 0 and top_logprobs in 0..{MAX_LOGPROBS}")
+        if req.slot in self._live:
+            raise SlotBusy(f"slot {req.slot} is busy")
+        loop = asyncio.get_running_loop()
+        job = _Job(req, loop, asyncio.Queue(), loop.create_future())
         with self._cond:
-            if self._closing:
+            if self._closing or self._stopped:
                 raise ColiError("the engine is shutting down")
-            if req.slot in self._owners:
-                raise SlotBusy(f"slot {req.slot} is busy")
-            self._owners.add(req.slot)
-            job = _Job(req, asyncio.get_running_loop(), asyncio.Queue())
             self._commands.append(("submit", job))
             self._cond.notify()
-        finished = False
+        self._live[req.slot] = job
+        return Generation(self, job)
+
+    async def generate(self, req: GenRequest) -> AsyncIterator[TokenEvent | Finish]:
+        """Events of one request: TokenEvents, then one Finish. Leaving early cancels it and
+        returns once the engine has let go of the slot (deterministically with
+        `contextlib.aclosing` or `aclose()`; a bare `break` leaves that to the loop's
+        async-generator finalizer)."""
+        generation = self.submit(req)
         try:
-            while True:
-                item = await job.queue.get()
-                if isinstance(item, (BaseException, Finish)):
-                    finished = True
-                    self._release(req.slot)  # before the consumer sees the end, which may submit again
-                    if isinstance(item, BaseException):
-                        raise item
-                    yield item
-                    return
+            async for item in generation:
                 yield item
         finally:
-            if not finished:
-                with self._cond:
-                    job.cancelled = True
-                    self._commands.append(("cancel", job))
-                    self._cond.notify()
-                self._release(req.slot)
+            if not generation.ended.done():
+                generation.cancel()
+                await generation.ended
 
     def cancel(self, slot: int) -> None:
-        """Stop the slot's request early (a stop sequence matched, say) while its consumer keeps
-        reading: the tokens already made and a Finish ("cancelled", with n_reused and any echo
-        read-out) still arrive."""
+        """Stop the slot's generation early; see Generation.cancel."""
+        job = self._live.get(slot)
+        if job is not None:
+            self.cancel_job(job)
+
+    def cancel_job(self, job: _Job) -> None:
+        if job.ended.done():
+            return
         with self._cond:
-            self._commands.append(("stop", slot))
+            job.cancelled = True
+            self._commands.append(("cancel", job))
             self._cond.notify()
 
-    def _release(self, slot: int) -> None:
-        with self._cond:
-            self._owners.discard(slot)
+    def _arrive(self, job: "_Job", item: object) -> None:
+        """On the consumer's loop: one event of job; its last one ends the generation."""
+        job.queue.put_nowait(item)
+        if isinstance(item, (Finish, BaseException)):
+            if self._live.get(job.req.slot) is job:
+                del self._live[job.req.slot]
+            if not job.ended.done():
+                job.ended.set_result(None)
 
     # ---- the engine thread ---------------------------------------------------
 
     def _deliver(self, job: _Job, item: object) -> None:
         try:
-            job.loop.call_soon_threadsafe(job.queue.put_nowait, item)
-        except RuntimeError:  # the consumer's loop is closed
-            pass
+            job.loop.call_soon_threadsafe(self._arrive, job, item)
+        except RuntimeError:  # the consumer's loop is closed: nobody reads on, the slot is free
+            if isinstance(item, (Finish, BaseException)) and self._live.get(job.req.slot) is job:
+                self._live.pop(job.req.slot, None)
+
+    def _stop(self) -> None:
+        """The thread returns: whatever was submitted and never ran ends with an error."""
+        with self._cond:
+            self._stopped = True
+            left = [job for kind, job in self._commands if kind == "submit"]
+            self._commands.clear()
+        for job in left:
+            self._deliver(job, ColiError("the engine stopped"))
 
     def _run(self) -> None:
         while True:
@@ -272,14 +323,12 @@ class EngineThread:
                     self._cond.wait()
                 commands = list(self._commands)
                 self._commands.clear()
-                if self._closing and not self._running and not commands and not self._deferred:
+                if self._closing and not self._running and not commands:
                     self.save_heat()
+                    self._stopped = True
                     return
             for kind, job in commands:
-                if kind == "stop":
-                    if job in self._running:
-                        self.engine.cancel(job)
-                elif kind == "submit":
+                if kind == "submit":
                     self._submit(job)
                 elif kind == "cancel":
                     self._cancel(job)
@@ -291,16 +340,18 @@ class EngineThread:
                     for slot in list(self._running):
                         self._end(slot, "error", None, math.nan, str(e))
                     if e.code == "bad_state":
+                        self._stop()
                         return
                     continue
                 self._dispatch(events)
 
     def _submit(self, job: _Job) -> None:
         slot = job.req.slot
-        if slot in self._running:  # a cancelled request still winding down
-            self._deferred[slot] = job
+        if slot in self._running:  # a caller that holds no lease on the slot
+            self._deliver(job, SlotBusy(f"slot {slot} is busy"))
             return
-        if job.cancelled:
+        if job.cancelled:  # cancelled before it started: nothing ran, nothing to read out
+            self._deliver(job, Finish("cancelled", len(job.req.prompt), 0, 0))
             return
         r = job.req
         seed = r.seed if r.seed is not None else int.from_bytes(os.urandom(8), "little")
@@ -315,11 +366,8 @@ class EngineThread:
         self._running[slot] = job
 
     def _cancel(self, job: _Job) -> None:
-        slot = job.req.slot
-        if self._deferred.get(slot) is job:
-            del self._deferred[slot]
-        elif self._running.get(slot) is job:
-            self.engine.cancel(slot)
+        if self._running.get(job.req.slot) is job:  # else it has ended, or _submit will see the flag
+            self.engine.cancel(job.req.slot)
 
     def _dispatch(self, events) -> None:
         for ev in events:
@@ -361,6 +409,3 @@ class EngineThread:
         self._turns += 1
         if self._turns % HEAT_SAVE_EVERY == 0:
             self.save_heat()
-        deferred = self._deferred.pop(slot, None)
-        if deferred is not None:
-            self._submit(deferred)

@@ -1,11 +1,19 @@
 """Admission of generation requests to KV slots: FIFO with reservations, a bounded queue,
-a deadline, and the counters /health and /metrics report.
+a deadline, and the counters /health and /metrics report. The scheduler is the one owner
+of a slot's occupancy: a slot is someone's from its grant until its lease ends.
 
-    async with scheduler.admit(slot=None, tokens=prompt) as lease:   # 429/503 raised here
-        ... generate on lease.slot ...
+    async with scheduler.admit(slot=None, tokens=prompt) as lease:   # Overloaded/Unavailable raised here
+        generation = engine_thread.start(GenRequest(slot=lease.slot, ...))
+        lease.hold_until(generation.ended)                           # the engine's Finish ends the lease
+        ... read the generation's events ...
         lease.tokens = prompt + generated                            # what the slot now caches
 
-Rules (serve-api spec, "Isolated KV contexts" and the scheduler notes):
+A lease ends when both the holder is done with it and the engine has reported
+the Finish of every generation it started on the slot, so a slot whose
+cancelled generation is still winding down is never granted to the next
+request.
+
+Rules (docs/server.md#slots-and-the-queue):
 - a request targets one slot (`cache_slot`) or any slot;
 - it is admitted at once when an eligible free slot is not reserved by an
   older waiter; otherwise it waits, and the queue limit counts waiters only
@@ -30,27 +38,25 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import AsyncIterator, Protocol
 
-from colibri.api.errors import ApiError
+from colibri.errors import Overloaded, Unavailable
 
 POLL_S = 0.25
 REUSE_FRACTION = 0.5  # a slot holds this conversation when it caches half the prompt (llama.cpp's rule)
 
 
-class QueueFull(ApiError):
+class QueueFull(Overloaded):
     def __init__(self, max_queue: int):
-        super().__init__(429, "queue_full", f"the server is busy: {max_queue} requests are already waiting",
-                         headers={"Retry-After": "1"})
+        super().__init__("queue_full", f"the server is busy: {max_queue} requests are already waiting")
 
 
-class QueueTimeout(ApiError):
+class QueueTimeout(Overloaded):
     def __init__(self, timeout: float):
-        super().__init__(429, "queue_timeout", f"no KV slot became free within {timeout:g} s",
-                         headers={"Retry-After": "1"})
+        super().__init__("queue_timeout", f"no KV slot became free within {timeout:g} s")
 
 
-class SchedulerClosed(ApiError):
+class SchedulerClosed(Unavailable):
     def __init__(self) -> None:
-        super().__init__(503, "scheduler_closed", "the server is shutting down")
+        super().__init__("scheduler_closed", "the server is shutting down")
 
 
 class Observer(Protocol):
@@ -72,6 +78,12 @@ class Lease:
     tokens: list[int]  # what the slot caches after this request (set by the caller)
     started: float = field(default_factory=time.monotonic)
     cached: int = 0  # prompt tokens the slot already held when granted (the gateway's view of prefix reuse)
+    engine_work: list[asyncio.Future] = field(default_factory=list)  # generations whose Finish ends the lease
+
+    def hold_until(self, ended: asyncio.Future) -> None:
+        """Keep the slot until `ended` resolves (the engine reported a generation's Finish),
+        even when the holder is done with it sooner (a client gone, a stop matched)."""
+        self.engine_work = [f for f in self.engine_work if not f.done()] + [ended]
 
 
 @dataclass
@@ -132,7 +144,7 @@ class Scheduler:
             outcome = "cancelled"  # the client went away: not a failure of the request
             raise
         finally:
-            self.release(lease, outcome)
+            self._release_when_idle(lease, outcome)
 
     async def acquire(self, slot: int | None, tokens: list[int]) -> Lease:
         if self.closed:
@@ -166,6 +178,23 @@ class Scheduler:
             self.observer.observe("queue_wait", wait)
         slot = w.granted.result()
         return Lease(slot=slot, wait_s=wait, tokens=w.tokens, cached=common_prefix(self._cached.get(slot, []), w.tokens))
+
+    def _release_when_idle(self, lease: Lease, outcome: str) -> None:
+        """End the lease now, or once the engine has finished every generation started on it."""
+        pending = [f for f in lease.engine_work if not f.done()]
+        if not pending:
+            self.release(lease, outcome)
+            return
+        remaining = len(pending)
+
+        def one_done(_: asyncio.Future) -> None:
+            nonlocal remaining
+            remaining -= 1
+            if remaining == 0:
+                self.release(lease, outcome)
+
+        for f in pending:
+            f.add_done_callback(one_done)
 
     def release(self, lease: Lease, outcome: str) -> None:
         setattr(self.counters, outcome, getattr(self.counters, outcome) + 1)

@@ -1,32 +1,38 @@
-"""The served model and one generation on it: token ids in, text deltas out, with the
-stop sequences, implicit turn-marker stops and the reasoning split applied.
-
-Nothing here knows HTTP: the routes (openai.py) decide the framing.
+"""One generation on a leased slot: token ids in, text deltas out, with the stop sequences,
+implicit turn-marker stops, the reasoning split and the tool-call section applied; and a
+pure read-out pass (System One's scoring). No HTTP here: the routes decide the framing.
 """
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import AsyncIterator
 
-from colibri.api.errors import ApiError
-from colibri.api.logprobs import TokenRecord
-from colibri.api.protocol import Message, Options
-from colibri.chat.builtin_templates import TURN_OPENERS
-from colibri.chat.prompt import ChatFormat
 from colibri.chat.reasoning import ReasoningSplitter
 from colibri.chat.spans import Spans
 from colibri.chat.stops import StopFilter
 from colibri.chat.tools import ToolFormat, strict_problems
 from colibri.chat.turns import END, turn_marker
 from colibri.detok import Detokenizer
-from colibri.engine_thread import Finish, GenRequest, SlotBusy
-from colibri.scheduler import Lease, Observer
+from colibri.errors import ContextExceeded, EngineError, EngineFailed, ModelOutputRefused, Unavailable
+from colibri.serving.engine_thread import Finish, GenRequest, Generation, TokenEvent
+from colibri.serving.model import ServedModel
+from colibri.serving.requests import Options
+from colibri.serving.scheduler import Lease, Observer
 
 FINISH_REASONS = {"stop": "stop", "length": "length", "context": "length"}
-SLOT_BUSY_RETRIES = 200
-SLOT_BUSY_WAIT_S = 0.01
+
+
+@dataclass
+class TokenRecord:
+    """One generated token as the engine reported it, and where its text sits in the raw reply."""
+
+    token: int
+    logprob: float
+    top: list[tuple[int, float]] | None
+    data: bytes  # the token's own bytes (may be part of a UTF-8 character)
+    start: int  # raw characters [start, end) this token completed
+    end: int
 
 
 @dataclass
@@ -44,6 +50,17 @@ class ToolSetup:
     strict: bool = False
     forced: str | None = None  # the one function tool_choice names
     opened: str = ""  # the call opening the prompt ends with: the reply is the rest of that call
+
+
+@dataclass
+class Prepared:
+    """A request made ready for the engine."""
+
+    tokens: list[int]
+    options: Options
+    in_reasoning: bool = False  # the prompt ends inside an open reasoning block
+    reasoning: bool = False  # the family reasons: split its reasoning from the answer
+    tools: ToolSetup | None = None
 
 
 @dataclass
@@ -75,102 +92,49 @@ class Outcome:
                 "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}
 
 
-def context_exceeded(n_prompt: int, n_ctx: int, param: str) -> ApiError:
-    return ApiError(400, "context_length_exceeded",
-                    f"This model's maximum context length is {n_ctx} tokens, however your {param} resulted in "
-                    f"{n_prompt} tokens, which leaves no room to generate. Please shorten the {param}.",
-                    param=param)
+class Session:
+    """The engine work of one admitted request, on the slot its lease holds."""
 
+    def __init__(self, served: ServedModel, lease: Lease, observer: Observer | None = None):
+        self.served = served
+        self.lease = lease
+        self.observer = observer
 
-class ServedModel:
-    """One loaded model: its engine thread, its chat format, the ids that matter to replies."""
+    def start(self, req: GenRequest) -> Generation:
+        """Start a generation on the lease's slot; the lease lasts until its Finish."""
+        try:
+            generation = self.served.engine_thread.submit(req)
+        except EngineError as exc:
+            raise self._refusal(exc, len(req.prompt)) from exc
+        self.lease.hold_until(generation.ended)
+        return generation
 
-    def __init__(self, model_id: str, engine: Any, engine_thread: Any, chat_format: ChatFormat, arch: str):
-        self.model_id = model_id
-        self.engine = engine
-        self.engine_thread = engine_thread
-        self.chat_format = chat_format
-        self.arch = arch
-        self.created = int(time.time())
-        self.turn_opener_ids = self._single_special_tokens(TURN_OPENERS)
-        self._bytes: dict[int, bytes] = {}
+    async def _checked(self, generation: Generation, n_prompt: int) -> AsyncIterator[TokenEvent | Finish]:
+        """The generation's events, with the engine's own length refusal named as the client's."""
+        try:
+            async for ev in generation:
+                yield ev
+        except EngineError as exc:
+            raise self._refusal(exc, n_prompt) from exc
 
-    def token_bytes(self, token: int) -> bytes:
-        """A token's bytes (cached: the vocabulary does not change)."""
-        data = self._bytes.get(token)
-        if data is None:
-            data = self._bytes[token] = self.engine.token_bytes(token)
-        return data
+    def _refusal(self, exc: EngineError, n_prompt: int) -> Exception:
+        return ContextExceeded(n_prompt, self.served.n_ctx, "prompt") if exc.code == "too_long" else exc
 
-    def token_text(self, token: int) -> str:
-        return self.token_bytes(token).decode("utf-8", "replace")
-
-    @property
-    def n_ctx(self) -> int:
-        return self.engine_thread.n_ctx
-
-    @property
-    def n_slots(self) -> int:
-        return self.engine_thread.n_slots
-
-    def _single_special_tokens(self, texts: tuple[str, ...]) -> frozenset[int]:
-        ids = set()
-        for text in texts:
-            special = self.engine.tokenize(text, add_bos=False, special=True)
-            if len(special) == 1 and special != self.engine.tokenize(text, add_bos=False, special=False):
-                ids.add(special[0])
-        return frozenset(ids)
-
-    # ---- prompts ---------------------------------------------------------------
-
-    def tokenize_chat(self, text: str, messages: list[Message]) -> list[int]:
-        """The rendered prompt's tokens: template markers as control tokens, while control-token
-        text that a message itself contains stays plain text (no injected turns)."""
-        bos = self.chat_format.template.bos_token if self.chat_format.template else ""
-        add_bos = False if bos and text.startswith(bos) else None
-        risky = [m.content.strip() for m in messages if m.content.strip() and self._has_special(m.content)]
-        if not risky:
-            return self.engine.tokenize(text, add_bos=add_bos, special=True)
-        tokens = self.engine.tokenize("", add_bos=add_bos, special=False)
-        cursor = 0
-        for plain in risky:
-            i = text.find(plain, cursor)
-            if i < 0:
-                continue
-            tokens += self.engine.tokenize(text[cursor:i], add_bos=False, special=True)
-            tokens += self.engine.tokenize(plain, add_bos=False, special=False)
-            cursor = i + len(plain)
-        return tokens + self.engine.tokenize(text[cursor:], add_bos=False, special=True)
-
-    def _has_special(self, text: str) -> bool:
-        return self.engine.tokenize(text, add_bos=False, special=True) != self.engine.tokenize(
-            text, add_bos=False, special=False)
-
-    def tokenize_completion(self, prompt: str) -> list[int]:
-        # as llama.cpp's server: the model's BOS, and control tokens spelled in the prompt are parsed
-        return self.engine.tokenize(prompt, add_bos=None, special=True)
-
-    def check_fits(self, tokens: list[int], param: str) -> None:
-        if len(tokens) >= self.n_ctx:
-            raise context_exceeded(len(tokens), self.n_ctx, param)
-
-    # ---- generation -------------------------------------------------------------
-
-    async def generate(self, lease: Lease, prompt: list[int], options: Options, outcome: Outcome, *,
-                       in_reasoning: bool = False, reasoning: bool = False, tools: ToolSetup | None = None,
-                       observer: Observer | None = None) -> AsyncIterator[Delta]:
+    async def generate(self, prepared: Prepared, outcome: Outcome) -> AsyncIterator[Delta]:
         """Deltas of text as they become final; `outcome` says how it ended (and, with tools,
         holds the calls, which come after all text). Leaving early (client gone) cancels the
-        engine's work on this slot."""
+        engine's work on this slot; the lease ends when the engine has let go of it."""
+        served, lease, observer = self.served, self.lease, self.observer
+        prompt, options, tools = prepared.tokens, prepared.options, prepared.tools
         outcome.prompt_tokens = len(prompt)
         outcome.cached_tokens = 0 if options.echo else min(lease.cached, len(prompt))  # until the engine says
-        budget = min(options.max_tokens, self.n_ctx - len(prompt))  # a ceiling, clamped to what the context holds
+        budget = min(options.max_tokens, served.n_ctx - len(prompt))  # a ceiling, clamped to what the context holds
         req = GenRequest(slot=lease.slot, prompt=list(prompt), max_tokens=budget, temperature=options.temperature,
                          top_p=options.top_p, seed=options.seed, top_logprobs=options.top_logprobs, echo=options.echo)
-        detok = Detokenizer(self.token_bytes)
+        detok = Detokenizer(served.token_bytes)
         stops = StopFilter(options.stop, ignore_leading=options.ignore_leading_stop)
         opened = tools.opened if tools else ""
-        split = ReasoningSplitter(in_reasoning) if reasoning and not opened else None
+        split = ReasoningSplitter(prepared.in_reasoning) if prepared.reasoning and not opened else None
         section = StopFilter([tools.format.opener]) if tools else None  # the answer ends where calls begin
         if opened:  # a forced call: the reply starts inside the tool section
             section.assume_matched(tools.format.opener, opened[len(tools.format.opener):])
@@ -184,24 +148,24 @@ class ServedModel:
         t0 = time.monotonic()
         first_output = None
         raw_len = 0
-        events = self.events(req)
+        generation = self.start(req)
         try:
-            async for ev in events:
+            async for ev in self._checked(generation, len(prompt)):
                 if isinstance(ev, Finish):  # always the last event
                     self._finish(ev, outcome, counted=not ended)
-                    break
+                    continue
                 if ended:
                     continue
                 outcome.tokens.append(ev.token)
-                marker = turn_marker(ev.token, self.turn_opener_ids, shown)
+                marker = turn_marker(ev.token, served.turn_opener_ids, shown)
                 if marker is not None:
                     outcome.records.append(TokenRecord(ev.token, ev.logprob, ev.top, b"", raw_len, raw_len))
                     if marker == END:
                         outcome.finish_reason = "stop"
                         ended = True
-                        self.engine_thread.cancel(req.slot)  # read on to its Finish: reuse, read-out
+                        generation.cancel()  # read on to its Finish: reuse, read-out
                     continue  # a leading marker is ignored (serve-api spec)
-                data = self.token_bytes(ev.token)
+                data = served.token_bytes(ev.token)
                 raw = detok.feed(data)
                 outcome.records.append(TokenRecord(ev.token, ev.logprob, ev.top, data, raw_len, raw_len + len(raw)))
                 outcome.raw.append(raw)
@@ -219,7 +183,7 @@ class ServedModel:
                 if stops.matched is not None:
                     outcome.finish_reason = "stop"
                     ended = True
-                    self.engine_thread.cancel(req.slot)  # read on to its Finish: reuse, read-out
+                    generation.cancel()  # read on to its Finish: reuse, read-out
             tail = detok.flush()  # a dangling partial character: U+FFFD, the last token's text
             if tail and outcome.records:
                 outcome.records[-1].end += len(tail)
@@ -241,7 +205,7 @@ class ServedModel:
                     outcome.answer = answer
                     yield _record(outcome, Delta(content=section.matched + section.after))
         finally:
-            await events.aclose()  # a stop match or a gone client ends the slot's work now, not at GC
+            generation.cancel()  # a gone client ends the slot's work now (a no-op once it has ended)
             if observer:
                 observer.observe("engine_call", time.monotonic() - t0)
             lease.tokens = list(prompt) + outcome.tokens
@@ -253,8 +217,8 @@ class ServedModel:
         if tools.strict:
             problems = strict_problems(parsed, tools.schemas, cut_off=outcome.finish_reason == "length")
             if problems:
-                raise ApiError(502, "invalid_model_tool_call", "the model's tool call cannot be executed: "
-                                                               + "; ".join(problems))
+                raise ModelOutputRefused("invalid_model_tool_call",
+                                         "the model's tool call cannot be executed: " + "; ".join(problems))
         named = [c for c in parsed.calls if c.name]
         if not named:
             return None
@@ -263,30 +227,27 @@ class ServedModel:
         outcome.finish_reason = "tool_calls"
         return outcome.tool_calls
 
-    async def events(self, req: Any) -> AsyncIterator[Any]:
-        """The engine thread's events for req. A slot freed a moment ago may still be winding
-        down its cancelled generation (SlotBusy): wait for it briefly rather than fail."""
-        for attempt in range(SLOT_BUSY_RETRIES + 1):
-            events = self.engine_thread.generate(req)
-            try:
-                first = await events.__anext__()
-            except StopAsyncIteration:
-                return
-            except Exception as exc:
-                await events.aclose()
-                if isinstance(exc, SlotBusy) and attempt < SLOT_BUSY_RETRIES:
-                    await asyncio.sleep(SLOT_BUSY_WAIT_S)
-                    continue
-                if getattr(exc, "code", None) == "too_long":  # the engine's own length check
-                    raise context_exceeded(len(req.prompt), self.n_ctx, "prompt") from exc
-                raise
-            try:
-                yield first
-                async for ev in events:
-                    yield ev
-            finally:
-                await events.aclose()  # leaving early cancels the slot's generation
-            return
+    async def read_out(self, tokens: list[int], echo_from: int = 0) -> Finish:
+        """A pure scoring pass: no token generated, the read-out of the prompt positions from
+        echo_from on (the prefix before it may come from the slot's cache)."""
+        req = GenRequest(slot=self.lease.slot, prompt=tokens, max_tokens=0, temperature=0.0, top_p=1.0, echo=True,
+                         echo_from=echo_from)
+        t0 = time.monotonic()
+        finish = None
+        generation = self.start(req)
+        try:
+            async for ev in self._checked(generation, len(tokens)):
+                if isinstance(ev, Finish):
+                    finish = ev
+        finally:
+            generation.cancel()
+            if self.observer:
+                self.observer.observe("engine_call", time.monotonic() - t0)
+        if finish is None or finish.reason == "error" or finish.prompt_readout is None:
+            raise EngineFailed("engine_logprob_records_incomplete", "the engine returned no read-out for a "
+                                                                     "System One option")
+        self.lease.tokens = list(tokens)
+        return finish
 
     @staticmethod
     def _finish(ev: Finish, outcome: Outcome, counted: bool) -> None:
@@ -299,9 +260,9 @@ class ServedModel:
         if ev.reason in FINISH_REASONS:
             outcome.finish_reason = FINISH_REASONS[ev.reason]
         elif ev.reason == "cancelled":
-            raise ApiError(503, "engine_unavailable", "the engine stopped this generation (shutting down)")
+            raise Unavailable("engine_unavailable", "the engine stopped this generation (shutting down)")
         else:
-            raise ApiError(500, "engine_error", f"the engine failed: {ev.error or ev.reason}")
+            raise EngineFailed("engine_error", f"the engine failed: {ev.error or ev.reason}")
 
 
 def _record(outcome: Outcome, delta: Delta) -> Delta:

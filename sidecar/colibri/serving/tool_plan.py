@@ -1,7 +1,7 @@
-"""What a request's tools change before generation, shared by the OpenAI and Anthropic routes:
-the family must have a tool format (else a named 400), tool_choice narrows what is offered
-and adds one instruction line, a forced call is opened in the prompt, and the parser setup
-travels to the generation.
+"""What a request's tools change before generation, for every chat route: the family must
+have a tool format (else a named refusal), tool_choice narrows what is offered and adds
+one instruction line, a forced call is opened in the prompt, and the parser setup travels
+to the generation.
 
     offered, messages, setup = plan_tools(fmt, req.tools, req.messages)
     prompt = fmt.render(messages, tools=offered, ...)
@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from colibri.api.errors import ApiError
-from colibri.api.protocol import Message, Tools
-from colibri.api.serving import ToolSetup
+from colibri.chat.messages import Message
 from colibri.chat.prompt import ChatFormat, Prompt
+from colibri.errors import InvalidRequest
+from colibri.serving.generation import ToolSetup
+from colibri.serving.requests import Tools
 
 REQUIRED = "You must answer by calling one of the tools."
 NAMED = "You must answer by calling the tool `{name}`."
@@ -26,9 +27,9 @@ def plan_tools(fmt: ChatFormat, tools: Tools, messages: list[Message],
     native = fmt.tool_format
     history = any(m.tool_calls or m.role == "tool" for m in messages)
     if native is None and (tools.active or history):
-        raise ApiError(400, "unsupported_parameter", "this model family has no tool-call format: its chat template "
-                                                     "offers no tools, so tool declarations, choices and tool turns "
-                                                     "cannot be honoured", param=param if tools.active else "messages")
+        raise InvalidRequest("unsupported_parameter", "this model family has no tool-call format: its chat template "
+                                                      "offers no tools, so tool declarations, choices and tool turns "
+                                                      "cannot be honoured", param=param if tools.active else "messages")
     if not tools.active:
         return None, messages, None
     offered = tools.declared

@@ -1,0 +1,27 @@
+"""What every generation route reads first: the JSON body (bounded), the model it names
+(this server's, else a 404), and the server's limits a request is checked against."""
+from __future__ import annotations
+
+from aiohttp import web
+
+from colibri.api.body import read_json_object
+from colibri.api.errors import ApiError
+from colibri.api.keys import config_key, model_key
+from colibri.api.protocol import parse_model
+from colibri.serving.requests import Limits
+
+
+async def read_request(request: web.Request) -> dict:
+    body = await read_json_object(request, request.app[config_key].max_body_bytes)
+    served = request.app[model_key]
+    model = parse_model(body)
+    if model != served.model_id:
+        raise ApiError(404, "model_not_found", f"the model {model!r} does not exist; this server serves "
+                                               f"{served.model_id!r}", param="model")
+    return body
+
+
+def limits_of(app: web.Application) -> Limits:
+    cfg = app[config_key]
+    return Limits(kv_slots=app[model_key].n_slots, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
+                  top_p=cfg.top_p)
