@@ -1,4 +1,5 @@
-"""Everything `coli serve` can be told, with the spec's defaults and the COLI_* variable of each.
+"""Everything `coli serve` can be told, with its default and the COLI_* variable of each
+(docs/configuration.md#serve-flags).
 
 One frozen object travels from the command line to the app factory; nothing
 below reads the environment again, so tests build a ServeConfig directly.

@@ -1,4 +1,4 @@
-"""Log-probabilities and echo, to the letter of the spec's section, on the real engine (the
+"""Log-probabilities and echo, to the letter of docs/openai-api.md#logprobs, on the real engine (the
 default model): the legacy object of /v1/completions (tokens, token_logprobs, top_logprobs,
 text_offset) with and without echo, chat's logprobs.content, entries cut by a stop sequence
 (text and bytes), the zero/null gates; and the alignment and engine-fault rules as pure

@@ -1,4 +1,5 @@
-"""GET /metrics: Prometheus text exposition (0.0.4) of the scheduler, names as the spec has them.
+"""GET /metrics: Prometheus text exposition (0.0.4) of the scheduler, names as
+docs/dashboard-feeds.md#metrics has them.
 
 Gauges and counters are read from the scheduler at collection time (so they
 can never drift from /health); the four histograms are observed as things
@@ -15,7 +16,7 @@ from colibri.serving.scheduler import Scheduler
 PREFIX = "colibri_scheduler_"
 BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-disable_created_metrics()  # the spec lists no _created series
+disable_created_metrics()  # the documented series have no _created twins
 HISTOGRAMS = {
     "queue_wait": "Wait until admission, for admitted requests only",
     "slot_duration": "Slot occupancy until completion, failure, or cancellation",

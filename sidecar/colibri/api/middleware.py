@@ -1,6 +1,6 @@
-"""What every request passes before a handler sees it, in the spec's order: Host allowlist
-(DNS rebinding), CORS, API key; and the last-resort layer that turns any failure into the
-OpenAI error envelope, never a bare traceback."""
+"""What every request passes before a handler sees it, in this order (docs/server.md#security):
+Host allowlist (DNS rebinding), CORS, API key; and the last-resort layer that turns any
+failure into the OpenAI error envelope, never a bare traceback."""
 from __future__ import annotations
 
 import asyncio

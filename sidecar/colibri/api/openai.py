@@ -120,7 +120,7 @@ async def stream(request: web.Request, frames: "Frames", deltas: AsyncIterator[D
             request.transport.close()  # once a 200 has gone out, an error only closes the socket
         raise StreamAborted(resp) from err  # the scheduler counts it failed; the middleware returns resp
     await start()
-    for chunk in frames.tool_calls(outcome, usage):  # after all text (serve-api spec)
+    for chunk in frames.tool_calls(outcome, usage):  # after all text (docs/streaming.md#openai-streams)
         await resp.write(frame(chunk))
     await resp.write(frame(frames.finish(outcome.finish_reason or "stop", usage)))
     if usage:

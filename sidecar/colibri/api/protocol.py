@@ -1,7 +1,7 @@
 """The OpenAI request shapes: a JSON body in, a checked request object out, or a named 400.
 
-Every field is either honoured, accepted-and-ignored (the spec's bookkeeping
-list), or refused by name; an unknown field is refused too, so a client never
+Every field is either honoured, accepted-and-ignored (hosted-platform
+bookkeeping, docs/openai-api.md#ignored-fields), or refused by name; an unknown field is refused too, so a client never
 believes a setting took effect when it did not.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from colibri.serving.requests import ChatRequest, CompletionRequest, Limits, Opt
 MAX_STOPS = 4
 MAX_TOP_LOGPROBS = 32
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
-# hosted-platform bookkeeping: no local meaning, no effect on generation (serve-api spec)
+# hosted-platform bookkeeping: no local meaning, no effect on generation (docs/openai-api.md#ignored-fields)
 IGNORED = frozenset({"store", "metadata", "service_tier", "user", "safety_identifier", "parallel_tool_calls",
                      "prompt_cache_key", "verbosity", "web_search_options", "moderation"})
 COMMON = frozenset({"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "temperature",
@@ -62,7 +62,7 @@ def parse_options(body: dict, limits: Limits) -> Options:
     legacy = opt_int(body, "max_tokens", lo=1)
     max_tokens = budget if budget is not None else legacy if legacy is not None else limits.max_tokens
     temperature, top_p = sampling(body, limits.temperature, limits.top_p, max_temperature=2.0)
-    seed = body.get("seed")  # accepted unvalidated (spec); an integer one is honoured
+    seed = body.get("seed")  # accepted unvalidated; an integer one is honoured (docs/openai-api.md#seed)
     seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else None
     n = opt_int(body, "n", lo=1)
     if n not in (None, 1):

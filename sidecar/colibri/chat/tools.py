@@ -11,7 +11,7 @@ Formats, as the families' own templates ask the model to write them:
   Mistral         [TOOL_CALLS] [{"name": "f", "arguments": {...}}, ...]   (v3)
                   [TOOL_CALLS]f[ARGS]{...}                                 (v11+, repeated)
 Everything from the first opener on is the tool section: the answer is the text
-before it, and calls come after all text (serve-api spec). A call opening is the
+before it, and calls come after all text (docs/openai-api.md#tool-calls). A call opening is the
 format's own text up to where the arguments begin, ending where the model's own
 tokens of a call end too (`"arguments":`, then the model writes ` {`).
 """

@@ -7,7 +7,6 @@ from colibri.errors import ColiError
 
 PLANNED = {
     "chat": "chat with a model in the terminal",
-    "tokenize": "show how a model tokenizes a text",
 }
 
 

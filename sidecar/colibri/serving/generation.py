@@ -164,7 +164,7 @@ class Session:
                         outcome.finish_reason = "stop"
                         ended = True
                         generation.cancel()  # read on to its Finish: reuse, read-out
-                    continue  # a leading marker is ignored (serve-api spec)
+                    continue  # a leading marker is ignored (docs/openai-api.md#turn-markers)
                 data = served.token_bytes(ev.token)
                 raw = detok.feed(data)
                 outcome.records.append(TokenRecord(ev.token, ev.logprob, ev.top, data, raw_len, raw_len + len(raw)))

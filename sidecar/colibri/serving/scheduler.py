@@ -168,7 +168,7 @@ class Scheduler:
             if self.closed:
                 self._abandon(w)
                 raise SchedulerClosed()
-            if time.monotonic() >= deadline:  # checked before availability (spec)
+            if time.monotonic() >= deadline:  # checked before availability (docs/server.md#slots-and-the-queue)
                 self._abandon(w)
                 self.counters.timed_out += 1
                 raise QueueTimeout(self.queue_timeout)

@@ -39,7 +39,7 @@ def plan_tools(fmt: ChatFormat, tools: Tools, messages: list[Message],
         line = NAMED.format(name=tools.choice.name)
     elif tools.choice.mode == "required":
         line = REQUIRED
-    if line:  # a prompt-level instruction, not a sampling constraint (serve-api spec)
+    if line:  # a prompt-level instruction, not a sampling constraint (docs/openai-api.md#tool-choice)
         if messages and messages[0].role == "system":
             messages = [replace(messages[0], content=f"{messages[0].content}\n\n{line}")] + messages[1:]
         else:

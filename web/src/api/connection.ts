@@ -1,4 +1,4 @@
-// Where the API lives (notes §5): a page served by the engine (any port but
+// Where the API lives (docs/dashboard-feeds.md#the-dashboard-client): a page served by the engine (any port but
 // Vite's 5173) talks to its own origin; the Vite dev server talks to the
 // default `coli serve` address. A saved override (Settings) wins over both,
 // so Chat also works against any OpenAI-compatible endpoint.

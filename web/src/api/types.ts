@@ -7,7 +7,7 @@
 //    Every field the dashboard can live without is optional, and a server that
 //    lacks a feed (404, HTML, not JSON) gives an empty state, never a crash.
 // 2. The OpenAI-compatible and System One shapes the dashboard sends and reads
-//    (the server's contract is ../shared/spec/serve-api.md).
+//    (the server's contract is docs/openai-api.md and docs/system-one.md).
 //
 // Parsing at the boundary lives in feeds.ts; these are the shapes only.
 
@@ -276,7 +276,7 @@ export interface ApiErrorBody {
 }
 
 // ---------------------------------------------------------------------------
-// System One (POST /v1/systemone), notes §2.
+// System One (POST /v1/systemone), docs/system-one.md.
 
 export type SystemOneQuestion =
   | { type: "choice"; instructions?: string; criteria: Record<string, string | null> }

@@ -1,4 +1,4 @@
-// Polls {root}/health every 5 s (notes §5) and asks /v1/models for the model
+// Polls {root}/health every 5 s (docs/dashboard-feeds.md#the-dashboard-client) and asks /v1/models for the model
 // id when it is not known yet. A server that does not answer is polled less
 // often (5 → 10 → 20 → 30 s) so an offline page stays quiet.
 import { useEffect } from "react";

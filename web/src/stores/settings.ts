@@ -6,7 +6,7 @@ export type ThemePref = "system" | "light" | "dark";
 
 export interface Settings {
   theme: ThemePref;
-  /** API base URL override ("" = the rule of notes §5). */
+  /** API base URL override ("" = the rule of docs/dashboard-feeds.md#the-dashboard-client). */
   apiBase: string;
   temperature: number;
   maxTokens: number;

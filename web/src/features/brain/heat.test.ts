@@ -15,7 +15,7 @@ describe("heat and flashes", () => {
     expect(brightness(63)).toBeCloseTo(1);
   });
 
-  it("colours by tier (notes' RGB) and flashes toward white", () => {
+  it("colours by tier (the documented RGB) and flashes toward white", () => {
     expect(cellRGB((1 << 6) | 24, 0)).toEqual([...TIER_RGB[1]]);
     expect(cellRGB((0 << 6) | 24, 1)).toEqual([255, 255, 255]);
     const [r] = cellRGB(0, 0.5);

@@ -1,6 +1,6 @@
 // Brain's live routing cells: colour = tier, brightness = heat, and a white
 // flash for experts routed in the latest step that decays ×0.94 per frame
-// (notes §5). Pure: the canvas only copies `pixels` to the screen.
+// (docs/dashboard-feeds.md#experts). Pure: the canvas only copies `pixels` to the screen.
 
 import { bitSet } from "../../lib/bytes";
 
@@ -8,7 +8,7 @@ export const FLASH_DECAY = 0.94;
 /** Flashes below this are dropped (and the animation may stop). */
 export const FLASH_FLOOR = 0.02;
 
-/** RGB per tier code: disk, RAM, VRAM (notes §5), pinned. */
+/** RGB per tier code: disk, RAM, VRAM (docs/dashboard-feeds.md#experts), pinned. */
 export const TIER_RGB: readonly (readonly [number, number, number])[] = [
   [58, 71, 80],
   [90, 155, 216],

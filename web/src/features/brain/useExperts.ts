@@ -1,4 +1,4 @@
-// The live experts feed, polled every 1.5 s while Brain is open (notes §5),
+// The live experts feed, polled every 1.5 s while Brain is open (docs/dashboard-feeds.md#the-dashboard-client),
 // with cumulative counts every ~9 s. Where the server streams routing steps
 // (GET /events), those drive the flashes as they happen and the polls bring
 // tiers and heat only. Every new step also feeds the client-side co-routing

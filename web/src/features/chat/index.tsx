@@ -309,7 +309,7 @@ export function ChatPage() {
   );
 }
 
-/** The server at a glance (notes §5: the chat's side panel shows scheduler, machine and tiers). */
+/** The server at a glance (docs/dashboard-feeds.md#the-dashboard-client: the chat's side panel shows scheduler, machine and tiers). */
 function ServerCard() {
   const health = useConnection((s) => s.health);
   const model = useConnection((s) => s.model);

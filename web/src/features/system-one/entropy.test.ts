@@ -8,7 +8,7 @@ describe("entropy", () => {
     expect(normalizedEntropy([0.5, 0.5])).toBeCloseTo(1, 12);
   });
 
-  it("matches −Σ p ln p / ln n on the notes' example (department)", () => {
+  it("matches −Σ p ln p / ln n on docs/system-one.md's example (department)", () => {
     const p = [0.059806, 0.939983, 0.000211];
     const h = -p.reduce((s, x) => s + x * Math.log(x), 0) / Math.log(3);
     expect(normalizedEntropy(p)).toBeCloseTo(h, 6);

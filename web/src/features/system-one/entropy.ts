@@ -1,4 +1,4 @@
-// System One's reading of an answer (notes §2.2): the server returns
+// System One's reading of an answer (docs/system-one.md#entropy): the server returns
 // probabilities and a confidence, never an entropy; the client computes the
 // normalised entropy −Σ p ln p / ln n and reads it as sure / unsure.
 

@@ -52,7 +52,7 @@ export function SystemOnePage() {
     ctl.current = c;
     setBusy(true);
     setResults(Object.fromEntries(questions.map((q) => [q.key, { state: "pending" } as Result])));
-    // One question per request (notes §5), so each answer shows as it lands.
+    // One question per request (docs/dashboard-feeds.md#the-dashboard-client), so each answer shows as it lands.
     for (const q of questions) {
       if (c.signal.aborted) break;
       const t0 = performance.now();

@@ -23,7 +23,7 @@ describe("System One client", () => {
     expect(questionProblem({ id: "a", kind: "choice", instructions: "", options: ["x", "y"] })).toBeNull();
   });
 
-  it("reads the notes' example answers", () => {
+  it("reads the example answers of docs/system-one.md#example", () => {
     const dept = readAnswer({ type: "choice", choice: "technical", probabilities: { billing: 0.059806, technical: 0.939983, sales: 0.000211 }, confidence: 0.909974 });
     expect(dept.headline).toBe("technical");
     expect(dept.bars.find((b) => b.top)?.label).toBe("technical");

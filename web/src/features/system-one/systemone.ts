@@ -1,5 +1,5 @@
 // System One, client side: questions as the user edits them → the request
-// shape of notes §2.1, and an answer → bars, confidence and an entropy
+// shape of docs/system-one.md#request, and an answer → bars, confidence and an entropy
 // reading. Pure.
 
 import type { SystemOneAnswer, SystemOneQuestion } from "../../api/types";
@@ -100,7 +100,7 @@ export const EXAMPLE_QUESTIONS: DraftQuestion[] = [
   { id: "severity", kind: "score", instructions: "How severe is the problem?", options: ["trivial", "minor", "moderate", "major", "critical"] },
 ];
 
-/** An answer as the reply should carry it (notes §2.2), or null: the boundary check before drawing. */
+/** An answer as the reply should carry it (docs/system-one.md#response), or null: the boundary check before drawing. */
 export function parseAnswer(v: unknown): SystemOneAnswer | null {
   if (!v || typeof v !== "object") return null;
   const a = v as Record<string, unknown>;
