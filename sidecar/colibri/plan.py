@@ -20,6 +20,13 @@ GIB = 1 << 30
 EXPERT_TENSOR = re.compile(r"^blk\.\d+\.ffn_(gate|up|down)_exps\.weight$")
 # a cache smaller than this many experts per layer thrashes on every token
 MIN_EXPERTS_PER_LAYER_FACTOR = 2
+# The automatic context: what a coding agent's first turn needs (Claude Code's is ~19k tokens),
+# halved while the KV of every slot at full length would take more than a quarter of the RAM
+# left after the margin; never below 4096. KV pages are taken only as they are written, so an
+# unused context costs address space, not memory.
+AGENT_CTX = 32768
+MIN_AUTO_CTX = 4096
+KV_SHARE = 0.25
 
 
 @dataclass
@@ -71,6 +78,15 @@ def _kv_bytes_per_slot(meta: dict, arch: str, n_layer: int, ctx: int) -> int:
     return n_layer * ctx * int(n_head_kv) * (k + v) * 2  # f16 keys and values
 
 
+def auto_ctx(trained: int, kv_bytes_of, room: int) -> int:
+    """The context `coli serve` opens without --ctx: AGENT_CTX (at most the trained context),
+    halved while kv_bytes_of(ctx) (all slots, full length) is over KV_SHARE of room."""
+    ctx = min(AGENT_CTX, trained)
+    while ctx > MIN_AUTO_CTX and kv_bytes_of(ctx) > KV_SHARE * max(room, 0):
+        ctx //= 2
+    return max(min(ctx, trained), min(MIN_AUTO_CTX, trained))
+
+
 def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots: int = 1,
               expert_cache_gb: float | None = None, pin_gb: float | None = None) -> Plan:
     """The plan for `path` on this machine. expert_cache_gb / pin_gb force a
@@ -95,11 +111,15 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
     n_expert = int(info.get("n_expert") or 0)
     used = int(info.get("n_expert_used") or 0)
     trained = int(info.get("n_ctx_train") or 4096)
-    ctx = min(ctx or min(4096, trained), trained)
     per_token = experts // max(n_expert, 1) * used if n_expert else 0
-    kv = _kv_bytes_per_slot(meta, arch, n_layer, ctx)
     vm = psutil.virtual_memory()
     margin = max(GIB, vm.total // 10)
+    if ctx:
+        ctx = min(ctx, trained)
+    else:
+        ctx = auto_ctx(trained, lambda n: _kv_bytes_per_slot(meta, arch, n_layer, n) * kv_slots,
+                       vm.available - margin)
+    kv = _kv_bytes_per_slot(meta, arch, n_layer, ctx)
     disk_free = psutil.disk_usage(str(path.parent)).free
     cores = psutil.cpu_count(logical=False) or os.cpu_count() or 1
     base = dict(model=str(path), arch=arch, n_layer=n_layer, n_expert=n_expert, n_expert_used=used,

@@ -28,7 +28,7 @@ class ServeConfig:
     api_key: str | None = None
     kv_slots: int = 1
     kv_persist: bool = True  # save each slot after every request, restore at start (paths.kv_dir)
-    ctx: int = 0  # tokens of context per slot; 0: the engine's default
+    ctx: int = 0  # tokens of context per slot; 0: the plan's automatic choice (plan.auto_ctx)
     threads: int = 0
     max_queue: int = 8
     queue_timeout: float = 300.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from colibri.engine import Engine, GGUFFile
-from colibri.plan import make_plan
+from colibri.plan import AGENT_CTX, auto_ctx, make_plan
 from tests.conftest import run_coli
 from tests.fixtures import moe_models
 
@@ -37,3 +37,15 @@ def test_plan_of_a_moe_model_counts_experts_and_streams_on_request():
     assert forced.read_per_token(0.5) == forced.expert_bytes_per_token // 2
     r = run_coli("plan", "--model", str(path), "--expert-cache-gb", "0.001", env={"COLI_PIN_GB": "0.0005"})
     assert r.returncode == 0 and "streaming" in r.stdout and "disk reads" in r.stdout
+
+
+def test_the_automatic_context_fits_agents_and_shrinks_only_for_memory(default_model):
+    per_token = 1 << 20  # a big model's KV: 1 MiB per token for all its slots
+    assert auto_ctx(131072, lambda n: n * per_token, 1 << 40) == AGENT_CTX  # room: the agent's context
+    assert auto_ctx(8192, lambda n: n * per_token, 1 << 40) == 8192  # never past the trained context
+    assert auto_ctx(131072, lambda n: n * per_token, 32 << 30) == 8192  # 8 GiB of KV is a quarter of 32 GiB
+    assert auto_ctx(131072, lambda n: n * per_token, 0) == 4096  # never below 4096
+    assert auto_ctx(2048, lambda n: n * per_token, 0) == 2048
+    plan = make_plan(default_model)  # Gemma 3 270M: 18 KiB of KV per token, trained on 32768
+    assert plan.ctx == 32768 and plan.kv_bytes_per_slot == 32768 * 18 * 1024
+    assert make_plan(default_model, ctx=100000).ctx == 32768

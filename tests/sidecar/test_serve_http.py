@@ -352,6 +352,9 @@ def test_model_must_match_and_models_list(served):
     assert (wrong, wrong_code) == (404, "model_not_found")
     assert listing["object"] == "list" and listing["data"][0]["id"] == MODEL and listing["data"][0]["owned_by"] == "colibri"
     assert one["id"] == MODEL and one["object"] == "model"
+    # the context length under the names clients read it by
+    assert one["context_length"] == one["max_model_len"] == one["meta"]["n_ctx"] == CTX
+    assert one["meta"]["n_ctx_train"] == 32768 and one["meta"]["n_vocab"] == served.engine.n_vocab
     assert (missing, missing_code) == (404, "not_found") and (unknown, unknown_code) == (404, "not_found")
 
 

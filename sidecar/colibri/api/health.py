@@ -33,6 +33,7 @@ async def get_health(request: web.Request) -> web.Response:
         "model": served.model_id,
         "arch": served.arch,
         "n_ctx": served.n_ctx,
+        "n_ctx_train": served.n_ctx_train,
         "kv_slots": served.n_slots,
         "input_modalities": ["text"],
         "continue_assistant": app[config_key].continue_assistant,

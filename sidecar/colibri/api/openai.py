@@ -35,8 +35,13 @@ routes = web.RouteTableDef()
 # ---- models --------------------------------------------------------------------
 
 def model_card(served: ServedModel) -> dict:
+    """OpenAI's model object, plus the context length under the names clients read it by
+    (OpenRouter's context_length, vLLM's max_model_len, llama.cpp's meta.n_ctx)."""
     return {"id": served.model_id, "object": "model", "created": served.created, "owned_by": "colibri",
-            "input_modalities": ["text"], "capabilities": ["chat", "systemone"]}
+            "input_modalities": ["text"], "capabilities": ["chat", "systemone"],
+            "context_length": served.n_ctx, "max_model_len": served.n_ctx,
+            "meta": {"n_ctx": served.n_ctx, "n_ctx_train": served.n_ctx_train, "n_vocab": served.engine.n_vocab,
+                     "n_params": served.n_params}}
 
 
 @routes.get("/v1/models")

@@ -35,7 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="save each KV slot after every request and restore it at start, under the state dir "
                         "(default on; $COLI_KV_PERSIST=0 turns it off; $COLI_STATE_DIR moves it)")
     p.add_argument("--ctx", type=int, default=None,
-                   help="context length per slot in tokens (default: min(4096, trained); $COLI_CTX)")
+                   help="context length per slot in tokens (default: 32768 or the trained context if less, "
+                        "halved while every slot's full KV would take over a quarter of free RAM; $COLI_CTX)")
     p.add_argument("--threads", "-t", type=int, default=None,
                    help="compute threads (default: physical cores; $COLI_THREADS)")
     p.add_argument("--max-queue", type=int, default=None,

@@ -39,7 +39,10 @@ class ServedModel:
         self.plan = plan  # how the model was placed (None when opened without one)
         self.created = int(time.time())
         self.turn_opener_ids = self._single_special_tokens(TURN_OPENERS)
-        self.moe_layers = self._moe_layers()  # the rows of the experts map
+        info = engine.model_info()
+        self.n_ctx_train = int(info.get("n_ctx_train") or 0)  # the longest context the model was trained on
+        self.n_params = int(info.get("n_params") or 0)
+        self.moe_layers = self._moe_layers(info)  # the rows of the experts map
         self._bytes: dict[int, bytes] = {}
 
     @property
@@ -68,9 +71,9 @@ class ServedModel:
                 ids.add(special[0])
         return frozenset(ids)
 
-    def _moe_layers(self) -> list[int]:
+    @staticmethod
+    def _moe_layers(info: dict) -> list[int]:
         """Model layers that route to experts (the leading dense layers of DeepSeek-style models do not)."""
-        info = self.engine.model_info()
         n_layer, lead = int(info.get("n_layer") or 0), int(info.get("n_layer_dense_lead") or 0)
         return list(range(lead, n_layer)) if info.get("n_expert") else []
 
@@ -148,7 +151,7 @@ def load_model(cfg: ServeConfig) -> ServedModel:
                     plan.pin_bytes / (1 << 30), plan.reason)
     elif not plan.fits:
         log.warning("the model does not fit in available memory: %s", plan.reason)
-    engine = Engine(path, n_ctx=cfg.ctx, n_slots=cfg.kv_slots, n_threads=cfg.threads,
+    engine = Engine(path, n_ctx=plan.ctx, n_slots=cfg.kv_slots, n_threads=cfg.threads,
                     expert_cache_bytes=plan.cache_bytes, expert_pin_bytes=plan.pin_bytes, io_threads=cfg.io_threads,
                     direct_io=cfg.direct_io, prefetch=cfg.prefetch)
     arch = engine.model_info().get("arch") or "unknown"
