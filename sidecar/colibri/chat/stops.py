@@ -38,12 +38,34 @@ class StopFilter:
         buf = self._held + text
         base = self._pos - len(self._held)
         self._pos += len(text)
+        return self._scan(buf, base, final=False)
+
+    def assume_matched(self, stop: str, after: str = "") -> None:
+        """The stop was met before any input (the prompt already opened a tool section, with
+        `after` the text it wrote past the opener): everything fed from now on follows it."""
+        self.matched, self.after = stop, after
+
+    def flush(self) -> str:
+        """End of generation: a held-back partial stop is ordinary text after all (and a
+        whole stop held back while a longer or earlier one could still match now matches)."""
+        held, self._held = self._held, ""
+        return "" if self.matched is not None else self._scan(held, self._pos - len(held), final=True)
+
+    def _scan(self, buf: str, base: int, final: bool) -> str:
+        """Emit what is safe of buf (input offset base), match a stop, hold back the rest.
+        A stop matches only once no stop that starts earlier, or at the same place and is
+        longer, can still complete: the answer never depends on how the text was split."""
         out = []
         while True:
             hit = self._first_match(buf)
             if hit is None:
                 break
             start, stop = hit
+            undecided = None if final else self._undecided(buf, start, stop)
+            if undecided is not None:  # wait and see: hold from where the other stop would start
+                out.append(self._keep(buf[:undecided], base))
+                self._held = buf[undecided:]
+                return "".join(out)
             before = buf[:start]
             out.append(self._keep(before, base))
             if self.ignore_leading and not self._seen_text and not before.strip():
@@ -54,20 +76,21 @@ class StopFilter:
             self.after = buf[start + len(stop):]
             self._held = ""
             return "".join(out)
-        keep = self._partial_suffix(buf)
+        keep = 0 if final else self._partial_suffix(buf)
         self._held = buf[len(buf) - keep:] if keep else ""
         out.append(self._keep(buf[:len(buf) - keep], base))
         return "".join(out)
 
-    def assume_matched(self, stop: str, after: str = "") -> None:
-        """The stop was met before any input (the prompt already opened a tool section, with
-        `after` the text it wrote past the opener): everything fed from now on follows it."""
-        self.matched, self.after = stop, after
-
-    def flush(self) -> str:
-        """End of generation: a held-back partial stop is ordinary text after all."""
-        held, self._held = self._held, ""
-        return "" if self.matched is not None else self._keep(held, self._pos - len(held))
+    def _undecided(self, buf: str, start: int, stop: str) -> int | None:
+        """Where a stop that starts before `start` (or at it, longer than `stop`) is still a
+        proper prefix of buf's tail: more text may complete it. None: `stop` wins now."""
+        longest = max(len(s) for s in self.stops)
+        for j in range(max(0, len(buf) - longest + 1), start + 1):
+            tail = buf[j:]
+            for s in self.stops:
+                if len(s) > len(tail) and s.startswith(tail) and (j < start or len(s) > len(stop)):
+                    return j
+        return None
 
     def _keep(self, text: str, at: int) -> str:
         self.kept.add(at, at + len(text))

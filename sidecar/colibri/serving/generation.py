@@ -189,6 +189,8 @@ class Session:
                 outcome.records[-1].end += len(tail)
                 outcome.raw.append(tail)
             delta = stage(stops.feed(tail) + stops.flush())
+            if stops.matched is not None and not ended:  # a stop the end of generation decided
+                outcome.finish_reason = "stop"
             if split:
                 said, answer = split.flush()
                 delta = Delta(content=delta.content + (section.feed(answer) if section else answer),
