@@ -8,6 +8,7 @@ cut point exists) falls back to a completed turn plus a fresh cue.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from colibri.chat.messages import Message, Thinking
@@ -83,7 +84,7 @@ class ChatFormat:
         if m.reasoning_content is not None and self.has_reasoning:
             d["reasoning_content"] = m.reasoning_content
         if m.tool_calls:  # only when present: some templates test `tool_calls is defined`
-            d["tool_calls"] = m.tool_calls
+            d["tool_calls"] = [_with_object_arguments(c) for c in m.tool_calls]
         if m.role == "tool":
             d["tool_call_id"] = m.tool_call_id
             if m.name:
@@ -115,3 +116,19 @@ class ChatFormat:
         tail = text.rstrip()
         in_reasoning = self.has_reasoning and tail.rfind("<think>") > tail.rfind("</think>")
         return Prompt(text=text, continued=continued, in_reasoning=in_reasoning)
+
+
+def _with_object_arguments(call: dict) -> dict:
+    """A past call as templates take it: arguments that are a JSON object's text decoded to
+    the mapping (Qwen3-Coder iterates `arguments|items`, Qwen2.5 writes `arguments|tojson`,
+    Qwen3 takes either); anything else as it came."""
+    fn = call.get("function")
+    args = fn.get("arguments") if isinstance(fn, dict) else None
+    if isinstance(args, str):
+        try:
+            value = json.loads(args)
+        except ValueError:
+            return call
+        if isinstance(value, dict):
+            return {**call, "function": {**fn, "arguments": value}}
+    return call

@@ -1,23 +1,29 @@
 """Tool calls in each family's native format: which format a chat template speaks, and
 the calls parsed back out of a generated reply.
 
-    fmt = tool_format(template_source)     # HERMES (Qwen2.5, Qwen3), GLM45, MISTRAL(_V11), or None
+    fmt = tool_format(template_source)     # HERMES (Qwen2.5, Qwen3), QWEN3_CODER, GLM45, MISTRAL(_V11), or None
     calls = fmt.parse(section)             # section: the reply after fmt.opener
     fmt.call_opening("f")                  # a call to f written up to its arguments (a forced call)
 
 Formats, as the families' own templates ask the model to write them:
   Qwen (Hermes)   <tool_call>\\n{"name": "f", "arguments": {...}}\\n</tool_call>   (repeated)
+  Qwen3-Coder     <tool_call>\\n<function=f>\\n<parameter=k>\\nv\\n</parameter>\\n</function>\\n</tool_call>
   GLM-4.5         <tool_call>f\\n<arg_key>k</arg_key>\\n<arg_value>v</arg_value>\\n</tool_call>
   Mistral         [TOOL_CALLS] [{"name": "f", "arguments": {...}}, ...]   (v3)
                   [TOOL_CALLS]f[ARGS]{...}                                 (v11+, repeated)
 Everything from the first opener on is the tool section: the answer is the text
-before it, and calls come after all text (docs/openai-api.md#tool-calls). A call opening is the
-format's own text up to where the arguments begin, ending where the model's own
-tokens of a call end too (`"arguments":`, then the model writes ` {`).
+before it, and calls come after all text (docs/openai-api.md#tool-calls). A format may
+know other texts that start a section too (`openers`: Qwen3-Coder's models often drop the
+`<tool_call>` and start with `<function=`); when one of those matched, the section
+passed to parse starts with it. A call opening is the format's own text up to where
+the arguments begin, ending where the model's own tokens of a call end too
+(`"arguments":`, then the model writes ` {`).
 """
 from __future__ import annotations
 
+import ast
 import json
+import math
 import re
 import secrets
 import string
@@ -69,6 +75,11 @@ def _decode_arguments(call: ParsedCall, value: Any) -> None:
 class ToolFormat:
     name = ""
     opener = ""
+
+    @property
+    def openers(self) -> tuple[str, ...]:
+        """Every text that starts the tool section (the opener first)."""
+        return (self.opener,)
 
     def parse(self, section: str, schemas: dict[str, dict]) -> Section:
         raise NotImplementedError
@@ -202,7 +213,234 @@ class Mistral(ToolFormat):
         return out
 
 
-HERMES, GLM45, MISTRAL, MISTRAL_V11 = Hermes(), Glm45(), Mistral(), Mistral(v11=True)
+class Qwen3CoderXml(ToolFormat):
+    """Qwen3-Coder's XML calls (also Qwen3.5's), one function per <tool_call>:
+
+        <tool_call>
+        <function=NAME>
+        <parameter=KEY>
+        VALUE
+        </parameter>
+        </function>
+        </tool_call>
+
+    As vLLM's qwen3coder_tool_parser reads them: a value loses one leading and one trailing
+    newline (the ones the template writes around it) and nothing else; it is typed by the
+    declared schema of its parameter (strings and untyped parameters stay text; integers,
+    numbers, booleans, objects and arrays are converted, and a value that does not convert
+    stays text for the strict checks to name); a value not closed by </parameter> ends at
+    the next <parameter= or </function>. As llama.cpp reads them: a value runs to the first
+    </parameter>, so values may hold any other markup (</function> included). A bare
+    <function=...> with no <tool_call> before it (these models often drop the opener) is a
+    call too. A call cut off before </function> is no call (its section comes back as text);
+    one closed by </tool_call> without </function> is kept with a problem."""
+
+    name, opener = "qwen3_coder", "<tool_call>"
+    CLOSE = "</tool_call>"
+    FUNCTION, FUNCTION_END = "<function=", "</function>"
+    PARAMETER, PARAMETER_END = "<parameter=", "</parameter>"
+
+    @property
+    def openers(self) -> tuple[str, ...]:
+        return (self.opener, self.FUNCTION)
+
+    def call_opening(self, name: str) -> str:
+        return f"{self.opener}\n{self.FUNCTION}{name}>\n"
+
+    def parse(self, section: str, schemas: dict[str, dict]) -> Section:
+        text = self.opener + section  # a section opened by a bare <function= reads as one block
+        out = Section()
+        pos = 0
+        while True:
+            block, bare = text.find(self.opener, pos), text.find(self.FUNCTION, pos)
+            if block < 0 and bare < 0:
+                out.stray += text[pos:]
+                return out
+            if bare >= 0 and (block < 0 or bare < block):  # a call without its <tool_call>
+                out.stray += text[pos:bare]
+                call, pos = self._function(text, bare, schemas)
+                out.calls.append(call)
+                pos = self._skip(text, pos, self.CLOSE)  # the orphan </tool_call> such calls end with
+                continue
+            out.stray += text[pos:block]
+            pos = self._block(text, block + len(self.opener), schemas, out)
+
+    def _block(self, text: str, pos: int, schemas: dict[str, dict], out: Section) -> int:
+        """The calls of one <tool_call> block from pos; where the block ends."""
+        found, junk = False, ""
+        while True:
+            j = _skip_space(text, pos)
+            if text.startswith(self.FUNCTION, j):
+                call, pos = self._function(text, j, schemas)
+                out.calls.append(call)
+                found = True
+            elif text.startswith(self.CLOSE, j) or j >= len(text):
+                end = min(j + len(self.CLOSE), len(text))
+                if not found:
+                    out.calls.append(ParsedCall("", text=junk.strip(), complete=j < len(text),
+                                                problem="the <tool_call> block holds no <function=NAME>"))
+                else:
+                    out.stray += junk
+                return end
+            else:  # text that is no call: up to the next call or the block's end
+                nxt = _first(text, j, self.FUNCTION, self.CLOSE)
+                junk += text[j:nxt]
+                pos = nxt
+
+    def _function(self, text: str, start: int, schemas: dict[str, dict]) -> tuple[ParsedCall, int]:
+        """The call at text[start:] (which starts with <function=); where it ends."""
+        head = start + len(self.FUNCTION)
+        gt = text.find(">", head)
+        if gt < 0:
+            return ParsedCall("", text=text[start:], complete=False,
+                              problem="the call is cut off in its function name"), len(text)
+        name = text[head:gt].strip()
+        call = ParsedCall(name, arguments={}, complete=False)
+        if not name or any(c.isspace() or c in "<>=/" for c in name):
+            call.name, call.problem = "", "the call has no function name"
+        schema = schemas.get(name) or {}
+        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        extra = schema.get("additionalProperties")
+        pos, end = gt + 1, len(text)
+        while True:
+            j = _skip_space(text, pos)
+            if text.startswith(self.FUNCTION_END, j):
+                call.complete, end = True, j + len(self.FUNCTION_END)
+                break
+            if text.startswith(self.PARAMETER, j):
+                pos = self._parameter(text, j, props, extra if isinstance(extra, dict) else {}, call)
+                if pos is None:  # cut off inside the parameter
+                    break
+                continue
+            if text.startswith(self.CLOSE, j) or text.startswith(self.FUNCTION, j):  # ended with no </function>
+                call.problem = call.problem or "the call is not closed by </function>"
+                end = j
+                break
+            if j >= len(text):
+                break
+            nxt = _first(text, j, self.PARAMETER, self.FUNCTION_END, self.CLOSE, self.FUNCTION)
+            call.problem = call.problem or "the call holds text outside <parameter=...> blocks"
+            pos = nxt
+        if not call.complete and end == len(text):  # cut off: no call, its section is text
+            if call.name:
+                call.problem = f"the call to {call.name!r} is cut off before </function>"
+            call.name = ""
+        call.text = json.dumps(call.arguments, ensure_ascii=False)
+        return call, end
+
+    def _parameter(self, text: str, start: int, props: dict, extra: dict, call: ParsedCall) -> int | None:
+        """One <parameter=KEY>VALUE</parameter> into call.arguments; where it ends (None: cut off)."""
+        head = start + len(self.PARAMETER)
+        gt = text.find(">", head)
+        if gt < 0:
+            return None
+        key = text[head:gt].strip()
+        value_at = gt + 1
+        close = text.find(self.PARAMETER_END, value_at)
+        if close >= 0:
+            raw, end = text[value_at:close], close + len(self.PARAMETER_END)
+        else:  # not closed: up to the next parameter or the function's end (vLLM), else cut off
+            nxt = _first(text, value_at, self.PARAMETER, self.FUNCTION_END)
+            raw, end = text[value_at:nxt], nxt
+            if nxt < len(text):
+                call.problem = call.problem or f"the value of {key!r} is not closed by </parameter>"
+        if not key or "<" in key:
+            call.problem = call.problem or "a parameter has no name"
+        call.arguments[key] = xml_value(raw, props.get(key, extra))
+        return end if end < len(text) or close >= 0 else None
+
+    @staticmethod
+    def _skip(text: str, pos: int, tag: str) -> int:
+        j = _skip_space(text, pos)
+        return j + len(tag) if text.startswith(tag, j) else pos
+
+
+def _skip_space(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos
+
+
+def _first(text: str, pos: int, *tags: str) -> int:
+    """Where the first of tags occurs in text from pos (len(text) when none does)."""
+    found = [i for i in (text.find(t, pos) for t in tags) if i >= 0]
+    return min(found) if found else len(text)
+
+
+JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
+ENUM_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (type(None), "null"))
+
+
+def schema_types(schema: Any) -> set[str]:
+    """The JSON types a parameter's schema allows: its `type` (or list), those of anyOf/oneOf
+    branches, else those of its enum's values. Empty when it says none."""
+    if not isinstance(schema, dict):
+        return set()
+    kind = schema.get("type")
+    out = set(kind if isinstance(kind, list) else [kind] if isinstance(kind, str) else [])
+    for key in ("anyOf", "oneOf"):
+        for sub in schema.get(key) or []:
+            out |= schema_types(sub)
+    if not out and isinstance(schema.get("enum"), list):
+        out = {next(name for cls, name in ENUM_TYPES if isinstance(v, cls)) for v in schema["enum"]
+               if isinstance(v, (bool, int, float, str, type(None)))}
+    return {k for k in out if isinstance(k, str)}
+
+
+def xml_value(raw: str, schema: Any) -> Any:
+    """An XML-style argument value typed by its parameter's schema (vLLM's conversion): one
+    newline trimmed at each end; text where the schema allows a string or gives no type;
+    else the first declared type it converts to; else the text."""
+    if raw.startswith("\n"):
+        raw = raw[1:]
+    if raw.endswith("\n"):
+        raw = raw[:-1]
+    types = schema_types(schema)
+    word = raw.strip()
+    if word.lower() == "null" and (not types or "null" in types):
+        return None
+    if not types or "string" in types:
+        return raw
+    for kind in ("integer", "number", "boolean", "object", "array", "null"):
+        if kind not in types:
+            continue
+        if kind in ("integer", "number") and JSON_NUMBER.fullmatch(word):
+            value = json.loads(word)
+            if isinstance(value, int):
+                return value
+            if math.isfinite(value):  # vLLM: an integral number is an integer (2.0 -> 2)
+                return int(value) if value.is_integer() else value
+        elif kind == "boolean" and word.lower() in ("true", "false"):
+            return word.lower() == "true"
+        elif kind in ("object", "array"):
+            value = _container(word, dict if kind == "object" else list)
+            if value is not None:
+                return value
+        elif kind == "null" and word == "None":  # what the template's `| string` writes for null
+            return None
+    return raw
+
+
+def _container(word: str, cls: type) -> Any:
+    """An object or array written as JSON, or as the Python literal Qwen3-Coder's first template
+    wrote for one (`{'a': 1}`, vLLM's ast.literal_eval fallback); None when it is neither."""
+    try:
+        value = json.loads(word, parse_constant=_no_constant)
+    except ValueError:  # JSONDecodeError, or NaN/Infinity, which JSON does not have
+        if len(word) > 100_000 or sum(word.count(c) for c in "[{(") > 64:  # literal_eval recurses
+            return None
+        try:
+            value = json.loads(json.dumps(ast.literal_eval(word), allow_nan=False))
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return None
+    return value if isinstance(value, cls) else None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+HERMES, QWEN3_CODER, GLM45, MISTRAL, MISTRAL_V11 = Hermes(), Qwen3CoderXml(), Glm45(), Mistral(), Mistral(v11=True)
 
 
 def tool_format(template_source: str | None) -> ToolFormat | None:
@@ -211,6 +449,8 @@ def tool_format(template_source: str | None) -> ToolFormat | None:
         return None
     if "<arg_key>" in template_source:
         return GLM45
+    if all(tag in template_source for tag in ("<tool_call>", "<function=", "<parameter=")):  # llama.cpp's test
+        return QWEN3_CODER
     if "<tool_call>" in template_source:
         return HERMES
     if "[TOOL_CALLS]" in template_source:

@@ -135,7 +135,7 @@ class Session:
         stops = StopFilter(options.stop, ignore_leading=options.ignore_leading_stop)
         opened = tools.opened if tools else ""
         split = ReasoningSplitter(prepared.in_reasoning) if prepared.reasoning and not opened else None
-        section = StopFilter([tools.format.opener]) if tools else None  # the answer ends where calls begin
+        section = StopFilter(list(tools.format.openers)) if tools else None  # the answer ends where calls begin
         if opened:  # a forced call: the reply starts inside the tool section
             section.assume_matched(tools.format.opener, opened[len(tools.format.opener):])
 
@@ -215,7 +215,9 @@ class Session:
     @staticmethod
     def _tool_calls(tools: ToolSetup, section: StopFilter, outcome: Outcome) -> list[dict] | None:
         """The calls of the tool section, in OpenAI's shape; None when it holds none."""
-        parsed = tools.format.parse(section.after, tools.schemas)
+        opener = tools.format.opener  # another opener stays at the start of the section
+        parsed = tools.format.parse(section.after if section.matched == opener else section.matched + section.after,
+                                    tools.schemas)
         if tools.strict:
             problems = strict_problems(parsed, tools.schemas, cut_off=outcome.finish_reason == "length")
             if problems:
