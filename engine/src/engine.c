@@ -216,10 +216,12 @@ int32_t colibri_sample(colibri_engine *e, const colibri_sampling *p, float *logp
     const float *logits = e->last_logits;
     float temperature = p ? p->temperature : 0.0f;
     float top_p = p ? p->top_p : 1.0f;
-    if (!(temperature >= 0.0f) || !(top_p > 0.0f && top_p <= 1.0f))
-        return coli_fail(COLI_E_ARG, "colibri_sample: temperature must be >= 0 and top_p in (0, 1]");
+    int top_k = p ? p->top_k : 0;
+    if (!(temperature >= 0.0f) || !(top_p > 0.0f && top_p <= 1.0f) || top_k < 0)
+        return coli_fail(COLI_E_ARG, "colibri_sample: temperature must be >= 0, top_p in (0, 1] and top_k >= 0");
     int32_t tok = temperature == 0.0f ? coli_argmax(logits, V)
-                                      : coli_sample(logits, V, temperature, top_p, &e->rng, e->sample_p, e->sample_i);
+                                      : coli_sample(logits, V, temperature, top_p, top_k, &e->rng, e->sample_p,
+                                                    e->sample_i);
     if (logprob) *logprob = coli_logprob(logits, V, tok);
     return tok;
 }

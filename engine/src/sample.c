@@ -58,8 +58,68 @@ static void sift_down(int32_t *h, int n, int i, const float *p) {
     }
 }
 
-int32_t coli_sample(const float *logits, int n, float temperature, float top_p, coli_rng *rng, float *p,
+/* top-k's order: a higher logit first, the lower id on ties (as coli_argmax) */
+static int weaker(const float *v, int32_t a, int32_t b) { return v[a] < v[b] || (v[a] == v[b] && a > b); }
+
+/* min-heap of kept ids under that order: the root is the weakest kept */
+static void sift_down_weak(int32_t *h, int n, int i, const float *v) {
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && weaker(v, h[l], h[m])) m = l;
+        if (r < n && weaker(v, h[r], h[m])) m = r;
+        if (m == i) return;
+        int32_t t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+/* llama.cpp's top-k sampler (llama_sampler_top_k: the k largest logits, the
+ * rest dropped), then its top-p over the survivors' renormalised mass, then a
+ * draw among what is left; 0 < k < n */
+static int32_t sample_top_k(const float *logits, int n, float temperature, float top_p, int k, coli_rng *rng,
+                            float *p, int32_t *ids) {
+    for (int i = 0; i < k; i++) ids[i] = i;
+    for (int i = k / 2 - 1; i >= 0; i--) sift_down_weak(ids, k, i, logits);
+    for (int i = k; i < n; i++)
+        if (weaker(logits, ids[0], i)) {
+            ids[0] = i;
+            sift_down_weak(ids, k, 0, logits);
+        }
+    for (int size = k - 1; size > 0; size--) { /* heapsort: the weakest go to the back, ids[0] is the best */
+        int32_t t = ids[0];
+        ids[0] = ids[size];
+        ids[size] = t;
+        sift_down_weak(ids, size, 0, logits);
+    }
+    const float max = logits[ids[0]];
+    double sum = 0.0;
+    for (int j = 0; j < k; j++) {
+        p[j] = expf((logits[ids[j]] - max) / temperature);
+        sum += p[j];
+    }
+    int m = k; /* nucleus among the k, best first: the fewest whose mass reaches top_p */
+    double kept = sum;
+    if (top_p < 1.0f) {
+        const double target = (double)top_p * sum;
+        kept = 0.0;
+        for (m = 0; m < k;) {
+            kept += p[m++];
+            if (kept >= target) break;
+        }
+    }
+    double u = coli_rng_uniform(rng) * kept, acc = 0.0;
+    for (int j = 0; j < m; j++) {
+        acc += p[j];
+        if (acc > u) return ids[j];
+    }
+    return ids[0];
+}
+
+int32_t coli_sample(const float *logits, int n, float temperature, float top_p, int top_k, coli_rng *rng, float *p,
                     int32_t *heap) {
+    if (top_k > 0 && top_k < n) return sample_top_k(logits, n, temperature, top_p, top_k, rng, p, heap);
     const float max = logits[coli_argmax(logits, n)];
     double sum = 0.0;
     for (int i = 0; i < n; i++) {

@@ -1,5 +1,5 @@
-/* sample.h — choosing the next token from logits: greedy, temperature, top-p,
- * with a seedable generator, and the log-probability of the choice. */
+/* sample.h — choosing the next token from logits: greedy, temperature, top-k,
+ * top-p, with a seedable generator, and the log-probability of the choice. */
 #ifndef COLI_SAMPLE_H
 #define COLI_SAMPLE_H
 
@@ -20,9 +20,10 @@ float coli_logprob(const float *logits, int n, int32_t tok);
  * tok < 0) and writes the k most likely tokens and their log-probs, in heap
  * order (not sorted). Non-finite values come out as they are. */
 float coli_readout(const float *logits, int n, int32_t tok, int k, int32_t *top_ids, float *top_lp);
-/* Sample with temperature (> 0) and nucleus top_p (0 < top_p <= 1); work
- * needs room for n floats and n ints. */
-int32_t coli_sample(const float *logits, int n, float temperature, float top_p, coli_rng *rng, float *work_p,
-                    int32_t *work_i);
+/* Sample with temperature (> 0), top_k (0 or >= n: off) and nucleus top_p
+ * (0 < top_p <= 1), top-k first as llama.cpp's chain; work needs room for n
+ * floats and n ints. */
+int32_t coli_sample(const float *logits, int n, float temperature, float top_p, int top_k, coli_rng *rng,
+                    float *work_p, int32_t *work_i);
 
 #endif

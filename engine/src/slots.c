@@ -48,8 +48,8 @@ int colibri_submit(colibri_engine *e, int slot, const int32_t *prompt, int n, co
             return coli_fail(COLI_E_ARG, "token id %d at index %d is outside the vocabulary (0..%d)", prompt[i], i,
                              V - 1);
     const colibri_sampling *sp = &req->sampling;
-    if (!(sp->temperature >= 0.0f) || !(sp->top_p > 0.0f && sp->top_p <= 1.0f))
-        return coli_fail(COLI_E_ARG, "colibri_submit: temperature must be >= 0 and top_p in (0, 1]");
+    if (!(sp->temperature >= 0.0f) || !(sp->top_p > 0.0f && sp->top_p <= 1.0f) || sp->top_k < 0)
+        return coli_fail(COLI_E_ARG, "colibri_submit: temperature must be >= 0, top_p in (0, 1] and top_k >= 0");
     if (req->max_tokens < 0 || req->n_logprobs < 0 || req->n_logprobs > COLI_MAX_LOGPROBS)
         return coli_fail(COLI_E_ARG, "colibri_submit: max_tokens must be >= 0 and n_logprobs in 0..%d",
                          COLI_MAX_LOGPROBS);
@@ -136,7 +136,8 @@ static void next_token(event_out *o, colibri_engine *e, int slot, const float *l
     const colibri_sampling *sp = &sl->req.sampling;
     const int32_t tok = sp->temperature == 0.0f
                             ? coli_argmax(logits, V)
-                            : coli_sample(logits, V, sp->temperature, sp->top_p, &sl->rng, e->sample_p, e->sample_i);
+                            : coli_sample(logits, V, sp->temperature, sp->top_p, sp->top_k, &sl->rng, e->sample_p,
+                                          e->sample_i);
     const bool stop = !sl->req.ignore_eos && colibri_token_is_eog(e, tok);
     colibri_event *ev = push(o, slot, stop ? COLI_EVENT_DONE : COLI_EVENT_TOKEN, tok, stop ? COLI_FINISH_STOP : 0);
     ev->n_top = sl->req.n_logprobs;

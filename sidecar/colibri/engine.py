@@ -272,10 +272,12 @@ class Engine:
             raise last_error()
         return out
 
-    def sample(self, temperature: float = 0.0, top_p: float = 1.0, logprob: bool = False) -> tuple[int, float | None]:
+    def sample(self, temperature: float = 0.0, top_p: float = 1.0, logprob: bool = False,
+               top_k: int = 0) -> tuple[int, float | None]:
         """The next token from the last evaluated logits, and its log-probability when asked
-        (a log-softmax over the whole vocabulary: not free, so only on request)."""
-        params = ffi.new("colibri_sampling *", {"temperature": temperature, "top_p": top_p})
+        (a log-softmax over the whole vocabulary: not free, so only on request). top_k: only
+        the k most likely tokens (0: off), before top_p as llama.cpp's chain."""
+        params = ffi.new("colibri_sampling *", {"temperature": temperature, "top_p": top_p, "top_k": top_k})
         lp = ffi.new("float *") if logprob else ffi.NULL
         tok = lib.colibri_sample(self._e, params, lp)
         if tok < 0:
@@ -325,13 +327,13 @@ class Engine:
 
     def submit(self, slot: int, prompt: list[int], *, max_tokens: int, temperature: float = 0.0, top_p: float = 1.0,
                seed: int = 0, n_logprobs: int = 0, echo: bool = False, echo_from: int = 0,
-               ignore_eos: bool = False) -> int:
+               ignore_eos: bool = False, top_k: int = 0) -> int:
         """Start a request on an idle slot; returns how many prompt tokens came from its cache.
         With echo, positions from echo_from on are read out (the prefix before may be reused)."""
         req = ffi.new("colibri_request *", {
-            "sampling": {"temperature": temperature, "top_p": top_p}, "seed": seed & 0xFFFFFFFFFFFFFFFF,
-            "max_tokens": max_tokens, "n_logprobs": n_logprobs, "echo": int(echo), "echo_from": echo_from,
-            "ignore_eos": int(ignore_eos)})
+            "sampling": {"temperature": temperature, "top_p": top_p, "top_k": top_k},
+            "seed": seed & 0xFFFFFFFFFFFFFFFF, "max_tokens": max_tokens, "n_logprobs": n_logprobs, "echo": int(echo),
+            "echo_from": echo_from, "ignore_eos": int(ignore_eos)})
         reused = lib.colibri_submit(self._e, slot, ffi.new("int32_t[]", prompt), len(prompt), req)
         if reused < 0:
             raise last_error()

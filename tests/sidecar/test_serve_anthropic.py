@@ -1,7 +1,8 @@
 """The Anthropic Messages API on the real engine (the default model), through the official
 `anthropic` SDK and on the raw stream: replies equal the chat route's, the named-event order,
 ping keep-alives, usage names (cache reads apart), the error envelope, refusals by name,
-hosted fields accepted and ignored, tools and tool results, count_tokens, continuation."""
+hosted fields accepted and ignored, tools and tool results, count_tokens, continuation; what Claude
+Code sends (system-role messages, thinking.display), stop_sequences and top_k honoured."""
 from __future__ import annotations
 
 import json
@@ -117,8 +118,10 @@ def test_hosted_fields_and_beta_query_are_accepted(served):
 
 
 @pytest.mark.parametrize("change, status, kind, words", [
-    ({"stop_sequences": ["\n"]}, 400, "invalid_request_error", "stop_sequences"),
-    ({"top_k": 5}, 400, "invalid_request_error", "top_k"),
+    ({"stop_sequences": [""]}, 400, "invalid_request_error", "stop_sequences.0"),
+    ({"top_k": -1}, 400, "invalid_request_error", "top_k"),
+    ({"output_config": {"format": {"type": "json_schema"}}}, 400, "invalid_request_error", "output_config.format"),
+    ({"messages": [{"role": "developer", "content": "x"}]}, 400, "invalid_request_error", "messages.0.role"),
     ({"max_tokens": None}, 400, "invalid_request_error", "max_tokens"),
     ({"temperature": 1.5}, 400, "invalid_request_error", "temperature"),
     ({"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}, 400, "invalid_request_error",
@@ -144,7 +147,7 @@ def test_sdk_errors_and_api_key(served):
         good = anthropic.Anthropic(base_url=base, api_key="k", max_retries=0)  # sent as x-api-key
         assert good.messages.create(model=MODEL, max_tokens=2, messages=HELLO).content
         with pytest.raises(anthropic.BadRequestError) as err:
-            good.messages.create(model=MODEL, max_tokens=2, messages=HELLO, extra_body={"top_k": 3})
+            good.messages.create(model=MODEL, max_tokens=2, messages=HELLO, extra_body={"top_k": -1})
         assert err.value.body["error"]["type"] == "invalid_request_error"
         with pytest.raises(anthropic.NotFoundError):
             good.messages.create(model="claude-3-haiku", max_tokens=2, messages=HELLO)
@@ -163,6 +166,66 @@ def test_count_tokens_and_continuation(client, served):
         return await r.json()
 
     assert cont.content[0].text == run_app(served, chat, CFG)["choices"][0]["message"]["content"]  # continued
+
+
+def test_system_role_messages_are_the_system_prompt(client):
+    """Claude Code sends a system-role message after the first user turn: it joins the system
+    prompt, in order, exactly as if it had been sent there."""
+    inline = client.messages.create(model=MODEL, max_tokens=8, extra_body=GREEDY, system="Be brief.", messages=[
+        *HELLO, {"role": "system", "content": [{"type": "text", "text": "Answer in French."}]}])
+    folded = client.messages.create(model=MODEL, max_tokens=8, extra_body=GREEDY,
+                                    system="Be brief.\n\nAnswer in French.", messages=HELLO)
+    assert inline.content[0].text == folded.content[0].text
+    assert inline.usage.input_tokens + inline.usage.cache_read_input_tokens == \
+        folded.usage.input_tokens + folded.usage.cache_read_input_tokens
+
+
+def test_stop_sequences_end_the_reply_and_are_named(client, served):
+    whole = client.messages.create(model=MODEL, max_tokens=24, messages=HELLO, extra_body=GREEDY).content[0].text
+    stop = whole[len(whole) // 2:len(whole) // 2 + 3]
+    assert stop.strip() and len(whole) > 8, whole
+    cut = whole[:whole.find(stop)]
+    m = client.messages.create(model=MODEL, max_tokens=24, messages=HELLO, extra_body=GREEDY,
+                               stop_sequences=["never said", stop])
+    assert (m.content[0].text, m.stop_reason, m.stop_sequence) == (cut, "stop_sequence", stop)
+    status, _, text = raw(served, {"model": MODEL, "max_tokens": 24, "messages": HELLO, "temperature": 0,
+                                   "stream": True, "stop_sequences": [stop]})
+    evs = events(text)
+    assert "".join(p["delta"]["text"] for n, p in evs if n == "content_block_delta") == cut
+    assert [p["delta"] for n, p in evs if n == "message_delta"] == [{"stop_reason": "stop_sequence",
+                                                                   "stop_sequence": stop}]
+    free = client.messages.create(model=MODEL, max_tokens=4, messages=HELLO, extra_body=GREEDY,
+                                  stop_sequences=["never said"])
+    assert free.stop_reason == "max_tokens" and free.stop_sequence is None
+
+    async def chat(c, served):  # the chat route's `stop` cuts in the same place
+        r = await c.post("/v1/chat/completions", json={"model": MODEL, "messages": HELLO, "temperature": 0,
+                                                       "max_tokens": 24, "stop": [stop]})
+        return await r.json()
+
+    assert run_app(served, chat, CFG)["choices"][0]["message"]["content"] == cut
+
+
+def test_top_k_1_is_greedy_on_every_route(client, served):
+    greedy = client.messages.create(model=MODEL, max_tokens=12, messages=HELLO, extra_body=GREEDY).content[0].text
+    hot = client.messages.create(model=MODEL, max_tokens=12, messages=HELLO,
+                                 extra_body={"temperature": 1.0, "top_k": 1})  # not arguments of this SDK
+    assert hot.content[0].text == greedy
+
+    async def openai(c, served):
+        out = []
+        for path, field, extra in (("/v1/chat/completions", "messages", HELLO), ("/v1/completions", "prompt", "Once")):
+            replies = []
+            for sampling in ({"temperature": 0}, {"temperature": 2.0, "top_k": 1, "seed": 3}):
+                r = await c.post(path, json={"model": MODEL, field: extra, "max_tokens": 12, **sampling})
+                assert r.status == 200, await r.text()
+                choice = (await r.json())["choices"][0]
+                replies.append(choice["message"]["content"] if "message" in choice else choice["text"])
+            out.append(replies)
+        return out
+
+    for greedy_reply, top_k_reply in run_app(served, openai, CFG):
+        assert top_k_reply == greedy_reply
 
 
 # ---- tools, on the real engine repeating a call in Qwen3's syntax ---------------------------------
@@ -244,6 +307,21 @@ def test_thinking_blocks(tooled):
         {"role": "user", "content": THINK}, {"role": "assistant", "content": [b.model_dump() for b in m.content]},
         {"role": "user", "content": "Again."}])
     assert again.usage.input_tokens + again.usage.cache_read_input_tokens > m.usage.input_tokens
+
+
+def test_thinking_display_omitted(tooled):
+    """Claude Code asks for thinking.display "omitted": the thinking block comes back empty,
+    with its signature, and the stream sends no thinking_delta."""
+    _, served, cfg = tooled
+    ask = {"model": "tooled", "max_tokens": 16, "temperature": 0,
+           "thinking": {"type": "adaptive", "display": "omitted"}, "messages": [{"role": "user", "content": THINK}]}
+    status, _, text = raw(served, ask, cfg=cfg)
+    reply = json.loads(text)
+    assert status == 200 and reply["content"][0] == {"type": "thinking", "thinking": "", "signature": "colibri-local"}
+    assert reply["content"][1]["text"].startswith("Done.")
+    status, _, text = raw(served, {**ask, "stream": True}, cfg=cfg)
+    first = [p["delta"] for n, p in events(text) if n == "content_block_delta" and p["index"] == 0]
+    assert first == [{"type": "signature_delta", "signature": "colibri-local"}]
 
 
 def test_chat_reasoning_is_apart_from_content_and_its_logprobs(tooled):

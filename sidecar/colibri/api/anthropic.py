@@ -3,9 +3,10 @@ POST /v1/messages/count_tokens, on the same engine and templates as the OpenAI r
 
 The stream is Anthropic's, event for event: message_start, then per block
 content_block_start / content_block_delta... / content_block_stop (a thinking
-block first when the family reasons, closed by its signature_delta; then the
-text; then each tool_use with one input_json_delta), message_delta with the
-stop_reason and usage, message_stop; `ping` while the engine is quiet. SSE
+block first when the family reasons, closed by its signature_delta, with no
+thinking_delta when thinking.display is "omitted"; then the text; then each
+tool_use with one input_json_delta), message_delta with the stop_reason (and
+the stop_sequence matched) and usage, message_stop; `ping` while the engine is quiet. SSE
 headers go out once the request holds its slot (a 429 is still a clean JSON
 error); a failure after that is an `error` event, then the socket closes.
 """
@@ -19,7 +20,7 @@ from typing import AsyncIterator
 
 from aiohttp import web
 
-from colibri.api.anthropic_protocol import error_body, parse_messages_request, tool_input
+from colibri.api.anthropic_protocol import error_body, parse_messages_request, shows_thinking, tool_input
 from colibri.api.errors import ApiError, StreamAborted, as_api_error, json_response
 from colibri.api.keys import config_key, core_key, model_key, request_id_key
 from colibri.api.request import limits_of, read_request
@@ -30,6 +31,14 @@ log = logging.getLogger(__name__)
 routes = web.RouteTableDef()
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 SIGNATURE = "colibri-local"  # thinking blocks are not signed by a hosted model
+
+
+def stop_fields(outcome: Outcome) -> dict:
+    """stop_reason and stop_sequence: `stop_sequence` with the one matched when a request's
+    stop sequence ended the reply."""
+    if outcome.finish_reason == "stop" and outcome.stop_sequence is not None:
+        return {"stop_reason": "stop_sequence", "stop_sequence": outcome.stop_sequence}
+    return {"stop_reason": STOP_REASONS.get(outcome.finish_reason or "stop", "end_turn"), "stop_sequence": None}
 
 
 def usage(outcome: Outcome) -> dict:
@@ -57,25 +66,26 @@ async def messages(request: web.Request) -> web.StreamResponse:
     app = request.app
     body = await read_request(request)
     req = parse_messages_request(body, limits_of(app))
+    shown = shows_thinking(body)
     prepared = app[core_key].prepare_chat(req, thinking_is_a_hint=True)
     head = {"id": "msg_" + secrets.token_hex(12), "type": "message", "role": "assistant",
             "model": app[model_key].model_id}
     async with app[core_key].run(prepared) as run:
         headers = {"x-colibri-queue-wait-ms": str(round(run.lease.wait_s * 1000))}
         if req.options.stream:
-            return await stream(request, head, run.deltas, run.outcome, headers)
+            return await stream(request, head, run.deltas, run.outcome, headers, shown)
         async for _ in run.deltas:
             pass
         outcome = run.outcome
-        return json_response({**head, "content": content_blocks(outcome),
-                              "stop_reason": STOP_REASONS.get(outcome.finish_reason or "stop", "end_turn"),
-                              "stop_sequence": None, "usage": usage(outcome)}, headers=headers)
+        return json_response({**head, "content": content_blocks(outcome, shown), **stop_fields(outcome),
+                              "usage": usage(outcome)}, headers=headers)
 
 
-def content_blocks(outcome: Outcome) -> list[dict]:
+def content_blocks(outcome: Outcome, shown: bool = True) -> list[dict]:
     blocks = []
-    if outcome.reasoning:
-        blocks.append({"type": "thinking", "thinking": "".join(outcome.reasoning), "signature": SIGNATURE})
+    if outcome.reasoning:  # thinking.display "omitted": the block, empty, with its signature
+        blocks.append({"type": "thinking", "thinking": "".join(outcome.reasoning) if shown else "",
+                       "signature": SIGNATURE})
     if outcome.text or not outcome.tool_calls:
         blocks.append({"type": "text", "text": outcome.text})
     return blocks + [tool_use(c) for c in outcome.tool_calls]
@@ -84,8 +94,9 @@ def content_blocks(outcome: Outcome) -> list[dict]:
 class EventWriter:
     """Anthropic's named SSE events, with the index and kind of the block now open."""
 
-    def __init__(self, resp: web.StreamResponse):
+    def __init__(self, resp: web.StreamResponse, shown: bool = True):
         self.resp = resp
+        self.shown = shown  # thinking.display "omitted": thinking blocks carry no thinking_delta
         self.index = -1
         self.open: str | None = None
         self.wrote_text = False
@@ -114,7 +125,8 @@ class EventWriter:
         if d.reasoning:
             if self.open != "thinking":
                 await self.start({"type": "thinking", "thinking": "", "signature": ""})
-            await self.delta({"type": "thinking_delta", "thinking": d.reasoning})
+            if self.shown:
+                await self.delta({"type": "thinking_delta", "thinking": d.reasoning})
         if d.content:
             if self.open != "text":
                 await self.start({"type": "text", "text": ""})
@@ -123,11 +135,11 @@ class EventWriter:
 
 
 async def stream(request: web.Request, head: dict, deltas: AsyncIterator[Delta], outcome: Outcome,
-                 headers: dict[str, str]) -> web.StreamResponse:
+                 headers: dict[str, str], shown: bool = True) -> web.StreamResponse:
     resp = web.StreamResponse(status=200, headers={**SSE_HEADERS, **headers})
     resp.force_close()
     await resp.prepare(request)
-    out = EventWriter(resp)
+    out = EventWriter(resp, shown)
     start_usage = {**usage(outcome), "output_tokens": 0}
     await out.event("message_start", {"message": {**head, "content": [], "stop_reason": None, "stop_sequence": None,
                                                   "usage": start_usage}})
@@ -159,9 +171,7 @@ async def stream(request: web.Request, head: dict, deltas: AsyncIterator[Delta],
                 request.transport.close()
         raise StreamAborted(resp) from err
     final = usage(outcome)
-    await out.event("message_delta", {"delta": {"stop_reason": STOP_REASONS.get(outcome.finish_reason or "stop",
-                                                                                "end_turn"),
-                                                "stop_sequence": None},
+    await out.event("message_delta", {"delta": stop_fields(outcome),
                                       "usage": {k: final[k] for k in ("input_tokens", "output_tokens",
                                                                       "cache_creation_input_tokens",
                                                                       "cache_read_input_tokens")}})

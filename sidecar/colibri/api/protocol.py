@@ -22,8 +22,8 @@ REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 IGNORED = frozenset({"store", "metadata", "service_tier", "user", "safety_identifier", "parallel_tool_calls",
                      "prompt_cache_key", "verbosity", "web_search_options", "moderation"})
 COMMON = frozenset({"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "temperature",
-                    "top_p", "n", "stop", "seed", "presence_penalty", "frequency_penalty", "repetition_penalty",
-                    "logit_bias", "logprobs", "best_of", "modalities", "echo", "cache_slot",
+                    "top_p", "top_k", "n", "stop", "seed", "presence_penalty", "frequency_penalty",
+                    "repetition_penalty", "logit_bias", "logprobs", "best_of", "modalities", "echo", "cache_slot",
                     "x_colibri_ignore_leading_stop"})
 CHAT_ONLY = frozenset({"messages", "top_logprobs", "tools", "tool_choice", "functions", "function_call",
                        "response_format", "enable_thinking", "reasoning_effort", "preserve_thinking",
@@ -62,6 +62,7 @@ def parse_options(body: dict, limits: Limits) -> Options:
     legacy = opt_int(body, "max_tokens", lo=1)
     max_tokens = budget if budget is not None else legacy if legacy is not None else limits.max_tokens
     temperature, top_p = sampling(body, limits.temperature, limits.top_p, max_temperature=2.0)
+    top_k = max(opt_int(body, "top_k", default=0), 0)  # llama.cpp's server's extension; <= 0: off, as there
     seed = body.get("seed")  # accepted unvalidated; an integer one is honoured (docs/openai-api.md#seed)
     seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else None
     n = opt_int(body, "n", lo=1)
@@ -87,7 +88,7 @@ def parse_options(body: dict, limits: Limits) -> Options:
     if cache_slot is not None and not 0 <= cache_slot < limits.kv_slots:
         raise out_of_range("cache_slot", f"an integer in [0, {limits.kv_slots}) (--kv-slots {limits.kv_slots})",
                            cache_slot)
-    return Options(max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed, stream=stream,
+    return Options(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, stream=stream,
                    include_usage=include_usage, stop=parse_stop(body),
                    ignore_leading_stop=bool(opt_bool(body, "x_colibri_ignore_leading_stop", False)),
                    cache_slot=cache_slot)

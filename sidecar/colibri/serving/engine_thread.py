@@ -44,6 +44,7 @@ class GenRequest:
     max_tokens: int
     temperature: float = 0.0
     top_p: float = 1.0
+    top_k: int = 0             # only the k most likely tokens; 0: off
     seed: int | None = None
     top_logprobs: int = 0      # 0..MAX_LOGPROBS entries of the top-k table per token
     echo: bool = False         # read-out of the prompt positions (Finish.prompt_readout)
@@ -359,7 +360,7 @@ class EngineThread:
         try:
             job.n_reused = self.engine.submit(slot, r.prompt, max_tokens=r.max_tokens, temperature=r.temperature,
                                               top_p=r.top_p, seed=seed, n_logprobs=r.top_logprobs, echo=r.echo,
-                                              echo_from=r.echo_from, ignore_eos=r.ignore_eos)
+                                              echo_from=r.echo_from, ignore_eos=r.ignore_eos, top_k=r.top_k)
         except EngineError as e:
             self._deliver(job, e)
             return

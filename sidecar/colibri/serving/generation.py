@@ -68,6 +68,7 @@ class Outcome:
     """How a generation ended, filled in as it runs."""
 
     finish_reason: str | None = None
+    stop_sequence: str | None = None  # the request's stop sequence that ended the reply, when one did
     prompt_tokens: int = 0
     cached_tokens: int = 0  # prompt tokens the slot's KV cache already held (prefix reuse)
     tokens: list[int] = field(default_factory=list)
@@ -130,7 +131,8 @@ class Session:
         outcome.cached_tokens = 0 if options.echo else min(lease.cached, len(prompt))  # until the engine says
         budget = min(options.max_tokens, served.n_ctx - len(prompt))  # a ceiling, clamped to what the context holds
         req = GenRequest(slot=lease.slot, prompt=list(prompt), max_tokens=budget, temperature=options.temperature,
-                         top_p=options.top_p, seed=options.seed, top_logprobs=options.top_logprobs, echo=options.echo)
+                         top_p=options.top_p, top_k=options.top_k, seed=options.seed,
+                         top_logprobs=options.top_logprobs, echo=options.echo)
         detok = Detokenizer(served.token_bytes)
         stops = StopFilter(options.stop, ignore_leading=options.ignore_leading_stop)
         opened = tools.opened if tools else ""
@@ -199,6 +201,7 @@ class Session:
                 delta.content += section.flush()
             if delta.content or delta.reasoning:
                 yield _record(outcome, delta)
+            outcome.stop_sequence = stops.matched
             answer = split.answer.through(stops.kept) if split else stops.kept
             outcome.answer = section.kept.through(answer) if section else answer
             if section and section.matched is not None:

@@ -24,6 +24,7 @@ class Options:
     max_tokens: int
     temperature: float
     top_p: float
+    top_k: int = 0  # only the k most likely tokens (llama.cpp's top-k, before top_p); 0: off
     seed: int | None = None
     stream: bool = False
     include_usage: bool = False
