@@ -131,11 +131,13 @@ int colibri_kernel_matmul(uint32_t wtype, const void *w, size_t w_bytes, int64_t
 
 typedef struct colibri_engine colibri_engine;
 
+enum { COLI_MAX_SLOTS = 16 }; /* the most KV slots (colibri_config.n_slots) one engine serves */
+
 typedef struct {
     const char *model_path;  /* GGUF file */
     int n_threads;           /* 0: physical cores */
     int n_ctx;               /* tokens of context per slot; 0: min(4096, trained) */
-    int n_slots;             /* KV slots (conversations); 0: 1 */
+    int n_slots;             /* KV slots (conversations), 1..COLI_MAX_SLOTS; 0: 1 */
     int n_batch;             /* prefill chunk in tokens; 0: 512 */
     int vocab_only;          /* 1: load metadata and tokenizer only */
     int64_t expert_cache_bytes; /* routed experts: 0 all resident (file mapping); > 0 streamed
