@@ -1,18 +1,14 @@
 /* forward.c — the scratch of a forward batch and the forward pass over it. */
 #define _POSIX_C_SOURCE 200112L
-#include <inttypes.h>
-#include <time.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention.h"
 #include "clock.h"
 #include "error.h"
-#include "ggml_types.h"
+#include "experts.h"
 #include "matmul.h"
 #include "model.h"
-#include "attention.h"
-#include "experts.h"
 #include "moe.h"
 #include "ops.h"
 #include "quant.h"
@@ -84,7 +80,6 @@ int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store
     }
     /* the largest activation conversion any matmul of a batch needs */
     size_t need = 0;
-    const coli_layer *L0 = &m->layers[0];
     for (int il = 0; il < hp->n_layer; il++) {
         const coli_layer *L = &m->layers[il];
         const coli_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down,
@@ -96,10 +91,8 @@ int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store
             if (sz > need) need = sz;
         }
     }
-    (void)L0;
     size_t out_sz = coli_matmul_scratch_size(m->output.type, m->output.n_in, n_batch);
     if (out_sz > need) need = out_sz;
-    s->mm_scratch_size = need;
     s->mm_scratch = alloc64(need, &s->bytes);
     if (!s->x || !s->xn || !s->tmp || !s->q || !s->k || !s->v || !s->att || !s->hb ||
         !s->hb2 || !s->logits || !s->att_scratch || !s->att_scores || !s->mm_scratch) {

@@ -176,7 +176,6 @@ typedef struct {
     int32_t *predicted;     /* [n_expert] the next layer's predicted experts */
     float *router_next;     /* [n_batch][n_expert] the next layer's router on the current state */
     void *mm_scratch;       /* quantized activations for matmuls */
-    size_t mm_scratch_size;
     coli_pool *pool;
     int n_threads;
     size_t bytes;    /* memory held by this state */
