@@ -139,6 +139,8 @@ typedef struct {
     coli_kv *kv;
 } coli_row;
 
+#define COLI_STATE_MAX_BUFFERS 40 /* buffers a coli_state holds, at most (forward.c take() checks) */
+
 /* Scratch of a forward batch, shared by every sequence. */
 typedef struct {
     int n_ctx;       /* the longest sequence (sizes attention scratch) */
@@ -179,6 +181,9 @@ typedef struct {
     coli_pool *pool;
     int n_threads;
     size_t bytes;    /* memory held by this state */
+    void *held[COLI_STATE_MAX_BUFFERS]; /* every buffer above, for coli_state_free */
+    int n_held;
+    bool take_failed; /* a buffer could not be allocated */
     /* seconds spent, for the profile (written by the forward pass only) */
     double t_forward, t_attention, t_ffn, t_lm_head;
 } coli_state;
