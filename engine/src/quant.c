@@ -276,17 +276,6 @@ void quantize_row_q8_1(const float *x, void *vy, int64_t n) {
 
 /* ---- K-quants: dequantize ---------------------------------------------------- */
 
-/* 6-bit scale and min j (0..7) of a Q4_K/Q5_K block (ggml get_scale_min_k4). */
-static inline void get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
-    if (j < 4) {
-        *d = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
-    }
-}
-
 /* The 16 6-bit Q3_K scales (biased by 32), unpacked to bytes. */
 static inline void q3_K_scales(const uint8_t *packed, int8_t out[16]) {
     const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
@@ -298,19 +287,6 @@ static inline void q3_K_scales(const uint8_t *packed, int8_t out[16]) {
     aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
     aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
     memcpy(out, aux, 16);
-}
-
-/* Q4_K/Q5_K scales (bytes 0..7) and mins (bytes 8..15), ggml's utmp shuffle. */
-static inline void k4_scales_mins(const uint8_t *packed, uint8_t out[16]) {
-    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-    uint32_t utmp[4];
-    memcpy(utmp, packed, 12);
-    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-    const uint32_t uaux = utmp[1] & kmask1;
-    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-    utmp[2] = uaux;
-    utmp[0] &= kmask1;
-    memcpy(out, utmp, 16);
 }
 
 void dequantize_row_q2_K(const void *vx, float *y, int64_t n) {
@@ -360,12 +336,12 @@ void dequantize_row_q4_K(const void *vx, float *y, int64_t n) {
     for (int64_t i = 0; i < n / QK_K; i++) {
         const float d = coli_fp16_to_fp32(x[i].d), min = coli_fp16_to_fp32(x[i].dmin);
         const uint8_t *q = x[i].qs;
+        uint32_t sm32[4];
+        coli_k4_scales_mins(x[i].scales, sm32);
+        const uint8_t *sm = (const uint8_t *)sm32; /* scales 0..7, mins 8..15 */
         for (int j = 0, is = 0; j < QK_K; j += 64, is += 2, q += 32) {
-            uint8_t sc, m;
-            get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
-            const float d1 = d * sc, m1 = min * m;
-            get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
-            const float d2 = d * sc, m2 = min * m;
+            const float d1 = d * sm[is], m1 = min * sm[8 + is];
+            const float d2 = d * sm[is + 1], m2 = min * sm[8 + is + 1];
             for (int l = 0; l < 32; l++) *y++ = d1 * (q[l] & 0xF) - m1;
             for (int l = 0; l < 32; l++) *y++ = d2 * (q[l] >> 4) - m2;
         }
@@ -377,13 +353,13 @@ void dequantize_row_q5_K(const void *vx, float *y, int64_t n) {
     for (int64_t i = 0; i < n / QK_K; i++) {
         const float d = coli_fp16_to_fp32(x[i].d), min = coli_fp16_to_fp32(x[i].dmin);
         const uint8_t *ql = x[i].qs, *qh = x[i].qh;
+        uint32_t sm32[4];
+        coli_k4_scales_mins(x[i].scales, sm32);
+        const uint8_t *sm = (const uint8_t *)sm32; /* scales 0..7, mins 8..15 */
         uint8_t u1 = 1, u2 = 2;
         for (int j = 0, is = 0; j < QK_K; j += 64, is += 2, ql += 32) {
-            uint8_t sc, m;
-            get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
-            const float d1 = d * sc, m1 = min * m;
-            get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
-            const float d2 = d * sc, m2 = min * m;
+            const float d1 = d * sm[is], m1 = min * sm[8 + is];
+            const float d2 = d * sm[is + 1], m2 = min * sm[8 + is + 1];
             for (int l = 0; l < 32; l++) *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
             for (int l = 0; l < 32; l++) *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
             u1 <<= 2;
@@ -644,8 +620,9 @@ static float dot1_q45_K(int n, const block_q4_K *x4, const block_q5_K *x5, const
             a += 32;
             m <<= 1;
         }
-        uint8_t sm[16];  /* scales 0..7, mins 8..15 */
-        k4_scales_mins(x4 ? x4[i].scales : x5[i].scales, sm);
+        uint32_t sm32[4];
+        coli_k4_scales_mins(x4 ? x4[i].scales : x5[i].scales, sm32);
+        const uint8_t *sm = (const uint8_t *)sm32; /* scales 0..7, mins 8..15 */
         int sumi = 0;
         for (int j = 0; j < QK_K / 16; j++) sumi += y[i].bsums[j] * sm[8 + j / 2];
         int32_t aux32[8] = {0};

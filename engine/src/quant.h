@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "fp16.h"
 #include "ggml_types.h"
@@ -103,7 +104,7 @@ static_assert(sizeof(block_q3_K) == 2 + QK_K / 4 + QK_K / 8 + 12, "wrong q3_K bl
 typedef struct {
     coli_half d;                    /* super-block scale for quantized scales */
     coli_half dmin;                 /* super-block scale for quantized mins */
-    uint8_t scales[K_SCALE_SIZE];   /* scales and mins, 6 bits each (get_scale_min_k4) */
+    uint8_t scales[K_SCALE_SIZE];   /* scales and mins, 6 bits each (coli_k4_scales_mins) */
     uint8_t qs[QK_K / 2];           /* 4-bit quants: 32 bytes per 64 elements, low nibbles first */
 } block_q4_K;
 static_assert(sizeof(block_q4_K) == 2 * 2 + K_SCALE_SIZE + QK_K / 2, "wrong q4_K block size/padding");
@@ -117,6 +118,19 @@ typedef struct {
     uint8_t qs[QK_K / 2];           /* low 4 bits */
 } block_q5_K;
 static_assert(sizeof(block_q5_K) == 2 * 2 + K_SCALE_SIZE + QK_K / 2 + QK_K / 8, "wrong q5_K block size/padding");
+
+/* The 8 six-bit scales (bytes 0..7 of out) and 8 mins (bytes 8..15) of a
+ * Q4_K/Q5_K super-block, by ggml's utmp shuffle: the one unpacking every ISA's
+ * kernels inline (the same integers as ggml's get_scale_min_k4). */
+static inline void coli_k4_scales_mins(const uint8_t packed[K_SCALE_SIZE], uint32_t out[4]) {
+    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+    memcpy(out, packed, K_SCALE_SIZE);
+    out[3] = ((out[2] >> 4) & kmask2) | (((out[1] >> 6) & kmask3) << 4);
+    const uint32_t uaux = out[1] & kmask1;
+    out[1] = (out[2] & kmask2) | (((out[0] >> 6) & kmask3) << 4);
+    out[2] = uaux;
+    out[0] &= kmask1;
+}
 
 /* Q6_K: 16 blocks of 16; x = d * sc * (q - 32), 8-bit signed sc. 6.5625 bpw. */
 typedef struct {

@@ -616,17 +616,6 @@ TGT void vec_dot_q5_1_q8_1_avx2(int n, const void *w, const void *a, size_t as, 
 
 /* ---- K-quants --------------------------------------------------------------------- */
 
-/* Q4_K/Q5_K 6-bit scales (0..7) and mins (8..15) as bytes, ggml's utmp shuffle. */
-INL void k4_unpack(const uint8_t *packed, uint32_t utmp[4]) {
-    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-    memcpy(utmp, packed, 12);
-    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-    const uint32_t uaux = utmp[1] & kmask1;
-    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-    utmp[2] = uaux;
-    utmp[0] &= kmask1;
-}
-
 /* sum_j mins[j] * (bsums[2j] + bsums[2j+1]) as 4 int32 lanes */
 INL __m128i k4_mins_dot(__m128i mins16, const int16_t *bsums) {
     const __m256i q8sums = _mm256_loadu_si256((const __m256i *)bsums);
@@ -670,7 +659,7 @@ INL void q45_K_nr(int n, const void *w, const char *a, size_t as, float *s, size
             qs = x->qs; scp = x->scales; dx = h2f(x->d); dminx = h2f(x->dmin);
         }
         uint32_t utmp[4];
-        k4_unpack(scp, utmp);
+        coli_k4_scales_mins(scp, utmp);
         const __m256i mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32((int)utmp[3], (int)utmp[2], (int)utmp[1], (int)utmp[0]));
         const __m128i sc128 = _mm256_castsi256_si128(mins_and_scales);
         const __m256i scales = _mm256_insertf128_si256(_mm256_castsi128_si256(sc128), sc128, 1);
@@ -747,7 +736,7 @@ INL void q4_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_
         const block_q4_K *x = (const block_q4_K *)w + i;
         const float dx = h2f(x->d), dminx = h2f(x->dmin);
         uint32_t utmp[4];
-        k4_unpack(x->scales, utmp);
+        coli_k4_scales_mins(x->scales, utmp);
         const uint8_t *sc = (const uint8_t *)utmp;
         const __m128i mins16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)utmp[3], (int)utmp[2]));
         __m256i lo[4], hi[4], sl[4], sh[4];
@@ -835,6 +824,7 @@ INL void q4_K_8w(int nb, const char *w, size_t wst, const char *a, size_t as, fl
                 _mm256_packus_epi32(_mm256_and_si256(dd, lo16), _mm256_setzero_si256()), 0x08)));
             const __m256 dmx = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(
                 _mm256_packus_epi32(_mm256_srli_epi32(dd, 16), _mm256_setzero_si256()), 0x08)));
+            /* the 12 scale bytes of each row, unpacked in lanes as coli_k4_scales_mins does */
             __m256i u0 = head[1], u1 = head[2];
             const __m256i u2 = head[3];
             const __m256i u3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), kmask2),

@@ -721,16 +721,6 @@ TGT void vec_dot_q4_0_q8_0_mm_16w_avx512(int n, const void *w, size_t wst, const
 
 /* ---- K-quants ---------------------------------------------------------------------- */
 
-INL void k4_unpack(const uint8_t *packed, uint32_t utmp[4]) {
-    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-    memcpy(utmp, packed, 12);
-    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-    const uint32_t uaux = utmp[1] & kmask1;
-    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-    utmp[2] = uaux;
-    utmp[0] &= kmask1;
-}
-
 /* int16 lanes 0..15 = v[i0], 16..31 = v[i1] (v: 8 or 16 int16 in the low lanes) */
 INL __m512i bcast2_16(__m512i v, int i0, int i1) {
     const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi16((short)i0), _mm256_set1_epi16((short)i1), 1);
@@ -780,7 +770,7 @@ INL void q4_K_scales16(const char *base, size_t wst, __m512 *dx, __m512 *dmx, __
     const __m512i dd = head[0];
     *dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
     *dmx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
-    /* the 12 scale bytes of each row, unpacked in lanes as k4_unpack does */
+    /* the 12 scale bytes of each row, unpacked in lanes as coli_k4_scales_mins does */
     const __m512i kmask1 = _mm512_set1_epi32(0x3f3f3f3f), kmask2 = _mm512_set1_epi32(0x0f0f0f0f),
                   kmask3 = _mm512_set1_epi32(0x03030303);
     __m512i u0 = head[1], u1 = head[2];
@@ -969,7 +959,7 @@ INL void q45_K_nr(int n, const void *w, const char *a, size_t as, float *s, size
             qs = x->qs; scp = x->scales; dx = h2f(x->d); dminx = h2f(x->dmin);
         }
         uint32_t utmp[4];
-        k4_unpack(scp, utmp);
+        coli_k4_scales_mins(scp, utmp);
         const __m256i ms16 = _mm256_cvtepu8_epi16(_mm_set_epi32((int)utmp[3], (int)utmp[2], (int)utmp[1], (int)utmp[0]));
         const __m512i sc16 = _mm512_castsi256_si512(ms16);  /* lanes 0..7 scales (8..15 mins unused) */
         const __m128i mins16 = _mm256_extracti128_si256(ms16, 1);
@@ -1040,7 +1030,7 @@ INL void q4_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_
         const block_q4_K *x = (const block_q4_K *)w + i;
         const float dx = h2f(x->d), dminx = h2f(x->dmin);
         uint32_t utmp[4];
-        k4_unpack(x->scales, utmp);
+        coli_k4_scales_mins(x->scales, utmp);
         const __m256i ms16 = _mm256_cvtepu8_epi16(_mm_set_epi32((int)utmp[3], (int)utmp[2], (int)utmp[1], (int)utmp[0]));
         const __m512i sc16 = _mm512_castsi256_si512(ms16);  /* int16 lanes 0..7: scales */
         const __m128i mins16 = _mm256_extracti128_si256(ms16, 1);
