@@ -161,6 +161,22 @@ typedef void (*coli_vec_dot_fn)(int n, const void *w, const void *a, size_t a_st
                                 float *s, size_t s_stride, int nr);
 #define COLI_MAX_NR 4
 
+/* In a SIMD kernel: run the body template impl(..., nr) with nr a constant,
+ * so its per-row arrays and loops unroll. nr must be 1..COLI_MAX_NR (callers
+ * split longer runs); asserted where asserts are on (make asan, test_quant.c),
+ * because with NDEBUG a larger nr still computes only 4 rows, silently. */
+#define COLI_DISPATCH_NR(nr, impl, ...)                   \
+    do {                                                  \
+        assert((nr) >= 1 && (nr) <= COLI_MAX_NR);         \
+        switch (nr) {                                     \
+        case 1: impl(__VA_ARGS__, 1); break;              \
+        case 2: impl(__VA_ARGS__, 2); break;              \
+        case 3: impl(__VA_ARGS__, 3); break;              \
+        default: impl(__VA_ARGS__, 4); break;             \
+        }                                                 \
+    } while (0)
+static_assert(COLI_MAX_NR == 4, "COLI_DISPATCH_NR has a case for each nr up to COLI_MAX_NR");
+
 /* Several weight rows at once: s[r * s_stride + j] = dot(weight row j,
  * activation row r) for j < 2 (vec_dot_2w, nr <= COLI_MAX_NR) or j < 16
  * (vec_dot_16w, any nr), weight row j at w + j * w_stride, each with the

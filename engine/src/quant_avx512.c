@@ -18,14 +18,6 @@
 #define TGT __attribute__((target(ISA)))
 #define INL static inline __attribute__((always_inline, target(ISA)))
 
-#define DISPATCH_NR(impl, ...)                        \
-    switch (nr) {                                     \
-    case 1: impl(__VA_ARGS__, 1); break;              \
-    case 2: impl(__VA_ARGS__, 2); break;              \
-    case 3: impl(__VA_ARGS__, 3); break;              \
-    default: impl(__VA_ARGS__, 4); break;             \
-    }
-
 INL float h2f(coli_half h) { return _cvtsh_ss(h); }
 
 /* two 32-byte halves -> one zmm */
@@ -115,11 +107,11 @@ INL void fdot_mm_2w_nr(int n, const void *w, size_t wst, const char *a, size_t a
 
 TGT void vec_dot_f32_f32_mm_2w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
                                       int nr) {
-    DISPATCH_NR(fdot_mm_2w_nr, n, w, wst, (const char *)a, as, s, ss, 0)
+    COLI_DISPATCH_NR(nr, fdot_mm_2w_nr, n, w, wst, (const char *)a, as, s, ss, 0);
 }
 TGT void vec_dot_f16_f16_mm_2w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
                                       int nr) {
-    DISPATCH_NR(fdot_mm_2w_nr, n, w, wst, (const char *)a, as, s, ss, 1)
+    COLI_DISPATCH_NR(nr, fdot_mm_2w_nr, n, w, wst, (const char *)a, as, s, ss, 1);
 }
 
 /* ggml_v_expf (ggml-cpu/vec.h, AVX-512 build), instruction for instruction */
@@ -174,16 +166,16 @@ TGT double coli_exp_sum_avx512(float *x, int n, float max) {
 }
 
 TGT void vec_dot_f32_f32_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(fdot_nr, n, w, (const char *)a, as, s, ss, 0)
+    COLI_DISPATCH_NR(nr, fdot_nr, n, w, (const char *)a, as, s, ss, 0);
 }
 TGT void vec_dot_f16_f16_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(fdot_nr, n, w, (const char *)a, as, s, ss, 1)
+    COLI_DISPATCH_NR(nr, fdot_nr, n, w, (const char *)a, as, s, ss, 1);
 }
 TGT void vec_dot_f32_f32_mm_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(fdot_mm_nr, n, w, (const char *)a, as, s, ss, 0)
+    COLI_DISPATCH_NR(nr, fdot_mm_nr, n, w, (const char *)a, as, s, ss, 0);
 }
 TGT void vec_dot_f16_f16_mm_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(fdot_mm_nr, n, w, (const char *)a, as, s, ss, 1)
+    COLI_DISPATCH_NR(nr, fdot_mm_nr, n, w, (const char *)a, as, s, ss, 1);
 }
 
 /* BF16 with AVX512_BF16 dpbf16 (pairs of products), as ggml does; the odd
@@ -221,7 +213,7 @@ bf16_nr(int n, const coli_bf16 *w, const char *a, size_t as, float *s, size_t ss
 
 __attribute__((target(ISA_BF16))) void vec_dot_bf16_bf16_avx512(int n, const void *w, const void *a, size_t as,
                                                                  float *s, size_t ss, int nr) {
-    DISPATCH_NR(bf16_nr, n, (const coli_bf16 *)w, (const char *)a, as, s, ss)
+    COLI_DISPATCH_NR(nr, bf16_nr, n, (const coli_bf16 *)w, (const char *)a, as, s, ss);
 }
 
 /* ---- Q8_0 / Q4_0 / Q5_0 with Q8_0 activations ---------------------------------------- */
@@ -327,13 +319,13 @@ INL void q8_0_family_nr(int n, const void *w, const char *a, size_t as, float *s
 }
 
 TGT void vec_dot_q8_0_q8_0_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q8_0_family_nr, n, w, (const char *)a, as, s, ss, 0)
+    COLI_DISPATCH_NR(nr, q8_0_family_nr, n, w, (const char *)a, as, s, ss, 0);
 }
 TGT void vec_dot_q4_0_q8_0_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q8_0_family_nr, n, w, (const char *)a, as, s, ss, 1)
+    COLI_DISPATCH_NR(nr, q8_0_family_nr, n, w, (const char *)a, as, s, ss, 1);
 }
 TGT void vec_dot_q5_0_q8_0_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q8_0_family_nr, n, w, (const char *)a, as, s, ss, 2)
+    COLI_DISPATCH_NR(nr, q8_0_family_nr, n, w, (const char *)a, as, s, ss, 2);
 }
 
 /* Weight bytes of block ib of two rows as unsigned quants q + c (Q8_0:
@@ -423,7 +415,7 @@ INL void q8_0_family_2w_nr(int n, const void *w, size_t wst, const char *a, size
 
 #define DEF_2W(name, kind)                                                                                      \
     TGT void name(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss, int nr) {   \
-        DISPATCH_NR(q8_0_family_2w_nr, n, w, wst, (const char *)a, as, s, ss, kind)                             \
+        COLI_DISPATCH_NR(nr, q8_0_family_2w_nr, n, w, wst, (const char *)a, as, s, ss, kind);                   \
     }
 DEF_2W(vec_dot_q8_0_q8_0_2w_avx512, 0)
 DEF_2W(vec_dot_q4_0_q8_0_2w_avx512, 1)
@@ -526,11 +518,8 @@ INL void q8_0_family_16w(int n, const void *w, size_t wst, const void *a, size_t
             for (int r0 = 0; r0 < nr; r0 += COLI_MAX_NR) {
                 const char *ar = (const char *)a + (size_t)r0 * as;
                 float *sr = s + (size_t)r0 * ss + j;
-                const int rows = nr - r0;
-                {
-                    const int nr = rows; /* DISPATCH_NR's */
-                    DISPATCH_NR(q8_0_family_2w_nr, n, (const char *)w + j * wst, wst, ar, as, sr, ss, kind)
-                }
+                const int rows = nr - r0 < COLI_MAX_NR ? nr - r0 : COLI_MAX_NR;
+                COLI_DISPATCH_NR(rows, q8_0_family_2w_nr, n, (const char *)w + j * wst, wst, ar, as, sr, ss, kind);
             }
         return;
     }
@@ -611,7 +600,7 @@ INL void q4_0_repacked_nr(int n, const void *w, const char *a, size_t as, float 
 }
 
 TGT void vec_dot_q4_0_q8_0_mm_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q4_0_repacked_nr, n, w, (const char *)a, as, s, ss)
+    COLI_DISPATCH_NR(nr, q4_0_repacked_nr, n, w, (const char *)a, as, s, ss);
 }
 
 /* The same for 16 weight rows, one per lane. A block's 16 x 16 quant bytes
@@ -688,7 +677,7 @@ INL void q4_0_16w_few(int nb, const char *w, size_t wst, const char *a, size_t a
 INL void q4_0_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr) {
     const int nb = n / QK4_0;
     if (nr <= COLI_MAX_NR) {
-        DISPATCH_NR(q4_0_16w_few, nb, w, wst, a, as, s, ss)
+        COLI_DISPATCH_NR(nr, q4_0_16w_few, nb, w, wst, a, as, s, ss);
         return;
     }
     const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -857,7 +846,7 @@ INL void q4_K_16w(int n, const char *w, size_t wst, const char *a, size_t as, fl
                   const int gemm) {
     const int nb = n / QK_K;
     if (nr <= COLI_MAX_NR) {
-        DISPATCH_NR(q4_K_16w_few, nb, w, wst, a, as, s, ss, gemm)
+        COLI_DISPATCH_NR(nr, q4_K_16w_few, nb, w, wst, a, as, s, ss, gemm);
         return;
     }
     const __m512i m4 = _mm512_set1_epi8(0xF);
@@ -1070,13 +1059,13 @@ INL void q4_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_
 }
 
 TGT void vec_dot_q4_K_q8_K_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q4_K_nr, n, w, (const char *)a, as, s, ss, 0)
+    COLI_DISPATCH_NR(nr, q4_K_nr, n, w, (const char *)a, as, s, ss, 0);
 }
 TGT void vec_dot_q4_K_q8_K_mm_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q4_K_nr, n, w, (const char *)a, as, s, ss, 1)
+    COLI_DISPATCH_NR(nr, q4_K_nr, n, w, (const char *)a, as, s, ss, 1);
 }
 TGT void vec_dot_q5_K_q8_K_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q45_K_nr, n, w, (const char *)a, as, s, ss, 1)
+    COLI_DISPATCH_NR(nr, q45_K_nr, n, w, (const char *)a, as, s, ss, 1);
 }
 
 /* Q6_K in batches of 8 rows or more: ggml's tiled K-quant matmul, which adds
@@ -1131,7 +1120,7 @@ INL void q6_K_tiled_nr(int n, const void *w, const char *a, size_t as, float *s,
 }
 
 TGT void vec_dot_q6_K_q8_K_mm_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q6_K_tiled_nr, n, w, (const char *)a, as, s, ss)
+    COLI_DISPATCH_NR(nr, q6_K_tiled_nr, n, w, (const char *)a, as, s, ss);
 }
 
 /* The tiled arithmetic for 16 weight rows at once, rows in lanes (see q4_K_16w):
