@@ -107,10 +107,6 @@ typedef struct {
     int64_t n_params;
 } coli_model;
 
-/* A matrix view of tensor t (shape already checked); unsupported when the
- * kernels cannot compute with its type. */
-int coli_mat_from_tensor(coli_mat *w, const gguf_tensor *t, const char *name, int64_t n_in, int64_t n_out);
-
 /* Reads hyper-parameters and binds every tensor; named error on anything
  * missing, misshapen or of a type the kernels cannot compute with. */
 int coli_model_load(coli_model *m, const gguf_file *f);
