@@ -102,7 +102,7 @@ const void *colibri_gguf_tensor_data(const colibri_gguf *g, int64_t i);
  * gguf_version, alignment). Same buffer rules as colibri_gguf_kv_json. */
 int64_t colibri_gguf_describe(const colibri_gguf *g, char *out, size_t cap);
 
-/* ---- kernels (section owned by quant.c; for tests and benchmarks) ----- */
+/* ---- kernels (section owned by kernel_api.c and matmul.c; for tests and benchmarks) ---- */
 /* KERNELS-BEGIN */
 /* Kernel ISA in force: "scalar", "avx2", "avxvnni" (AVX2 + AVX-VNNI) or "avx512" (chosen from the CPU on
  * first use). set_isa accepts "auto" or one of those; COLI_E_UNSUPPORTED when

@@ -9,6 +9,7 @@
 #include "experts.h"
 #include "error.h"
 #include "jsonbuf.h"
+#include "kernels.h"
 #include "matmul.h"
 #include "quant.h"
 #include "threadpool.h"

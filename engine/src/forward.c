@@ -8,6 +8,7 @@
 #include "clock.h"
 #include "error.h"
 #include "experts.h"
+#include "kernels.h"
 #include "matmul.h"
 #include "model.h"
 #include "moe.h"

@@ -11,6 +11,7 @@
 
 #include "error.h"
 #include "ggml_types.h"
+#include "kernels.h"
 #include "model.h"
 #include "quant.h"
 

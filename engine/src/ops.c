@@ -3,8 +3,8 @@
 #include <string.h>
 
 #include "fp16.h"
+#include "kernels.h"
 #include "ops.h"
-#include "quant.h"
 
 void coli_rmsnorm(float *y, const float *x, const float *w, int n, float eps) {
     double sum = 0.0;

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "../../engine/include/colibri.h"
+#include "../../engine/src/kernels.h"
 #include "../../engine/src/matmul.h"
 #include "../../engine/src/quant.h"
 
