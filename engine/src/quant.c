@@ -10,7 +10,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "ops.h"
+#include "ggml_expf.h"
 #include "quant.h"
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
