@@ -1,5 +1,5 @@
 /* quant_avx512.c — AVX-512 (F/BW/VL/DQ/VNNI) kernels; types without a
- * 512-bit kernel use the AVX2 ones (quant.c builds the table).
+ * 512-bit kernel use the AVX2 ones (kernels.c builds the table).
  *
  * Same contract as quant_avx2.c: exact integer block sums, and the float
  * accumulation of llama.cpp's AVX-512 build operation for operation, per row

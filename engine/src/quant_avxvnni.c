@@ -5,7 +5,7 @@
  * starting each lane at -c * (its activation bytes' sum): the exact integers
  * of the sign trick (ggml's AVX-VNNI build gets them with dpbusd too), with
  * the float steps of ggml_vec_dot_q{8,5,4}_0_q8_0 per (weight row,
- * activation row). quant.c puts them in the "avxvnni" table, otherwise the
+ * activation row). kernels.c puts them in the "avxvnni" table, otherwise the
  * AVX2 one. */
 #include "quant.h"
 
