@@ -102,7 +102,7 @@ const void *colibri_gguf_tensor_data(const colibri_gguf *g, int64_t i);
  * gguf_version, alignment). Same buffer rules as colibri_gguf_kv_json. */
 int64_t colibri_gguf_describe(const colibri_gguf *g, char *out, size_t cap);
 
-/* ---- kernels (section owned by quant.c; for tests and benchmarks) ----- */
+/* ---- kernels (section owned by kernel_api.c and matmul.c; for tests and benchmarks) ---- */
 /* KERNELS-BEGIN */
 /* Kernel ISA in force: "scalar", "avx2", "avxvnni" (AVX2 + AVX-VNNI) or "avx512" (chosen from the CPU on
  * first use). set_isa accepts "auto" or one of those; COLI_E_UNSUPPORTED when
@@ -131,11 +131,13 @@ int colibri_kernel_matmul(uint32_t wtype, const void *w, size_t w_bytes, int64_t
 
 typedef struct colibri_engine colibri_engine;
 
+enum { COLI_MAX_SLOTS = 16 }; /* the most KV slots (colibri_config.n_slots) one engine serves */
+
 typedef struct {
     const char *model_path;  /* GGUF file */
     int n_threads;           /* 0: physical cores */
     int n_ctx;               /* tokens of context per slot; 0: min(4096, trained) */
-    int n_slots;             /* KV slots (conversations); 0: 1 */
+    int n_slots;             /* KV slots (conversations), 1..COLI_MAX_SLOTS; 0: 1 */
     int n_batch;             /* prefill chunk in tokens; 0: 512 */
     int vocab_only;          /* 1: load metadata and tokenizer only */
     int64_t expert_cache_bytes; /* routed experts: 0 all resident (file mapping); > 0 streamed

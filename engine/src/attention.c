@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "attention.h"
+#include "kernels.h"
 #include "matmul.h"
 #include "ggml_types.h"
 #include "quant.h"

@@ -9,6 +9,7 @@
 #include "experts.h"
 #include "error.h"
 #include "jsonbuf.h"
+#include "kernels.h"
 #include "matmul.h"
 #include "quant.h"
 #include "threadpool.h"
@@ -51,9 +52,10 @@ static int load_model(colibri_engine *e) {
     if (c->n_batch > c->n_ctx) c->n_batch = c->n_ctx;
     if (c->n_threads == 0) c->n_threads = coli_physical_cores();
     if (c->n_slots == 0) c->n_slots = 1;
-    if (c->n_slots > 16) return coli_fail(COLI_E_ARG, "n_slots is %d; colibri serves 1 to 16 slots", c->n_slots);
+    if (c->n_slots > COLI_MAX_SLOTS)
+        return coli_fail(COLI_E_ARG, "n_slots is %d; colibri serves 1 to %d slots", c->n_slots, COLI_MAX_SLOTS);
     if (c->n_batch < c->n_slots) c->n_batch = c->n_slots; /* a decode step is one batch of every slot */
-    const int logit_rows = c->n_slots > 16 ? c->n_slots : 16;
+    const int logit_rows = COLI_MAX_SLOTS; /* a decode step of every slot; echo read-outs go in runs of this many */
     if (c->expert_cache_bytes < 0 || c->expert_pin_bytes < 0 || c->io_threads < 0)
         return coli_fail(COLI_E_ARG, "negative expert cache, pin budget or I/O threads");
     if (hp->n_expert > 0) {

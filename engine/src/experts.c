@@ -12,19 +12,14 @@
 #define _GNU_SOURCE /* O_DIRECT */
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
 #include "error.h"
 #include "experts.h"
-#include "ggml_types.h"
-#include "quant.h"
 
 enum { E_FREE = 0, E_LOADING, E_READY, E_FAILED };
 #define DIO_ALIGN 4096
@@ -75,38 +70,6 @@ struct coli_expert_store {
     uint64_t clock;
     coli_store_counters c;
 };
-
-/* ---- binding the 3-D tensors ---- */
-
-/* One 3-D expert tensor [n_in, n_out, n_expert] as expert 0's matrix + stride. */
-static int bind_exps(coli_mat *w, size_t *stride, uint64_t *off, const gguf_file *f, const char *name, int64_t n_in,
-                     int64_t n_out, int n_expert) {
-    const gguf_tensor *t = gguf_find_tensor(f, name);
-    if (!t) return coli_fail(COLI_E_MISSING, "missing: tensor '%s' is not in the file", name);
-    if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n_expert)
-        return coli_fail(COLI_E_CORRUPT,
-                         "corrupt: tensor '%s' has shape [%" PRId64 ", %" PRId64 ", %" PRId64 "], expected [%" PRId64
-                         ", %" PRId64 ", %d] (the file declares %d experts)",
-                         name, t->ne[0], t->ne[1], t->ne[2], n_in, n_out, n_expert, n_expert);
-    int rc = coli_mat_from_tensor(w, t, name, n_in, n_out);
-    if (rc) return rc;
-    *stride = coli_row_size(t->type, n_in) * (size_t)n_out;
-    *off = gguf_data_offset(f) + t->offset;
-    return 0;
-}
-
-int coli_layer_experts_bind(coli_layer_experts *le, const gguf_file *f, int il, int64_t n_embd, int64_t n_ff_exp,
-                            int n_expert) {
-    char name[96];
-    int rc;
-    snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.weight", il);
-    if ((rc = bind_exps(&le->gate, &le->gate_stride, &le->gate_off, f, name, n_embd, n_ff_exp, n_expert))) return rc;
-    snprintf(name, sizeof name, "blk.%d.ffn_up_exps.weight", il);
-    if ((rc = bind_exps(&le->up, &le->up_stride, &le->up_off, f, name, n_embd, n_ff_exp, n_expert))) return rc;
-    snprintf(name, sizeof name, "blk.%d.ffn_down_exps.weight", il);
-    if ((rc = bind_exps(&le->down, &le->down_stride, &le->down_off, f, name, n_ff_exp, n_embd, n_expert))) return rc;
-    return 0;
-}
 
 uint64_t coli_experts_bytes(const coli_model *m, int il) {
     const coli_layer *L = &m->layers[il];

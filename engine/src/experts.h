@@ -52,10 +52,6 @@ typedef struct {
 
 typedef struct coli_expert_store coli_expert_store;
 
-/* Binds layer il's expert tensors (named error on wrong shapes or types). */
-int coli_layer_experts_bind(coli_layer_experts *le, const gguf_file *f, int il, int64_t n_embd, int64_t n_ff_exp,
-                            int n_expert);
-
 coli_expert_store *coli_experts_open(const coli_model *m, const gguf_file *f, const coli_store_config *cfg);
 void coli_experts_close(coli_expert_store *st);
 bool coli_experts_streaming(const coli_expert_store *st);

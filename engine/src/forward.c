@@ -1,29 +1,35 @@
 /* forward.c — the scratch of a forward batch and the forward pass over it. */
 #define _POSIX_C_SOURCE 200112L
-#include <inttypes.h>
-#include <time.h>
-#include <math.h>
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention.h"
 #include "clock.h"
 #include "error.h"
-#include "ggml_types.h"
+#include "experts.h"
+#include "kernels.h"
 #include "matmul.h"
 #include "model.h"
-#include "attention.h"
-#include "experts.h"
 #include "moe.h"
 #include "ops.h"
 #include "quant.h"
 
-static void *alloc64(size_t bytes, size_t *total) {
+/* Every buffer of the state comes from here: 64-byte aligned, counted in
+ * s->bytes and listed in s->held for coli_state_free, so a new one is one
+ * line. NULL (and s->take_failed) when memory runs out. */
+static void *take(coli_state *s, size_t bytes) {
     void *p = NULL;
+    assert(s->n_held < COLI_STATE_MAX_BUFFERS); /* raise the bound in model.h */
     if (bytes == 0) bytes = 64;
     bytes = (bytes + 63) & ~(size_t)63;
-    if (posix_memalign(&p, 64, bytes) != 0) return NULL;
-    *total += bytes;
-    return p;
+    if (s->n_held < COLI_STATE_MAX_BUFFERS && posix_memalign(&p, 64, bytes) == 0) {
+        s->held[s->n_held++] = p;
+        s->bytes += bytes;
+        return p;
+    }
+    s->take_failed = true;
+    return NULL;
 }
 
 int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store *experts, int n_ctx, int n_batch,
@@ -41,50 +47,48 @@ int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store
     const size_t k_dim = (size_t)hp->n_head_kv * hp->head_dim;
     const size_t v_dim = (size_t)hp->n_head_kv * hp->head_dim_v;
     const size_t att_dim = (size_t)hp->n_head * hp->head_dim_v;
-    s->x = alloc64(nb * hp->n_embd * sizeof(float), &s->bytes);
-    s->xn = alloc64(nb * hp->n_embd * sizeof(float), &s->bytes);
-    s->tmp = alloc64(nb * hp->n_embd * sizeof(float), &s->bytes);
-    s->q = alloc64(nb * q_dim * sizeof(float), &s->bytes);
-    s->k = alloc64(nb * k_dim * sizeof(float), &s->bytes);
-    s->v = alloc64(nb * v_dim * sizeof(float), &s->bytes);
-    s->att = alloc64(nb * att_dim * sizeof(float), &s->bytes);
-    s->hb = alloc64(nb * hp->n_ff * sizeof(float), &s->bytes);
-    s->hb2 = alloc64(nb * hp->n_ff * sizeof(float), &s->bytes);
-    s->logits = alloc64((size_t)n_logit_rows * hp->n_vocab * sizeof(float), &s->bytes);
-    s->att_scratch = alloc64((size_t)n_threads * coli_attention_scratch_halves(hp, n_ctx) * sizeof(coli_half), &s->bytes);
-    s->att_scores = alloc64((size_t)n_threads * coli_attention_scratch_floats(hp, n_ctx) * sizeof(float), &s->bytes);
+    s->x = take(s, nb * hp->n_embd * sizeof(float));
+    s->xn = take(s, nb * hp->n_embd * sizeof(float));
+    s->tmp = take(s, nb * hp->n_embd * sizeof(float));
+    s->q = take(s, nb * q_dim * sizeof(float));
+    s->k = take(s, nb * k_dim * sizeof(float));
+    s->v = take(s, nb * v_dim * sizeof(float));
+    s->att = take(s, nb * att_dim * sizeof(float));
+    s->hb = take(s, nb * hp->n_ff * sizeof(float));
+    s->hb2 = take(s, nb * hp->n_ff * sizeof(float));
+    s->logits = take(s, (size_t)n_logit_rows * hp->n_vocab * sizeof(float));
+    s->att_scratch = take(s, (size_t)n_threads * coli_attention_scratch_halves(hp, n_ctx) * sizeof(coli_half));
+    s->att_scores = take(s, (size_t)n_threads * coli_attention_scratch_floats(hp, n_ctx) * sizeof(float));
     if (hp->n_expert > 0) {
         const size_t K = (size_t)hp->n_expert_used;
         const size_t ff = (size_t)(hp->n_ff_exp > hp->n_ff_shexp ? hp->n_ff_exp : hp->n_ff_shexp);
-        s->router = alloc64(nb * hp->n_expert * sizeof(float), &s->bytes);
-        s->route_ids = alloc64(nb * hp->n_layer * K * sizeof(int32_t), &s->bytes);
-        s->route_w = alloc64(nb * hp->n_layer * K * sizeof(float), &s->bytes);
-        s->pairs = alloc64(nb * K * sizeof(int32_t), &s->bytes);
-        s->counts = alloc64(((size_t)hp->n_expert + 1) * sizeof(int32_t), &s->bytes);
-        s->yg = alloc64(nb * K * hp->n_embd * sizeof(float), &s->bytes);
-        s->hg = alloc64(nb * K * ff * sizeof(float), &s->bytes);
-        s->hg2 = alloc64(nb * K * ff * sizeof(float), &s->bytes);
-        s->active = alloc64((size_t)hp->n_expert * sizeof(int32_t), &s->bytes);
-        s->ex_of = alloc64((size_t)hp->n_expert * sizeof(coli_expert), &s->bytes);
-        s->slot_of_pair = alloc64(nb * K * sizeof(int32_t), &s->bytes);
+        s->router = take(s, nb * hp->n_expert * sizeof(float));
+        s->route_ids = take(s, nb * hp->n_layer * K * sizeof(int32_t));
+        s->route_w = take(s, nb * hp->n_layer * K * sizeof(float));
+        s->pairs = take(s, nb * K * sizeof(int32_t));
+        s->counts = take(s, ((size_t)hp->n_expert + 1) * sizeof(int32_t));
+        s->yg = take(s, nb * K * hp->n_embd * sizeof(float));
+        s->hg = take(s, nb * K * ff * sizeof(float));
+        s->hg2 = take(s, nb * K * ff * sizeof(float));
+        s->active = take(s, (size_t)hp->n_expert * sizeof(int32_t));
+        s->ex_of = take(s, (size_t)hp->n_expert * sizeof(coli_expert));
+        s->slot_of_pair = take(s, nb * K * sizeof(int32_t));
         /* quantized rows are never larger than f32 rows */
-        s->xq_in = alloc64(nb * K * hp->n_embd * sizeof(float), &s->bytes);
+        s->xq_in = take(s, nb * K * hp->n_embd * sizeof(float));
         const size_t mid = (size_t)(hp->n_ff_exp > hp->n_embd ? hp->n_ff_exp : hp->n_embd);
-        s->xq_mid = alloc64(nb * K * mid * sizeof(float), &s->bytes); /* also up's input when its type differs */
-        s->eo = alloc64(nb * K * hp->n_embd * sizeof(float), &s->bytes);
+        s->xq_mid = take(s, nb * K * mid * sizeof(float)); /* also up's input when its type differs */
+        s->eo = take(s, nb * K * hp->n_embd * sizeof(float));
         s->experts = experts;
-        s->wave = alloc64((size_t)hp->n_expert * sizeof(int32_t), &s->bytes);
-        s->predicted = alloc64((size_t)hp->n_expert * sizeof(int32_t), &s->bytes);
-        s->router_next = alloc64(nb * hp->n_expert * sizeof(float), &s->bytes);
-        if (!s->wave || !s->predicted || !s->router_next || !s->router || !s->route_ids || !s->route_w || !s->pairs || !s->counts || !s->yg || !s->hg || !s->hg2 ||
-            !s->eo || !s->active || !s->ex_of || !s->slot_of_pair || !s->xq_in || !s->xq_mid || !s->experts) {
+        s->wave = take(s, (size_t)hp->n_expert * sizeof(int32_t));
+        s->predicted = take(s, (size_t)hp->n_expert * sizeof(int32_t));
+        s->router_next = take(s, nb * hp->n_expert * sizeof(float));
+        if (s->take_failed || !s->experts) {
             coli_state_free(s);
             return coli_fail(COLI_E_NOMEM, "out of memory for the routed-FFN scratch");
         }
     }
     /* the largest activation conversion any matmul of a batch needs */
     size_t need = 0;
-    const coli_layer *L0 = &m->layers[0];
     for (int il = 0; il < hp->n_layer; il++) {
         const coli_layer *L = &m->layers[il];
         const coli_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down,
@@ -96,13 +100,10 @@ int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store
             if (sz > need) need = sz;
         }
     }
-    (void)L0;
     size_t out_sz = coli_matmul_scratch_size(m->output.type, m->output.n_in, n_batch);
     if (out_sz > need) need = out_sz;
-    s->mm_scratch_size = need;
-    s->mm_scratch = alloc64(need, &s->bytes);
-    if (!s->x || !s->xn || !s->tmp || !s->q || !s->k || !s->v || !s->att || !s->hb ||
-        !s->hb2 || !s->logits || !s->att_scratch || !s->att_scores || !s->mm_scratch) {
+    s->mm_scratch = take(s, need);
+    if (s->take_failed) {
         size_t want = s->bytes;
         coli_state_free(s);
         return coli_fail(COLI_E_NOMEM, "out of memory: the run state needs about %zu MiB", want >> 20);
@@ -118,36 +119,7 @@ int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store
 void coli_state_free(coli_state *s) {
     if (!s) return;
     coli_pool_free(s->pool);
-    free(s->x);
-    free(s->xn);
-    free(s->tmp);
-    free(s->q);
-    free(s->k);
-    free(s->v);
-    free(s->att);
-    free(s->hb);
-    free(s->hb2);
-    free(s->logits);
-    free(s->att_scratch);
-    free(s->att_scores);
-    free(s->mm_scratch);
-    free(s->router);
-    free(s->route_ids);
-    free(s->route_w);
-    free(s->pairs);
-    free(s->counts);
-    free(s->active);
-    free(s->ex_of);
-    free(s->slot_of_pair);
-    free(s->xq_in);
-    free(s->xq_mid);
-    free(s->yg);
-    free(s->hg);
-    free(s->hg2);
-    free(s->eo);
-    free(s->wave);
-    free(s->predicted);
-    free(s->router_next);
+    for (int i = 0; i < s->n_held; i++) free(s->held[i]);
     memset(s, 0, sizeof *s);
 }
 

@@ -1,4 +1,4 @@
-/* matmul.c — threaded, tiled y = x . W^T over the kernels of quant.c. */
+/* matmul.c — threaded, tiled y = x . W^T over the kernels in force (kernels.h). */
 #include "matmul.h"
 
 #include <sched.h>
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "kernels.h"
 #include "quant.h"
 
 typedef struct {

@@ -1,9 +1,8 @@
-/* model.c — binding a GGUF file's tensors to a transformer, and the forward pass.
+/* model.c — binding a GGUF file's tensors to a transformer: hyper-parameters,
+ * then each layer's norms, matrices and routed experts (forward.c runs it).
  *
  * Families differ in a handful of switches (coli_hparams): RoPE layout, FFN
- * activation, q/k norms, Gemma's post-norms, sliding-window layers. The
- * forward pass reads like the math; attention and the FFN are helpers so a
- * routed (MoE) FFN can slot in beside the dense one. */
+ * activation, q/k norms, Gemma's post-norms, sliding-window layers. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,11 +10,9 @@
 #include <string.h>
 
 #include "error.h"
-#include "experts.h"
 #include "ggml_types.h"
-#include "matmul.h"
+#include "kernels.h"
 #include "model.h"
-#include "ops.h"
 #include "quant.h"
 
 /* ---- hyper-parameters ------------------------------------------------- */
@@ -188,7 +185,9 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
 
 /* ---- tensors ---------------------------------------------------------- */
 
-int coli_mat_from_tensor(coli_mat *w, const gguf_tensor *t, const char *name, int64_t n_in, int64_t n_out) {
+/* A matrix view of tensor t (shape already checked); unsupported when the
+ * kernels cannot compute with its type. */
+static int mat_from_tensor(coli_mat *w, const gguf_tensor *t, const char *name, int64_t n_in, int64_t n_out) {
     if (!coli_kernels()->type[t->type].vec_dot)
         return coli_fail(COLI_E_UNSUPPORTED, "unsupported: tensor '%s' has type %s, which colibri cannot compute with yet",
                          name, ggml_type_get(t->type)->name);
@@ -207,7 +206,38 @@ static int bind_mat(coli_mat *w, const gguf_file *f, const char *name, int64_t n
                          "corrupt: tensor '%s' has shape [%" PRId64 ", %" PRId64 ", %" PRId64 "], expected [%" PRId64
                          ", %" PRId64 "]",
                          name, t->ne[0], t->ne[1], t->ne[2], n_in, n_out);
-    return coli_mat_from_tensor(w, t, name, n_in, n_out);
+    return mat_from_tensor(w, t, name, n_in, n_out);
+}
+
+/* One 3-D expert tensor [n_in, n_out, n_expert] as expert 0's matrix + stride. */
+static int bind_exps(coli_mat *w, size_t *stride, uint64_t *off, const gguf_file *f, const char *name, int64_t n_in,
+                     int64_t n_out, int n_expert) {
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    if (!t) return coli_fail(COLI_E_MISSING, "missing: tensor '%s' is not in the file", name);
+    if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n_expert)
+        return coli_fail(COLI_E_CORRUPT,
+                         "corrupt: tensor '%s' has shape [%" PRId64 ", %" PRId64 ", %" PRId64 "], expected [%" PRId64
+                         ", %" PRId64 ", %d] (the file declares %d experts)",
+                         name, t->ne[0], t->ne[1], t->ne[2], n_in, n_out, n_expert, n_expert);
+    int rc = mat_from_tensor(w, t, name, n_in, n_out);
+    if (rc) return rc;
+    *stride = coli_row_size(t->type, n_in) * (size_t)n_out;
+    *off = gguf_data_offset(f) + t->offset;
+    return 0;
+}
+
+/* Layer il's routed experts: the three 3-D tensors (named error on wrong shapes or types). */
+static int bind_experts(coli_layer_experts *le, const gguf_file *f, int il, int64_t n_embd, int64_t n_ff_exp,
+                        int n_expert) {
+    char name[96];
+    int rc;
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.weight", il);
+    if ((rc = bind_exps(&le->gate, &le->gate_stride, &le->gate_off, f, name, n_embd, n_ff_exp, n_expert))) return rc;
+    snprintf(name, sizeof name, "blk.%d.ffn_up_exps.weight", il);
+    if ((rc = bind_exps(&le->up, &le->up_stride, &le->up_off, f, name, n_embd, n_ff_exp, n_expert))) return rc;
+    snprintf(name, sizeof name, "blk.%d.ffn_down_exps.weight", il);
+    if ((rc = bind_exps(&le->down, &le->down_stride, &le->down_off, f, name, n_ff_exp, n_embd, n_expert))) return rc;
+    return 0;
 }
 
 /* A norm vector as owned f32 (files store them as F32, sometimes F16). */
@@ -270,7 +300,7 @@ static int load_layer(coli_model *m, const gguf_file *f, int il) {
                              "declares %d experts", name, router->ne[1], hp->n_expert);
         if ((rc = bind_mat(&L->ffn_gate_inp, f, name, hp->n_embd, hp->n_expert))) return rc;
         if ((rc = bind_vec(&L->exp_probs_b, f, T("exp_probs_b.bias"), hp->n_expert, true))) return rc;
-        if ((rc = coli_layer_experts_bind(&L->exps, f, il, hp->n_embd, hp->n_ff_exp, hp->n_expert))) return rc;
+        if ((rc = bind_experts(&L->exps, f, il, hp->n_embd, hp->n_ff_exp, hp->n_expert))) return rc;
         if (hp->n_ff_shexp > 0) {
             if ((rc = bind_mat(&L->gate_shexp, f, T("ffn_gate_shexp.weight"), hp->n_embd, hp->n_ff_shexp))) return rc;
             if ((rc = bind_mat(&L->up_shexp, f, T("ffn_up_shexp.weight"), hp->n_embd, hp->n_ff_shexp))) return rc;

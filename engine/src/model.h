@@ -107,10 +107,6 @@ typedef struct {
     int64_t n_params;
 } coli_model;
 
-/* A matrix view of tensor t (shape already checked); unsupported when the
- * kernels cannot compute with its type. */
-int coli_mat_from_tensor(coli_mat *w, const gguf_tensor *t, const char *name, int64_t n_in, int64_t n_out);
-
 /* Reads hyper-parameters and binds every tensor; named error on anything
  * missing, misshapen or of a type the kernels cannot compute with. */
 int coli_model_load(coli_model *m, const gguf_file *f);
@@ -138,6 +134,8 @@ typedef struct {
     int pos;         /* the cache holds positions < pos of this sequence */
     coli_kv *kv;
 } coli_row;
+
+#define COLI_STATE_MAX_BUFFERS 40 /* buffers a coli_state holds, at most (forward.c take() checks) */
 
 /* Scratch of a forward batch, shared by every sequence. */
 typedef struct {
@@ -176,10 +174,12 @@ typedef struct {
     int32_t *predicted;     /* [n_expert] the next layer's predicted experts */
     float *router_next;     /* [n_batch][n_expert] the next layer's router on the current state */
     void *mm_scratch;       /* quantized activations for matmuls */
-    size_t mm_scratch_size;
     coli_pool *pool;
     int n_threads;
     size_t bytes;    /* memory held by this state */
+    void *held[COLI_STATE_MAX_BUFFERS]; /* every buffer above, for coli_state_free */
+    int n_held;
+    bool take_failed; /* a buffer could not be allocated */
     /* seconds spent, for the profile (written by the forward pass only) */
     double t_forward, t_attention, t_ffn, t_lm_head;
 } coli_state;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "kernels.h"
 #include "matmul.h"
 #include "moe.h"
 #include "experts.h"

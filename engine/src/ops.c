@@ -3,8 +3,9 @@
 #include <string.h>
 
 #include "fp16.h"
+#include "ggml_expf.h"
+#include "kernels.h"
 #include "ops.h"
-#include "quant.h"
 
 void coli_rmsnorm(float *y, const float *x, const float *w, int n, float eps) {
     double sum = 0.0;
@@ -51,20 +52,6 @@ void coli_geglu(float *x, const float *g, int n) {
         else
             x[i] = coli_fp16_to_fp32(gelu_table[coli_fp32_to_fp16(v)]) * g[i];
     }
-}
-
-/* One lane of ggml's AVX-512 ggml_v_expf (max error 1.45 ulp), written with
- * scalar fmaf so any build computes the same bits as the reference's SIMD. */
-float coli_ggml_expf(float x) {
-    const float r = 0x1.8p23f;
-    const float z = fmaf(x, 0x1.715476p+0f, r);
-    const float n = z - r;
-    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
-    const float u = b * b;
-    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
-                         fmaf(0x1.ffffecp-1f, b, 1.0f));
-    if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
-    return scalbnf(j, (int)n);
 }
 
 /* ggml_vec_swiglu_f32: the SIMD silu over whole chunks of 16, libm for the tail. */

@@ -13,8 +13,6 @@
 void coli_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
 /* x = gelu(x) * g, with ggml's f16-table GELU (tanh approximation). */
 void coli_geglu(float *x, const float *g, int n);
-/* One lane of ggml's SIMD exp approximation (bit-identical on any build). */
-float coli_ggml_expf(float x);
 /* x = silu(x) * g, as ggml's AVX-512 build computes it. */
 void coli_swiglu(float *x, const float *g, int n);
 /* Rotate n_heads heads of head_dim floats at position pos (first n_rot dims). */

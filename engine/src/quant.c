@@ -1,5 +1,5 @@
-/* quant.c — scalar reference kernels, the dispatch tables, and the public
- * kernel test hooks (colibri_kernel_*).
+/* quant.c — the scalar reference kernels (the `_generic` twins, the
+ * dequantizers and the quantizers).
  *
  * Every `_generic` dot product follows the arithmetic of ggml's
  * ggml_vec_dot_*_generic (ggml/src/ggml-cpu/quants.c, vec.cpp): exact integer
@@ -8,12 +8,9 @@
  * types Q8_0/Q8_1, ggml's x86 CPU path (ggml-cpu/arch/x86/quants.c), because
  * that rounding is what llama.cpp's logits on x86 are made of. */
 #include <math.h>
-#include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
-#include "ops.h"
+#include "ggml_expf.h"
 #include "quant.h"
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -276,17 +273,6 @@ void quantize_row_q8_1(const float *x, void *vy, int64_t n) {
 
 /* ---- K-quants: dequantize ---------------------------------------------------- */
 
-/* 6-bit scale and min j (0..7) of a Q4_K/Q5_K block (ggml get_scale_min_k4). */
-static inline void get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
-    if (j < 4) {
-        *d = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
-    }
-}
-
 /* The 16 6-bit Q3_K scales (biased by 32), unpacked to bytes. */
 static inline void q3_K_scales(const uint8_t *packed, int8_t out[16]) {
     const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
@@ -298,19 +284,6 @@ static inline void q3_K_scales(const uint8_t *packed, int8_t out[16]) {
     aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
     aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
     memcpy(out, aux, 16);
-}
-
-/* Q4_K/Q5_K scales (bytes 0..7) and mins (bytes 8..15), ggml's utmp shuffle. */
-static inline void k4_scales_mins(const uint8_t *packed, uint8_t out[16]) {
-    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-    uint32_t utmp[4];
-    memcpy(utmp, packed, 12);
-    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-    const uint32_t uaux = utmp[1] & kmask1;
-    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-    utmp[2] = uaux;
-    utmp[0] &= kmask1;
-    memcpy(out, utmp, 16);
 }
 
 void dequantize_row_q2_K(const void *vx, float *y, int64_t n) {
@@ -360,12 +333,12 @@ void dequantize_row_q4_K(const void *vx, float *y, int64_t n) {
     for (int64_t i = 0; i < n / QK_K; i++) {
         const float d = coli_fp16_to_fp32(x[i].d), min = coli_fp16_to_fp32(x[i].dmin);
         const uint8_t *q = x[i].qs;
+        uint32_t sm32[4];
+        coli_k4_scales_mins(x[i].scales, sm32);
+        const uint8_t *sm = (const uint8_t *)sm32; /* scales 0..7, mins 8..15 */
         for (int j = 0, is = 0; j < QK_K; j += 64, is += 2, q += 32) {
-            uint8_t sc, m;
-            get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
-            const float d1 = d * sc, m1 = min * m;
-            get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
-            const float d2 = d * sc, m2 = min * m;
+            const float d1 = d * sm[is], m1 = min * sm[8 + is];
+            const float d2 = d * sm[is + 1], m2 = min * sm[8 + is + 1];
             for (int l = 0; l < 32; l++) *y++ = d1 * (q[l] & 0xF) - m1;
             for (int l = 0; l < 32; l++) *y++ = d2 * (q[l] >> 4) - m2;
         }
@@ -377,13 +350,13 @@ void dequantize_row_q5_K(const void *vx, float *y, int64_t n) {
     for (int64_t i = 0; i < n / QK_K; i++) {
         const float d = coli_fp16_to_fp32(x[i].d), min = coli_fp16_to_fp32(x[i].dmin);
         const uint8_t *ql = x[i].qs, *qh = x[i].qh;
+        uint32_t sm32[4];
+        coli_k4_scales_mins(x[i].scales, sm32);
+        const uint8_t *sm = (const uint8_t *)sm32; /* scales 0..7, mins 8..15 */
         uint8_t u1 = 1, u2 = 2;
         for (int j = 0, is = 0; j < QK_K; j += 64, is += 2, ql += 32) {
-            uint8_t sc, m;
-            get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
-            const float d1 = d * sc, m1 = min * m;
-            get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
-            const float d2 = d * sc, m2 = min * m;
+            const float d1 = d * sm[is], m1 = min * sm[8 + is];
+            const float d2 = d * sm[is + 1], m2 = min * sm[8 + is + 1];
             for (int l = 0; l < 32; l++) *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
             for (int l = 0; l < 32; l++) *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
             u1 <<= 2;
@@ -644,8 +617,9 @@ static float dot1_q45_K(int n, const block_q4_K *x4, const block_q5_K *x5, const
             a += 32;
             m <<= 1;
         }
-        uint8_t sm[16];  /* scales 0..7, mins 8..15 */
-        k4_scales_mins(x4 ? x4[i].scales : x5[i].scales, sm);
+        uint32_t sm32[4];
+        coli_k4_scales_mins(x4 ? x4[i].scales : x5[i].scales, sm32);
+        const uint8_t *sm = (const uint8_t *)sm32; /* scales 0..7, mins 8..15 */
         int sumi = 0;
         for (int j = 0; j < QK_K / 16; j++) sumi += y[i].bsums[j] * sm[8 + j / 2];
         int32_t aux32[8] = {0};
@@ -719,294 +693,10 @@ GENERIC_NR(vec_dot_q4_K_q8_K_generic, dot1_q4_K)
 GENERIC_NR(vec_dot_q5_K_q8_K_generic, dot1_q5_K)
 GENERIC_NR(vec_dot_q6_K_q8_K_generic, dot1_q6_K)
 
-/* ---- dispatch tables --------------------------------------------------------------- */
-
-#define T(vdt, ff, tf, vd) \
-    {.vec_dot_type = GGML_TYPE_##vdt, .from_float = ff, .to_float = tf, .vec_dot = vd, .mm_group = 1, .mm_in_mult = 1, .mm_out_mult = 1}
-
-#define ACT_ROWS(q80, q81, f16)                                                         \
-    [GGML_TYPE_F32] = T(F32, NULL, dequantize_row_f32, NULL),                           \
-    [GGML_TYPE_F16] = T(F16, f16, dequantize_row_f16, NULL),                            \
-    [GGML_TYPE_BF16] = T(BF16, quantize_row_bf16, dequantize_row_bf16, NULL),           \
-    [GGML_TYPE_Q8_0] = T(Q8_0, q80, dequantize_row_q8_0, NULL),                         \
-    [GGML_TYPE_Q8_1] = T(Q8_1, q81, dequantize_row_q8_1, NULL),                         \
-    [GGML_TYPE_Q8_K] = T(Q8_K, quantize_row_q8_K_ref, dequantize_row_q8_K, NULL),       \
-    [GGML_TYPE_Q4_0] = T(Q8_0, NULL, dequantize_row_q4_0, NULL),                        \
-    [GGML_TYPE_Q4_1] = T(Q8_1, NULL, dequantize_row_q4_1, NULL),                        \
-    [GGML_TYPE_Q5_0] = T(Q8_0, NULL, dequantize_row_q5_0, NULL),                        \
-    [GGML_TYPE_Q5_1] = T(Q8_1, NULL, dequantize_row_q5_1, NULL),                        \
-    [GGML_TYPE_Q2_K] = T(Q8_K, NULL, dequantize_row_q2_K, NULL),                        \
-    [GGML_TYPE_Q3_K] = T(Q8_K, NULL, dequantize_row_q3_K, NULL),                        \
-    [GGML_TYPE_Q4_K] = T(Q8_K, NULL, dequantize_row_q4_K, NULL),                        \
-    [GGML_TYPE_Q5_K] = T(Q8_K, NULL, dequantize_row_q5_K, NULL),                        \
-    [GGML_TYPE_Q6_K] = T(Q8_K, NULL, dequantize_row_q6_K, NULL)
-
-/* vec_dot pointers, by weight type, in one order for all tables */
-#define DOT_TYPES(X)                                                                     \
-    X(F32, f32_f32) X(F16, f16_f16) X(BF16, bf16_bf16) X(Q4_0, q4_0_q8_0)                \
-    X(Q4_1, q4_1_q8_1) X(Q5_0, q5_0_q8_0) X(Q5_1, q5_1_q8_1) X(Q8_0, q8_0_q8_0)           \
-    X(Q2_K, q2_K_q8_K) X(Q3_K, q3_K_q8_K) X(Q4_K, q4_K_q8_K) X(Q5_K, q5_K_q8_K)           \
-    X(Q6_K, q6_K_q8_K)
-
-static inline void set_mm(coli_type_kernels *k, coli_vec_dot_fn mm, int min_rows, int group, int in_mult, int out_mult) {
-    k->vec_dot_mm = mm;
-    k->mm_min_rows = min_rows;
-    k->mm_group = group;
-    k->mm_in_mult = in_mult;
-    k->mm_out_mult = out_mult;
-}
-
-static coli_kernel_table g_tables[4];  /* scalar, avx2, avxvnni, avx512; filled once in build_tables */
-static _Atomic(const coli_kernel_table *) g_current;
-static atomic_flag g_building = ATOMIC_FLAG_INIT;
-static atomic_int g_built;
-
-static void build_tables(void) {
-    static const coli_type_kernels scalar_rows[GGML_TYPE_COUNT] = {
-        ACT_ROWS(quantize_row_q8_0, quantize_row_q8_1, quantize_row_f16)};
-    coli_kernel_table *t = &g_tables[0];
-    t->name = "scalar";
-    t->exp_sum = coli_exp_sum_generic;
-    memcpy(t->type, scalar_rows, sizeof scalar_rows);
-#define SET_GENERIC(T_, fn) t->type[GGML_TYPE_##T_].vec_dot = vec_dot_##fn##_generic;
-    DOT_TYPES(SET_GENERIC)
-#ifdef COLI_X86
-    t = &g_tables[1];
-    *t = g_tables[0];
-    t->name = "avx2";
-#define SET_AVX2(T_, fn) t->type[GGML_TYPE_##T_].vec_dot = vec_dot_##fn##_avx2;
-    DOT_TYPES(SET_AVX2)
-    t->type[GGML_TYPE_Q8_0].from_float = quantize_row_q8_0_avx2;
-    t->type[GGML_TYPE_Q8_1].from_float = quantize_row_q8_1_avx2;
-    t->type[GGML_TYPE_F16].from_float = quantize_row_f16_avx2;
-    t->type[GGML_TYPE_Q8_K].from_float = quantize_row_q8_K_avx2;
-    /* batches: llamafile tinyBLAS<8> (F32/F16, 2+ rows), the tiled matmul
-     * (Q6_K, 8+ rows), the repacked q4_K_8x8 gemm (Q4_K, whole groups of 4) */
-    set_mm(&t->type[GGML_TYPE_F32], vec_dot_f32_f32_mm_avx2, 2, 1, 8, 4);
-    set_mm(&t->type[GGML_TYPE_F16], vec_dot_f16_f16_mm_avx2, 2, 1, 8, 4);
-    set_mm(&t->type[GGML_TYPE_Q4_K], vec_dot_q4_K_q8_K_mm_avx2, 4, 4, QK_K, 8);
-    /* not repacked (n_out % 8): ggml's AVX2 vec_dot (the AVX-512 build's too), tiled from 8 rows */
-    t->q4_K_unpacked = t->type[GGML_TYPE_Q4_K];
-    t->q4_K_unpacked.vec_dot = vec_dot_q4_K_q8_K_plain_avx2;
-    t->q4_K_unpacked.vec_dot_2w = t->q4_K_unpacked.vec_dot_16w = t->q4_K_unpacked.vec_dot_mm_2w = NULL;
-    t->q4_K_unpacked.vec_dot_mm_16w = NULL;
-    set_mm(&t->q4_K_unpacked, vec_dot_q4_K_q8_K_tiled_avx2, 8, 1, QK_K, 1);
-    t->q4_K_unpacked.mm_id_min_rows = 8;
-    set_mm(&t->type[GGML_TYPE_Q5_K], vec_dot_q5_K_q8_K_tiled_avx2, 8, 1, QK_K, 1);
-    t->type[GGML_TYPE_Q5_K].mm_id_min_rows = 8;
-    t->type[GGML_TYPE_Q4_K].vec_dot_16w = vec_dot_q4_K_q8_K_16w_avx2;
-    t->type[GGML_TYPE_Q4_K].vec_dot_mm_16w = vec_dot_q4_K_q8_K_mm_16w_avx2;
-    set_mm(&t->type[GGML_TYPE_Q4_0], vec_dot_q4_0_q8_0_mm_avx2, 1, 1, QK4_0, 8);  /* repacked: every row */
-    t->type[GGML_TYPE_Q4_0].mm_id_min_rows = 1;
-    t->type[GGML_TYPE_Q4_0].vec_dot_mm_16w = vec_dot_q4_0_q8_0_mm_16w_avx2;
-    t->type[GGML_TYPE_Q8_0].vec_dot_16w = vec_dot_q8_0_q8_0_16w_avx2;
-    t->type[GGML_TYPE_Q4_0].vec_dot_16w = vec_dot_q4_0_q8_0_16w_avx2;
-    t->type[GGML_TYPE_Q5_0].vec_dot_16w = vec_dot_q5_0_q8_0_16w_avx2;
-    set_mm(&t->type[GGML_TYPE_Q6_K], vec_dot_q6_K_q8_K_mm_avx2, 8, 1, QK_K, 1);
-    t->type[GGML_TYPE_Q6_K].mm_id_min_rows = 8;
-    t->type[GGML_TYPE_Q6_K].vec_dot_mm_16w = vec_dot_q6_K_q8_K_mm_16w_avx2;
-    t = &g_tables[2]; /* AVX2 + AVX-VNNI: the same bits, 256-bit dpbusd */
-    *t = g_tables[1];
-    t->name = "avxvnni";
-#ifdef COLI_HAVE_AVXVNNI
-    t->type[GGML_TYPE_Q8_0].vec_dot_16w = vec_dot_q8_0_q8_0_16w_avxvnni;
-    t->type[GGML_TYPE_Q4_0].vec_dot_16w = vec_dot_q4_0_q8_0_16w_avxvnni;
-    t->type[GGML_TYPE_Q5_0].vec_dot_16w = vec_dot_q5_0_q8_0_16w_avxvnni;
-#endif
-    t = &g_tables[3];
-    *t = g_tables[1];
-    t->name = "avx512";
-    t->type[GGML_TYPE_F32].vec_dot = vec_dot_f32_f32_avx512;
-    t->type[GGML_TYPE_F16].vec_dot = vec_dot_f16_f16_avx512;
-    set_mm(&t->type[GGML_TYPE_F32], vec_dot_f32_f32_mm_avx512, 2, 1, 16, 4);  /* tinyBLAS<16> */
-    set_mm(&t->type[GGML_TYPE_F16], vec_dot_f16_f16_mm_avx512, 2, 1, 16, 4);
-    t->type[GGML_TYPE_F32].vec_dot_mm_2w = vec_dot_f32_f32_mm_2w_avx512;
-    t->type[GGML_TYPE_F16].vec_dot_mm_2w = vec_dot_f16_f16_mm_2w_avx512;
-    t->exp_sum = coli_exp_sum_avx512;
-    t->geglu = coli_geglu_avx512;
-    if (coli_cpu()->avx512bf16) t->type[GGML_TYPE_BF16].vec_dot = vec_dot_bf16_bf16_avx512;
-    t->type[GGML_TYPE_Q4_0].vec_dot = vec_dot_q4_0_q8_0_avx512;
-    t->type[GGML_TYPE_Q5_0].vec_dot = vec_dot_q5_0_q8_0_avx512;
-    t->type[GGML_TYPE_Q8_0].vec_dot = vec_dot_q8_0_q8_0_avx512;
-    t->type[GGML_TYPE_Q4_0].vec_dot_2w = vec_dot_q4_0_q8_0_2w_avx512;
-    t->type[GGML_TYPE_Q5_0].vec_dot_2w = vec_dot_q5_0_q8_0_2w_avx512;
-    t->type[GGML_TYPE_Q8_0].vec_dot_2w = vec_dot_q8_0_q8_0_2w_avx512;
-    t->type[GGML_TYPE_Q4_0].vec_dot_16w = vec_dot_q4_0_q8_0_16w_avx512;
-    t->type[GGML_TYPE_Q5_0].vec_dot_16w = vec_dot_q5_0_q8_0_16w_avx512;
-    t->type[GGML_TYPE_Q8_0].vec_dot_16w = vec_dot_q8_0_q8_0_16w_avx512;
-    set_mm(&t->type[GGML_TYPE_Q4_0], vec_dot_q4_0_q8_0_mm_avx512, 1, 1, QK4_0, 8);
-    t->type[GGML_TYPE_Q4_0].vec_dot_mm_16w = vec_dot_q4_0_q8_0_mm_16w_avx512;
-    t->type[GGML_TYPE_Q4_K].vec_dot = vec_dot_q4_K_q8_K_avx512;
-    set_mm(&t->type[GGML_TYPE_Q4_K], vec_dot_q4_K_q8_K_mm_avx512, 4, 4, QK_K, 8);
-    t->type[GGML_TYPE_Q4_K].vec_dot_16w = vec_dot_q4_K_q8_K_16w_avx512;
-    t->type[GGML_TYPE_Q4_K].vec_dot_mm_16w = vec_dot_q4_K_q8_K_mm_16w_avx512;
-    /* Q5_K: ggml's AVX2 kernel is what the reference runs (the 512-bit one
-     * stays as a spare); Q6_K: ggml's AVX2 vec_dot for one row, tiled for batches */
-    set_mm(&t->type[GGML_TYPE_Q6_K], vec_dot_q6_K_q8_K_mm_avx512, 8, 1, QK_K, 1);
-    t->type[GGML_TYPE_Q6_K].vec_dot_mm_16w = vec_dot_q6_K_q8_K_mm_16w_avx512;
-#endif
-}
-
-static void ensure_tables(void) {
-    if (atomic_load_explicit(&g_built, memory_order_acquire)) return;
-    while (atomic_flag_test_and_set_explicit(&g_building, memory_order_acquire)) {
-    }
-    if (!atomic_load_explicit(&g_built, memory_order_relaxed)) {
-        build_tables();
-        atomic_store_explicit(&g_built, 1, memory_order_release);
-    }
-    atomic_flag_clear_explicit(&g_building, memory_order_release);
-}
-
-#ifdef COLI_X86
-static bool can_avxvnni(void) {
-#ifdef COLI_HAVE_AVXVNNI
-    return coli_cpu_can_avx2() && coli_cpu()->avxvnni;
-#else
-    return false;  /* the compiler had no AVX-VNNI: the AVX2 set serves */
-#endif
-}
-#endif
-
-static const coli_kernel_table *table_for(const char *isa) {
-    ensure_tables();
-    if (strcmp(isa, "scalar") == 0) return &g_tables[0];
-#ifdef COLI_X86
-    if (strcmp(isa, "avx2") == 0) return coli_cpu_can_avx2() ? &g_tables[1] : NULL;
-    if (strcmp(isa, "avxvnni") == 0) return can_avxvnni() ? &g_tables[2] : NULL;
-    if (strcmp(isa, "avx512") == 0) return coli_cpu_can_avx512() ? &g_tables[3] : NULL;
-    if (strcmp(isa, "auto") == 0)
-        return coli_cpu_can_avx512()                        ? &g_tables[3]
-               : can_avxvnni()                              ? &g_tables[2]
-               : coli_cpu_can_avx2()                        ? &g_tables[1]
-                                                            : &g_tables[0];
-#else
-    if (strcmp(isa, "auto") == 0) return &g_tables[0];
-#endif
-    return NULL;
-}
-
-const coli_kernel_table *coli_kernels(void) {
-    const coli_kernel_table *t = atomic_load_explicit(&g_current, memory_order_acquire);
-    if (t) return t;
-    const coli_kernel_table *want = table_for("auto");
-    const coli_kernel_table *expected = NULL;
-    if (atomic_compare_exchange_strong(&g_current, &expected, want)) return want;
-    return expected;
-}
-
-int coli_kernels_select(const char *isa) {
-    if (!isa) return coli_fail(COLI_E_ARG, "kernel isa: NULL");
-    if (strcmp(isa, "auto") && strcmp(isa, "scalar") && strcmp(isa, "avx2") && strcmp(isa, "avxvnni") &&
-        strcmp(isa, "avx512"))
-        return coli_fail(COLI_E_ARG, "kernel isa '%s': expected auto, scalar, avx2, avxvnni or avx512", isa);
-    const coli_kernel_table *t = table_for(isa);
-    if (!t) return coli_fail(COLI_E_UNSUPPORTED, "kernel isa '%s' not supported by this CPU (features: %s)",
-                             isa, colibri_cpu_features());
-    atomic_store_explicit(&g_current, t, memory_order_release);
-    return COLI_OK;
-}
+/* ---- row sizes ------------------------------------------------------------------- */
 
 size_t coli_row_size(uint32_t type, int64_t n) {
     const ggml_type_traits *tt = ggml_type_get(type);
     if (!tt || n < 0 || n % tt->blck_size) return 0;
     return (size_t)(n / tt->blck_size) * (size_t)tt->type_size;
-}
-
-/* ---- public test hooks --------------------------------------------------------------- */
-
-int colibri_kernel_set_isa(const char *isa) { return coli_kernels_select(isa); }
-
-const char *colibri_kernel_isa(void) { return coli_kernels()->name; }
-
-/* Checks type, n (> 0, block multiple, <= INT32_MAX for dots) and buffer size. */
-static int check_row(const char *what, uint32_t type, int64_t n, size_t bytes, size_t *need) {
-    const ggml_type_traits *tt = ggml_type_get(type);
-    if (!tt) return coli_fail(COLI_E_ARG, "%s: unknown ggml type %u", what, type);
-    if (n <= 0 || n % tt->blck_size)
-        return coli_fail(COLI_E_ARG, "%s: n = %lld is not a positive multiple of the %s block size %d", what,
-                         (long long)n, tt->name, tt->blck_size);
-    *need = coli_row_size(type, n);
-    if (bytes < *need)
-        return coli_fail(COLI_E_TOO_LONG, "%s: buffer of %zu bytes, %lld %s elements need %zu", what, bytes,
-                         (long long)n, tt->name, *need);
-    return COLI_OK;
-}
-
-int colibri_kernel_partner_type(uint32_t wtype) {
-    const coli_type_kernels *k = wtype < GGML_TYPE_COUNT ? &coli_kernels()->type[wtype] : NULL;
-    if (!k || !k->to_float) return coli_fail(COLI_E_UNSUPPORTED, "no kernels for ggml type %u", wtype);
-    return (int)k->vec_dot_type;
-}
-
-int colibri_kernel_dequantize(uint32_t type, const void *src, size_t src_bytes, float *dst, int64_t n) {
-    size_t need = 0;
-    int rc = check_row("dequantize", type, n, src_bytes, &need);
-    if (rc) return rc;
-    if (!src || !dst) return coli_fail(COLI_E_ARG, "dequantize: NULL buffer");
-    const coli_type_kernels *k = &coli_kernels()->type[type];
-    if (!k->to_float) return coli_fail(COLI_E_UNSUPPORTED, "dequantize: type %s not supported", ggml_type_get(type)->name);
-    k->to_float(src, dst, n);
-    return COLI_OK;
-}
-
-int colibri_kernel_quantize(uint32_t type, const float *src, int64_t n, void *dst, size_t dst_bytes) {
-    size_t need = 0;
-    int rc = check_row("quantize", type, n, dst_bytes, &need);
-    if (rc) return rc;
-    if (!src || !dst) return coli_fail(COLI_E_ARG, "quantize: NULL buffer");
-    coli_from_float_fn f = NULL;
-    switch (type) {
-    case GGML_TYPE_F32: memcpy(dst, src, need); return COLI_OK;
-    case GGML_TYPE_F16: f = quantize_row_f16; break;
-    case GGML_TYPE_BF16: f = quantize_row_bf16; break;
-    case GGML_TYPE_Q4_0: f = quantize_row_q4_0_ref; break;
-    case GGML_TYPE_Q4_1: f = quantize_row_q4_1_ref; break;
-    case GGML_TYPE_Q5_0: f = quantize_row_q5_0_ref; break;
-    case GGML_TYPE_Q5_1: f = quantize_row_q5_1_ref; break;
-    case GGML_TYPE_Q8_0: f = quantize_row_q8_0_ref; break;
-    case GGML_TYPE_Q8_1: f = quantize_row_q8_1_ref; break;
-    case GGML_TYPE_Q8_K: f = quantize_row_q8_K_ref; break;
-    default: return coli_fail(COLI_E_UNSUPPORTED, "quantize: no reference quantizer for %s", ggml_type_get(type)->name);
-    }
-    f(src, dst, n);
-    return COLI_OK;
-}
-
-int colibri_kernel_quantize_act(uint32_t type, const float *src, int64_t n, void *dst, size_t dst_bytes) {
-    size_t need = 0;
-    int rc = check_row("quantize_act", type, n, dst_bytes, &need);
-    if (rc) return rc;
-    if (!src || !dst) return coli_fail(COLI_E_ARG, "quantize_act: NULL buffer");
-    const coli_type_kernels *k = &coli_kernels()->type[type];
-    if (type == GGML_TYPE_F32) { memcpy(dst, src, need); return COLI_OK; }
-    if (!k->from_float || k->vec_dot_type != type)
-        return coli_fail(COLI_E_UNSUPPORTED, "quantize_act: %s is not an activation type", ggml_type_get(type)->name);
-    k->from_float(src, dst, n);
-    return COLI_OK;
-}
-
-int colibri_kernel_vec_dot(uint32_t wtype, int64_t n, const void *w, size_t w_bytes, const float *x, float *out) {
-    size_t need = 0;
-    int rc = check_row("vec_dot", wtype, n, w_bytes, &need);
-    if (rc) return rc;
-    if (!w || !x || !out) return coli_fail(COLI_E_ARG, "vec_dot: NULL buffer");
-    if (n > INT32_MAX) return coli_fail(COLI_E_TOO_LONG, "vec_dot: n = %lld too long", (long long)n);
-    const coli_kernel_table *t = coli_kernels();
-    const coli_type_kernels *k = &t->type[wtype];
-    if (!k->vec_dot) return coli_fail(COLI_E_UNSUPPORTED, "vec_dot: type %s not supported", ggml_type_get(wtype)->name);
-    const uint32_t at = k->vec_dot_type;
-    const void *a = x;
-    void *tmp = NULL;
-    if (at != GGML_TYPE_F32) {
-        size_t bytes = coli_row_size(at, n);
-        if (bytes == 0) return coli_fail(COLI_E_ARG, "vec_dot: n = %lld not a multiple of the activation block", (long long)n);
-        tmp = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-        if (!tmp) return coli_fail(COLI_E_NOMEM, "vec_dot: %zu bytes", bytes);
-        t->type[at].from_float(x, tmp, n);
-        a = tmp;
-    }
-    k->vec_dot((int)n, w, a, 0, out, 1, 1);
-    free(tmp);
-    return COLI_OK;
 }

@@ -12,8 +12,7 @@
  * (ggml-cpu.c type_traits_cpu): Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1,
  * Q8_K for the K-quants, F16/BF16/F32 for themselves.
  *
- * Kernels are chosen once per process from the detected CPU (coli_kernels());
- * colibri_kernel_set_isa() can force "scalar", "avx2" or "avx512" for tests. */
+ * kernels.h picks, per weight type and ISA, which of them runs. */
 #ifndef COLI_QUANT_H
 #define COLI_QUANT_H
 
@@ -21,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "fp16.h"
 #include "ggml_types.h"
@@ -103,7 +103,7 @@ static_assert(sizeof(block_q3_K) == 2 + QK_K / 4 + QK_K / 8 + 12, "wrong q3_K bl
 typedef struct {
     coli_half d;                    /* super-block scale for quantized scales */
     coli_half dmin;                 /* super-block scale for quantized mins */
-    uint8_t scales[K_SCALE_SIZE];   /* scales and mins, 6 bits each (get_scale_min_k4) */
+    uint8_t scales[K_SCALE_SIZE];   /* scales and mins, 6 bits each (coli_k4_scales_mins) */
     uint8_t qs[QK_K / 2];           /* 4-bit quants: 32 bytes per 64 elements, low nibbles first */
 } block_q4_K;
 static_assert(sizeof(block_q4_K) == 2 * 2 + K_SCALE_SIZE + QK_K / 2, "wrong q4_K block size/padding");
@@ -117,6 +117,19 @@ typedef struct {
     uint8_t qs[QK_K / 2];           /* low 4 bits */
 } block_q5_K;
 static_assert(sizeof(block_q5_K) == 2 * 2 + K_SCALE_SIZE + QK_K / 2 + QK_K / 8, "wrong q5_K block size/padding");
+
+/* The 8 six-bit scales (bytes 0..7 of out) and 8 mins (bytes 8..15) of a
+ * Q4_K/Q5_K super-block, by ggml's utmp shuffle: the one unpacking every ISA's
+ * kernels inline (the same integers as ggml's get_scale_min_k4). */
+static inline void coli_k4_scales_mins(const uint8_t packed[K_SCALE_SIZE], uint32_t out[4]) {
+    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+    memcpy(out, packed, K_SCALE_SIZE);
+    out[3] = ((out[2] >> 4) & kmask2) | (((out[1] >> 6) & kmask3) << 4);
+    const uint32_t uaux = out[1] & kmask1;
+    out[1] = (out[2] & kmask2) | (((out[0] >> 6) & kmask3) << 4);
+    out[2] = uaux;
+    out[0] &= kmask1;
+}
 
 /* Q6_K: 16 blocks of 16; x = d * sc * (q - 32), 8-bit signed sc. 6.5625 bpw. */
 typedef struct {
@@ -147,45 +160,28 @@ typedef void (*coli_vec_dot_fn)(int n, const void *w, const void *a, size_t a_st
                                 float *s, size_t s_stride, int nr);
 #define COLI_MAX_NR 4
 
+/* In a SIMD kernel: run the body template impl(..., nr) with nr a constant,
+ * so its per-row arrays and loops unroll. nr must be 1..COLI_MAX_NR (callers
+ * split longer runs); asserted where asserts are on (make asan, test_quant.c),
+ * because with NDEBUG a larger nr still computes only 4 rows, silently. */
+#define COLI_DISPATCH_NR(nr, impl, ...)                   \
+    do {                                                  \
+        assert((nr) >= 1 && (nr) <= COLI_MAX_NR);         \
+        switch (nr) {                                     \
+        case 1: impl(__VA_ARGS__, 1); break;              \
+        case 2: impl(__VA_ARGS__, 2); break;              \
+        case 3: impl(__VA_ARGS__, 3); break;              \
+        default: impl(__VA_ARGS__, 4); break;             \
+        }                                                 \
+    } while (0)
+static_assert(COLI_MAX_NR == 4, "COLI_DISPATCH_NR has a case for each nr up to COLI_MAX_NR");
+
 /* Several weight rows at once: s[r * s_stride + j] = dot(weight row j,
  * activation row r) for j < 2 (vec_dot_2w, nr <= COLI_MAX_NR) or j < 16
  * (vec_dot_16w, any nr), weight row j at w + j * w_stride, each with the
  * arithmetic of the one-weight-row kernel it stands for. */
 typedef void (*coli_vec_dot_nw_fn)(int n, const void *w, size_t w_stride, const void *a, size_t a_stride, float *s,
                                    size_t s_stride, int nr);
-
-/* llama.cpp's CPU backend does not add up a dot product the same way in every
- * call: one row (decode) goes through ggml_vec_dot_*, a batch through
- * llamafile's tinyBLAS (F32/F16), the tiled K-quant matmul (Q6_K, n >= 8) or
- * the repacked gemm (Q4_K, whole groups of 4 rows); Q4_0 weights with
- * n_out % 8 == 0 are repacked at load and use their own gemv/gemm for every
- * row. Each is mirrored bit for bit by a kernel here: `vec_dot` is the one-row
- * arithmetic, `vec_dot_mm` the batched one where it differs (coli_mm_rows()
- * says which rows use it). */
-typedef struct {
-    uint32_t vec_dot_type;         /* activation type this weight type dots with */
-    coli_from_float_fn from_float; /* f32 -> this type as an activation (NULL for F32: used as is) */
-    coli_to_float_fn to_float;     /* dequantize_row_<t> */
-    coli_vec_dot_fn vec_dot;       /* NULL: not usable as a weight type */
-    coli_vec_dot_nw_fn vec_dot_2w; /* optional: vec_dot for two weight rows at once (faster) */
-    coli_vec_dot_nw_fn vec_dot_16w;    /* optional: vec_dot for 16 weight rows at once */
-    coli_vec_dot_fn vec_dot_mm;    /* batched arithmetic, or NULL (same as vec_dot) */
-    coli_vec_dot_nw_fn vec_dot_mm_2w;  /* optional: vec_dot_mm for two weight rows at once */
-    coli_vec_dot_nw_fn vec_dot_mm_16w; /* optional: vec_dot_mm for 16 weight rows at once */
-    int mm_min_rows;               /* a batch of at least this many rows uses vec_dot_mm */
-    int mm_group;                  /* ... for its first n - n % mm_group rows */
-    int mm_in_mult, mm_out_mult;   /* ... when n_in and n_out are multiples of these */
-    /* experts (ggml's mul_mat_id): an expert given at least this many rows uses
-     * vec_dot_mm for all of them (1: repacked weights; 8: the tiled K-quant
-     * matmul); 0: vec_dot whatever the count */
-    int mm_id_min_rows;
-} coli_type_kernels;
-
-/* Rows [0, coli_mm_rows(...)) of a batch of n_rows use vec_dot_mm, the rest vec_dot. */
-static inline int64_t coli_mm_rows(const coli_type_kernels *k, int64_t n_in, int64_t n_out, int64_t n_rows) {
-    if (!k->vec_dot_mm || n_rows < k->mm_min_rows || n_in % k->mm_in_mult || n_out % k->mm_out_mult) return 0;
-    return n_rows - n_rows % k->mm_group;
-}
 
 /* The exponentials of ggml_vec_soft_max_f32: x[i] = exp(x[i] - max) in place
  * by ggml_v_expf's AVX-512 arithmetic (-inf gives 0), n % 16 == 0; returns
@@ -197,29 +193,6 @@ typedef double (*coli_exp_sum_fn)(float *x, int n, float max);
  * 0 at or below -10, x * g at or above 10. NULL: ops.c's scalar loop. */
 typedef void (*coli_geglu_fn)(float *x, const float *g, int n, const coli_half *table);
 
-typedef struct {
-    const char *name;  /* "scalar" | "avx2" | "avx512" */
-    coli_type_kernels type[GGML_TYPE_COUNT];
-    /* Q4_K weights llama.cpp does not repack (n_out not a multiple of the
-     * repacked layout's 8 rows): ggml's plain vec_dot, its tiled matmul for 8+ rows */
-    coli_type_kernels q4_K_unpacked;
-    coli_exp_sum_fn exp_sum;
-    coli_geglu_fn geglu;
-} coli_kernel_table;
-
-/* The table in force (chosen from the CPU on first use). Never NULL. */
-const coli_kernel_table *coli_kernels(void);
-
-/* The kernels for a weight of `type` with n_out rows (wtype < GGML_TYPE_COUNT):
- * its type's, but for a Q4_K weight llama.cpp would not repack. */
-static inline const coli_type_kernels *coli_weight_kernels(const coli_kernel_table *t, uint32_t wtype, int64_t n_out) {
-    const coli_type_kernels *k = &t->type[wtype];
-    if (wtype == GGML_TYPE_Q4_K && t->q4_K_unpacked.vec_dot && n_out % k->mm_out_mult) return &t->q4_K_unpacked;
-    return k;
-}
-/* Force an ISA: "auto", "scalar", "avx2", "avx512". COLI_E_UNSUPPORTED when
- * this CPU (or build) cannot run it, COLI_E_ARG for an unknown name. */
-int coli_kernels_select(const char *isa);
 /* Bytes of one row of n elements of `type`, 0 when n is not a multiple of
  * the block size or the type is unknown. */
 size_t coli_row_size(uint32_t type, int64_t n);
@@ -315,7 +288,7 @@ void quantize_row_f16_avx2(const float *x, void *y, int64_t n);
 void quantize_row_q8_K_avx2(const float *x, void *y, int64_t n);
 /* quant_avx512.c: AVX-512 F/BW/VL/DQ/VNNI (types without a 512-bit kernel use AVX2:
  * Q6_K's one-row kernel is ggml's AVX2 one; Q5_K's 512-bit kernel is not in the
- * table, see quant.c, but is kept and tested) */
+ * table, see kernels.c, but is kept and tested) */
 COLI_DECLARE_VEC_DOT(vec_dot_f32_f32_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_f32_f32_mm_avx512);   /* tinyBLAS<16> */
 COLI_DECLARE_VEC_DOT(vec_dot_f16_f16_avx512);

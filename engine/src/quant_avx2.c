@@ -18,15 +18,6 @@
 #define TGT __attribute__((target("avx2,fma,f16c")))
 #define INL static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 
-/* Expand a kernel body template `name##_nr(..., nr)` for constant nr. */
-#define DISPATCH_NR(impl, ...)                        \
-    switch (nr) {                                     \
-    case 1: impl(__VA_ARGS__, 1); break;              \
-    case 2: impl(__VA_ARGS__, 2); break;              \
-    case 3: impl(__VA_ARGS__, 3); break;              \
-    default: impl(__VA_ARGS__, 4); break;             \
-    }
-
 #include "quant_avx2_inl.h"
 
 /* ---- activation quantizers (bit-exact with quantize_row_q8_0/q8_1) ------------- */
@@ -194,16 +185,16 @@ INL void fdot_mm_nr(int n, const void *w, const char *a, size_t as, float *s, si
 }
 
 TGT void vec_dot_f32_f32_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(fdot_nr, n, w, (const char *)a, as, s, ss, 0)
+    COLI_DISPATCH_NR(nr, fdot_nr, n, w, (const char *)a, as, s, ss, 0);
 }
 TGT void vec_dot_f16_f16_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(fdot_nr, n, w, (const char *)a, as, s, ss, 1)
+    COLI_DISPATCH_NR(nr, fdot_nr, n, w, (const char *)a, as, s, ss, 1);
 }
 TGT void vec_dot_f32_f32_mm_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(fdot_mm_nr, n, w, (const char *)a, as, s, ss, 0)
+    COLI_DISPATCH_NR(nr, fdot_mm_nr, n, w, (const char *)a, as, s, ss, 0);
 }
 TGT void vec_dot_f16_f16_mm_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(fdot_mm_nr, n, w, (const char *)a, as, s, ss, 1)
+    COLI_DISPATCH_NR(nr, fdot_mm_nr, n, w, (const char *)a, as, s, ss, 1);
 }
 
 INL __m256 load_bf16x8(const coli_bf16 *p) {
@@ -234,7 +225,7 @@ INL void bf16_nr(int n, const coli_bf16 *w, const char *a, size_t as, float *s, 
 }
 
 TGT void vec_dot_bf16_bf16_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(bf16_nr, n, (const coli_bf16 *)w, (const char *)a, as, s, ss)
+    COLI_DISPATCH_NR(nr, bf16_nr, n, (const coli_bf16 *)w, (const char *)a, as, s, ss);
 }
 
 /* ---- 32-element blocks with Q8_0 activations ---------------------------------------- */
@@ -366,12 +357,7 @@ INL void q0_batch16(int nb, const char *w, size_t wst, const char *a, size_t as,
             /* the first row group streams the weights: fetch the next tile meanwhile */
             const int l0 = j * pf_lines / 16, pl = r0 == 0 ? (j + 1) * pf_lines / 16 - l0 : 0;
             const char *pf = w + 16 * wst + 64 * (size_t)l0;
-            switch (rn) {
-            case 1: q0_batch_nr(nb, wj, dxf[j], ar, as, dyf, sj, ss, kind, pf, pl, 1); break;
-            case 2: q0_batch_nr(nb, wj, dxf[j], ar, as, dyf, sj, ss, kind, pf, pl, 2); break;
-            case 3: q0_batch_nr(nb, wj, dxf[j], ar, as, dyf, sj, ss, kind, pf, pl, 3); break;
-            default: q0_batch_nr(nb, wj, dxf[j], ar, as, dyf, sj, ss, kind, pf, pl, 4); break;
-            }
+            COLI_DISPATCH_NR(rn, q0_batch_nr, nb, wj, dxf[j], ar, as, dyf, sj, ss, kind, pf, pl);
         }
     }
 }
@@ -386,12 +372,9 @@ INL void q8_0_family_16w(int n, const char *w, size_t wst, const char *a, size_t
     if (nr > 2) { /* batches: 4 activation rows per weight row load the weights least */
         for (int j = 0; j < 16; j++)
             for (int r0 = 0; r0 < nr; r0 += COLI_MAX_NR) {
-                const int rows = nr - r0;
-                {
-                    const int nr = rows; /* DISPATCH_NR's */
-                    DISPATCH_NR(q8_0_family_nr, n, w + (size_t)j * wst, a + (size_t)r0 * as, as, s + (size_t)r0 * ss + j,
-                                ss, kind)
-                }
+                const int rows = nr - r0 < COLI_MAX_NR ? nr - r0 : COLI_MAX_NR;
+                COLI_DISPATCH_NR(rows, q8_0_family_nr, n, w + (size_t)j * wst, a + (size_t)r0 * as, as,
+                                 s + (size_t)r0 * ss + j, ss, kind);
             }
         return;
     }
@@ -537,8 +520,7 @@ TGT void vec_dot_q4_0_q8_0_mm_16w_avx2(int n, const void *w, size_t wst, const v
             const char *wg = (const char *)w + (size_t)g * wst;
             float *sg = s + (size_t)r0 * ss + g;
             if (rn <= COLI_MAX_NR) {
-                const int nr = rn; /* DISPATCH_NR's */
-                DISPATCH_NR(q4_0_8w_few, nb, wg, wst, ar, as, ncs, sg, ss)
+                COLI_DISPATCH_NR(rn, q4_0_8w_few, nb, wg, wst, ar, as, ncs, sg, ss);
                 continue;
             }
             memset(acc, 0, (size_t)rn * sizeof acc[0]);
@@ -562,17 +544,17 @@ TGT void vec_dot_q4_0_q8_0_mm_16w_avx2(int n, const void *w, size_t wst, const v
 }
 
 TGT void vec_dot_q4_0_q8_0_mm_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q4_0_repacked_nr, n, w, (const char *)a, as, s, ss)
+    COLI_DISPATCH_NR(nr, q4_0_repacked_nr, n, w, (const char *)a, as, s, ss);
 }
 
 TGT void vec_dot_q8_0_q8_0_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q8_0_family_nr, n, w, (const char *)a, as, s, ss, 0)
+    COLI_DISPATCH_NR(nr, q8_0_family_nr, n, w, (const char *)a, as, s, ss, 0);
 }
 TGT void vec_dot_q4_0_q8_0_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q8_0_family_nr, n, w, (const char *)a, as, s, ss, 1)
+    COLI_DISPATCH_NR(nr, q8_0_family_nr, n, w, (const char *)a, as, s, ss, 1);
 }
 TGT void vec_dot_q5_0_q8_0_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q8_0_family_nr, n, w, (const char *)a, as, s, ss, 2)
+    COLI_DISPATCH_NR(nr, q8_0_family_nr, n, w, (const char *)a, as, s, ss, 2);
 }
 
 /* Q4_1 / Q5_1 with Q8_1: unsigned weights, sum = d*dy*q.y + m*s. */
@@ -608,24 +590,13 @@ INL void q8_1_family_nr(int n, const void *w, const char *a, size_t as, float *s
 }
 
 TGT void vec_dot_q4_1_q8_1_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q8_1_family_nr, n, w, (const char *)a, as, s, ss, 1)
+    COLI_DISPATCH_NR(nr, q8_1_family_nr, n, w, (const char *)a, as, s, ss, 1);
 }
 TGT void vec_dot_q5_1_q8_1_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q8_1_family_nr, n, w, (const char *)a, as, s, ss, 2)
+    COLI_DISPATCH_NR(nr, q8_1_family_nr, n, w, (const char *)a, as, s, ss, 2);
 }
 
 /* ---- K-quants --------------------------------------------------------------------- */
-
-/* Q4_K/Q5_K 6-bit scales (0..7) and mins (8..15) as bytes, ggml's utmp shuffle. */
-INL void k4_unpack(const uint8_t *packed, uint32_t utmp[4]) {
-    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-    memcpy(utmp, packed, 12);
-    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-    const uint32_t uaux = utmp[1] & kmask1;
-    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-    utmp[2] = uaux;
-    utmp[0] &= kmask1;
-}
 
 /* sum_j mins[j] * (bsums[2j] + bsums[2j+1]) as 4 int32 lanes */
 INL __m128i k4_mins_dot(__m128i mins16, const int16_t *bsums) {
@@ -670,7 +641,7 @@ INL void q45_K_nr(int n, const void *w, const char *a, size_t as, float *s, size
             qs = x->qs; scp = x->scales; dx = h2f(x->d); dminx = h2f(x->dmin);
         }
         uint32_t utmp[4];
-        k4_unpack(scp, utmp);
+        coli_k4_scales_mins(scp, utmp);
         const __m256i mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32((int)utmp[3], (int)utmp[2], (int)utmp[1], (int)utmp[0]));
         const __m128i sc128 = _mm256_castsi256_si128(mins_and_scales);
         const __m256i scales = _mm256_insertf128_si256(_mm256_castsi128_si256(sc128), sc128, 1);
@@ -747,7 +718,7 @@ INL void q4_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_
         const block_q4_K *x = (const block_q4_K *)w + i;
         const float dx = h2f(x->d), dminx = h2f(x->dmin);
         uint32_t utmp[4];
-        k4_unpack(x->scales, utmp);
+        coli_k4_scales_mins(x->scales, utmp);
         const uint8_t *sc = (const uint8_t *)utmp;
         const __m128i mins16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)utmp[3], (int)utmp[2]));
         __m256i lo[4], hi[4], sl[4], sh[4];
@@ -835,6 +806,7 @@ INL void q4_K_8w(int nb, const char *w, size_t wst, const char *a, size_t as, fl
                 _mm256_packus_epi32(_mm256_and_si256(dd, lo16), _mm256_setzero_si256()), 0x08)));
             const __m256 dmx = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(
                 _mm256_packus_epi32(_mm256_srli_epi32(dd, 16), _mm256_setzero_si256()), 0x08)));
+            /* the 12 scale bytes of each row, unpacked in lanes as coli_k4_scales_mins does */
             __m256i u0 = head[1], u1 = head[2];
             const __m256i u2 = head[3];
             const __m256i u3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), kmask2),
@@ -919,22 +891,22 @@ TGT void vec_dot_q4_K_q8_K_mm_16w_avx2(int n, const void *w, size_t wst, const v
 }
 
 TGT void vec_dot_q4_K_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q4_K_nr, n, w, (const char *)a, as, s, ss, 0)
+    COLI_DISPATCH_NR(nr, q4_K_nr, n, w, (const char *)a, as, s, ss, 0);
 }
 TGT void vec_dot_q4_K_q8_K_mm_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q4_K_nr, n, w, (const char *)a, as, s, ss, 1)
+    COLI_DISPATCH_NR(nr, q4_K_nr, n, w, (const char *)a, as, s, ss, 1);
 }
 TGT void vec_dot_q4_K_q8_K_plain_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q45_K_nr, n, w, (const char *)a, as, s, ss, 0, 0)
+    COLI_DISPATCH_NR(nr, q45_K_nr, n, w, (const char *)a, as, s, ss, 0, 0);
 }
 TGT void vec_dot_q4_K_q8_K_tiled_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q45_K_nr, n, w, (const char *)a, as, s, ss, 0, 1)
+    COLI_DISPATCH_NR(nr, q45_K_nr, n, w, (const char *)a, as, s, ss, 0, 1);
 }
 TGT void vec_dot_q5_K_q8_K_tiled_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q45_K_nr, n, w, (const char *)a, as, s, ss, 1, 1)
+    COLI_DISPATCH_NR(nr, q45_K_nr, n, w, (const char *)a, as, s, ss, 1, 1);
 }
 TGT void vec_dot_q5_K_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q45_K_nr, n, w, (const char *)a, as, s, ss, 1, 0)
+    COLI_DISPATCH_NR(nr, q45_K_nr, n, w, (const char *)a, as, s, ss, 1, 0);
 }
 
 /* Q6_K: unsigned q in 0..63 through maddubs; the -32 offset is folded in once
@@ -1085,10 +1057,10 @@ TGT void vec_dot_q6_K_q8_K_mm_16w_avx2(int n, const void *w, size_t wst, const v
 }
 
 TGT void vec_dot_q6_K_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q6_K_nr, n, w, (const char *)a, as, s, ss, 0)
+    COLI_DISPATCH_NR(nr, q6_K_nr, n, w, (const char *)a, as, s, ss, 0);
 }
 TGT void vec_dot_q6_K_q8_K_mm_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q6_K_nr, n, w, (const char *)a, as, s, ss, 1)
+    COLI_DISPATCH_NR(nr, q6_K_nr, n, w, (const char *)a, as, s, ss, 1);
 }
 
 /* Q2_K / Q3_K: no hand-written kernel yet; the scalar code compiled for AVX2. */

@@ -1,5 +1,5 @@
 /* quant_avx512.c — AVX-512 (F/BW/VL/DQ/VNNI) kernels; types without a
- * 512-bit kernel use the AVX2 ones (quant.c builds the table).
+ * 512-bit kernel use the AVX2 ones (kernels.c builds the table).
  *
  * Same contract as quant_avx2.c: exact integer block sums, and the float
  * accumulation of llama.cpp's AVX-512 build operation for operation, per row
@@ -17,14 +17,6 @@
 #define ISA "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
 #define TGT __attribute__((target(ISA)))
 #define INL static inline __attribute__((always_inline, target(ISA)))
-
-#define DISPATCH_NR(impl, ...)                        \
-    switch (nr) {                                     \
-    case 1: impl(__VA_ARGS__, 1); break;              \
-    case 2: impl(__VA_ARGS__, 2); break;              \
-    case 3: impl(__VA_ARGS__, 3); break;              \
-    default: impl(__VA_ARGS__, 4); break;             \
-    }
 
 INL float h2f(coli_half h) { return _cvtsh_ss(h); }
 
@@ -115,11 +107,11 @@ INL void fdot_mm_2w_nr(int n, const void *w, size_t wst, const char *a, size_t a
 
 TGT void vec_dot_f32_f32_mm_2w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
                                       int nr) {
-    DISPATCH_NR(fdot_mm_2w_nr, n, w, wst, (const char *)a, as, s, ss, 0)
+    COLI_DISPATCH_NR(nr, fdot_mm_2w_nr, n, w, wst, (const char *)a, as, s, ss, 0);
 }
 TGT void vec_dot_f16_f16_mm_2w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
                                       int nr) {
-    DISPATCH_NR(fdot_mm_2w_nr, n, w, wst, (const char *)a, as, s, ss, 1)
+    COLI_DISPATCH_NR(nr, fdot_mm_2w_nr, n, w, wst, (const char *)a, as, s, ss, 1);
 }
 
 /* ggml_v_expf (ggml-cpu/vec.h, AVX-512 build), instruction for instruction */
@@ -174,16 +166,16 @@ TGT double coli_exp_sum_avx512(float *x, int n, float max) {
 }
 
 TGT void vec_dot_f32_f32_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(fdot_nr, n, w, (const char *)a, as, s, ss, 0)
+    COLI_DISPATCH_NR(nr, fdot_nr, n, w, (const char *)a, as, s, ss, 0);
 }
 TGT void vec_dot_f16_f16_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(fdot_nr, n, w, (const char *)a, as, s, ss, 1)
+    COLI_DISPATCH_NR(nr, fdot_nr, n, w, (const char *)a, as, s, ss, 1);
 }
 TGT void vec_dot_f32_f32_mm_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(fdot_mm_nr, n, w, (const char *)a, as, s, ss, 0)
+    COLI_DISPATCH_NR(nr, fdot_mm_nr, n, w, (const char *)a, as, s, ss, 0);
 }
 TGT void vec_dot_f16_f16_mm_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(fdot_mm_nr, n, w, (const char *)a, as, s, ss, 1)
+    COLI_DISPATCH_NR(nr, fdot_mm_nr, n, w, (const char *)a, as, s, ss, 1);
 }
 
 /* BF16 with AVX512_BF16 dpbf16 (pairs of products), as ggml does; the odd
@@ -221,7 +213,7 @@ bf16_nr(int n, const coli_bf16 *w, const char *a, size_t as, float *s, size_t ss
 
 __attribute__((target(ISA_BF16))) void vec_dot_bf16_bf16_avx512(int n, const void *w, const void *a, size_t as,
                                                                  float *s, size_t ss, int nr) {
-    DISPATCH_NR(bf16_nr, n, (const coli_bf16 *)w, (const char *)a, as, s, ss)
+    COLI_DISPATCH_NR(nr, bf16_nr, n, (const coli_bf16 *)w, (const char *)a, as, s, ss);
 }
 
 /* ---- Q8_0 / Q4_0 / Q5_0 with Q8_0 activations ---------------------------------------- */
@@ -327,13 +319,13 @@ INL void q8_0_family_nr(int n, const void *w, const char *a, size_t as, float *s
 }
 
 TGT void vec_dot_q8_0_q8_0_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q8_0_family_nr, n, w, (const char *)a, as, s, ss, 0)
+    COLI_DISPATCH_NR(nr, q8_0_family_nr, n, w, (const char *)a, as, s, ss, 0);
 }
 TGT void vec_dot_q4_0_q8_0_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q8_0_family_nr, n, w, (const char *)a, as, s, ss, 1)
+    COLI_DISPATCH_NR(nr, q8_0_family_nr, n, w, (const char *)a, as, s, ss, 1);
 }
 TGT void vec_dot_q5_0_q8_0_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q8_0_family_nr, n, w, (const char *)a, as, s, ss, 2)
+    COLI_DISPATCH_NR(nr, q8_0_family_nr, n, w, (const char *)a, as, s, ss, 2);
 }
 
 /* Weight bytes of block ib of two rows as unsigned quants q + c (Q8_0:
@@ -423,7 +415,7 @@ INL void q8_0_family_2w_nr(int n, const void *w, size_t wst, const char *a, size
 
 #define DEF_2W(name, kind)                                                                                      \
     TGT void name(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss, int nr) {   \
-        DISPATCH_NR(q8_0_family_2w_nr, n, w, wst, (const char *)a, as, s, ss, kind)                             \
+        COLI_DISPATCH_NR(nr, q8_0_family_2w_nr, n, w, wst, (const char *)a, as, s, ss, kind);                   \
     }
 DEF_2W(vec_dot_q8_0_q8_0_2w_avx512, 0)
 DEF_2W(vec_dot_q4_0_q8_0_2w_avx512, 1)
@@ -526,11 +518,8 @@ INL void q8_0_family_16w(int n, const void *w, size_t wst, const void *a, size_t
             for (int r0 = 0; r0 < nr; r0 += COLI_MAX_NR) {
                 const char *ar = (const char *)a + (size_t)r0 * as;
                 float *sr = s + (size_t)r0 * ss + j;
-                const int rows = nr - r0;
-                {
-                    const int nr = rows; /* DISPATCH_NR's */
-                    DISPATCH_NR(q8_0_family_2w_nr, n, (const char *)w + j * wst, wst, ar, as, sr, ss, kind)
-                }
+                const int rows = nr - r0 < COLI_MAX_NR ? nr - r0 : COLI_MAX_NR;
+                COLI_DISPATCH_NR(rows, q8_0_family_2w_nr, n, (const char *)w + j * wst, wst, ar, as, sr, ss, kind);
             }
         return;
     }
@@ -611,7 +600,7 @@ INL void q4_0_repacked_nr(int n, const void *w, const char *a, size_t as, float 
 }
 
 TGT void vec_dot_q4_0_q8_0_mm_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q4_0_repacked_nr, n, w, (const char *)a, as, s, ss)
+    COLI_DISPATCH_NR(nr, q4_0_repacked_nr, n, w, (const char *)a, as, s, ss);
 }
 
 /* The same for 16 weight rows, one per lane. A block's 16 x 16 quant bytes
@@ -688,7 +677,7 @@ INL void q4_0_16w_few(int nb, const char *w, size_t wst, const char *a, size_t a
 INL void q4_0_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr) {
     const int nb = n / QK4_0;
     if (nr <= COLI_MAX_NR) {
-        DISPATCH_NR(q4_0_16w_few, nb, w, wst, a, as, s, ss)
+        COLI_DISPATCH_NR(nr, q4_0_16w_few, nb, w, wst, a, as, s, ss);
         return;
     }
     const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -720,16 +709,6 @@ TGT void vec_dot_q4_0_q8_0_mm_16w_avx512(int n, const void *w, size_t wst, const
 }
 
 /* ---- K-quants ---------------------------------------------------------------------- */
-
-INL void k4_unpack(const uint8_t *packed, uint32_t utmp[4]) {
-    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-    memcpy(utmp, packed, 12);
-    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-    const uint32_t uaux = utmp[1] & kmask1;
-    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-    utmp[2] = uaux;
-    utmp[0] &= kmask1;
-}
 
 /* int16 lanes 0..15 = v[i0], 16..31 = v[i1] (v: 8 or 16 int16 in the low lanes) */
 INL __m512i bcast2_16(__m512i v, int i0, int i1) {
@@ -780,7 +759,7 @@ INL void q4_K_scales16(const char *base, size_t wst, __m512 *dx, __m512 *dmx, __
     const __m512i dd = head[0];
     *dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
     *dmx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
-    /* the 12 scale bytes of each row, unpacked in lanes as k4_unpack does */
+    /* the 12 scale bytes of each row, unpacked in lanes as coli_k4_scales_mins does */
     const __m512i kmask1 = _mm512_set1_epi32(0x3f3f3f3f), kmask2 = _mm512_set1_epi32(0x0f0f0f0f),
                   kmask3 = _mm512_set1_epi32(0x03030303);
     __m512i u0 = head[1], u1 = head[2];
@@ -867,7 +846,7 @@ INL void q4_K_16w(int n, const char *w, size_t wst, const char *a, size_t as, fl
                   const int gemm) {
     const int nb = n / QK_K;
     if (nr <= COLI_MAX_NR) {
-        DISPATCH_NR(q4_K_16w_few, nb, w, wst, a, as, s, ss, gemm)
+        COLI_DISPATCH_NR(nr, q4_K_16w_few, nb, w, wst, a, as, s, ss, gemm);
         return;
     }
     const __m512i m4 = _mm512_set1_epi8(0xF);
@@ -969,7 +948,7 @@ INL void q45_K_nr(int n, const void *w, const char *a, size_t as, float *s, size
             qs = x->qs; scp = x->scales; dx = h2f(x->d); dminx = h2f(x->dmin);
         }
         uint32_t utmp[4];
-        k4_unpack(scp, utmp);
+        coli_k4_scales_mins(scp, utmp);
         const __m256i ms16 = _mm256_cvtepu8_epi16(_mm_set_epi32((int)utmp[3], (int)utmp[2], (int)utmp[1], (int)utmp[0]));
         const __m512i sc16 = _mm512_castsi256_si512(ms16);  /* lanes 0..7 scales (8..15 mins unused) */
         const __m128i mins16 = _mm256_extracti128_si256(ms16, 1);
@@ -1040,7 +1019,7 @@ INL void q4_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_
         const block_q4_K *x = (const block_q4_K *)w + i;
         const float dx = h2f(x->d), dminx = h2f(x->dmin);
         uint32_t utmp[4];
-        k4_unpack(x->scales, utmp);
+        coli_k4_scales_mins(x->scales, utmp);
         const __m256i ms16 = _mm256_cvtepu8_epi16(_mm_set_epi32((int)utmp[3], (int)utmp[2], (int)utmp[1], (int)utmp[0]));
         const __m512i sc16 = _mm512_castsi256_si512(ms16);  /* int16 lanes 0..7: scales */
         const __m128i mins16 = _mm256_extracti128_si256(ms16, 1);
@@ -1080,13 +1059,13 @@ INL void q4_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_
 }
 
 TGT void vec_dot_q4_K_q8_K_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q4_K_nr, n, w, (const char *)a, as, s, ss, 0)
+    COLI_DISPATCH_NR(nr, q4_K_nr, n, w, (const char *)a, as, s, ss, 0);
 }
 TGT void vec_dot_q4_K_q8_K_mm_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q4_K_nr, n, w, (const char *)a, as, s, ss, 1)
+    COLI_DISPATCH_NR(nr, q4_K_nr, n, w, (const char *)a, as, s, ss, 1);
 }
 TGT void vec_dot_q5_K_q8_K_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q45_K_nr, n, w, (const char *)a, as, s, ss, 1)
+    COLI_DISPATCH_NR(nr, q45_K_nr, n, w, (const char *)a, as, s, ss, 1);
 }
 
 /* Q6_K in batches of 8 rows or more: ggml's tiled K-quant matmul, which adds
@@ -1141,7 +1120,7 @@ INL void q6_K_tiled_nr(int n, const void *w, const char *a, size_t as, float *s,
 }
 
 TGT void vec_dot_q6_K_q8_K_mm_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    DISPATCH_NR(q6_K_tiled_nr, n, w, (const char *)a, as, s, ss)
+    COLI_DISPATCH_NR(nr, q6_K_tiled_nr, n, w, (const char *)a, as, s, ss);
 }
 
 /* The tiled arithmetic for 16 weight rows at once, rows in lanes (see q4_K_16w):

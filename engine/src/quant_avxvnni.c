@@ -5,7 +5,7 @@
  * starting each lane at -c * (its activation bytes' sum): the exact integers
  * of the sign trick (ggml's AVX-VNNI build gets them with dpbusd too), with
  * the float steps of ggml_vec_dot_q{8,5,4}_0_q8_0 per (weight row,
- * activation row). quant.c puts them in the "avxvnni" table, otherwise the
+ * activation row). kernels.c puts them in the "avxvnni" table, otherwise the
  * AVX2 one. */
 #include "quant.h"
 
@@ -121,15 +121,15 @@ INL void q0_16w(int n, const char *w, size_t wst, const char *a, size_t as, floa
             }
         return;
     }
-    float dxf[16 * Q0_DY], dyf[4 * Q0_DY];
+    float dxf[16 * Q0_DY], dyf[COLI_MAX_NR * Q0_DY];
     for (int j = 0; j < 16; j++)
         for (int ib = 0; ib < nb + 8; ib++) {
             coli_half h = 0;
             if (ib < nb) memcpy(&h, w + (size_t)j * wst + (size_t)ib * bs, 2);
             dxf[(size_t)j * Q0_DY + ib] = h2f(h);
         }
-    for (int r0 = 0; r0 < nr; r0 += 4) {
-        const int rn = nr - r0 < 4 ? nr - r0 : 4;
+    for (int r0 = 0; r0 < nr; r0 += COLI_MAX_NR) {
+        const int rn = nr - r0 < COLI_MAX_NR ? nr - r0 : COLI_MAX_NR;
         const char *ar = a + (size_t)r0 * as;
         for (int r = 0; r < rn; r++)
             for (int ib = 0; ib < nb + 8; ib++)
@@ -141,12 +141,7 @@ INL void q0_16w(int n, const char *w, size_t wst, const char *a, size_t as, floa
             /* the first row group streams the weights: fetch the next tile meanwhile */
             const int l0 = j * pf_lines / 16, pl = r0 == 0 ? (j + 2) * pf_lines / 16 - l0 : 0;
             const char *pf = w + 16 * wst + 64 * (size_t)l0;
-            switch (rn) {
-            case 1: q0_batch(nb, wj, wst, dj, ar, as, dyf, sj, ss, kind, pf, pl, 1); break;
-            case 2: q0_batch(nb, wj, wst, dj, ar, as, dyf, sj, ss, kind, pf, pl, 2); break;
-            case 3: q0_batch(nb, wj, wst, dj, ar, as, dyf, sj, ss, kind, pf, pl, 3); break;
-            default: q0_batch(nb, wj, wst, dj, ar, as, dyf, sj, ss, kind, pf, pl, 4); break;
-            }
+            COLI_DISPATCH_NR(rn, q0_batch, nb, wj, wst, dj, ar, as, dyf, sj, ss, kind, pf, pl);
         }
     }
 }

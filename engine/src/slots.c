@@ -164,7 +164,7 @@ static void fail_all(event_out *o, colibri_engine *e, const int *slots, int n) {
 /* ---- the two halves of a step ---- */
 
 static void decode(event_out *o, colibri_engine *e) {
-    int who[16], n = 0;
+    int who[COLI_MAX_SLOTS], n = 0;
     for (int i = 0; i < e->cfg.n_slots; i++) {
         coli_slot *sl = &e->slots[i];
         if (sl->state != COLI_SLOT_DECODE) continue;

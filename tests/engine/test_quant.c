@@ -1,4 +1,5 @@
-/* test_quant.c — kernels of quant.c / quant_avx2.c / quant_avx512.c / matmul.c.
+/* test_quant.c — kernels of quant.c / quant_avx2.c / quant_avx512.c /
+ * quant_avxvnni.c, their tables (kernels.c) and matmul.c.
  *
  *   gcc -O2 -std=c11 -Wall -Wextra -Iengine/include engine/src/(all .c) \
  *       tests/engine/test_quant.c -lm -lpthread && ./a.out   (also -fsanitize=address,undefined)
@@ -19,6 +20,7 @@
 #include <string.h>
 
 #include "../../engine/include/colibri.h"
+#include "../../engine/src/kernels.h"
 #include "../../engine/src/matmul.h"
 #include "../../engine/src/quant.h"
 

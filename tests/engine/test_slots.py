@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from colibri._engine import lib
 from colibri.engine import Engine
 from colibri.errors import EngineError
 from tests.engine.tiny_models import FAMILIES, write_tiny
@@ -244,3 +245,18 @@ def test_a_prompt_over_a_cached_prefix_equals_it_prefilled_whole(default_model):
             e.submit(1, prompt, max_tokens=12, ignore_eos=True)
             cold, _ = drain(e)
             assert warm[0] == cold[1]
+
+
+def test_every_slot_up_to_coli_max_slots_decodes_and_one_more_is_refused(default_model):
+    """COLI_MAX_SLOTS (colibri.h) bounds n_slots: that many decode in one step, one more fails to open."""
+    limit = lib.COLI_MAX_SLOTS
+    with Engine(default_model, n_slots=limit, n_ctx=32, n_threads=2) as e:
+        assert e.n_slots == limit
+        for slot in range(limit):
+            e.submit(slot, [e.bos], max_tokens=20, ignore_eos=True)  # long enough for all to decode at once
+        done = []
+        for _ in range(4 * limit):  # one slot prefills per step
+            done += [ev.slot for ev in e.step() if ev.done]
+    assert sorted(done) == list(range(limit))
+    with pytest.raises(EngineError, match=f"1 to {limit} slots"):
+        Engine(default_model, n_slots=limit + 1, n_ctx=32, n_threads=2)

@@ -1,0 +1,105 @@
+/* kernel_api.c — the public kernel hooks (colibri_kernel_*, colibri.h's
+ * KERNELS section but colibri_kernel_matmul, which is matmul.c's): argument
+ * checks around the kernels in force, for tests and benchmarks. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../include/colibri.h"
+#include "error.h"
+#include "kernels.h"
+
+int colibri_kernel_set_isa(const char *isa) { return coli_kernels_select(isa); }
+
+const char *colibri_kernel_isa(void) { return coli_kernels()->name; }
+
+/* Checks type, n (> 0, block multiple, <= INT32_MAX for dots) and buffer size. */
+static int check_row(const char *what, uint32_t type, int64_t n, size_t bytes, size_t *need) {
+    const ggml_type_traits *tt = ggml_type_get(type);
+    if (!tt) return coli_fail(COLI_E_ARG, "%s: unknown ggml type %u", what, type);
+    if (n <= 0 || n % tt->blck_size)
+        return coli_fail(COLI_E_ARG, "%s: n = %lld is not a positive multiple of the %s block size %d", what,
+                         (long long)n, tt->name, tt->blck_size);
+    *need = coli_row_size(type, n);
+    if (bytes < *need)
+        return coli_fail(COLI_E_TOO_LONG, "%s: buffer of %zu bytes, %lld %s elements need %zu", what, bytes,
+                         (long long)n, tt->name, *need);
+    return COLI_OK;
+}
+
+int colibri_kernel_partner_type(uint32_t wtype) {
+    const coli_type_kernels *k = wtype < GGML_TYPE_COUNT ? &coli_kernels()->type[wtype] : NULL;
+    if (!k || !k->to_float) return coli_fail(COLI_E_UNSUPPORTED, "no kernels for ggml type %u", wtype);
+    return (int)k->vec_dot_type;
+}
+
+int colibri_kernel_dequantize(uint32_t type, const void *src, size_t src_bytes, float *dst, int64_t n) {
+    size_t need = 0;
+    int rc = check_row("dequantize", type, n, src_bytes, &need);
+    if (rc) return rc;
+    if (!src || !dst) return coli_fail(COLI_E_ARG, "dequantize: NULL buffer");
+    const coli_type_kernels *k = &coli_kernels()->type[type];
+    if (!k->to_float) return coli_fail(COLI_E_UNSUPPORTED, "dequantize: type %s not supported", ggml_type_get(type)->name);
+    k->to_float(src, dst, n);
+    return COLI_OK;
+}
+
+int colibri_kernel_quantize(uint32_t type, const float *src, int64_t n, void *dst, size_t dst_bytes) {
+    size_t need = 0;
+    int rc = check_row("quantize", type, n, dst_bytes, &need);
+    if (rc) return rc;
+    if (!src || !dst) return coli_fail(COLI_E_ARG, "quantize: NULL buffer");
+    coli_from_float_fn f = NULL;
+    switch (type) {
+    case GGML_TYPE_F32: memcpy(dst, src, need); return COLI_OK;
+    case GGML_TYPE_F16: f = quantize_row_f16; break;
+    case GGML_TYPE_BF16: f = quantize_row_bf16; break;
+    case GGML_TYPE_Q4_0: f = quantize_row_q4_0_ref; break;
+    case GGML_TYPE_Q4_1: f = quantize_row_q4_1_ref; break;
+    case GGML_TYPE_Q5_0: f = quantize_row_q5_0_ref; break;
+    case GGML_TYPE_Q5_1: f = quantize_row_q5_1_ref; break;
+    case GGML_TYPE_Q8_0: f = quantize_row_q8_0_ref; break;
+    case GGML_TYPE_Q8_1: f = quantize_row_q8_1_ref; break;
+    case GGML_TYPE_Q8_K: f = quantize_row_q8_K_ref; break;
+    default: return coli_fail(COLI_E_UNSUPPORTED, "quantize: no reference quantizer for %s", ggml_type_get(type)->name);
+    }
+    f(src, dst, n);
+    return COLI_OK;
+}
+
+int colibri_kernel_quantize_act(uint32_t type, const float *src, int64_t n, void *dst, size_t dst_bytes) {
+    size_t need = 0;
+    int rc = check_row("quantize_act", type, n, dst_bytes, &need);
+    if (rc) return rc;
+    if (!src || !dst) return coli_fail(COLI_E_ARG, "quantize_act: NULL buffer");
+    const coli_type_kernels *k = &coli_kernels()->type[type];
+    if (type == GGML_TYPE_F32) { memcpy(dst, src, need); return COLI_OK; }
+    if (!k->from_float || k->vec_dot_type != type)
+        return coli_fail(COLI_E_UNSUPPORTED, "quantize_act: %s is not an activation type", ggml_type_get(type)->name);
+    k->from_float(src, dst, n);
+    return COLI_OK;
+}
+
+int colibri_kernel_vec_dot(uint32_t wtype, int64_t n, const void *w, size_t w_bytes, const float *x, float *out) {
+    size_t need = 0;
+    int rc = check_row("vec_dot", wtype, n, w_bytes, &need);
+    if (rc) return rc;
+    if (!w || !x || !out) return coli_fail(COLI_E_ARG, "vec_dot: NULL buffer");
+    if (n > INT32_MAX) return coli_fail(COLI_E_TOO_LONG, "vec_dot: n = %lld too long", (long long)n);
+    const coli_kernel_table *t = coli_kernels();
+    const coli_type_kernels *k = &t->type[wtype];
+    if (!k->vec_dot) return coli_fail(COLI_E_UNSUPPORTED, "vec_dot: type %s not supported", ggml_type_get(wtype)->name);
+    const uint32_t at = k->vec_dot_type;
+    const void *a = x;
+    void *tmp = NULL;
+    if (at != GGML_TYPE_F32) {
+        size_t bytes = coli_row_size(at, n);
+        if (bytes == 0) return coli_fail(COLI_E_ARG, "vec_dot: n = %lld not a multiple of the activation block", (long long)n);
+        tmp = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+        if (!tmp) return coli_fail(COLI_E_NOMEM, "vec_dot: %zu bytes", bytes);
+        t->type[at].from_float(x, tmp, n);
+        a = tmp;
+    }
+    k->vec_dot((int)n, w, a, 0, out, 1, 1);
+    free(tmp);
+    return COLI_OK;
+}

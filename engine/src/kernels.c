@@ -1,0 +1,195 @@
+/* kernels.c — the kernel tables: one per ISA (scalar, avx2, avxvnni, avx512),
+ * built once from the functions of quant*.c, and the one in force, chosen from
+ * the CPU on first use (kernels.h). */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "../include/colibri.h" /* colibri_cpu_features */
+#include "error.h"
+#include "kernels.h"
+
+#define T(vdt, ff, tf, vd) \
+    {.vec_dot_type = GGML_TYPE_##vdt, .from_float = ff, .to_float = tf, .vec_dot = vd, .mm_group = 1, .mm_in_mult = 1, .mm_out_mult = 1}
+
+#define ACT_ROWS(q80, q81, f16)                                                         \
+    [GGML_TYPE_F32] = T(F32, NULL, dequantize_row_f32, NULL),                           \
+    [GGML_TYPE_F16] = T(F16, f16, dequantize_row_f16, NULL),                            \
+    [GGML_TYPE_BF16] = T(BF16, quantize_row_bf16, dequantize_row_bf16, NULL),           \
+    [GGML_TYPE_Q8_0] = T(Q8_0, q80, dequantize_row_q8_0, NULL),                         \
+    [GGML_TYPE_Q8_1] = T(Q8_1, q81, dequantize_row_q8_1, NULL),                         \
+    [GGML_TYPE_Q8_K] = T(Q8_K, quantize_row_q8_K_ref, dequantize_row_q8_K, NULL),       \
+    [GGML_TYPE_Q4_0] = T(Q8_0, NULL, dequantize_row_q4_0, NULL),                        \
+    [GGML_TYPE_Q4_1] = T(Q8_1, NULL, dequantize_row_q4_1, NULL),                        \
+    [GGML_TYPE_Q5_0] = T(Q8_0, NULL, dequantize_row_q5_0, NULL),                        \
+    [GGML_TYPE_Q5_1] = T(Q8_1, NULL, dequantize_row_q5_1, NULL),                        \
+    [GGML_TYPE_Q2_K] = T(Q8_K, NULL, dequantize_row_q2_K, NULL),                        \
+    [GGML_TYPE_Q3_K] = T(Q8_K, NULL, dequantize_row_q3_K, NULL),                        \
+    [GGML_TYPE_Q4_K] = T(Q8_K, NULL, dequantize_row_q4_K, NULL),                        \
+    [GGML_TYPE_Q5_K] = T(Q8_K, NULL, dequantize_row_q5_K, NULL),                        \
+    [GGML_TYPE_Q6_K] = T(Q8_K, NULL, dequantize_row_q6_K, NULL)
+
+/* vec_dot pointers, by weight type, in one order for all tables */
+#define DOT_TYPES(X)                                                                     \
+    X(F32, f32_f32) X(F16, f16_f16) X(BF16, bf16_bf16) X(Q4_0, q4_0_q8_0)                \
+    X(Q4_1, q4_1_q8_1) X(Q5_0, q5_0_q8_0) X(Q5_1, q5_1_q8_1) X(Q8_0, q8_0_q8_0)           \
+    X(Q2_K, q2_K_q8_K) X(Q3_K, q3_K_q8_K) X(Q4_K, q4_K_q8_K) X(Q5_K, q5_K_q8_K)           \
+    X(Q6_K, q6_K_q8_K)
+
+static inline void set_mm(coli_type_kernels *k, coli_vec_dot_fn mm, int min_rows, int group, int in_mult, int out_mult) {
+    k->vec_dot_mm = mm;
+    k->mm_min_rows = min_rows;
+    k->mm_group = group;
+    k->mm_in_mult = in_mult;
+    k->mm_out_mult = out_mult;
+}
+
+static coli_kernel_table g_tables[4];  /* scalar, avx2, avxvnni, avx512; filled once in build_tables */
+static _Atomic(const coli_kernel_table *) g_current;
+static atomic_flag g_building = ATOMIC_FLAG_INIT;
+static atomic_int g_built;
+
+static void build_tables(void) {
+    static const coli_type_kernels scalar_rows[GGML_TYPE_COUNT] = {
+        ACT_ROWS(quantize_row_q8_0, quantize_row_q8_1, quantize_row_f16)};
+    coli_kernel_table *t = &g_tables[0];
+    t->name = "scalar";
+    t->exp_sum = coli_exp_sum_generic;
+    memcpy(t->type, scalar_rows, sizeof scalar_rows);
+#define SET_GENERIC(T_, fn) t->type[GGML_TYPE_##T_].vec_dot = vec_dot_##fn##_generic;
+    DOT_TYPES(SET_GENERIC)
+#ifdef COLI_X86
+    t = &g_tables[1];
+    *t = g_tables[0];
+    t->name = "avx2";
+#define SET_AVX2(T_, fn) t->type[GGML_TYPE_##T_].vec_dot = vec_dot_##fn##_avx2;
+    DOT_TYPES(SET_AVX2)
+    t->type[GGML_TYPE_Q8_0].from_float = quantize_row_q8_0_avx2;
+    t->type[GGML_TYPE_Q8_1].from_float = quantize_row_q8_1_avx2;
+    t->type[GGML_TYPE_F16].from_float = quantize_row_f16_avx2;
+    t->type[GGML_TYPE_Q8_K].from_float = quantize_row_q8_K_avx2;
+    /* batches: llamafile tinyBLAS<8> (F32/F16, 2+ rows), the tiled matmul
+     * (Q6_K, 8+ rows), the repacked q4_K_8x8 gemm (Q4_K, whole groups of 4) */
+    set_mm(&t->type[GGML_TYPE_F32], vec_dot_f32_f32_mm_avx2, 2, 1, 8, 4);
+    set_mm(&t->type[GGML_TYPE_F16], vec_dot_f16_f16_mm_avx2, 2, 1, 8, 4);
+    set_mm(&t->type[GGML_TYPE_Q4_K], vec_dot_q4_K_q8_K_mm_avx2, 4, 4, QK_K, 8);
+    /* not repacked (n_out % 8): ggml's AVX2 vec_dot (the AVX-512 build's too), tiled from 8 rows */
+    t->q4_K_unpacked = t->type[GGML_TYPE_Q4_K];
+    t->q4_K_unpacked.vec_dot = vec_dot_q4_K_q8_K_plain_avx2;
+    t->q4_K_unpacked.vec_dot_2w = t->q4_K_unpacked.vec_dot_16w = t->q4_K_unpacked.vec_dot_mm_2w = NULL;
+    t->q4_K_unpacked.vec_dot_mm_16w = NULL;
+    set_mm(&t->q4_K_unpacked, vec_dot_q4_K_q8_K_tiled_avx2, 8, 1, QK_K, 1);
+    t->q4_K_unpacked.mm_id_min_rows = 8;
+    set_mm(&t->type[GGML_TYPE_Q5_K], vec_dot_q5_K_q8_K_tiled_avx2, 8, 1, QK_K, 1);
+    t->type[GGML_TYPE_Q5_K].mm_id_min_rows = 8;
+    t->type[GGML_TYPE_Q4_K].vec_dot_16w = vec_dot_q4_K_q8_K_16w_avx2;
+    t->type[GGML_TYPE_Q4_K].vec_dot_mm_16w = vec_dot_q4_K_q8_K_mm_16w_avx2;
+    set_mm(&t->type[GGML_TYPE_Q4_0], vec_dot_q4_0_q8_0_mm_avx2, 1, 1, QK4_0, 8);  /* repacked: every row */
+    t->type[GGML_TYPE_Q4_0].mm_id_min_rows = 1;
+    t->type[GGML_TYPE_Q4_0].vec_dot_mm_16w = vec_dot_q4_0_q8_0_mm_16w_avx2;
+    t->type[GGML_TYPE_Q8_0].vec_dot_16w = vec_dot_q8_0_q8_0_16w_avx2;
+    t->type[GGML_TYPE_Q4_0].vec_dot_16w = vec_dot_q4_0_q8_0_16w_avx2;
+    t->type[GGML_TYPE_Q5_0].vec_dot_16w = vec_dot_q5_0_q8_0_16w_avx2;
+    set_mm(&t->type[GGML_TYPE_Q6_K], vec_dot_q6_K_q8_K_mm_avx2, 8, 1, QK_K, 1);
+    t->type[GGML_TYPE_Q6_K].mm_id_min_rows = 8;
+    t->type[GGML_TYPE_Q6_K].vec_dot_mm_16w = vec_dot_q6_K_q8_K_mm_16w_avx2;
+    t = &g_tables[2]; /* AVX2 + AVX-VNNI: the same bits, 256-bit dpbusd */
+    *t = g_tables[1];
+    t->name = "avxvnni";
+#ifdef COLI_HAVE_AVXVNNI
+    t->type[GGML_TYPE_Q8_0].vec_dot_16w = vec_dot_q8_0_q8_0_16w_avxvnni;
+    t->type[GGML_TYPE_Q4_0].vec_dot_16w = vec_dot_q4_0_q8_0_16w_avxvnni;
+    t->type[GGML_TYPE_Q5_0].vec_dot_16w = vec_dot_q5_0_q8_0_16w_avxvnni;
+#endif
+    t = &g_tables[3];
+    *t = g_tables[1];
+    t->name = "avx512";
+    t->type[GGML_TYPE_F32].vec_dot = vec_dot_f32_f32_avx512;
+    t->type[GGML_TYPE_F16].vec_dot = vec_dot_f16_f16_avx512;
+    set_mm(&t->type[GGML_TYPE_F32], vec_dot_f32_f32_mm_avx512, 2, 1, 16, 4);  /* tinyBLAS<16> */
+    set_mm(&t->type[GGML_TYPE_F16], vec_dot_f16_f16_mm_avx512, 2, 1, 16, 4);
+    t->type[GGML_TYPE_F32].vec_dot_mm_2w = vec_dot_f32_f32_mm_2w_avx512;
+    t->type[GGML_TYPE_F16].vec_dot_mm_2w = vec_dot_f16_f16_mm_2w_avx512;
+    t->exp_sum = coli_exp_sum_avx512;
+    t->geglu = coli_geglu_avx512;
+    if (coli_cpu()->avx512bf16) t->type[GGML_TYPE_BF16].vec_dot = vec_dot_bf16_bf16_avx512;
+    t->type[GGML_TYPE_Q4_0].vec_dot = vec_dot_q4_0_q8_0_avx512;
+    t->type[GGML_TYPE_Q5_0].vec_dot = vec_dot_q5_0_q8_0_avx512;
+    t->type[GGML_TYPE_Q8_0].vec_dot = vec_dot_q8_0_q8_0_avx512;
+    t->type[GGML_TYPE_Q4_0].vec_dot_2w = vec_dot_q4_0_q8_0_2w_avx512;
+    t->type[GGML_TYPE_Q5_0].vec_dot_2w = vec_dot_q5_0_q8_0_2w_avx512;
+    t->type[GGML_TYPE_Q8_0].vec_dot_2w = vec_dot_q8_0_q8_0_2w_avx512;
+    t->type[GGML_TYPE_Q4_0].vec_dot_16w = vec_dot_q4_0_q8_0_16w_avx512;
+    t->type[GGML_TYPE_Q5_0].vec_dot_16w = vec_dot_q5_0_q8_0_16w_avx512;
+    t->type[GGML_TYPE_Q8_0].vec_dot_16w = vec_dot_q8_0_q8_0_16w_avx512;
+    set_mm(&t->type[GGML_TYPE_Q4_0], vec_dot_q4_0_q8_0_mm_avx512, 1, 1, QK4_0, 8);
+    t->type[GGML_TYPE_Q4_0].vec_dot_mm_16w = vec_dot_q4_0_q8_0_mm_16w_avx512;
+    t->type[GGML_TYPE_Q4_K].vec_dot = vec_dot_q4_K_q8_K_avx512;
+    set_mm(&t->type[GGML_TYPE_Q4_K], vec_dot_q4_K_q8_K_mm_avx512, 4, 4, QK_K, 8);
+    t->type[GGML_TYPE_Q4_K].vec_dot_16w = vec_dot_q4_K_q8_K_16w_avx512;
+    t->type[GGML_TYPE_Q4_K].vec_dot_mm_16w = vec_dot_q4_K_q8_K_mm_16w_avx512;
+    /* Q5_K: ggml's AVX2 kernel is what the reference runs (the 512-bit one
+     * stays as a spare); Q6_K: ggml's AVX2 vec_dot for one row, tiled for batches */
+    set_mm(&t->type[GGML_TYPE_Q6_K], vec_dot_q6_K_q8_K_mm_avx512, 8, 1, QK_K, 1);
+    t->type[GGML_TYPE_Q6_K].vec_dot_mm_16w = vec_dot_q6_K_q8_K_mm_16w_avx512;
+#endif
+}
+
+static void ensure_tables(void) {
+    if (atomic_load_explicit(&g_built, memory_order_acquire)) return;
+    while (atomic_flag_test_and_set_explicit(&g_building, memory_order_acquire)) {
+    }
+    if (!atomic_load_explicit(&g_built, memory_order_relaxed)) {
+        build_tables();
+        atomic_store_explicit(&g_built, 1, memory_order_release);
+    }
+    atomic_flag_clear_explicit(&g_building, memory_order_release);
+}
+
+#ifdef COLI_X86
+static bool can_avxvnni(void) {
+#ifdef COLI_HAVE_AVXVNNI
+    return coli_cpu_can_avx2() && coli_cpu()->avxvnni;
+#else
+    return false;  /* the compiler had no AVX-VNNI: the AVX2 set serves */
+#endif
+}
+#endif
+
+static const coli_kernel_table *table_for(const char *isa) {
+    ensure_tables();
+    if (strcmp(isa, "scalar") == 0) return &g_tables[0];
+#ifdef COLI_X86
+    if (strcmp(isa, "avx2") == 0) return coli_cpu_can_avx2() ? &g_tables[1] : NULL;
+    if (strcmp(isa, "avxvnni") == 0) return can_avxvnni() ? &g_tables[2] : NULL;
+    if (strcmp(isa, "avx512") == 0) return coli_cpu_can_avx512() ? &g_tables[3] : NULL;
+    if (strcmp(isa, "auto") == 0)
+        return coli_cpu_can_avx512()                        ? &g_tables[3]
+               : can_avxvnni()                              ? &g_tables[2]
+               : coli_cpu_can_avx2()                        ? &g_tables[1]
+                                                            : &g_tables[0];
+#else
+    if (strcmp(isa, "auto") == 0) return &g_tables[0];
+#endif
+    return NULL;
+}
+
+const coli_kernel_table *coli_kernels(void) {
+    const coli_kernel_table *t = atomic_load_explicit(&g_current, memory_order_acquire);
+    if (t) return t;
+    const coli_kernel_table *want = table_for("auto");
+    const coli_kernel_table *expected = NULL;
+    if (atomic_compare_exchange_strong(&g_current, &expected, want)) return want;
+    return expected;
+}
+
+int coli_kernels_select(const char *isa) {
+    if (!isa) return coli_fail(COLI_E_ARG, "kernel isa: NULL");
+    if (strcmp(isa, "auto") && strcmp(isa, "scalar") && strcmp(isa, "avx2") && strcmp(isa, "avxvnni") &&
+        strcmp(isa, "avx512"))
+        return coli_fail(COLI_E_ARG, "kernel isa '%s': expected auto, scalar, avx2, avxvnni or avx512", isa);
+    const coli_kernel_table *t = table_for(isa);
+    if (!t) return coli_fail(COLI_E_UNSUPPORTED, "kernel isa '%s' not supported by this CPU (features: %s)",
+                             isa, colibri_cpu_features());
+    atomic_store_explicit(&g_current, t, memory_order_release);
+    return COLI_OK;
+}

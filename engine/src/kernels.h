@@ -1,0 +1,72 @@
+/* kernels.h — which kernel runs: for each weight type, the functions of
+ * quant*.c that compute with it, one table per ISA (kernels.c).
+ *
+ * Kernels are chosen once per process from the detected CPU (coli_kernels());
+ * colibri_kernel_set_isa() can force "scalar", "avx2", "avxvnni" or "avx512"
+ * for tests. */
+#ifndef COLI_KERNELS_H
+#define COLI_KERNELS_H
+
+#include <stdint.h>
+
+#include "ggml_types.h"
+#include "quant.h"
+
+/* llama.cpp's CPU backend does not add up a dot product the same way in every
+ * call: one row (decode) goes through ggml_vec_dot_*, a batch through
+ * llamafile's tinyBLAS (F32/F16), the tiled K-quant matmul (Q6_K, n >= 8) or
+ * the repacked gemm (Q4_K, whole groups of 4 rows); Q4_0 weights with
+ * n_out % 8 == 0 are repacked at load and use their own gemv/gemm for every
+ * row. Each is mirrored bit for bit by a kernel here: `vec_dot` is the one-row
+ * arithmetic, `vec_dot_mm` the batched one where it differs (coli_mm_rows()
+ * says which rows use it). */
+typedef struct {
+    uint32_t vec_dot_type;         /* activation type this weight type dots with */
+    coli_from_float_fn from_float; /* f32 -> this type as an activation (NULL for F32: used as is) */
+    coli_to_float_fn to_float;     /* dequantize_row_<t> */
+    coli_vec_dot_fn vec_dot;       /* NULL: not usable as a weight type */
+    coli_vec_dot_nw_fn vec_dot_2w; /* optional: vec_dot for two weight rows at once (faster) */
+    coli_vec_dot_nw_fn vec_dot_16w;    /* optional: vec_dot for 16 weight rows at once */
+    coli_vec_dot_fn vec_dot_mm;    /* batched arithmetic, or NULL (same as vec_dot) */
+    coli_vec_dot_nw_fn vec_dot_mm_2w;  /* optional: vec_dot_mm for two weight rows at once */
+    coli_vec_dot_nw_fn vec_dot_mm_16w; /* optional: vec_dot_mm for 16 weight rows at once */
+    int mm_min_rows;               /* a batch of at least this many rows uses vec_dot_mm */
+    int mm_group;                  /* ... for its first n - n % mm_group rows */
+    int mm_in_mult, mm_out_mult;   /* ... when n_in and n_out are multiples of these */
+    /* experts (ggml's mul_mat_id): an expert given at least this many rows uses
+     * vec_dot_mm for all of them (1: repacked weights; 8: the tiled K-quant
+     * matmul); 0: vec_dot whatever the count */
+    int mm_id_min_rows;
+} coli_type_kernels;
+
+/* Rows [0, coli_mm_rows(...)) of a batch of n_rows use vec_dot_mm, the rest vec_dot. */
+static inline int64_t coli_mm_rows(const coli_type_kernels *k, int64_t n_in, int64_t n_out, int64_t n_rows) {
+    if (!k->vec_dot_mm || n_rows < k->mm_min_rows || n_in % k->mm_in_mult || n_out % k->mm_out_mult) return 0;
+    return n_rows - n_rows % k->mm_group;
+}
+
+typedef struct {
+    const char *name;  /* "scalar" | "avx2" | "avxvnni" | "avx512" */
+    coli_type_kernels type[GGML_TYPE_COUNT];
+    /* Q4_K weights llama.cpp does not repack (n_out not a multiple of the
+     * repacked layout's 8 rows): ggml's plain vec_dot, its tiled matmul for 8+ rows */
+    coli_type_kernels q4_K_unpacked;
+    coli_exp_sum_fn exp_sum;
+    coli_geglu_fn geglu;
+} coli_kernel_table;
+
+/* The table in force (chosen from the CPU on first use). Never NULL. */
+const coli_kernel_table *coli_kernels(void);
+
+/* The kernels for a weight of `type` with n_out rows (wtype < GGML_TYPE_COUNT):
+ * its type's, but for a Q4_K weight llama.cpp would not repack. */
+static inline const coli_type_kernels *coli_weight_kernels(const coli_kernel_table *t, uint32_t wtype, int64_t n_out) {
+    const coli_type_kernels *k = &t->type[wtype];
+    if (wtype == GGML_TYPE_Q4_K && t->q4_K_unpacked.vec_dot && n_out % k->mm_out_mult) return &t->q4_K_unpacked;
+    return k;
+}
+/* Force an ISA: "auto", "scalar", "avx2", "avxvnni", "avx512". COLI_E_UNSUPPORTED when
+ * this CPU (or build) cannot run it, COLI_E_ARG for an unknown name. */
+int coli_kernels_select(const char *isa);
+
+#endif
