@@ -293,7 +293,8 @@ int64_t colibri_slot_bytes(const colibri_engine *e);
 const char *colibri_model_id(const colibri_engine *e);
 
 /* Start a request on an idle slot: the prompt is matched against the slot's
- * history and the longest common prefix reused (with echo: none). Returns
+ * history and the longest common prefix reused (with echo, at most up to
+ * echo_from - 1: the positions read out are computed). Returns
  * the reused token count; too_long (before any work) when the prompt does not
  * fit the context, bad_state when the slot is busy. The rest is prefilled by
  * colibri_step, one chunk of n_batch tokens per step. */

@@ -476,6 +476,7 @@ TURN_FIELDS = ("id", "slot", "finish", "prompt_tokens", "reused_tokens", "comple
                "prefetch_hit_rate")
 STATS_ARRAYS = ("tiers", "counts", "heat", "last_hits")
 MAX_LOGPROBS = lib.COLI_MAX_LOGPROBS  # entries of the top-k table per token
+MAX_SLOTS = lib.COLI_MAX_SLOTS  # KV slots one engine can serve
 
 
 class Tier(IntEnum):

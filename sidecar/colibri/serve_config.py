@@ -11,11 +11,13 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from colibri.engine import MAX_SLOTS
+
 DEFAULT_PORT = 8000
 VITE_DEV_PORT = 5173
 TAURI_ORIGINS = ("tauri://localhost", "http://tauri.localhost", "https://tauri.localhost")
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
-MAX_KV_SLOTS = 16
+MAX_KV_SLOTS = MAX_SLOTS  # the engine's limit
 MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
