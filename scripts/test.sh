@@ -74,7 +74,21 @@ ensure_claude_code() {
         say "could not install Claude Code: its end-to-end test will skip"
 }
 
+ensure_codex() {
+    # OpenAI's Codex CLI (@openai/codex) for the Responses API's end-to-end test
+    # (tests/sidecar/test_responses_codex.py), from npm once into COLI_NPM_CACHE
+    # (default ~/.cache/colibri/npm); without npm that test skips, saying why.
+    local prefix="${COLI_NPM_CACHE:-$HOME/.cache/colibri/npm}" version="0.171.0"
+    "$prefix/node_modules/.bin/codex" --version 2>/dev/null | grep -qF "$version" && return
+    command -v npm >/dev/null || { say "npm not found: the Codex CLI end-to-end test will skip"; return; }
+    say "installing @openai/codex@$version into $prefix"
+    mkdir -p "$prefix"
+    npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "@openai/codex@$version" >/dev/null ||
+        say "could not install the Codex CLI: its end-to-end test will skip"
+}
+
 ensure_llama_cpp
+ensure_codex
 ensure_claude_code
 say "building the sanitizer build of the engine (make -C engine asan)"
 make -s -C "$ROOT/engine" asan

@@ -14,7 +14,7 @@ from typing import Callable
 
 from aiohttp import web
 
-from colibri.api import anthropic, dashboard_feeds, health, metrics, middleware, openai, static, systemone
+from colibri.api import anthropic, dashboard_feeds, health, metrics, middleware, openai, responses, static, systemone
 from colibri.api.errors import ApiError
 from colibri.api.keys import config_key, core_key, metrics_key, model_key, scheduler_key
 from colibri.serve_config import ServeConfig
@@ -42,6 +42,7 @@ def create_app(cfg: ServeConfig, served: ServedModel) -> web.Application:
     app.router.add_get("/metrics", metrics.get_metrics)
     app.router.add_routes(openai.routes)
     app.router.add_routes(anthropic.routes)
+    responses.add_routes(app)  # /v1/responses, and the store previous_response_id reads
     app.router.add_routes(systemone.routes)
     app.router.add_route("*", "/v1/{tail:.*}", unknown_api_path)
     app.router.add_get("/{path:.*}", static.get_static)

@@ -18,3 +18,4 @@ def test_extract_has_what_the_reply_tests_read():
     assert set(schemas["openai"]) == set(extract.OPENAI) and set(schemas["anthropic"]) == set(extract.ANTHROPIC)
     assert "choices" in schemas["openai"]["CreateChatCompletionResponse"]["required"]
     assert "content" in schemas["anthropic"]["Message"]["required"]
+    assert {"Response", "ResponseStreamEvent", "ResponseTextDeltaEvent", "OutputItem"} <= set(schemas["openai_responses"])
