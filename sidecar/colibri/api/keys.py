@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from colibri.api.metrics import Metrics
+from colibri.api.metrics import metrics_key  # noqa: F401 - every app key is importable from here
 from colibri.serve_config import ServeConfig
 from colibri.serving.core import ServingCore
 from colibri.serving.model import ServedModel
@@ -12,7 +12,6 @@ from colibri.serving.scheduler import Scheduler
 config_key = web.AppKey("config", ServeConfig)
 model_key = web.AppKey("model", ServedModel)
 scheduler_key = web.AppKey("scheduler", Scheduler)
-metrics_key = web.AppKey("metrics", Metrics)
 core_key = web.AppKey("core", ServingCore)
 
 # per-request values: RequestKey where this aiohttp has it (3.12+), a plain string before

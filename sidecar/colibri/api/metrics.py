@@ -62,7 +62,8 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-async def get_metrics(request: web.Request) -> web.Response:
-    from colibri.api.keys import metrics_key
+metrics_key = web.AppKey("metrics", Metrics)  # here, not in keys.py: keys.py imports this module
 
+
+async def get_metrics(request: web.Request) -> web.Response:
     return web.Response(body=request.app[metrics_key].exposition(), headers={"Content-Type": CONTENT_TYPE})
