@@ -30,6 +30,7 @@ CHAT_ONLY = frozenset({"messages", "top_logprobs", "tools", "tool_choice", "func
                        "strict_tool_calls"})
 COMPLETION_ONLY = frozenset({"prompt", "suffix"})
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
+CHAT_TEXT_PARTS = {"text": "text"}
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 
 
@@ -293,26 +294,29 @@ def parse_tool_calls(value: object, where: str) -> list[dict] | None:
     return calls or None
 
 
-def content_text(content: object, where: str) -> str:
-    """A message's text: a string, or the text parts of a content array joined by newlines."""
+def content_text(content: object, where: str, text_of: dict[str, str] | None = None) -> str:
+    """A message's text: a string, or the text parts of a content array joined by newlines.
+    text_of: the part types taken and the key holding each one's text (chat's: {"text": "text"})."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
         raise wrong_type(where, "a string or an array of content parts", content)
+    text_of = text_of or CHAT_TEXT_PARTS
     texts = []
     for j, part in enumerate(content):
         if not isinstance(part, dict):
             raise wrong_type(f"{where}.{j}", "an object", part)
         kind = part.get("type")
-        if kind != "text":
+        if kind not in text_of:
             raise ApiError(400, "unsupported_content_type",
                            f"content parts of type {kind!r} are not supported: this server takes text only",
                            param=f"{where}.{j}")
-        text = part.get("text")
+        key = text_of[kind]
+        text = part.get(key)
         if not isinstance(text, str):
-            raise wrong_type(f"{where}.{j}.text", "a string", text)
+            raise wrong_type(f"{where}.{j}.{key}", "a string", text)
         texts.append(text)
     return "\n".join(texts)
 

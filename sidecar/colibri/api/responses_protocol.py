@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from colibri.api.errors import ApiError, bad_request
 from colibri.api.fields import opt_bool, opt_int, opt_object, opt_str, out_of_range, sampling, wrong_type
-from colibri.api.protocol import TOOL_NAME
+from colibri.api.protocol import TOOL_NAME, content_text
 from colibri.chat.messages import Message, Thinking
 from colibri.serving.requests import ChatRequest, Limits, Options, ToolChoice, Tools
 
@@ -355,25 +355,14 @@ def check_item(item: object, where: str) -> None:
                        param=f"{where}.type")
 
 
+TEXT_PARTS = {"input_text": "text", "output_text": "text", "refusal": "refusal"}
+
+
 def message_text(content: object, where: str) -> str:
     """A message's text: a string, or its text parts joined by newlines."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
+    if content is None:
         raise wrong_type(where, "a string or an array of content parts", content)
-    texts = []
-    for j, part in enumerate(content):
-        if not isinstance(part, dict):
-            raise wrong_type(f"{where}.{j}", "an object", part)
-        kind = part.get("type")
-        key = "refusal" if kind == "refusal" else "text"
-        if kind not in ("input_text", "output_text", "refusal"):
-            raise ApiError(400, "unsupported_content_type", f"content parts of type {kind!r} are not supported: "
-                                                            "this server takes text only", param=f"{where}.{j}")
-        if not isinstance(part.get(key), str):
-            raise wrong_type(f"{where}.{j}.{key}", "a string", part.get(key))
-        texts.append(part[key])
-    return "\n".join(texts)
+    return content_text(content, where, TEXT_PARTS)
 
 
 def reasoning_text(item: dict) -> str:
