@@ -111,6 +111,19 @@ def sse_events(raw: bytes) -> list:
     return events
 
 
+def named_events(text: str) -> list[tuple[str, dict]]:
+    """(name, payload) of each `event:`/`data:` block of a named-event SSE body (Anthropic's),
+    checking that every payload's type is its event's name."""
+    out = []
+    for block in text.split("\n\n")[:-1]:
+        name, data = block.split("\n")
+        assert name.startswith("event: ") and data.startswith("data: ")
+        payload = json.loads(data[6:])
+        assert payload["type"] == name[7:]
+        out.append((name[7:], payload))
+    return out
+
+
 def wait_for(predicate, timeout: float = 30, interval: float = 0.05) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -153,6 +166,34 @@ def run_app(served, body, cfg, timeout: float = 120):
             return await body(client, served)
 
     return asyncio.run(asyncio.wait_for(main(), timeout))
+
+
+def stream_until_the_engine_closes(cfg, model_path, path: str, payload: dict, marker: bytes) -> tuple[int, str]:
+    """(status, body text) of a stream whose engine is closed under it once `marker` arrived:
+    the socket must then close (a ClientPayloadError)."""
+    import asyncio
+    from dataclasses import replace
+
+    import aiohttp
+    import pytest
+
+    from colibri.server import close_model
+
+    doomed = open_served(replace(cfg, kv_slots=1), model_path)
+
+    async def body(c, served):
+        r = await c.post(path, json=payload)
+        data = await r.content.readuntil(marker)
+        served.engine.close()  # the engine goes away under a running generation
+        with pytest.raises(aiohttp.ClientPayloadError):  # then the socket closes
+            while chunk := await r.content.readany():
+                data += chunk
+        return r.status, data.decode()
+
+    try:
+        return run_app(doomed, body, cfg)
+    finally:
+        asyncio.run(close_model(doomed))
 
 
 class AppThread:

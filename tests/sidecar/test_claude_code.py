@@ -21,7 +21,7 @@ from tests.conftest import real_model_path
 from tests.fixtures.vendor.extract import load as vendor_schemas
 from tests.sidecar.claude_code import claude_binary, latest_recording, run_claude
 from tests.sidecar.family_templates import QWEN3, with_chat_template
-from tests.sidecar.serve_support import ServerProcess, close_served, open_served, run_app
+from tests.sidecar.serve_support import ServerProcess, close_served, named_events, open_served, run_app
 
 CTX = 32768
 REPLAY_MAX_TOKENS = 8
@@ -42,17 +42,6 @@ def recorded() -> dict:
 @pytest.fixture(scope="module")
 def tooled_model(default_model):
     return with_chat_template(default_model, QWEN3, "qwen3-template")
-
-
-def events(text: str) -> list[tuple[str, dict]]:
-    out = []
-    for block in text.split("\n\n")[:-1]:
-        name, data = block.split("\n")
-        assert name.startswith("event: ") and data.startswith("data: ")
-        payload = json.loads(data[6:])
-        assert payload["type"] == name[7:]
-        out.append((name[7:], payload))
-    return out
 
 
 def check_event_grammar(evs: list[tuple[str, dict]]) -> None:
@@ -96,7 +85,7 @@ def test_the_recorded_request_replays_on_the_real_engine(recorded, tooled_model)
     finally:
         close_served(served)
     assert status == 200 and kind.startswith("text/event-stream"), text[:500]
-    evs = events(text)
+    evs = named_events(text)
     check_event_grammar(evs)
     start = evs[0][1]["message"]
     assert start["model"] == body["model"] and start["role"] == "assistant" and start["content"] == []

@@ -19,7 +19,8 @@ from colibri.serving.requests import Limits
 from tests.fixtures.vendor.validate import problems
 from tests.sidecar.family_templates import QWEN3, with_chat_template
 from tests.sidecar.responses_support import events, grammar
-from tests.sidecar.serve_support import AppThread, close_served, open_served, run_app
+from tests.sidecar.serve_support import (AppThread, close_served, open_served, run_app,
+                                         stream_until_the_engine_closes)
 
 openai = pytest.importorskip("openai")
 
@@ -452,28 +453,9 @@ def test_reasoning_items(tooled):
 
 
 def test_a_failure_after_the_headers_is_response_failed(default_model):
-    import aiohttp
-
-    doomed = open_served(replace(CFG, kv_slots=1), default_model)
-
-    async def body(c, served):
-        r = await c.post("/v1/responses", json={"model": MODEL, "max_output_tokens": 200, "stream": True,
-                                                "input": "Write a long story."})
-        data = await r.content.readuntil(b"response.output_text.delta")
-        served.engine.close()  # the engine goes away under a running generation
-        with pytest.raises(aiohttp.ClientPayloadError):  # then the socket closes
-            while chunk := await r.content.readany():
-                data += chunk
-        return r.status, data.decode()
-
-    try:
-        status, text = run_app(doomed, body, CFG)
-    finally:
-        import asyncio
-
-        from colibri.server import close_model
-
-        asyncio.run(close_model(doomed))
+    status, text = stream_until_the_engine_closes(CFG, default_model, "/v1/responses", {
+        "model": MODEL, "max_output_tokens": 200, "stream": True, "input": "Write a long story."},
+        b"response.output_text.delta")
     assert status == 200
     blocks = [b for b in text.split("\n\n") if b.startswith("event: ")]
     failed = json.loads(blocks[-1].split("\n")[1][len("data: "):])

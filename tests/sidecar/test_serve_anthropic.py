@@ -12,7 +12,8 @@ import pytest
 
 from colibri.serve_config import ServeConfig
 from tests.sidecar.family_templates import QWEN3, with_chat_template
-from tests.sidecar.serve_support import AppThread, close_served, open_served, run_app
+from tests.sidecar.serve_support import (AppThread, close_served, named_events, open_served, run_app,
+                                         stream_until_the_engine_closes)
 
 anthropic = pytest.importorskip("anthropic")
 
@@ -42,17 +43,6 @@ def raw(served, payload, cfg=CFG, path="/v1/messages", headers=None):
         return r.status, dict(r.headers), await r.text()
 
     return run_app(served, body, cfg)
-
-
-def events(text: str) -> list[tuple[str, dict]]:
-    out = []
-    for block in text.split("\n\n")[:-1]:
-        name, data = block.split("\n")
-        assert name.startswith("event: ") and data.startswith("data: ")
-        payload = json.loads(data[6:])
-        assert payload["type"] == name[7:]
-        out.append((name[7:], payload))
-    return out
 
 
 def test_sdk_reply_equals_the_chat_route(client, served):
@@ -91,11 +81,11 @@ def test_sdk_stream_and_the_raw_event_order(client, served):
     status, headers, text = raw(served, {"model": MODEL, "max_tokens": 6, "messages": HELLO, "stream": True,
                                          "temperature": 0}, cfg=replace(CFG, keepalive_s=0.002))
     assert status == 200 and headers["Content-Type"].startswith("text/event-stream")
-    names = [n for n, _ in events(text) if n != "ping"]
+    names = [n for n, _ in named_events(text) if n != "ping"]
     assert names == ["message_start", "content_block_start"] + ["content_block_delta"] * (len(names) - 5) + [
         "content_block_stop", "message_delta", "message_stop"]
-    assert "ping" in [n for n, _ in events(text)]  # keep-alives while the engine is quiet
-    evs = dict(events(text))
+    assert "ping" in [n for n, _ in named_events(text)]  # keep-alives while the engine is quiet
+    evs = dict(named_events(text))
     assert evs["message_start"]["message"]["content"] == [] and evs["message_start"]["message"]["stop_reason"] is None
     assert evs["content_block_start"] == {"type": "content_block_start", "index": 0,
                                           "content_block": {"type": "text", "text": ""}}
@@ -190,7 +180,7 @@ def test_stop_sequences_end_the_reply_and_are_named(client, served):
     assert (m.content[0].text, m.stop_reason, m.stop_sequence) == (cut, "stop_sequence", stop)
     status, _, text = raw(served, {"model": MODEL, "max_tokens": 24, "messages": HELLO, "temperature": 0,
                                    "stream": True, "stop_sequences": [stop]})
-    evs = events(text)
+    evs = named_events(text)
     assert "".join(p["delta"]["text"] for n, p in evs if n == "content_block_delta") == cut
     assert [p["delta"] for n, p in evs if n == "message_delta"] == [{"stop_reason": "stop_sequence",
                                                                    "stop_sequence": stop}]
@@ -270,7 +260,7 @@ def test_tool_use_stream(tooled):
     assert final.stop_reason == "tool_use" and final.content[-1].input == {"city": "Paris"}
     status, _, text = raw(served, {"model": "tooled", "max_tokens": 40, "temperature": 0, "stream": True,
                                    "tools": [WEATHER], "messages": [{"role": "user", "content": SAID}]}, cfg=cfg)
-    evs = events(text)
+    evs = named_events(text)
     starts = [p["content_block"]["type"] for n, p in evs if n == "content_block_start"]
     assert starts == ["text", "tool_use"]
     json_deltas = [p["delta"] for n, p in evs if n == "content_block_delta" and p["index"] == 1]
@@ -294,7 +284,7 @@ def test_thinking_blocks(tooled):
     status, _, text = raw(served, {"model": "tooled", "max_tokens": 16, "temperature": 0, "stream": True,
                                    "thinking": {"type": "enabled", "budget_tokens": 1024},
                                    "messages": [{"role": "user", "content": THINK}]}, cfg=cfg)
-    evs = events(text)
+    evs = named_events(text)
     blocks = [(p["index"], p["content_block"]["type"]) for n, p in evs if n == "content_block_start"]
     assert blocks == [(0, "thinking"), (1, "text")]
     first = [p["delta"] for n, p in evs if n == "content_block_delta" and p["index"] == 0]
@@ -320,7 +310,7 @@ def test_thinking_display_omitted(tooled):
     assert status == 200 and reply["content"][0] == {"type": "thinking", "thinking": "", "signature": "colibri-local"}
     assert reply["content"][1]["text"].startswith("Done.")
     status, _, text = raw(served, {**ask, "stream": True}, cfg=cfg)
-    first = [p["delta"] for n, p in events(text) if n == "content_block_delta" and p["index"] == 0]
+    first = [p["delta"] for n, p in named_events(text) if n == "content_block_delta" and p["index"] == 0]
     assert first == [{"type": "signature_delta", "signature": "colibri-local"}]
 
 
@@ -341,27 +331,8 @@ def test_chat_reasoning_is_apart_from_content_and_its_logprobs(tooled):
 
 
 def test_a_failure_after_the_headers_is_an_error_event(default_model):
-    import aiohttp
-
-    doomed = open_served(replace(CFG, kv_slots=1), default_model)
-
-    async def body(c, served):
-        r = await c.post("/v1/messages", json={"model": MODEL, "max_tokens": 200, "stream": True,
-                                               "messages": [{"role": "user", "content": "Write a long story."}]})
-        data = await r.content.readuntil(b"content_block_delta")
-        served.engine.close()  # the engine goes away under a running generation
-        with pytest.raises(aiohttp.ClientPayloadError):  # then the socket closes
-            while chunk := await r.content.readany():
-                data += chunk
-        return r.status, data.decode()
-
-    try:
-        status, text = run_app(doomed, body, CFG)
-    finally:
-        import asyncio
-
-        from colibri.server import close_model
-
-        asyncio.run(close_model(doomed))
+    status, text = stream_until_the_engine_closes(CFG, default_model, "/v1/messages", {
+        "model": MODEL, "max_tokens": 200, "stream": True,
+        "messages": [{"role": "user", "content": "Write a long story."}]}, b"content_block_delta")
     assert status == 200 and "event: message_start" in text
     assert "event: error" in text and '"type": "api_error"' in text and "message_stop" not in text
