@@ -3,9 +3,11 @@
 The Gemma 3 template is Google's own (the instruction-tuned checkpoints'
 tokenizer_config.json), kept byte for byte: the default Gemma 3 270M GGUF
 has no tokenizer.chat_template, and Gemma's prompts are not interchangeable
-with any other family's.
+with any other family's. DeepSeek's and GLM-5's are in templates_deepseek_glm.py.
 """
 from __future__ import annotations
+
+from colibri.chat.templates_deepseek_glm import DEEPSEEK_V31, DEEPSEEK_V32, GLM5
 
 GEMMA3 = (
     "{{ bos_token }}\n"
@@ -63,8 +65,14 @@ BY_ARCH = {
     "qwen2": CHATML,
     "qwen3": CHATML,
     "qwen3moe": CHATML,
+    "deepseek2": DEEPSEEK_V31,  # V3, R1, V3.1 (and Kimi K2, whose files carry their own)
+    "deepseek32": DEEPSEEK_V32,
+    "glm-dsa": GLM5,
 }
 
 # Tokens that open a new turn: a model that writes one has finished its own
 # turn without its end-of-turn token, so generation stops there (implicit stop).
-TURN_OPENERS = ("<start_of_turn>", "<|im_start|>", "<|user|>", "<|observation|>", "<|start_header_id|>")
+# Each family's end-of-turn token is its GGUF's eos/eot (DeepSeek's <｜end▁of▁sentence｜>,
+# Kimi's <|im_end|>, GLM's <|user|> and <|observation|>), which the engine stops at.
+TURN_OPENERS = ("<start_of_turn>", "<|im_start|>", "<|user|>", "<|observation|>", "<|start_header_id|>",
+                "<｜User｜>", "<|im_user|>", "<|im_system|>", "<|im_assistant|>")

@@ -5,11 +5,17 @@ Continuation is the official template rendered with add_generation_prompt=False,
 cut right after the last turn's text: exactly Hugging Face's
 continue_final_message. A template that does not reproduce the text (so no
 cut point exists) falls back to a completed turn plus a fresh cue.
+
+Messages go to the template in the shape it reads (template.py's source facts):
+past calls' arguments as a mapping, or as JSON text where the template adds
+them to text (DeepSeek's own); an empty tool-call turn's content as None where
+the template tests `is none`. A template that renders no tool list (DeepSeek V3,
+V3.1) gets the family's own tool instructions appended to the system prompt.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from colibri.chat.messages import Message, Thinking
 from colibri.chat.template import ChatTemplate, TemplateRefused
@@ -49,6 +55,7 @@ class ChatFormat:
         kwargs = self._thinking_kwargs(thinking or Thinking())
         if tools:
             kwargs["tools"] = tools
+            messages = self._with_tool_instructions(messages, tools)
         last = messages[-1]
         if last.role == "assistant" and last.content == "" and not last.tool_calls:
             messages = messages[:-1]  # an empty trailing turn asks for a fresh answer
@@ -75,16 +82,35 @@ class ChatFormat:
 
     def _render(self, messages: list[Message], cue: bool, kwargs: dict) -> str:
         try:
-            return self.template.render([self._as_dict(m) for m in messages], cue, **kwargs)
+            history = [self._as_dict(m) for m in messages]
+            fmt = self.tool_format
+            return self.template.render(fmt.prepare_history(history) if fmt else history, cue, **kwargs)
         except TemplateRefused as exc:
             raise InvalidRequest("invalid_value", str(exc), param="messages") from exc
 
+    @property
+    def markers(self) -> tuple[str, ...]:
+        """The texts replies are read by (tool syntax, think tags): shown even when control tokens."""
+        fmt = self.tool_format
+        return (*(fmt.markers if fmt else ()), *(("<think>", "</think>") if self.has_reasoning else ()))
+
+    def _with_tool_instructions(self, messages: list[Message], tools: list[dict]) -> list[Message]:
+        fmt = self.tool_format
+        text = fmt.describe(tools) if fmt and not self.template.renders_tools else ""
+        if not text:
+            return messages
+        if messages[0].role == "system":
+            return [replace(messages[0], content=f"{messages[0].content}\n\n{text}")] + messages[1:]
+        return [Message("system", text)] + messages
+
     def _as_dict(self, m: Message) -> dict:
-        d: dict = {"role": m.role, "content": m.content}
+        empty_call = m.role == "assistant" and m.tool_calls and not m.content
+        d: dict = {"role": m.role, "content": None if empty_call and self.template.none_for_no_content else m.content}
         if m.reasoning_content is not None and self.has_reasoning:
             d["reasoning_content"] = m.reasoning_content
         if m.tool_calls:  # only when present: some templates test `tool_calls is defined`
-            d["tool_calls"] = [_with_object_arguments(c) for c in m.tool_calls]
+            as_text = self.template.arguments_as_text
+            d["tool_calls"] = [_with_text_arguments(c) if as_text else _with_object_arguments(c) for c in m.tool_calls]
         if m.role == "tool":
             d["tool_call_id"] = m.tool_call_id
             if m.name:
@@ -104,6 +130,8 @@ class ChatFormat:
             enable = thinking.effort != "none"
         if enable is not None:
             kwargs["enable_thinking"] = enable
+            if self.template.reads_thinking:  # DeepSeek's switch; its V3.1 ignores enable_thinking
+                kwargs["thinking"] = enable
         if thinking.effort is not None:
             kwargs["reasoning_effort"] = thinking.effort
         preserve = thinking.preserve if thinking.preserve is not None else (None if enable is None else not enable)
@@ -132,3 +160,12 @@ def _with_object_arguments(call: dict) -> dict:
         if isinstance(value, dict):
             return {**call, "function": {**fn, "arguments": value}}
     return call
+
+
+def _with_text_arguments(call: dict) -> dict:
+    """A past call for a template that adds its arguments to text: the arguments as JSON text."""
+    fn = call.get("function")
+    args = fn.get("arguments") if isinstance(fn, dict) else None
+    if args is None or isinstance(args, str):
+        return call
+    return {**call, "function": {**fn, "arguments": json.dumps(args, ensure_ascii=False)}}

@@ -1,7 +1,8 @@
 """Tool calls in each family's native format: which format a chat template speaks, and
 the calls parsed back out of a generated reply.
 
-    fmt = tool_format(template_source)     # HERMES (Qwen2.5, Qwen3), QWEN3_CODER, GLM45, MISTRAL(_V11), or None
+    fmt = tool_format(template_source)     # HERMES (Qwen2.5, Qwen3), QWEN3_CODER, GLM45, MISTRAL(_V11),
+                                           # DEEPSEEK_V3, DEEPSEEK_V31, DEEPSEEK_DSML, KIMI_K2, or None
     calls = fmt.parse(section)             # section: the reply after fmt.opener
     fmt.call_opening("f")                  # a call to f written up to its arguments (a forced call)
 
@@ -11,6 +12,8 @@ Formats, as the families' own templates ask the model to write them:
   GLM-4.5         <tool_call>f\\n<arg_key>k</arg_key>\\n<arg_value>v</arg_value>\\n</tool_call>
   Mistral         [TOOL_CALLS] [{"name": "f", "arguments": {...}}, ...]   (v3)
                   [TOOL_CALLS]f[ARGS]{...}                                 (v11+, repeated)
+  GLM-4.7, GLM-5  GLM-4.5's, without the newlines
+  DeepSeek, Kimi  their special-token sections (tools_deepseek.py, tools_kimi.py)
 Everything from the first opener on is the tool section: the answer is the text
 before it, and calls come after all text (docs/openai-api.md#tool-calls). A format may
 know other texts that start a section too (`openers`: Qwen3-Coder's models often drop the
@@ -27,69 +30,17 @@ import math
 import re
 import secrets
 import string
-from dataclasses import dataclass, field
 from typing import Any
 
 from colibri.chat.schema import problems
+from colibri.chat.tool_calls import ParsedCall, Section, ToolFormat, first, skip_space
+from colibri.chat.tool_calls import decode_arguments as _decode_arguments
+from colibri.chat.tools_deepseek import DEEPSEEK_DSML, DEEPSEEK_V3, DEEPSEEK_V4_DSML, DEEPSEEK_V31, DSML
+from colibri.chat.tools_kimi import KIMI_K2
 
 BLOCK = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.DOTALL)
 GLM_ARG = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)(</arg_value>|$)", re.DOTALL)
 ALNUM = string.ascii_letters + string.digits
-
-
-@dataclass
-class ParsedCall:
-    name: str
-    arguments: Any = None  # the decoded arguments (an object when well formed)
-    text: str = ""  # the arguments as the model wrote them
-    complete: bool = True  # its closing syntax was there
-    problem: str | None = None  # why it is not a well-formed call
-
-    def arguments_json(self) -> str:
-        if isinstance(self.arguments, dict):
-            return json.dumps(self.arguments, ensure_ascii=False)
-        return self.text
-
-
-@dataclass
-class Section:
-    calls: list[ParsedCall] = field(default_factory=list)
-    stray: str = ""  # text in the section that belongs to no call
-
-
-def _decode_arguments(call: ParsedCall, value: Any) -> None:
-    if isinstance(value, str):  # some models write the arguments as a JSON string
-        call.text = value
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            call.problem = "the arguments are not valid JSON"
-            return
-    else:
-        call.text = json.dumps(value, ensure_ascii=False)
-    call.arguments = value
-    if not isinstance(value, dict):
-        call.problem = "the arguments are not a JSON object"
-
-
-class ToolFormat:
-    name = ""
-    opener = ""
-
-    @property
-    def openers(self) -> tuple[str, ...]:
-        """Every text that starts the tool section (the opener first)."""
-        return (self.opener,)
-
-    def parse(self, section: str, schemas: dict[str, dict]) -> Section:
-        raise NotImplementedError
-
-    def call_opening(self, name: str) -> str:
-        """A call to `name` as the model writes it, opener included, up to its arguments."""
-        raise NotImplementedError
-
-    def call_id(self) -> str:
-        return "call_" + secrets.token_hex(12)
 
 
 def _blocks(text: str, parse_one) -> Section:
@@ -106,8 +57,9 @@ def _blocks(text: str, parse_one) -> Section:
 
 class Hermes(ToolFormat):
     name, opener = "hermes", "<tool_call>"
+    markers = ("<tool_call>", "</tool_call>")
 
-    def call_opening(self, name: str) -> str:
+    def call_opening(self, name: str, prompt: str = "") -> str:
         return f'{self.opener}\n{{"name": {json.dumps(name)}, "arguments":'
 
     def parse(self, section: str, schemas: dict[str, dict]) -> Section:
@@ -128,8 +80,9 @@ class Hermes(ToolFormat):
 
 class Glm45(ToolFormat):
     name, opener = "glm45", "<tool_call>"
+    markers = ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")
 
-    def call_opening(self, name: str) -> str:
+    def call_opening(self, name: str, prompt: str = "") -> str:
         return self.opener + name
 
     def parse(self, section: str, schemas: dict[str, dict]) -> Section:
@@ -167,11 +120,12 @@ class Mistral(ToolFormat):
     """Both generations parse; the call opening is the one the template writes (v11: [ARGS])."""
 
     name, opener = "mistral", "[TOOL_CALLS]"
+    markers = ("[TOOL_CALLS]", "[ARGS]")
 
     def __init__(self, v11: bool = False):
         self.v11 = v11
 
-    def call_opening(self, name: str) -> str:
+    def call_opening(self, name: str, prompt: str = "") -> str:
         if self.v11:
             return f"{self.opener}{name}[ARGS]"
         return f'{self.opener} [{{"name": {json.dumps(name)}, "arguments":'
@@ -240,11 +194,13 @@ class Qwen3CoderXml(ToolFormat):
     FUNCTION, FUNCTION_END = "<function=", "</function>"
     PARAMETER, PARAMETER_END = "<parameter=", "</parameter>"
 
+    markers = ("<tool_call>", "</tool_call>")
+
     @property
     def openers(self) -> tuple[str, ...]:
         return (self.opener, self.FUNCTION)
 
-    def call_opening(self, name: str) -> str:
+    def call_opening(self, name: str, prompt: str = "") -> str:
         return f"{self.opener}\n{self.FUNCTION}{name}>\n"
 
     def parse(self, section: str, schemas: dict[str, dict]) -> Section:
@@ -269,7 +225,7 @@ class Qwen3CoderXml(ToolFormat):
         """The calls of one <tool_call> block from pos; where the block ends."""
         found, junk = False, ""
         while True:
-            j = _skip_space(text, pos)
+            j = skip_space(text, pos)
             if text.startswith(self.FUNCTION, j):
                 call, pos = self._function(text, j, schemas)
                 out.calls.append(call)
@@ -283,7 +239,7 @@ class Qwen3CoderXml(ToolFormat):
                     out.stray += junk
                 return end
             else:  # text that is no call: up to the next call or the block's end
-                nxt = _first(text, j, self.FUNCTION, self.CLOSE)
+                nxt = first(text, j, self.FUNCTION, self.CLOSE)
                 junk += text[j:nxt]
                 pos = nxt
 
@@ -303,7 +259,7 @@ class Qwen3CoderXml(ToolFormat):
         extra = schema.get("additionalProperties")
         pos, end = gt + 1, len(text)
         while True:
-            j = _skip_space(text, pos)
+            j = skip_space(text, pos)
             if text.startswith(self.FUNCTION_END, j):
                 call.complete, end = True, j + len(self.FUNCTION_END)
                 break
@@ -318,7 +274,7 @@ class Qwen3CoderXml(ToolFormat):
                 break
             if j >= len(text):
                 break
-            nxt = _first(text, j, self.PARAMETER, self.FUNCTION_END, self.CLOSE, self.FUNCTION)
+            nxt = first(text, j, self.PARAMETER, self.FUNCTION_END, self.CLOSE, self.FUNCTION)
             call.problem = call.problem or "the call holds text outside <parameter=...> blocks"
             pos = nxt
         if not call.complete and end == len(text):  # cut off: no call, its section is text
@@ -340,7 +296,7 @@ class Qwen3CoderXml(ToolFormat):
         if close >= 0:
             raw, end = text[value_at:close], close + len(self.PARAMETER_END)
         else:  # not closed: up to the next parameter or the function's end (vLLM), else cut off
-            nxt = _first(text, value_at, self.PARAMETER, self.FUNCTION_END)
+            nxt = first(text, value_at, self.PARAMETER, self.FUNCTION_END)
             raw, end = text[value_at:nxt], nxt
             if nxt < len(text):
                 call.problem = call.problem or f"the value of {key!r} is not closed by </parameter>"
@@ -351,20 +307,8 @@ class Qwen3CoderXml(ToolFormat):
 
     @staticmethod
     def _skip(text: str, pos: int, tag: str) -> int:
-        j = _skip_space(text, pos)
+        j = skip_space(text, pos)
         return j + len(tag) if text.startswith(tag, j) else pos
-
-
-def _skip_space(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos].isspace():
-        pos += 1
-    return pos
-
-
-def _first(text: str, pos: int, *tags: str) -> int:
-    """Where the first of tags occurs in text from pos (len(text) when none does)."""
-    found = [i for i in (text.find(t, pos) for t in tags) if i >= 0]
-    return min(found) if found else len(text)
 
 
 JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
@@ -447,8 +391,14 @@ def tool_format(template_source: str | None) -> ToolFormat | None:
     """The tool-call format a chat template teaches its model, or None (no tools)."""
     if not template_source:
         return None
-    if "<arg_key>" in template_source:
+    if "<arg_key>" in template_source:  # GLM-4.5 to GLM-5
         return GLM45
+    if DSML in template_source:  # DeepSeek V3.2 (V4 names its block tool_calls)
+        return DEEPSEEK_DSML if "function_calls>" in template_source else DEEPSEEK_V4_DSML
+    if KIMI_K2.opener in template_source:
+        return KIMI_K2
+    if DEEPSEEK_V31.opener in template_source:  # V3 and R1 wrap the arguments in ```json, V3.1 does not
+        return DEEPSEEK_V3 if "```json" in template_source else DEEPSEEK_V31
     if all(tag in template_source for tag in ("<tool_call>", "<function=", "<parameter=")):  # llama.cpp's test
         return QWEN3_CODER
     if "<tool_call>" in template_source:

@@ -229,7 +229,7 @@ class Session:
         named = [c for c in parsed.calls if c.name]
         if not named:
             return None
-        outcome.tool_calls = [{"id": tools.format.call_id(), "type": "function",
+        outcome.tool_calls = [{"id": c.id or tools.format.call_id(), "type": "function",
                                "function": {"name": c.name, "arguments": c.arguments_json()}} for c in named]
         outcome.finish_reason = "tool_calls"
         return outcome.tool_calls

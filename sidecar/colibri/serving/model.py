@@ -39,6 +39,8 @@ class ServedModel:
         self.plan = plan  # how the model was placed (None when opened without one)
         self.created = int(time.time())
         self.turn_opener_ids = self._single_special_tokens(TURN_OPENERS)
+        # tool syntax and think tags held as control tokens (Kimi's, DeepSeek's, GLM's) are shown: the parsers read them
+        self.shown_control_ids = self._single_special_tokens(chat_format.markers)
         info = engine.model_info()
         self.n_ctx_train = int(info.get("n_ctx_train") or 0)  # the longest context the model was trained on
         self.n_params = int(info.get("n_params") or 0)
@@ -57,7 +59,7 @@ class ServedModel:
         """A token's bytes (cached: the vocabulary does not change)."""
         data = self._bytes.get(token)
         if data is None:
-            data = self._bytes[token] = self.engine.token_bytes(token)
+            data = self._bytes[token] = self.engine.token_bytes(token, special=token in self.shown_control_ids)
         return data
 
     def token_text(self, token: int) -> str:

@@ -56,5 +56,5 @@ def open_forced_call(prompt: Prompt, setup: ToolSetup | None) -> tuple[Prompt, T
     inside a reasoning block is left as it is (the call would land in the reasoning)."""
     if setup is None or setup.forced is None or prompt.in_reasoning:
         return prompt, setup
-    opening = setup.format.call_opening(setup.forced)
+    opening = setup.format.call_opening(setup.forced, prompt.text)
     return replace(prompt, text=prompt.text + opening), replace(setup, opened=opening)
