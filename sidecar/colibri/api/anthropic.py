@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import secrets
 from typing import AsyncIterator
 
@@ -49,8 +50,10 @@ def usage(outcome: Outcome) -> dict:
 
 
 def tool_use(call: dict) -> dict:
-    return {"type": "tool_use", "id": "toolu_" + call["id"].rsplit("_", 1)[-1][-24:],
-            "name": call["function"]["name"], "input": tool_input(call["function"]["arguments"])}
+    # Anthropic's ids are [A-Za-z0-9_-]; Kimi's functions.NAME:IDX is not (its templates renumber it back)
+    tail = re.sub(r"[^A-Za-z0-9_-]", "_", call["id"].removeprefix("call_"))[-64:]
+    return {"type": "tool_use", "id": "toolu_" + tail, "name": call["function"]["name"],
+            "input": tool_input(call["function"]["arguments"])}
 
 
 @routes.post("/v1/messages/count_tokens")

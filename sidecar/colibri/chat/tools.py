@@ -79,6 +79,10 @@ class Hermes(ToolFormat):
 
 
 class Glm45(ToolFormat):
+    """GLM-4.5 to GLM-5 (4.7 and 5 write no newlines between the tags). A value is text where its
+    parameter is declared a string, else JSON where it parses. A call cut off before
+    </tool_call> is no call (its section comes back as text)."""
+
     name, opener = "glm45", "<tool_call>"
     markers = ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")
 
@@ -104,6 +108,9 @@ class Glm45(ToolFormat):
             call.arguments[key] = raw if (props.get(key) or {}).get("type") == "string" else _glm_value(raw)
         if GLM_ARG.sub("", rest).strip():
             call.problem = call.problem or "the call holds text outside <arg_key>/<arg_value> pairs"
+        if not complete and call.name:  # cut off before </tool_call>: no call, its section is text
+            call.problem = call.problem or f"the call to {name!r} is cut off before </tool_call>"
+            call.name = ""
         call.text = json.dumps(call.arguments, ensure_ascii=False)
         return call
 
