@@ -108,6 +108,34 @@ def test_built_ins_by_architecture_and_the_files_own_template_wins(tmp_path):
     assert kimi.template.source == T["kimi_k2_instruct_0905"] and kimi.tool_format is KIMI_K2  # Kimi's arch too
 
 
+def test_the_sandbox_has_what_these_templates_use_and_stays_immutable_otherwise():
+    from colibri.chat.template import TemplateRefused
+
+    def render(source: str, **kw) -> str:
+        return ChatTemplate(source).render([{"role": "user", "content": "hi"}], False, **kw)
+
+    assert render("{% generation %}<{{ messages[0].content }}>{% endgeneration %}") == "<hi>"
+    assert render("{{ ('{\"a\": [1]}' | from_json).a[0] }}") == "1"
+    assert render("{% set ns = namespace(q=[]) %}{% set _ = ns.q.append(1) %}{{ ns.q.pop(0) }}{{ ns.q|length }}") \
+        == "10"
+    with pytest.raises(TemplateRefused):  # dicts (and other list methods) stay immutable
+        render("{% set _ = messages[0].update({'content': 'x'}) %}")
+    with pytest.raises(TemplateRefused):
+        render("{% set _ = messages.clear() %}")
+
+
+def test_what_a_template_expects_of_its_messages_is_read_from_its_source():
+    facts = {name: (t.renders_tools, t.arguments_as_text, t.none_for_no_content, t.reads_thinking)
+             for name, t in ((n, ChatTemplate(T[n])) for n in T)}
+    assert facts["deepseek_v31"] == (False, True, True, True)  # DeepSeek's own
+    assert facts["deepseek_r1"] == (False, True, True, False)
+    assert facts["deepseek_v31_llamacpp"] == (False, False, False, True)  # llama.cpp's: `| tojson`
+    assert facts["deepseek_v32"] == (True, False, False, True)
+    for name in ("kimi_k2_first", "kimi_k2_instruct", "kimi_k2_instruct_0905", "kimi_k2_thinking", "glm46",
+                 "glm47_flash"):
+        assert facts[name] == (True, False, False, False), name
+
+
 # ---- rendering -----------------------------------------------------------------------------
 
 def test_deepseek_v31_renders_the_model_cards_tool_prompt_and_its_calls_as_json_text():
@@ -385,6 +413,14 @@ def split(prompt_in_reasoning: bool, reply: str, step: int = 3) -> tuple[str, st
 def test_the_cue_says_whether_the_reply_starts_inside_its_reasoning(name, thinking, opened, cue):
     prompt = fmt_of(name).render([Message("user", "Hi")], thinking=Thinking(enable=thinking))
     assert prompt.text.endswith(cue) and prompt.in_reasoning is opened
+
+
+def test_a_think_tag_in_the_users_text_does_not_open_the_reply_inside_reasoning():
+    for name in ("kimi_k2_thinking", "glm46"):  # plain cues: the model opens its own block
+        prompt = fmt_of(name).render([Message("user", "What does <think> do?")])
+        assert not prompt.in_reasoning, name
+    continued = fmt_of("glm46").render([Message("user", "Hi"), Message("assistant", "<think>Greet")])
+    assert continued.continued and continued.in_reasoning  # a continued turn's own open block
 
 
 @pytest.mark.parametrize("name, thinking, reply", [

@@ -140,10 +140,11 @@ class ChatFormat:
         return kwargs
 
     def _finish(self, text: str, continued: bool = False) -> Prompt:
-        # a cue that opens <think> (DeepSeek-R1 style) starts the reply inside the reasoning block
+        # a cue that ends in <think> (DeepSeek R1, V3.1 and V3.2 thinking, GLM-4.7 and 5) starts the reply
+        # inside the reasoning block; a continued turn, where its own text left a block open
         tail = text.rstrip()
-        in_reasoning = self.has_reasoning and tail.rfind("<think>") > tail.rfind("</think>")
-        return Prompt(text=text, continued=continued, in_reasoning=in_reasoning)
+        opened = tail.rfind("<think>") > tail.rfind("</think>") if continued else tail.endswith("<think>")
+        return Prompt(text=text, continued=continued, in_reasoning=self.has_reasoning and opened)
 
 
 def _with_object_arguments(call: dict) -> dict:
