@@ -180,7 +180,8 @@ def test_kimi_renders_tools_calls_and_results_under_the_models_own_ids():
         assert ('<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>'
                 '{"city": "Oslo <North>", "days": 2}<|tool_call_end|><|tool_calls_section_end|><|im_end|>') in text
         assert "## Return of functions.get_weather:0\n" in text, name
-        assert text.endswith("<|im_user|>user<|im_middle|>And tomorrow?<|im_end|><|im_assistant|>assistant<|im_middle|>")
+        assert text.endswith("<|im_user|>user<|im_middle|>And tomorrow?<|im_end|>"
+                             "<|im_assistant|>assistant<|im_middle|>"), name
 
 
 def test_kimi_gives_another_servers_ids_its_own_form_in_the_prompt():
@@ -293,7 +294,7 @@ def test_a_section_with_only_a_cut_off_call_is_text(fmt):
     text = CALLS[fmt]
     cut = text[:text.index("Oslo") + 2]
     shown, calls, outcome = through_section(fmt, cut, 3, finish="length")
-    assert calls is None and outcome.tool_calls == [] and outcome.finish_reason == "length"  # the caller sends it as text
+    assert calls is None and outcome.tool_calls == [] and outcome.finish_reason == "length"  # sent as text
 
 
 @pytest.mark.parametrize("fmt, text", [
@@ -322,6 +323,10 @@ def test_dsml_values_are_typed_by_their_string_attribute():
             '<｜DSML｜parameter name="d" string="false">not json</｜DSML｜parameter>\n</｜DSML｜invoke>')
     (call,) = DEEPSEEK_DSML.parse(body, {}).calls
     assert call.arguments == {"a": "007", "b": [1, {"c": None}], "d": "not json"} and call.complete
+    # an invoke left open ends where the next one starts: that one is still a call of its own
+    cut, whole = DEEPSEEK_DSML.parse('<｜DSML｜invoke name="f">\n<｜DSML｜parameter name="a" string="true">1\n'
+                                     + body.replace('name="f"', 'name="g"'), {}).calls
+    assert (cut.name, cut.complete) == ("", False) and (whole.name, whole.arguments["a"]) == ("g", "007")
 
 
 # ---- round trips: a rendered call parses back to itself ----------------------------------------

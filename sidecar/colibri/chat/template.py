@@ -18,7 +18,8 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
 
 # `... + tool['function']['arguments'] + ...`: the template adds the arguments to text (DeepSeek's own)
-ARGUMENTS_AS_TEXT = re.compile(r"""\[['"]arguments['"]\]\s*\+|\+\s*\w+(?:\[['"]\w+['"]\])*\[['"]arguments['"]\]\s*[+}]""")
+ARGUMENTS_AS_TEXT = re.compile(r"""\[['"]arguments['"]\]\s*\+"""
+                               r"""|\+\s*\w+(?:\[['"]\w+['"]\])*\[['"]arguments['"]\]\s*[+}]""")
 NONE_CONTENT = re.compile(r"""message\[['"]content['"]\]\s+is\s+none\b""")  # DeepSeek's test for a tool-call turn
 TOOLS_VARIABLE = re.compile(r"\btools\b")
 THINKING_VARIABLE = re.compile(r"\bthinking\s+is\s+(?:not\s+)?defined")  # DeepSeek V3.1, V3.2: their own switch
@@ -113,8 +114,8 @@ class ChatTemplate:
                **kwargs: Any) -> str:
         try:
             return self._template.render(messages=messages, add_generation_prompt=add_generation_prompt,
-                                         bos_token=self.bos_token, eos_token=self.eos_token, tools=list(tools or []) or None,
-                                         **kwargs)
+                                         bos_token=self.bos_token, eos_token=self.eos_token,
+                                         tools=list(tools or []) or None, **kwargs)
         except TemplateRefused:
             raise
         except (jinja2.TemplateError, TypeError, KeyError, IndexError, ValueError) as exc:

@@ -87,9 +87,10 @@ class DeepSeekCalls(ToolFormat):
 
 
 DSML = "｜DSML｜"
-INVOKE = re.compile(r'<｜DSML｜invoke\s+name="([^"]*)"\s*>(.*?)(</｜DSML｜invoke>|$)', re.DOTALL)
+# a block not closed ends where the next one opens, or with the text
+INVOKE = re.compile(r'<｜DSML｜invoke\s+name="([^"]*)"\s*>(.*?)(</｜DSML｜invoke>|(?=<｜DSML｜invoke)|\Z)', re.DOTALL)
 PARAMETER = re.compile(r'<｜DSML｜parameter\s+name="([^"]*)"(?:\s+string="(true|false)")?\s*>(.*?)'
-                       r'(</｜DSML｜parameter>|$)', re.DOTALL)
+                       r'(</｜DSML｜parameter>|(?=<｜DSML｜parameter|</｜DSML｜invoke)|\Z)', re.DOTALL)
 
 
 class DeepSeekDsml(ToolFormat):
