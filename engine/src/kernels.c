@@ -43,6 +43,16 @@ static inline void set_mm(coli_type_kernels *k, coli_vec_dot_fn mm, int min_rows
     k->mm_out_mult = out_mult;
 }
 
+/* Q4_0 as stored (not repacked): the one-row kernels for every row. */
+static void set_q4_0_plain(coli_kernel_table *t) {
+    coli_type_kernels *k = &t->q4_0_plain;
+    *k = t->type[GGML_TYPE_Q4_0];
+    k->vec_dot_mm = NULL;
+    k->vec_dot_mm_2w = k->vec_dot_mm_16w = NULL;
+    k->mm_min_rows = k->mm_id_min_rows = 0;
+    k->mm_group = k->mm_in_mult = k->mm_out_mult = 1;
+}
+
 static coli_kernel_table g_tables[4];  /* scalar, avx2, avxvnni, avx512; filled once in build_tables */
 static _Atomic(const coli_kernel_table *) g_current;
 static atomic_flag g_building = ATOMIC_FLAG_INIT;
@@ -54,6 +64,7 @@ static void build_tables(void) {
     coli_kernel_table *t = &g_tables[0];
     t->name = "scalar";
     t->exp_sum = coli_exp_sum_generic;
+    t->f32_lanes = 16;
     memcpy(t->type, scalar_rows, sizeof scalar_rows);
 #define SET_GENERIC(T_, fn) t->type[GGML_TYPE_##T_].vec_dot = vec_dot_##fn##_generic;
     DOT_TYPES(SET_GENERIC)
@@ -61,6 +72,8 @@ static void build_tables(void) {
     t = &g_tables[1];
     *t = g_tables[0];
     t->name = "avx2";
+    t->exp_sum = coli_exp_sum_avx2; /* an AVX2 reference: 8-lane exp, softmax and silu */
+    t->f32_lanes = 8;
 #define SET_AVX2(T_, fn) t->type[GGML_TYPE_##T_].vec_dot = vec_dot_##fn##_avx2;
     DOT_TYPES(SET_AVX2)
     t->type[GGML_TYPE_Q8_0].from_float = quantize_row_q8_0_avx2;
@@ -92,6 +105,7 @@ static void build_tables(void) {
     set_mm(&t->type[GGML_TYPE_Q6_K], vec_dot_q6_K_q8_K_mm_avx2, 8, 1, QK_K, 1);
     t->type[GGML_TYPE_Q6_K].mm_id_min_rows = 8;
     t->type[GGML_TYPE_Q6_K].vec_dot_mm_16w = vec_dot_q6_K_q8_K_mm_16w_avx2;
+    set_q4_0_plain(t);
     t = &g_tables[2]; /* AVX2 + AVX-VNNI: the same bits, 256-bit dpbusd */
     *t = g_tables[1];
     t->name = "avxvnni";
@@ -110,6 +124,7 @@ static void build_tables(void) {
     t->type[GGML_TYPE_F32].vec_dot_mm_2w = vec_dot_f32_f32_mm_2w_avx512;
     t->type[GGML_TYPE_F16].vec_dot_mm_2w = vec_dot_f16_f16_mm_2w_avx512;
     t->exp_sum = coli_exp_sum_avx512;
+    t->f32_lanes = 16;
     t->geglu = coli_geglu_avx512;
     if (coli_cpu()->avx512bf16) t->type[GGML_TYPE_BF16].vec_dot = vec_dot_bf16_bf16_avx512;
     t->type[GGML_TYPE_Q4_0].vec_dot = vec_dot_q4_0_q8_0_avx512;
@@ -123,6 +138,7 @@ static void build_tables(void) {
     t->type[GGML_TYPE_Q8_0].vec_dot_16w = vec_dot_q8_0_q8_0_16w_avx512;
     set_mm(&t->type[GGML_TYPE_Q4_0], vec_dot_q4_0_q8_0_mm_avx512, 1, 1, QK4_0, 8);
     t->type[GGML_TYPE_Q4_0].vec_dot_mm_16w = vec_dot_q4_0_q8_0_mm_16w_avx512;
+    set_q4_0_plain(t);
     t->type[GGML_TYPE_Q4_K].vec_dot = vec_dot_q4_K_q8_K_avx512;
     set_mm(&t->type[GGML_TYPE_Q4_K], vec_dot_q4_K_q8_K_mm_avx512, 4, 4, QK_K, 8);
     t->type[GGML_TYPE_Q4_K].vec_dot_16w = vec_dot_q4_K_q8_K_16w_avx512;

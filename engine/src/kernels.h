@@ -51,8 +51,14 @@ typedef struct {
     /* Q4_K weights llama.cpp does not repack (n_out not a multiple of the
      * repacked layout's 8 rows): ggml's plain vec_dot, its tiled matmul for 8+ rows */
     coli_type_kernels q4_K_unpacked;
+    /* Q4_0 weights llama.cpp does not repack (3-D per-head tensors): its plain vec_dot,
+     * which its tinyBLAS batches match */
+    coli_type_kernels q4_0_plain;
     coli_exp_sum_fn exp_sum;
     coli_geglu_fn geglu;
+    /* the f32 vector width of the reference build's element-wise ops (exp,
+     * silu, softmax): 16 lanes for AVX-512, 8 for AVX2, whose exp rounds differently */
+    int f32_lanes;
 } coli_kernel_table;
 
 /* The table in force (chosen from the CPU on first use). Never NULL. */
@@ -65,6 +71,14 @@ static inline const coli_type_kernels *coli_weight_kernels(const coli_kernel_tab
     if (wtype == GGML_TYPE_Q4_K && t->q4_K_unpacked.vec_dot && n_out % k->mm_out_mult) return &t->q4_K_unpacked;
     return k;
 }
+/* The kernels for a weight llama.cpp keeps as the file stores it (a 3-D
+ * per-head tensor: its repack needs 2-D weights). */
+static inline const coli_type_kernels *coli_plain_kernels(const coli_kernel_table *t, uint32_t wtype) {
+    if (wtype == GGML_TYPE_Q4_K && t->q4_K_unpacked.vec_dot) return &t->q4_K_unpacked;
+    if (wtype == GGML_TYPE_Q4_0 && t->q4_0_plain.vec_dot) return &t->q4_0_plain;
+    return &t->type[wtype];
+}
+
 /* Force an ISA: "auto", "scalar", "avx2", "avxvnni", "avx512". COLI_E_UNSUPPORTED when
  * this CPU (or build) cannot run it, COLI_E_ARG for an unknown name. */
 int coli_kernels_select(const char *isa);

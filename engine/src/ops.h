@@ -13,16 +13,16 @@
 void coli_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
 /* x = gelu(x) * g, with ggml's f16-table GELU (tanh approximation). */
 void coli_geglu(float *x, const float *g, int n);
-/* x = silu(x) * g, as ggml's AVX-512 build computes it. */
+/* x = silu(x) * g, as ggml's AVX-512 or AVX2 build computes it (the kernel table's f32_lanes). */
 void coli_swiglu(float *x, const float *g, int n);
-/* Rotate n_heads heads of head_dim floats at position pos (first n_rot dims). */
-void coli_rope(float *x, int n_heads, int head_dim, int n_rot, int pos, float base, float scale,
-               coli_rope_type type);
+/* RoPE of the first n_rot values of each of n_heads vectors head_stride apart,
+ * at position pos, as ggml_rope_ext computes it (YaRN included). */
+void coli_rope(float *x, int n_heads, int head_stride, int n_rot, int pos, const coli_rope_params *p);
 /* In place softmax with libm expf, summed in double. */
 void coli_softmax(float *x, int n);
-/* In place softmax exactly as ggml's AVX-512 soft_max computes it: the SIMD
- * exp over chunks of 16 (each chunk summed as _mm512_reduce_add_ps), libm
- * for the tail, the total in double. */
+/* In place softmax exactly as ggml's soft_max computes it: the SIMD exp over
+ * whole vectors (16 AVX-512 lanes summed as _mm512_reduce_add_ps, or 8 AVX2
+ * ones as its horizontal adds), libm for the tail, the total in double. */
 void coli_softmax_ggml(float *x, int n);
 
 #endif

@@ -432,6 +432,27 @@ double coli_exp_sum_generic(float *x, int n, float max) {
     return sum;
 }
 
+/* _mm256 lanes summed as ggml's AVX2 loops do: halves, then pairs, then the last two. */
+float coli_reduce_add8(const float *a) {
+    float h[4];
+    for (int j = 0; j < 4; j++) h[j] = a[4 + j] + a[j];
+    return (h[0] + h[2]) + (h[1] + h[3]);
+}
+
+double coli_exp_sum_avx2(float *x, int n, float max) {
+    double sum = 0.0;
+    int i = 0;
+    for (; i + 7 < n; i += 8) {
+        for (int j = 0; j < 8; j++) x[i + j] = coli_ggml_expf_avx2(x[i + j] - max);
+        sum += (double)coli_reduce_add8(x + i);
+    }
+    for (; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += (double)x[i];
+    }
+    return sum;
+}
+
 /* ---- generic dot products ------------------------------------------------------- */
 
 /* One row: returns dot(w, a) of n elements. */

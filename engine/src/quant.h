@@ -240,6 +240,10 @@ void quantize_row_q8_0(const float *x, void *y, int64_t n);
 void quantize_row_q8_1(const float *x, void *y, int64_t n);
 /* ggml_vec_soft_max_f32's exponentials and sum (coli_exp_sum_fn), one lane at a time */
 double coli_exp_sum_generic(float *x, int n, float max);
+/* The same as ggml's AVX2 build computes it: 8 lanes of its AVX2 exp, libm for the tail */
+double coli_exp_sum_avx2(float *x, int n, float max);
+/* Eight floats summed in the order of ggml's AVX2 horizontal adds. */
+float coli_reduce_add8(const float *a);
 
 #define COLI_DECLARE_VEC_DOT(name) \
     void name(int n, const void *w, const void *a, size_t a_stride, float *s, size_t s_stride, int nr)
