@@ -32,19 +32,30 @@
 
 static int ceil_chunk(int x) { return (x + CHUNK - 1) / CHUNK * CHUNK; }
 
+/* Query heads of one task: the kv group, or its largest divisor <= 16 (MLA's
+ * one key head serves all 128 of DeepSeek V3's), which bounds the scratch. */
+#define MAX_TASK_HEADS 16
+
+static int task_heads(const coli_hparams *hp) {
+    const int group = hp->n_head / hp->n_head_kv;
+    int per = group < MAX_TASK_HEADS ? group : MAX_TASK_HEADS;
+    while (group % per) per--;
+    return per;
+}
+
 size_t coli_attention_scratch_halves(const coli_hparams *hp, int n_ctx) {
-    const size_t group = (size_t)(hp->n_head / hp->n_head_kv), cells = (size_t)ceil_chunk(n_ctx) + CHUNK;
-    return group * (size_t)hp->head_dim + group * cells + cells + 64;
+    const size_t per = (size_t)task_heads(hp), cells = (size_t)ceil_chunk(n_ctx) + CHUNK;
+    return per * (size_t)hp->head_dim + per * cells + cells + 64;
 }
 
 size_t coli_attention_scratch_floats(const coli_hparams *hp, int n_ctx) {
-    return (size_t)(hp->n_head / hp->n_head_kv) * ((size_t)ceil_chunk(n_ctx) + CHUNK) + 16;
+    return (size_t)task_heads(hp) * ((size_t)ceil_chunk(n_ctx) + CHUNK) + 16;
 }
 
 typedef struct {
     const coli_model *m;
     coli_state *s;
-    int il, n;
+    int il, i0, n;  /* rows i0 .. i0 + n - 1 */
     int heads_per_task;
     coli_vec_dot_fn kq_dot, kqv_dot;
     coli_vec_dot_nw_fn kq_dot2, kqv_dot2;  /* the same for two K / V rows at once, or NULL */
@@ -81,7 +92,9 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
     coli_half *qh = scratch_h, *ph = qh + (size_t)ng * hd, *vstage = ph + (size_t)ng * cstride;
     float *sc = scratch_f;
     const coli_half *kc = kv->k + (size_t)J->il * n_ctx * k_dim + (size_t)kvh * hd;
-    const coli_half *vc = kv->v + ((size_t)J->il * hp->n_head_kv + kvh) * hdv * n_ctx;
+    /* V rows: the cache's, or for MLA the latent transposed out of K (mla_values) */
+    const coli_half *vc = hp->mla ? s->vt_of_row[i] : kv->v + ((size_t)J->il * hp->n_head_kv + kvh) * hdv * n_ctx;
+    const int v_cells = hp->mla ? s->vt_cells : n_ctx; /* a V row's length */
     /* kq for the visible cells, all heads of the task per K row */
     for (int g = 0; g < ng; g++) {
         const float *q = s->q + ((size_t)i * hp->n_head + h0 + g) * hd;
@@ -110,15 +123,15 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
         const coli_half *pg = ph + (size_t)g0 * cstride;
         float *og = out + (size_t)g0 * hdv;
         int d = 0;
-        if (J->kqv_dot2 && c1 <= n_ctx)
+        if (J->kqv_dot2 && c1 <= v_cells)
             for (; d + 1 < hdv; d += 2)
-                J->kqv_dot2(len, vc + (size_t)d * n_ctx + c0, (size_t)n_ctx * sizeof(coli_half), pg, ph_stride, og + d,
-                            (size_t)hdv, nr);
+                J->kqv_dot2(len, vc + (size_t)d * v_cells + c0, (size_t)v_cells * sizeof(coli_half), pg, ph_stride,
+                            og + d, (size_t)hdv, nr);
         for (; d < hdv; d++) {
-            const coli_half *vrow = vc + (size_t)d * n_ctx + c0;
-            if (c1 > n_ctx) {  /* the last chunk runs past the cache: zero-padded copy */
-                memcpy(vstage, vrow, (size_t)(n_ctx - c0) * sizeof(coli_half));
-                memset(vstage + (n_ctx - c0), 0, (size_t)(c1 - n_ctx) * sizeof(coli_half));
+            const coli_half *vrow = vc + (size_t)d * v_cells + c0;
+            if (c1 > v_cells) {  /* the last chunk runs past the cache: zero-padded copy */
+                memcpy(vstage, vrow, (size_t)(v_cells - c0) * sizeof(coli_half));
+                memset(vstage + (v_cells - c0), 0, (size_t)(c1 - v_cells) * sizeof(coli_half));
                 vrow = vstage;
             }
             J->kqv_dot(len, vrow, pg, ph_stride, og + d, (size_t)hdv, nr);
@@ -135,17 +148,69 @@ static void attn_worker(void *ctx, int ith, int nth) {
     const int group = hp->n_head / hp->n_head_kv, per = J->heads_per_task, parts = group / per;
     const int tasks = J->n * hp->n_head_kv * parts;
     for (int t = ith; t < tasks; t += nth) {
-        const int i = t / (hp->n_head_kv * parts), kvh = (t / parts) % hp->n_head_kv, part = t % parts;
+        const int i = J->i0 + t / (hp->n_head_kv * parts), kvh = (t / parts) % hp->n_head_kv, part = t % parts;
         attn_task(J, i, kvh, kvh * group + part * per, per, sh, sf);
     }
+}
+
+/* ---- MLA's values: the first kv_lora_rank values of each cached K row ----
+ * llama.cpp reads V as a view of K and makes it contiguous transposed
+ * (ggml_cont of the transpose) before P.V; the same copy here, per sequence
+ * of the batch, so P.V runs on the kernels and cells as for any V cache. */
+
+typedef struct {
+    const coli_kv *kv[16];
+    int cells[16];  /* cells to copy: up to the chunk past the sequence's last row */
+    int n_seq, il, R;
+    coli_half *vt;
+    int vt_cells;
+} vt_job;
+
+#define VT_TILE 64
+
+static void vt_worker(void *ctx, int ith, int nth) {
+    const vt_job *J = ctx;
+    const int d_tiles = (J->R + VT_TILE - 1) / VT_TILE;
+    for (int t = ith; t < J->n_seq * d_tiles; t += nth) {
+        const int r = t / d_tiles, d0 = (t % d_tiles) * VT_TILE, d1 = d0 + VT_TILE < J->R ? d0 + VT_TILE : J->R;
+        const coli_kv *kv = J->kv[r];
+        const coli_half *k = kv->k + (size_t)J->il * kv->n_ctx * kv->k_dim;
+        coli_half *out = J->vt + (size_t)r * J->R * J->vt_cells;
+        for (int c0 = 0; c0 < J->cells[r]; c0 += VT_TILE) {
+            const int c1 = c0 + VT_TILE < J->cells[r] ? c0 + VT_TILE : J->cells[r];
+            for (int c = c0; c < c1; c++) {
+                const coli_half *row = k + (size_t)c * kv->k_dim;
+                for (int d = d0; d < d1; d++) out[(size_t)d * J->vt_cells + c] = row[d];
+            }
+        }
+    }
+}
+
+/* Rows [i0, i1) take at most s->vt_seqs sequences (rows of one sequence are
+ * consecutive): copy their values out and point each row at its copy. */
+static int mla_values(coli_state *s, int il, int i0, int n, int R) {
+    vt_job J = {.il = il, .R = R, .vt = s->vt, .vt_cells = s->vt_cells};
+    int i = i0;
+    while (i < n && J.n_seq < s->vt_seqs) {
+        const coli_kv *kv = s->rows[i].kv;
+        int last = s->rows[i].pos;
+        for (; i < n && s->rows[i].kv == kv; i++) {
+            if (s->rows[i].pos > last) last = s->rows[i].pos;
+            s->vt_of_row[i] = s->vt + (size_t)J.n_seq * R * s->vt_cells;
+        }
+        const int cells = ceil_chunk(last + 1);
+        J.kv[J.n_seq] = kv;
+        J.cells[J.n_seq++] = cells < kv->n_ctx ? cells : kv->n_ctx;
+    }
+    coli_pool_run(s->pool, vt_worker, &J);
+    return i;
 }
 
 void coli_attention(const coli_model *m, coli_state *s, int il, int n) {
     const coli_hparams *hp = &m->hp;
     const coli_kernel_table *t = coli_kernels();
     const coli_type_kernels *k = &t->type[GGML_TYPE_F16];
-    const int group = hp->n_head / hp->n_head_kv;
-    attn_job job = {m, s, il, n, group, k->vec_dot, k->vec_dot, k->vec_dot_2w, k->vec_dot_2w, t->exp_sum,
+    attn_job job = {m, s, il, 0, n, task_heads(hp), k->vec_dot, k->vec_dot, k->vec_dot_2w, k->vec_dot_2w, t->exp_sum,
                     t->type[GGML_TYPE_F16].from_float};
     /* llama.cpp's n_kv is a multiple of 256 cells; a batch of queries goes
      * through tinyBLAS, rows alone as a batch of one, uniform rows as in a
@@ -161,5 +226,15 @@ void coli_attention(const coli_model *m, coli_state *s, int il, int n) {
     }
     /* too few (token, kv head) pairs to keep the threads busy: one task per head */
     if (n * hp->n_head_kv < coli_pool_size(s->pool)) job.heads_per_task = 1;
-    coli_pool_run(s->pool, attn_worker, &job);
+    if (!hp->mla) {
+        coli_pool_run(s->pool, attn_worker, &job);
+        return;
+    }
+    for (int i0 = 0; i0 < n;) {
+        const int i1 = mla_values(s, il, i0, n, hp->head_dim_v);
+        job.i0 = i0;
+        job.n = i1 - i0;
+        coli_pool_run(s->pool, attn_worker, &job);
+        i0 = i1;
+    }
 }

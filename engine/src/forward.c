@@ -1,13 +1,16 @@
 /* forward.c — the scratch of a forward batch and the forward pass over it. */
+#define _DEFAULT_SOURCE
 #define _POSIX_C_SOURCE 200112L
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "attention.h"
 #include "clock.h"
 #include "error.h"
 #include "experts.h"
+#include "ggml_types.h"
 #include "kernels.h"
 #include "matmul.h"
 #include "model.h"
@@ -87,13 +90,36 @@ int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store
             return coli_fail(COLI_E_NOMEM, "out of memory for the routed-FFN scratch");
         }
     }
+    if (hp->mla) {
+        const size_t R = (size_t)hp->kv_lora_rank, nope = (size_t)hp->head_dim_nope;
+        const size_t wide = R > nope ? R : nope, out = R > (size_t)hp->head_dim_mla_v ? R : (size_t)hp->head_dim_mla_v;
+        s->mla_q = take(s, nb * hp->n_head * (nope + hp->n_rot) * sizeof(float));
+        s->mla_qa = take(s, nb * (size_t)(hp->q_lora_rank > 0 ? hp->q_lora_rank : 1) * sizeof(float));
+        s->mla_in = take(s, nb * wide * sizeof(float));
+        s->mla_out = take(s, nb * out * sizeof(float));
+        s->mla_att = take(s, nb * hp->n_head * (size_t)hp->head_dim_mla_v * sizeof(float));
+        s->vt_of_row = take(s, nb * sizeof(*s->vt_of_row));
+        /* the transposed values of up to 16 sequences at once (more go in passes);
+         * mapped, so only the cells a batch reaches take memory */
+        s->vt_seqs = n_batch < 16 ? n_batch : 16;
+        s->vt_cells = (n_ctx + 63) / 64 * 64 + 64;
+        s->vt_bytes = (size_t)s->vt_seqs * R * (size_t)s->vt_cells * sizeof(coli_half);
+        void *p = mmap(NULL, s->vt_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            s->vt_bytes = 0;
+            coli_state_free(s);
+            return coli_fail(COLI_E_NOMEM, "out of memory: no address space for the attention values");
+        }
+        s->vt = p;
+    }
     /* the largest activation conversion any matmul of a batch needs */
     size_t need = 0;
     for (int il = 0; il < hp->n_layer; il++) {
         const coli_layer *L = &m->layers[il];
         const coli_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down,
                                   &L->ffn_gate_inp, &L->exps.gate, &L->exps.up, &L->exps.down, &L->gate_shexp,
-                                  &L->up_shexp, &L->down_shexp};
+                                  &L->up_shexp, &L->down_shexp, &L->wq_a, &L->wq_b, &L->wkv_a, &L->wk_b,
+                                  &L->wv_b};
         for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) {
             if (!mats[i]->n_in) continue; /* absent in this layer */
             size_t sz = coli_matmul_scratch_size(mats[i]->type, mats[i]->n_in, n_batch);
@@ -120,6 +146,7 @@ void coli_state_free(coli_state *s) {
     if (!s) return;
     coli_pool_free(s->pool);
     for (int i = 0; i < s->n_held; i++) free(s->held[i]);
+    if (s->vt_bytes) munmap(s->vt, s->vt_bytes);
     memset(s, 0, sizeof *s);
 }
 
@@ -163,8 +190,8 @@ static int attention(const coli_model *m, coli_state *s, int il, int n) {
             for (int h = 0; h < hp->n_head; h++) coli_rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, hp->rms_eps);
             for (int h = 0; h < hp->n_head_kv; h++) coli_rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, hp->rms_eps);
         }
-        coli_rope(q, hp->n_head, hd, hp->n_rot, pos, L->rope_base, L->rope_scale, hp->rope_type);
-        coli_rope(k, hp->n_head_kv, hd, hp->n_rot, pos, L->rope_base, L->rope_scale, hp->rope_type);
+        coli_rope(q, hp->n_head, hd, hp->n_rot, pos, &L->rope);
+        coli_rope(k, hp->n_head_kv, hd, hp->n_rot, pos, &L->rope);
         if (hp->attn_scale != 1.0f)
             for (int d = 0; d < hp->n_head * hd; d++) q[d] *= hp->attn_scale;
         coli_half *kdst = kc + (size_t)pos * k_dim;
@@ -178,6 +205,92 @@ static int attention(const coli_model *m, coli_state *s, int il, int n) {
         for (int i = 0; i < n; i++)
             coli_rmsnorm(s->tmp + (size_t)i * E, s->tmp + (size_t)i * E, L->post_attn_norm, E, hp->rms_eps);
     return 0;
+}
+
+/* ---- multi-head latent attention (deepseek2) ---------------------------
+ * llama.cpp's absorbed MLA (src/models/deepseek2.cpp, the is_mla branch):
+ * the cache holds per token the normed latent (kv_lora_rank) and the roped
+ * shared key (n_rot); each head's non-rotary query goes through attn_k_b into
+ * latent space, so attention is one-key-head MQA over the cache, and its
+ * output comes back per head through attn_v_b before attn_output. */
+
+/* One head's matrix of a per-head 3-D tensor. */
+static coli_mat head_mat(const coli_mat *w0, size_t stride, int h) {
+    coli_mat w = *w0;
+    w.data = (const uint8_t *)w0->data + (size_t)h * stride;
+    return w;
+}
+
+/* y[i][h] = W_h x[i][h] for every head h: rows of x are `x_stride` floats with
+ * head h's n_in inputs at h * x_head; y likewise (y_stride, y_head). As
+ * ggml's mul_mat of a 3-D weight: never repacked, and with a strided
+ * (permuted) input an F32 weight takes the one-row kernel for every row
+ * (ggml only retries tinyBLAS after converting the input, which F32 skips). */
+static int per_head_matmul(coli_state *s, const coli_mat *w0, size_t stride, int n_head, const float *x,
+                           size_t x_stride, size_t x_head, int n, float *y, size_t y_stride, size_t y_head,
+                           bool strided_input) {
+    int mode = s->rows_mode | COLI_ROWS_NOT_REPACKED;
+    if (strided_input && w0->type == GGML_TYPE_F32) mode = COLI_ROWS_ALONE | COLI_ROWS_NOT_REPACKED;
+    const int64_t n_in = w0->n_in, n_out = w0->n_out;
+    for (int h = 0; h < n_head; h++) {
+        for (int i = 0; i < n; i++)
+            memcpy(s->mla_in + (size_t)i * n_in, x + (size_t)i * x_stride + (size_t)h * x_head, (size_t)n_in * sizeof(float));
+        const coli_mat w = head_mat(w0, stride, h);
+        int rc = coli_matmul_ex(s->pool, w.data, w.type, w.n_in, w.n_out, s->mla_in, n, s->mla_out, s->mm_scratch,
+                                (coli_rows_mode)mode);
+        if (rc) return rc;
+        for (int i = 0; i < n; i++)
+            memcpy(y + (size_t)i * y_stride + (size_t)h * y_head, s->mla_out + (size_t)i * n_out, (size_t)n_out * sizeof(float));
+    }
+    return 0;
+}
+
+static int mla_attention(const coli_model *m, coli_state *s, int il, int n) {
+    const coli_hparams *hp = &m->hp;
+    const coli_layer *L = &m->layers[il];
+    const int E = hp->n_embd, H = hp->n_head, R = hp->kv_lora_rank, rot = hp->n_rot, nope = hp->head_dim_nope;
+    const int qh = nope + rot; /* a projected query head */
+    const int kd = R + rot;    /* a cached row, and an absorbed query head */
+    const int V = hp->head_dim_mla_v;
+    int rc;
+    for (int i = 0; i < n; i++) coli_rmsnorm(s->xn + (size_t)i * E, s->x + (size_t)i * E, L->attn_norm, E, hp->rms_eps);
+    if (hp->q_lora_rank > 0) {
+        if ((rc = matmul(s, &L->wq_a, s->xn, n, s->mla_qa))) return rc;
+        for (int i = 0; i < n; i++) {
+            float *qa = s->mla_qa + (size_t)i * hp->q_lora_rank;
+            coli_rmsnorm(qa, qa, L->q_a_norm, hp->q_lora_rank, hp->rms_eps);
+        }
+        if ((rc = matmul(s, &L->wq_b, s->mla_qa, n, s->mla_q))) return rc;
+    } else if ((rc = matmul(s, &L->wq, s->xn, n, s->mla_q))) {
+        return rc;
+    }
+    if ((rc = matmul(s, &L->wkv_a, s->xn, n, s->k))) return rc;
+    for (int i = 0; i < n; i++) {
+        const int pos = s->rows[i].pos;
+        float *kv = s->k + (size_t)i * kd;
+        coli_rope(kv + R, 1, rot, rot, pos, &L->rope);
+        coli_rmsnorm(kv, kv, L->kv_a_norm, R, hp->rms_eps);
+        coli_rope(s->mla_q + (size_t)i * H * qh + nope, H, qh, rot, pos, &L->rope);
+    }
+    /* absorbed queries: [q_nope . attn_k_b, q_pe] per head */
+    if ((rc = per_head_matmul(s, &L->wk_b, L->wk_b_stride, H, s->mla_q, (size_t)H * qh, (size_t)qh, n, s->q,
+                              (size_t)H * kd, (size_t)kd, true))) /* q_nope: a permuted view */
+        return rc;
+    for (int i = 0; i < n; i++) {
+        for (int h = 0; h < H; h++)
+            memcpy(s->q + ((size_t)i * H + h) * kd + R, s->mla_q + ((size_t)i * H + h) * qh + nope, (size_t)rot * sizeof(float));
+        if (hp->attn_scale != 1.0f)
+            for (int d = 0; d < H * kd; d++) s->q[(size_t)i * H * kd + d] *= hp->attn_scale;
+        const coli_kv *kv = s->rows[i].kv;
+        coli_half *dst = kv->k + ((size_t)il * kv->n_ctx + (size_t)s->rows[i].pos) * kd;
+        const float *src = s->k + (size_t)i * kd;
+        for (int d = 0; d < kd; d++) dst[d] = coli_fp32_to_fp16(src[d]);
+    }
+    coli_attention(m, s, il, n); /* -> s->att: n x H latent outputs of R */
+    if ((rc = per_head_matmul(s, &L->wv_b, L->wv_b_stride, H, s->att, (size_t)H * R, (size_t)R, n, s->mla_att,
+                              (size_t)H * V, (size_t)V, false))) /* kqv: contiguous */
+        return rc;
+    return matmul(s, &L->wo, s->mla_att, n, s->tmp);
 }
 
 /* ---- feed-forward ----------------------------------------------------- */
@@ -237,7 +350,7 @@ int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n
     const double t_start = coli_now_s();
     for (int il = 0; il < hp->n_layer; il++) {
         const double t0 = coli_now_s();
-        if ((rc = attention(m, s, il, n))) return rc;
+        if ((rc = m->hp.mla ? mla_attention(m, s, il, n) : attention(m, s, il, n))) return rc;
         const double t1 = coli_now_s();
         add_rows(s->x, s->tmp, (size_t)n * E);
         if ((rc = ffn(m, s, il, n))) return rc;

@@ -40,15 +40,15 @@ typedef struct {
 
 size_t coli_kv_bytes(const coli_hparams *hp, int n_ctx) {
     const size_t cells = (size_t)hp->n_layer * (size_t)n_ctx;
-    return cells * ((size_t)hp->n_head_kv * (hp->head_dim + hp->head_dim_v)) * sizeof(coli_half);
+    return cells * ((size_t)hp->kv_k_dim + (size_t)hp->kv_v_dim) * sizeof(coli_half);
 }
 
 int coli_kv_init(coli_kv *kv, const coli_hparams *hp, int n_ctx) {
     memset(kv, 0, sizeof *kv);
     kv->n_ctx = n_ctx;
     kv->n_layer = hp->n_layer;
-    kv->k_dim = (size_t)hp->n_head_kv * hp->head_dim;
-    kv->v_dim = (size_t)hp->n_head_kv * hp->head_dim_v;
+    kv->k_dim = (size_t)hp->kv_k_dim;
+    kv->v_dim = (size_t)hp->kv_v_dim; /* 0 for MLA: the values are the latent, read from K */
     kv->bytes = coli_kv_bytes(hp, n_ctx);
     /* anonymous pages: zero, and taken from the system only when written */
     void *p = mmap(NULL, kv->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -127,7 +127,7 @@ size_t coli_matmul_scratch_size(uint32_t wtype, int64_t n_in, int64_t n_rows) {
 static int check_shape(uint32_t wtype, int64_t n_in, int64_t n_out, int64_t n_rows, const coli_type_kernels **out) {
     if (wtype >= GGML_TYPE_COUNT || !coli_kernels()->type[wtype].vec_dot)
         return coli_fail(COLI_E_UNSUPPORTED, "matmul: no kernels for weight type %u", wtype);
-    const coli_type_kernels *k = coli_weight_kernels(coli_kernels(), wtype, n_out);
+    const coli_type_kernels *k = *out ? *out : coli_weight_kernels(coli_kernels(), wtype, n_out);
     if (n_in <= 0 || n_in > INT32_MAX || n_out < 0 || n_rows < 0)
         return coli_fail(COLI_E_ARG, "matmul: bad shape n_in=%lld n_out=%lld n_rows=%lld", (long long)n_in,
                          (long long)n_out, (long long)n_rows);
@@ -200,6 +200,10 @@ int coli_matmul(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, in
 int coli_matmul_ex(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, int64_t n_out, const float *x,
                    int64_t n_rows, float *y, void *scratch, coli_rows_mode mode) {
     const coli_type_kernels *k = NULL;
+    if (mode & COLI_ROWS_NOT_REPACKED) {
+        if (wtype < GGML_TYPE_COUNT) k = coli_plain_kernels(coli_kernels(), wtype);
+        mode = (coli_rows_mode)(mode & ~COLI_ROWS_NOT_REPACKED);
+    }
     int rc = check_shape(wtype, n_in, n_out, n_rows, &k);
     if (rc) return rc;
     if (n_rows == 0 || n_out == 0) return COLI_OK;

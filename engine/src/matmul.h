@@ -39,6 +39,9 @@ int coli_matmul(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, in
  *            prompt's rows get the same bits however it is chunked, so a
  *            prompt continued from a cached prefix equals it prefilled whole. */
 typedef enum { COLI_ROWS_BATCH = 0, COLI_ROWS_ALONE = 1, COLI_ROWS_UNIFORM = 2 } coli_rows_mode;
+/* Or'ed into a mode: the weight is one llama.cpp never repacks (a head of a
+ * 3-D tensor), so its plain kernels apply (kernels.h coli_plain_kernels). */
+#define COLI_ROWS_NOT_REPACKED 16
 
 int coli_matmul_ex(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, int64_t n_out,
                    const float *x, int64_t n_rows, float *y, void *scratch, coli_rows_mode mode);

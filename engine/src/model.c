@@ -15,6 +15,10 @@
 #include "model.h"
 #include "quant.h"
 
+#ifndef M_PI
+#define M_PI 3.14159265358979323846
+#endif
+
 /* ---- hyper-parameters ------------------------------------------------- */
 
 static int get_u32_req(const gguf_file *f, const char *arch, const char *suffix, int *out) {
@@ -47,6 +51,15 @@ static int get_f32_opt(const gguf_file *f, const char *arch, const char *suffix,
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     int rc = gguf_get_f32(f, key, out);
     return rc < 0 ? rc : 0;
+}
+
+static float yarn_get_mscale(float scale, float mscale) {
+    return scale <= 1.0f ? 1.0f : (0.1f * mscale * logf(scale) + 1.0f);
+}
+
+/* ggml_rope_yarn_corr_dims */
+static float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
+    return n_dims * logf(n_ctx_orig / (n_rot * 2 * (float)M_PI)) / (2 * logf(base));
 }
 
 /* Family switches: what llama.cpp's graph for each architecture does. */
@@ -95,9 +108,74 @@ static int family_hparams(coli_hparams *hp, const char *arch) {
         hp->qk_norm_full = true;
         return 0;
     }
+    if (strcmp(arch, "deepseek2") == 0) { /* DeepSeek V2/V3/R1, Kimi K2, GLM-4.7-Flash */
+        hp->rope_type = COLI_ROPE_NORM;
+        hp->mla = true;
+        return 0;
+    }
     return coli_fail(COLI_E_UNSUPPORTED,
                      "unsupported: architecture '%s' (colibri runs gemma3, llama (incl. Mixtral), qwen2, qwen3, qwen3moe, "
-                     "olmoe and glm4moe today)", arch);
+                     "olmoe, glm4moe and deepseek2 today)", arch);
+}
+
+/* MLA's ranks and head sizes. The converters write the absorbed layout: one
+ * key/value head of kv_lora_rank + n_rot (key_length), values kv_lora_rank
+ * wide (value_length), and the per-head sizes after decompression in
+ * key_length_mla / value_length_mla. */
+static int mla_hparams(coli_hparams *hp, const gguf_file *f, const char *a) {
+    int rc, k_mla = 0, v_mla = 0;
+    if ((rc = get_u32_opt(f, a, "attention.q_lora_rank", &hp->q_lora_rank))) return rc;
+    if ((rc = get_u32_req(f, a, "attention.kv_lora_rank", &hp->kv_lora_rank))) return rc;
+    if ((rc = get_u32_opt(f, a, "attention.key_length_mla", &k_mla))) return rc;
+    if ((rc = get_u32_opt(f, a, "attention.value_length_mla", &v_mla))) return rc;
+    if (!k_mla || !v_mla)
+        return coli_fail(COLI_E_UNSUPPORTED,
+                         "unsupported: this %s file has no attention.key_length_mla: it is from an older converter "
+                         "(one fused attn_kv_b); convert it again with a current llama.cpp for the compressed cache", a);
+    if (hp->kv_lora_rank <= 0 || hp->head_dim != hp->kv_lora_rank + hp->n_rot || hp->head_dim_v != hp->kv_lora_rank ||
+        hp->n_head_kv != 1)
+        return coli_fail(COLI_E_CORRUPT,
+                         "corrupt: MLA with kv_lora_rank %d and %d rotary dims needs one key/value head of %d "
+                         "(key_length) and values of %d (value_length); the file has %d head(s) of %d and %d",
+                         hp->kv_lora_rank, hp->n_rot, hp->kv_lora_rank + hp->n_rot, hp->kv_lora_rank, hp->n_head_kv,
+                         hp->head_dim, hp->head_dim_v);
+    if (k_mla <= hp->n_rot || v_mla <= 0)
+        return coli_fail(COLI_E_CORRUPT, "corrupt: MLA head sizes %d (key, %d of them rotary) and %d (value)", k_mla,
+                         hp->n_rot, v_mla);
+    hp->head_dim_nope = k_mla - hp->n_rot;
+    hp->head_dim_mla_v = v_mla;
+    float log_mul = 0.0f;
+    if ((rc = get_f32_opt(f, a, "rope.scaling.yarn_log_multiplier", &log_mul))) return rc;
+    hp->rope_yarn_log_mul = log_mul / 0.1f; /* the converter wrote 0.1 * mscale_all_dim */
+    return 0;
+}
+
+/* llama.cpp's cparams.yarn_attn_factor (llama_context's constructor), and
+ * deepseek2's score scale built on it (src/models/deepseek2.cpp). */
+static int yarn_attn_factor(coli_hparams *hp, const gguf_file *f, const char *a) {
+    float rope_attn_factor = 1.0f;
+    int rc = get_f32_opt(f, a, "rope.scaling.attn_factor", &rope_attn_factor);
+    if (rc) return rc;
+    hp->yarn_attn_factor = 1.0f;
+    const float freq_scale = hp->rope_scale;
+    if (hp->yarn_ext_factor != 0.0f) {
+        const float factor = 1.0f / freq_scale;
+        if (hp->rope_yarn_log_mul != 0.0f) {
+            const float all_dims = hp->rope_yarn_log_mul;
+            const float mscale = hp->mla && all_dims != 1.0f ? all_dims : 1.0f;
+            hp->yarn_attn_factor = yarn_get_mscale(factor, mscale) / yarn_get_mscale(factor, all_dims);
+        } else {
+            hp->yarn_attn_factor = yarn_get_mscale(factor, 1.0f);
+        }
+        hp->yarn_attn_factor *= 1.0f / (1.0f + 0.1f * logf(factor));
+    }
+    hp->yarn_attn_factor *= rope_attn_factor;
+    if (hp->mla) {
+        const float org = hp->yarn_attn_factor * (1.0f + 0.1f * logf(1.0f / freq_scale));
+        const float mscale = org * (1.0f + 0.1f * hp->rope_yarn_log_mul * logf(1.0f / freq_scale));
+        hp->kq_scale = 1.0f * mscale * mscale / sqrtf((float)(hp->head_dim_nope + hp->n_rot));
+    }
+    return 0;
 }
 
 static int load_hparams(coli_model *m, const gguf_file *f) {
@@ -138,10 +216,17 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
     char key[160];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
     if (gguf_get_str(f, key, &stype) < 0) return colibri_last_error_code();
-    if (stype.len && !gguf_str_eq(stype, "none") && !gguf_str_eq(stype, "linear"))
-        return coli_fail(COLI_E_UNSUPPORTED, "unsupported: RoPE scaling '%.*s' (linear only)", (int)stype.len,
+    const bool yarn = gguf_str_eq(stype, "yarn");
+    if (stype.len && !gguf_str_eq(stype, "none") && !gguf_str_eq(stype, "linear") && !yarn)
+        return coli_fail(COLI_E_UNSUPPORTED, "unsupported: RoPE scaling '%.*s' (linear and yarn only)", (int)stype.len,
                          stype.ptr);
     if (factor > 0.0f && !gguf_str_eq(stype, "none")) hp->rope_scale = 1.0f / factor;
+    hp->yarn_ext_factor = yarn ? 1.0f : 0.0f;
+    hp->yarn_beta_fast = 32.0f;
+    hp->yarn_beta_slow = 1.0f;
+    hp->n_ctx_orig_yarn = hp->n_ctx_train;
+    if ((rc = get_u32_opt(f, a, "rope.scaling.original_context_length", &hp->n_ctx_orig_yarn))) return rc;
+    if (hp->n_ctx_orig_yarn <= 0) return coli_fail(COLI_E_CORRUPT, "corrupt: rope.scaling.original_context_length is 0");
     if ((rc = get_u32_opt(f, a, "attention.sliding_window", &hp->n_swa))) return rc;
     if ((rc = get_u32_opt(f, a, "expert_count", &hp->n_expert))) return rc;
     if ((rc = get_u32_opt(f, a, "expert_used_count", &hp->n_expert_used))) return rc;
@@ -162,6 +247,10 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
     hp->embd_scale = 1.0f;
     if ((rc = family_hparams(hp, a))) return rc;
     if ((rc = get_f32_opt(f, a, "rope.freq_base_swa", &hp->rope_base_swa))) return rc;
+    if (hp->mla && (rc = mla_hparams(hp, f, a))) return rc;
+    if ((rc = yarn_attn_factor(hp, f, a))) return rc;
+    hp->kv_k_dim = hp->n_head_kv * hp->head_dim;
+    hp->kv_v_dim = hp->mla ? 0 : hp->n_head_kv * hp->head_dim_v;
     if (hp->n_expert > 0) { /* keys only some MoE families write */
         int gating = 0, shared = 0, nextn = 0, norm_w = hp->expert_norm_w;
         if ((rc = get_u32_opt(f, a, "expert_gating_func", &gating))) return rc;
@@ -175,6 +264,15 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
         if ((rc = get_u32_opt(f, a, "expert_shared_count", &shared))) return rc;
         hp->n_ff_shexp = shared * hp->n_ff_exp;
         if ((rc = get_u32_opt(f, a, "leading_dense_block_count", &hp->n_layer_dense_lead))) return rc;
+        if ((rc = get_u32_opt(f, a, "expert_group_count", &hp->n_expert_groups))) return rc;
+        if ((rc = get_u32_opt(f, a, "expert_group_used_count", &hp->n_group_used))) return rc;
+        if (hp->n_expert_groups > 1 &&
+            (hp->n_expert_groups >= hp->n_expert || hp->n_expert % hp->n_expert_groups || hp->n_group_used <= 0 ||
+             hp->n_group_used >= hp->n_expert_groups || hp->n_expert_used > hp->n_group_used * (hp->n_expert / hp->n_expert_groups)))
+            return coli_fail(COLI_E_CORRUPT,
+                             "corrupt: %d experts in %d groups with %d groups used cannot choose %d experts "
+                             "(groups must divide the experts, and 0 < groups used < groups)",
+                             hp->n_expert, hp->n_expert_groups, hp->n_group_used, hp->n_expert_used);
         /* GLM-4.5's multi-token-prediction layers follow the trunk; generation skips them */
         if ((rc = get_u32_opt(f, a, "nextn_predict_layers", &nextn))) return rc;
         if (nextn >= hp->n_layer) return coli_fail(COLI_E_CORRUPT, "corrupt: %d of %d layers are MTP layers", nextn, hp->n_layer);
@@ -260,6 +358,50 @@ static int bind_vec(float **out, const gguf_file *f, const char *name, int64_t n
     return 0;
 }
 
+/* Head 0's matrix of a per-head 3-D tensor [n_in, n_out, n_head] (attn_k_b, attn_v_b). */
+static int bind_heads(coli_mat *w, size_t *stride, const gguf_file *f, const char *name, int64_t n_in, int64_t n_out,
+                      int n_head) {
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    if (!t) return coli_fail(COLI_E_MISSING, "missing: tensor '%s' is not in the file", name);
+    if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n_head)
+        return coli_fail(COLI_E_CORRUPT,
+                         "corrupt: tensor '%s' has shape [%" PRId64 ", %" PRId64 ", %" PRId64 "], expected [%" PRId64
+                         ", %" PRId64 ", %d] (does the rank in the metadata match the tensors?)",
+                         name, t->ne[0], t->ne[1], t->ne[2], n_in, n_out, n_head);
+    int rc = mat_from_tensor(w, t, name, n_in, n_out);
+    if (rc) return rc;
+    *stride = coli_row_size(t->type, n_in) * (size_t)n_out;
+    return 0;
+}
+
+/* MLA's attention tensors (llama.cpp's llama_model_deepseek2::load_arch_tensors). */
+static int load_mla(coli_model *m, const gguf_file *f, int il) {
+    const coli_hparams *hp = &m->hp;
+    coli_layer *L = &m->layers[il];
+    const int64_t E = hp->n_embd, H = hp->n_head, R = hp->kv_lora_rank;
+    const int64_t q_dim = H * (hp->head_dim_nope + hp->n_rot);
+    char name[96];
+    int rc;
+#define T(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
+    if (gguf_find_tensor(f, T("attn_kv_b.weight")) && !gguf_find_tensor(f, T("attn_k_b.weight")))
+        return coli_fail(COLI_E_UNSUPPORTED, "unsupported: '%s' is the fused attn_kv_b of older converters; "
+                         "convert the model again with a current llama.cpp (split attn_k_b / attn_v_b)", name);
+    if (hp->q_lora_rank > 0) {
+        if ((rc = bind_mat(&L->wq_a, f, T("attn_q_a.weight"), E, hp->q_lora_rank))) return rc;
+        if ((rc = bind_vec(&L->q_a_norm, f, T("attn_q_a_norm.weight"), hp->q_lora_rank, false))) return rc;
+        if ((rc = bind_mat(&L->wq_b, f, T("attn_q_b.weight"), hp->q_lora_rank, q_dim))) return rc;
+    } else {
+        if ((rc = bind_mat(&L->wq, f, T("attn_q.weight"), E, q_dim))) return rc;
+    }
+    if ((rc = bind_mat(&L->wkv_a, f, T("attn_kv_a_mqa.weight"), E, R + hp->n_rot))) return rc;
+    if ((rc = bind_vec(&L->kv_a_norm, f, T("attn_kv_a_norm.weight"), R, false))) return rc;
+    if ((rc = bind_heads(&L->wk_b, &L->wk_b_stride, f, T("attn_k_b.weight"), hp->head_dim_nope, R, (int)H))) return rc;
+    if ((rc = bind_heads(&L->wv_b, &L->wv_b_stride, f, T("attn_v_b.weight"), R, hp->head_dim_mla_v, (int)H))) return rc;
+    if ((rc = bind_mat(&L->wo, f, T("attn_output.weight"), H * hp->head_dim_mla_v, E))) return rc;
+#undef T
+    return 0;
+}
+
 static int load_layer(coli_model *m, const gguf_file *f, int il) {
     const coli_hparams *hp = &m->hp;
     coli_layer *L = &m->layers[il];
@@ -280,18 +422,22 @@ static int load_layer(coli_model *m, const gguf_file *f, int il) {
         if ((rc = bind_vec(&L->post_attn_norm, f, T("post_attention_norm.weight"), hp->n_embd, false))) return rc;
         if ((rc = bind_vec(&L->post_ffn_norm, f, T("post_ffw_norm.weight"), hp->n_embd, false))) return rc;
     }
-    const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim;
-    const int64_t k_dim = (int64_t)hp->n_head_kv * hp->head_dim;
-    const int64_t v_dim = (int64_t)hp->n_head_kv * hp->head_dim_v;
-    if ((rc = bind_mat(&L->wq, f, T("attn_q.weight"), hp->n_embd, q_dim))) return rc;
-    if ((rc = bind_mat(&L->wk, f, T("attn_k.weight"), hp->n_embd, k_dim))) return rc;
-    if ((rc = bind_mat(&L->wv, f, T("attn_v.weight"), hp->n_embd, v_dim))) return rc;
-    if ((rc = bind_mat(&L->wo, f, T("attn_output.weight"), (int64_t)hp->n_head * hp->head_dim_v, hp->n_embd)))
-        return rc;
-    if ((rc = bind_vec(&L->bq, f, T("attn_q.bias"), q_dim, true))) return rc;
-    if ((rc = bind_vec(&L->bk, f, T("attn_k.bias"), k_dim, true))) return rc;
-    if ((rc = bind_vec(&L->bv, f, T("attn_v.bias"), v_dim, true))) return rc;
-    if ((rc = bind_vec(&L->bo, f, T("attn_output.bias"), hp->n_embd, true))) return rc;
+    if (hp->mla) {
+        if ((rc = load_mla(m, f, il))) return rc;
+    } else {
+        const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim;
+        const int64_t k_dim = (int64_t)hp->n_head_kv * hp->head_dim;
+        const int64_t v_dim = (int64_t)hp->n_head_kv * hp->head_dim_v;
+        if ((rc = bind_mat(&L->wq, f, T("attn_q.weight"), hp->n_embd, q_dim))) return rc;
+        if ((rc = bind_mat(&L->wk, f, T("attn_k.weight"), hp->n_embd, k_dim))) return rc;
+        if ((rc = bind_mat(&L->wv, f, T("attn_v.weight"), hp->n_embd, v_dim))) return rc;
+        if ((rc = bind_mat(&L->wo, f, T("attn_output.weight"), (int64_t)hp->n_head * hp->head_dim_v, hp->n_embd)))
+            return rc;
+        if ((rc = bind_vec(&L->bq, f, T("attn_q.bias"), q_dim, true))) return rc;
+        if ((rc = bind_vec(&L->bk, f, T("attn_k.bias"), k_dim, true))) return rc;
+        if ((rc = bind_vec(&L->bv, f, T("attn_v.bias"), v_dim, true))) return rc;
+        if ((rc = bind_vec(&L->bo, f, T("attn_output.bias"), hp->n_embd, true))) return rc;
+    }
     L->is_moe = hp->n_expert > 0 && il >= hp->n_layer_dense_lead;
     if (L->is_moe) {
         const gguf_tensor *router = gguf_find_tensor(f, T("ffn_gate_inp.weight"));
@@ -313,8 +459,17 @@ static int load_layer(coli_model *m, const gguf_file *f, int il) {
     }
 #undef T
     L->is_swa = hp->n_swa > 0 && hp->swa_pattern > 0 && (il % hp->swa_pattern) < hp->swa_pattern - 1;
-    L->rope_base = L->is_swa ? hp->rope_base_swa : hp->rope_base;
-    L->rope_scale = L->is_swa ? 1.0f : hp->rope_scale;
+    coli_rope_params *r = &L->rope;
+    r->base = L->is_swa ? hp->rope_base_swa : hp->rope_base;
+    r->freq_scale = L->is_swa ? 1.0f : hp->rope_scale;
+    r->ext_factor = L->is_swa ? 0.0f : hp->yarn_ext_factor;
+    r->attn_factor = L->is_swa ? 1.0f : hp->yarn_attn_factor;
+    r->type = hp->rope_type;
+    /* ggml_rope_yarn_corr_dims */
+    const float lo = floorf(yarn_corr_dim(hp->n_rot, hp->n_ctx_orig_yarn, hp->yarn_beta_fast, r->base));
+    const float hi = ceilf(yarn_corr_dim(hp->n_rot, hp->n_ctx_orig_yarn, hp->yarn_beta_slow, r->base));
+    r->corr[0] = lo > 0.0f ? lo : 0.0f;
+    r->corr[1] = hi < (float)(hp->n_rot - 1) ? hi : (float)(hp->n_rot - 1);
     return 0;
 }
 
@@ -335,6 +490,12 @@ int coli_model_load(coli_model *m, const gguf_file *f) {
     if (emb->ne[1] <= 0 || emb->ne[1] > (1 << 24))
         return coli_fail(COLI_E_CORRUPT, "corrupt: token_embd.weight has %" PRId64 " rows", emb->ne[1]);
     hp->n_vocab = (int)emb->ne[1];
+    char key[160];
+    uint32_t gating;
+    snprintf(key, sizeof key, "%s.expert_gating_func", m->arch);
+    if (hp->mla && hp->n_expert > 0 && gguf_get_u32(f, key, &gating) == 0 && (hp->n_layer == 47 || hp->n_layer == 48) &&
+        hp->n_vocab == 154880)
+        hp->gating = COLI_GATE_SIGMOID; /* GLM-4.7-Flash files without the key (llama.cpp's special case) */
     if ((rc = bind_mat(&m->tok_embd, f, "token_embd.weight", hp->n_embd, hp->n_vocab))) return rc;
     if (gguf_find_tensor(f, "output.weight")) {
         if ((rc = bind_mat(&m->output, f, "output.weight", hp->n_embd, hp->n_vocab))) return rc;
@@ -369,6 +530,8 @@ void coli_model_free(coli_model *m) {
             free(L->bv);
             free(L->bo);
             free(L->exp_probs_b);
+            free(L->q_a_norm);
+            free(L->kv_a_norm);
         }
     }
     free(m->layers);

@@ -17,6 +17,16 @@
 typedef enum { COLI_ROPE_NORM = 0, COLI_ROPE_NEOX = 2 } coli_rope_type; /* adjacent pairs / two halves */
 typedef enum { COLI_ACT_SILU, COLI_ACT_GELU } coli_act;
 
+/* One layer's RoPE, as ggml_rope_ext's arguments. */
+typedef struct {
+    float base;        /* theta_i = pos * base^(-2i / n_rot) */
+    float freq_scale;  /* 1 / linear scaling factor */
+    float ext_factor;  /* YaRN's extrapolation mix, 0: none */
+    float attn_factor; /* cos and sin are scaled by this (YaRN's mscale; 1 otherwise) */
+    float corr[2];     /* YaRN's correction dims */
+    coli_rope_type type;
+} coli_rope_params;
+
 typedef struct {
     const void *data; /* in the mapping */
     uint32_t type;    /* ggml type */
@@ -71,6 +81,24 @@ typedef struct {
     coli_gating gating;
     bool expert_norm_w;    /* renormalise the top-k weights to sum to 1 */
     float expert_w_scale;  /* multiply the weights (0 or 1: no-op) */
+    int n_expert_groups;   /* experts are chosen within the n_group_used best groups (DeepSeek V3); 0: no groups */
+    int n_group_used;
+    /* YaRN RoPE (rope.scaling.type yarn): ramp between interpolated and extrapolated angles */
+    float yarn_ext_factor; /* 0: plain (linear) RoPE */
+    float yarn_attn_factor; /* llama.cpp's cparams.yarn_attn_factor */
+    float yarn_beta_fast, yarn_beta_slow; /* the ramp's ends, in rotations over n_ctx_orig_yarn */
+    int n_ctx_orig_yarn;
+    float rope_yarn_log_mul; /* deepseek2's mscale_all_dim: its scores are scaled by mscale^2 */
+    /* multi-head latent attention (deepseek2): one compressed key/value head
+     * of kv_lora_rank + n_rot values per token (head_dim; n_head_kv 1); the
+     * queries absorb attn_k_b and the outputs attn_v_b, as llama.cpp's MLA does */
+    bool mla;
+    int q_lora_rank;       /* 0: one query matrix (V2-Lite) */
+    int kv_lora_rank;
+    int head_dim_nope;     /* per-head query/key dims without RoPE */
+    int head_dim_mla_v;    /* per-head value size after attn_v_b */
+    /* the KV cache's row widths: n_head_kv * head sizes, or the latent for MLA (V read from K) */
+    int kv_k_dim, kv_v_dim;
 } coli_hparams;
 
 typedef struct {
@@ -94,7 +122,14 @@ typedef struct {
     coli_layer_experts exps;
     coli_mat gate_shexp, up_shexp, down_shexp; /* n_in == 0 when absent */
     bool is_swa;             /* sliding-window attention in this layer */
-    float rope_base, rope_scale;
+    coli_rope_params rope;
+    /* MLA (hp.mla): wq is n_embd -> n_head * (nope + rot) when there is no q LoRA */
+    coli_mat wq_a, wq_b;     /* n_embd -> q_lora_rank -> n_head * (nope + rot) */
+    float *q_a_norm;         /* (q_lora_rank) */
+    coli_mat wkv_a;          /* n_embd -> kv_lora_rank + n_rot: the latent and the shared RoPE key */
+    float *kv_a_norm;        /* (kv_lora_rank) */
+    coli_mat wk_b, wv_b;     /* head 0's: nope -> kv_lora_rank, kv_lora_rank -> head_dim_mla_v */
+    size_t wk_b_stride, wv_b_stride; /* bytes from one head's matrix to the next */
 } coli_layer;
 
 typedef struct {
@@ -135,7 +170,7 @@ typedef struct {
     coli_kv *kv;
 } coli_row;
 
-#define COLI_STATE_MAX_BUFFERS 40 /* buffers a coli_state holds, at most (forward.c take() checks) */
+#define COLI_STATE_MAX_BUFFERS 48 /* buffers a coli_state holds, at most (forward.c take() checks) */
 
 /* Scratch of a forward batch, shared by every sequence. */
 typedef struct {
@@ -174,6 +209,15 @@ typedef struct {
     int32_t *predicted;     /* [n_expert] the next layer's predicted experts */
     float *router_next;     /* [n_batch][n_expert] the next layer's router on the current state */
     void *mm_scratch;       /* quantized activations for matmuls */
+    /* MLA (hp.mla) */
+    float *mla_q;           /* [n_batch][n_head * (nope + rot)] the projected queries */
+    float *mla_qa;          /* [n_batch][q_lora_rank] */
+    float *mla_in, *mla_out; /* [n_batch][max(nope, kv_lora_rank)] one head's rows, gathered / its product */
+    float *mla_att;         /* [n_batch][n_head * head_dim_mla_v] attention output after attn_v_b */
+    coli_half *vt;          /* values transposed per sequence: [vt_seqs][kv_lora_rank][vt_cells] (mapped lazily) */
+    size_t vt_bytes;
+    int vt_seqs, vt_cells;
+    const coli_half **vt_of_row; /* [n_batch] row -> its sequence's transposed values */
     coli_pool *pool;
     int n_threads;
     size_t bytes;    /* memory held by this state */

@@ -35,6 +35,26 @@ static void top_k(const float *v, int n, int k, int32_t *out) {
     }
 }
 
+/* DeepSeek V3's group-limited routing (build_moe_ffn's n_expert_groups
+ * branch): a group scores the sum of its two best selection values; experts
+ * outside the n_group_used best groups become -inf before the top-k. */
+static void keep_best_groups(const coli_hparams *hp, const float *choose, float *out) {
+    const int G = hp->n_expert_groups, per = hp->n_expert / G;
+    float score[4096];
+    int32_t best[4096];
+    for (int g = 0; g < G; g++) {
+        int32_t two[2];
+        const int k = per < 2 ? per : 2;
+        top_k(choose + (size_t)g * per, per, k, two);
+        score[g] = k == 2 ? (float)((double)choose[g * per + two[0]] + (double)choose[g * per + two[1]])
+                          : choose[g * per + two[0]];
+    }
+    top_k(score, G, hp->n_group_used, best);
+    for (int e = 0; e < hp->n_expert; e++) out[e] = -INFINITY;
+    for (int j = 0; j < hp->n_group_used; j++)
+        memcpy(out + (size_t)best[j] * per, choose + (size_t)best[j] * per, (size_t)per * sizeof(float));
+}
+
 /* Router -> chosen experts and their weights for each of the n rows. */
 static int route(const coli_model *m, coli_state *s, int il, int n) {
     const coli_hparams *hp = &m->hp;
@@ -42,7 +62,7 @@ static int route(const coli_model *m, coli_state *s, int il, int n) {
     const int E = hp->n_expert, K = hp->n_expert_used;
     int rc = matmul(s, &L->ffn_gate_inp, s->xn, n, s->router);
     if (rc) return rc;
-    float sel[4096];
+    float sel[4096], masked[4096];
     for (int i = 0; i < n; i++) {
         float *p = s->router + (size_t)i * E;
         if (hp->gating == COLI_GATE_SIGMOID)
@@ -56,6 +76,10 @@ static int route(const coli_model *m, coli_state *s, int il, int n) {
         }
         int32_t *ids = s->route_ids + ((size_t)i * hp->n_layer + il) * K;
         float *w = s->route_w + ((size_t)i * hp->n_layer + il) * K;
+        if (hp->n_expert_groups > 1) {
+            keep_best_groups(hp, choose, masked);
+            choose = masked;
+        }
         top_k(choose, E, K, ids);
         for (int k = 0; k < K; k++) w[k] = p[ids[k]];
         if (hp->expert_norm_w) {

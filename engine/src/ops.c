@@ -6,6 +6,7 @@
 #include "ggml_expf.h"
 #include "kernels.h"
 #include "ops.h"
+#include "quant.h"
 
 void coli_rmsnorm(float *y, const float *x, const float *w, int n, float eps) {
     double sum = 0.0;
@@ -54,25 +55,44 @@ void coli_geglu(float *x, const float *g, int n) {
     }
 }
 
-/* ggml_vec_swiglu_f32: the SIMD silu over whole chunks of 16, libm for the tail. */
+/* ggml_vec_swiglu_f32: the SIMD silu over whole vectors (16 lanes of the
+ * AVX-512 exp, or 8 of the AVX2 one, as the reference was built), libm for the tail. */
 void coli_swiglu(float *x, const float *g, int n) {
-    const int simd_end = n - n % 16;
+    const int lanes = coli_kernels()->f32_lanes;
+    const int simd_end = n - n % lanes;
     int i = 0;
-    for (; i < simd_end; i++) x[i] = (x[i] / (1.0f + coli_ggml_expf(0.0f - x[i]))) * g[i];
+    if (lanes == 8)
+        for (; i < simd_end; i++) x[i] = (x[i] / (1.0f + coli_ggml_expf_avx2(0.0f - x[i]))) * g[i];
+    else
+        for (; i < simd_end; i++) x[i] = (x[i] / (1.0f + coli_ggml_expf(0.0f - x[i]))) * g[i];
     for (; i < n; i++) x[i] = (x[i] / (1.0f + expf(-x[i]))) * g[i];
 }
 
-void coli_rope(float *x, int n_heads, int head_dim, int n_rot, int pos, float base, float scale,
-               coli_rope_type type) {
+/* ggml's rope_yarn_ramp: 1 below the low correction dim, 0 above the high one. */
+static float yarn_ramp(float low, float high, int i) {
+    const float y = ((float)i - low) / fmaxf(0.001f, high - low);
+    return 1.0f - fminf(1.0f, fmaxf(0.0f, y));
+}
+
+void coli_rope(float *x, int n_heads, int head_stride, int n_rot, int pos, const coli_rope_params *p) {
     float cs[512][2];
     const int half = n_rot / 2;
     if (half > 512) return; /* refused at load: n_rot <= 1024 */
-    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    const float theta_scale = powf(p->base, -2.0f / (float)n_rot);
     float theta = (float)pos;
     for (int i = 0; i < half; i++) {
-        const float t = scale * theta;
+        float t = p->freq_scale * theta, mscale = p->attn_factor;
+        if (p->ext_factor != 0.0f) { /* YaRN: ramp between interpolated and extrapolated angles */
+            const float mix = yarn_ramp(p->corr[0], p->corr[1], i) * p->ext_factor;
+            t = fmaf(t, 1.0f - mix, theta * mix); /* as GCC contracts ggml's rope_yarn */
+            mscale *= fmaf(0.1f, logf(1.0f / p->freq_scale), 1.0f);
+        }
         cs[i][0] = cosf(t);
         cs[i][1] = sinf(t);
+        if (mscale != 1.0f) {
+            cs[i][0] *= mscale;
+            cs[i][1] *= mscale;
+        }
         theta *= theta_scale;
     }
     /* ggml's rotate_pairs, as GCC contracts it into fmas (-ffp-contract=fast):
@@ -80,10 +100,10 @@ void coli_rope(float *x, int n_heads, int head_dim, int n_rot, int pos, float ba
      * (tests/engine/test_shapes.py: llama with 128-wide heads tells the two
      * fusions of the second output apart, 32- and 64-wide ones seldom do) */
     for (int h = 0; h < n_heads; h++) {
-        float *v = x + (int64_t)h * head_dim;
+        float *v = x + (int64_t)h * head_stride;
         for (int i = 0; i < half; i++) {
             const float c = cs[i][0], sn = cs[i][1];
-            if (type == COLI_ROPE_NEOX) {
+            if (p->type == COLI_ROPE_NEOX) {
                 const float x0 = v[i], x1 = v[i + half];
                 v[i] = fmaf(c, x0, -(sn * x1));
                 v[i + half] = fmaf(sn, x0, c * x1);
@@ -121,6 +141,10 @@ void coli_softmax_ggml(float *x, int n) {
     for (int i = 0; i < n; i++) max = x[i] > max ? x[i] : max;
     double sum = 0.0;
     int i = 0;
+    if (coli_kernels()->f32_lanes == 8) {
+        sum = coli_exp_sum_avx2(x, n, max); /* its tail included */
+        i = n;
+    }
     for (; i + 15 < n; i += 16) {
         for (int k = i; k < i + 16; k++) x[k] = coli_ggml_expf(x[k] - max);
         sum += (double)reduce_add16(x + i);

@@ -75,6 +75,9 @@ def _kv_bytes_per_slot(meta: dict, arch: str, n_layer: int, ctx: int) -> int:
     n_embd = int(meta.get(f"{arch}.embedding_length") or 0)
     k = int(meta.get(f"{arch}.attention.key_length") or n_embd // max(n_head, 1))
     v = int(meta.get(f"{arch}.attention.value_length") or k)
+    if meta.get(f"{arch}.attention.key_length_mla"):
+        # MLA: one latent row per token (kv_lora_rank + rope dims, key_length); the values are read from it
+        return n_layer * ctx * int(n_head_kv) * k * 2
     return n_layer * ctx * int(n_head_kv) * (k + v) * 2  # f16 keys and values
 
 
@@ -97,8 +100,9 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
     with GGUFFile(path) as g:
         info = g.describe()
         arch = info.get("arch") or "?"
-        keys = ("head_count", "head_count_kv", "key_length", "value_length")
+        keys = ("head_count", "head_count_kv", "key_length", "value_length", "key_length_mla")
         meta = {k: g.get(k) for k in [f"{arch}.attention.{x}" for x in keys] + [f"{arch}.embedding_length"]}
+        mtp_layers = int(g.get(f"{arch}.nextn_predict_layers") or 0)  # in the file, never run nor cached
         dense = experts = 0
         moe_layers = set()
         for t in g.tensors():
@@ -107,7 +111,7 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
                 moe_layers.add(t.name.split(".")[1])
             else:
                 dense += t.nbytes
-    n_layer = int(info.get("n_layer") or 0)
+    n_layer = int(info.get("n_layer") or 0) - mtp_layers
     n_expert = int(info.get("n_expert") or 0)
     used = int(info.get("n_expert_used") or 0)
     trained = int(info.get("n_ctx_train") or 4096)
