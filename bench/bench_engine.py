@@ -36,9 +36,10 @@ if engine == "colibri":
         tok, _ = e.sample(); e.eval([tok], pos); pos += 1
     t2 = time.perf_counter(); c2 = time.process_time()
 else:
-    import numpy as np, llama_cpp
+    import os, numpy as np, llama_cpp
+    # COLI_BENCH_FLASH_ATTN=1: llama.cpp with flash attention on (its default build path is off here)
     m = llama_cpp.Llama(model_path=model, n_ctx=ctx, n_threads=threads, n_threads_batch=threads, n_batch=512,
-                        logits_all=False, verbose=False)
+                        logits_all=False, verbose=False, flash_attn=os.environ.get("COLI_BENCH_FLASH_ATTN") == "1")
     prompt = m.tokenize(real_text().encode(), add_bos=True)[:n_prompt]
     c0 = time.process_time(); t0 = time.perf_counter(); m.eval(prompt); t1 = time.perf_counter(); c1 = time.process_time()
     for _ in range(n_gen):

@@ -10,7 +10,8 @@ runs here). The files are generated on first use into COLI_FIXTURE_DIR (or
 ~/.cache/colibri/fixtures): about 1.4 GB (Q4_0) and 2.7 GB (Q8_0), a minute each.
 
     python bench/bench_moe.py [--arch qwen3moe] [--quants Q4_0,Q8_0] [--threads 2]
-                              [--reps 3] [--isa avx2] [--peer-only] [--json out.json]
+                              [--reps 3] [--isa avx2] [--peer-only] [--flash-attn off|on|both]
+                              [--ctx 512 --prompt-tokens 256] [--json out.json]
 """
 from __future__ import annotations
 
@@ -43,8 +44,6 @@ except Exception as e:
         raise
     print(json.dumps({"refused": str(e)}))
 """
-
-ENGINES = ("colibri", "llama.cpp")
 
 BANDWIDTH_C = r"""
 #include <pthread.h>
@@ -130,7 +129,7 @@ def active_bytes(path: str) -> tuple[int, int, int]:
     n_expert, n_used = field("expert_count"), field("expert_used_count")
     total = active = experts = 0
     skip = set()
-    if "glm4moe.nextn_predict_layers" in r.fields and field("nextn_predict_layers"):
+    if f"{arch}.nextn_predict_layers" in r.fields and field("nextn_predict_layers"):
         first_mtp = field("block_count") - field("nextn_predict_layers")
         skip = {f"blk.{i}." for i in range(first_mtp, field("block_count"))}
     for t in r.tensors:
@@ -150,16 +149,19 @@ def active_bytes(path: str) -> tuple[int, int, int]:
 
 
 def run_child(engine: str, model: str, args) -> dict:
-    cmd = [sys.executable, "-c", WRAPPED_CHILD, CHILD, engine, model, str(args.threads), str(args.prompt_tokens),
-           str(args.gen_tokens), str(args.ctx), ROOT]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    """One run; "llama.cpp+fa" is llama.cpp with flash attention on."""
+    env = dict(os.environ, COLI_BENCH_FLASH_ATTN="1" if engine.endswith("+fa") else "0")
+    cmd = [sys.executable, "-c", WRAPPED_CHILD, CHILD, engine.removesuffix("+fa"), model, str(args.threads),
+           str(args.prompt_tokens), str(args.gen_tokens), str(args.ctx), ROOT]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env=env)
     if out.returncode != 0:
         raise SystemExit(f"{engine} run failed on {model}:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def bench_file(model: str, args, bw: float) -> dict:
-    engines = ["llama.cpp"] if args.peer_only else list(ENGINES)
+    peers = {"off": ["llama.cpp"], "on": ["llama.cpp+fa"], "both": ["llama.cpp", "llama.cpp+fa"]}[args.flash_attn]
+    engines = peers if args.peer_only else ["colibri"] + peers
     results: dict[str, list[dict]] = {e: [] for e in engines}
     refused: dict[str, str] = {}
     for rep in range(args.reps):
@@ -193,9 +195,12 @@ def bench_file(model: str, args, bw: float) -> dict:
         else:
             print(f"{e:12s}  refused: {refused[e]}")
     ratio = None
-    if len(med) == 2:
-        ratio = {k: med["colibri"][k] / med["llama.cpp"][k] for k in ("prefill", "decode", "rss_mb")}
-        print(f"{'ratio':12s}{ratio['prefill']:15.2f}x{ratio['decode']:14.2f}x{'':13s}{ratio['rss_mb']:14.2f}x")
+    for peer in peers:
+        if "colibri" in med and peer in med:
+            r = {k: med["colibri"][k] / med[peer][k] for k in ("prefill", "decode", "rss_mb")}
+            ratio = ratio or r  # the first peer's (flash attention off unless --flash-attn on)
+            label = "ratio" if len(peers) == 1 else f"vs {peer}"
+            print(f"{label:12s}{r['prefill']:15.2f}x{r['decode']:14.2f}x{'':13s}{r['rss_mb']:14.2f}x")
     return {"model": model, "file_bytes": os.path.getsize(model), "active_bytes": active, "expert_bytes": experts,
             "tensor_bytes": total, "roofline_tok_s": roof, "median": med, "ratio": ratio, "refused": refused,
             "runs": results}
@@ -214,6 +219,8 @@ def main() -> int:
     ap.add_argument("--gen-tokens", type=int, default=128)
     ap.add_argument("--ctx", type=int, default=512)
     ap.add_argument("--peer-only", action="store_true", help="run llama.cpp alone")
+    ap.add_argument("--flash-attn", choices=("off", "on", "both"), default="off",
+                    help="llama.cpp's flash attention: off (the arithmetic colibri mirrors), on, or both (two peers)")
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args()
     if args.isa:
