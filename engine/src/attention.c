@@ -224,8 +224,18 @@ void coli_attention(const coli_model *m, coli_state *s, int il, int n) {
         job.kqv_dot = k->vec_dot_mm;
         job.kqv_dot2 = k->vec_dot_mm_2w;
     }
-    /* too few (token, kv head) pairs to keep the threads busy: one task per head */
-    if (n * hp->n_head_kv < coli_pool_size(s->pool)) job.heads_per_task = 1;
+    /* too few (token, kv head) pairs to keep the threads busy: split each group
+     * over the threads, in runs as long as still keep them busy (each K and V
+     * row read once per run of heads, not once per head) */
+    const int nth = coli_pool_size(s->pool), tasks = n * hp->n_head_kv;
+    if (tasks < nth) {
+        const int group = hp->n_head / hp->n_head_kv;
+        int per = group * tasks / nth;
+        if (per > job.heads_per_task) per = job.heads_per_task;
+        if (per < 1) per = 1;
+        while (group % per) per--;
+        job.heads_per_task = per;
+    }
     if (!hp->mla) {
         coli_pool_run(s->pool, attn_worker, &job);
         return;
