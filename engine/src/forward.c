@@ -112,6 +112,14 @@ int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store
         }
         s->vt = p;
     }
+    if (hp->mla_fused) {
+        const size_t qh = (size_t)hp->head_dim_nope + hp->n_rot;
+        s->mla_q = take(s, nb * hp->n_head * qh * sizeof(float));
+        s->mla_qa = take(s, nb * (size_t)(hp->q_lora_rank > 0 ? hp->q_lora_rank : 1) * sizeof(float));
+        s->mla_in = take(s, nb * (size_t)hp->kv_lora_rank * sizeof(float));
+        s->mla_kva = take(s, nb * (size_t)(hp->kv_lora_rank + hp->n_rot) * sizeof(float));
+        s->mla_kvb = take(s, nb * hp->n_head * (size_t)(hp->head_dim_nope + hp->head_dim_mla_v) * sizeof(float));
+    }
     /* the largest activation conversion any matmul of a batch needs */
     size_t need = 0;
     for (int il = 0; il < hp->n_layer; il++) {
@@ -119,7 +127,7 @@ int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store
         const coli_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down,
                                   &L->ffn_gate_inp, &L->exps.gate, &L->exps.up, &L->exps.down, &L->gate_shexp,
                                   &L->up_shexp, &L->down_shexp, &L->wq_a, &L->wq_b, &L->wkv_a, &L->wk_b,
-                                  &L->wv_b};
+                                  &L->wv_b, &L->wkv_b};
         for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) {
             if (!mats[i]->n_in) continue; /* absent in this layer */
             size_t sz = coli_matmul_scratch_size(mats[i]->type, mats[i]->n_in, n_batch);
@@ -245,25 +253,31 @@ static int per_head_matmul(coli_state *s, const coli_mat *w0, size_t stride, int
     return 0;
 }
 
+/* Queries of MLA's layers: attn_norm, then the q LoRA (wq_a, its norm, wq_b) or one attn_q. */
+static int mla_queries(const coli_model *m, coli_state *s, int il, int n) {
+    const coli_hparams *hp = &m->hp;
+    const coli_layer *L = &m->layers[il];
+    const int E = hp->n_embd;
+    int rc;
+    for (int i = 0; i < n; i++) coli_rmsnorm(s->xn + (size_t)i * E, s->x + (size_t)i * E, L->attn_norm, E, hp->rms_eps);
+    if (hp->q_lora_rank <= 0) return matmul(s, &L->wq, s->xn, n, s->mla_q);
+    if ((rc = matmul(s, &L->wq_a, s->xn, n, s->mla_qa))) return rc;
+    for (int i = 0; i < n; i++) {
+        float *qa = s->mla_qa + (size_t)i * hp->q_lora_rank;
+        coli_rmsnorm(qa, qa, L->q_a_norm, hp->q_lora_rank, hp->rms_eps);
+    }
+    return matmul(s, &L->wq_b, s->mla_qa, n, s->mla_q);
+}
+
 static int mla_attention(const coli_model *m, coli_state *s, int il, int n) {
     const coli_hparams *hp = &m->hp;
     const coli_layer *L = &m->layers[il];
-    const int E = hp->n_embd, H = hp->n_head, R = hp->kv_lora_rank, rot = hp->n_rot, nope = hp->head_dim_nope;
+    const int H = hp->n_head, R = hp->kv_lora_rank, rot = hp->n_rot, nope = hp->head_dim_nope;
     const int qh = nope + rot; /* a projected query head */
     const int kd = R + rot;    /* a cached row, and an absorbed query head */
     const int V = hp->head_dim_mla_v;
     int rc;
-    for (int i = 0; i < n; i++) coli_rmsnorm(s->xn + (size_t)i * E, s->x + (size_t)i * E, L->attn_norm, E, hp->rms_eps);
-    if (hp->q_lora_rank > 0) {
-        if ((rc = matmul(s, &L->wq_a, s->xn, n, s->mla_qa))) return rc;
-        for (int i = 0; i < n; i++) {
-            float *qa = s->mla_qa + (size_t)i * hp->q_lora_rank;
-            coli_rmsnorm(qa, qa, L->q_a_norm, hp->q_lora_rank, hp->rms_eps);
-        }
-        if ((rc = matmul(s, &L->wq_b, s->mla_qa, n, s->mla_q))) return rc;
-    } else if ((rc = matmul(s, &L->wq, s->xn, n, s->mla_q))) {
-        return rc;
-    }
+    if ((rc = mla_queries(m, s, il, n))) return rc;
     if ((rc = matmul(s, &L->wkv_a, s->xn, n, s->k))) return rc;
     for (int i = 0; i < n; i++) {
         const int pos = s->rows[i].pos;
@@ -291,6 +305,43 @@ static int mla_attention(const coli_model *m, coli_state *s, int il, int n) {
                               (size_t)H * V, (size_t)V, false))) /* kqv: contiguous */
         return rc;
     return matmul(s, &L->wo, s->mla_att, n, s->tmp);
+}
+
+/* An older file's MLA (one fused attn_kv_b, no attention.key_length_mla):
+ * llama.cpp decompresses the latent into full heads and runs plain
+ * multi-head attention (src/models/deepseek2.cpp, the !is_mla branch):
+ * K = [k_nope | the shared RoPE key], V per head, both cached whole. */
+static int mla_fused_attention(const coli_model *m, coli_state *s, int il, int n) {
+    const coli_hparams *hp = &m->hp;
+    const coli_layer *L = &m->layers[il];
+    const int H = hp->n_head, R = hp->kv_lora_rank, rot = hp->n_rot, nope = hp->head_dim_nope;
+    const int hd = nope + rot, V = hp->head_dim_mla_v, kvw = nope + V;
+    int rc;
+    if ((rc = mla_queries(m, s, il, n))) return rc;
+    if ((rc = matmul(s, &L->wkv_a, s->xn, n, s->mla_kva))) return rc;
+    for (int i = 0; i < n; i++) {
+        float *kva = s->mla_kva + (size_t)i * (R + rot);
+        coli_rope(kva + R, 1, rot, rot, s->rows[i].pos, &L->rope);
+        coli_rmsnorm(s->mla_in + (size_t)i * R, kva, L->kv_a_norm, R, hp->rms_eps);
+    }
+    if ((rc = matmul(s, &L->wkv_b, s->mla_in, n, s->mla_kvb))) return rc;
+    for (int i = 0; i < n; i++) {
+        const coli_kv *kv = s->rows[i].kv;
+        const int pos = s->rows[i].pos;
+        float *q = s->q + (size_t)i * H * hd;
+        memcpy(q, s->mla_q + (size_t)i * H * hd, (size_t)H * hd * sizeof(float));
+        coli_rope(q + nope, H, hd, rot, pos, &L->rope); /* the trailing rot dims of each head */
+        const float *kvb = s->mla_kvb + (size_t)i * H * kvw, *k_pe = s->mla_kva + (size_t)i * (R + rot) + R;
+        coli_half *kdst = kv->k + ((size_t)il * kv->n_ctx + pos) * kv->k_dim;
+        coli_half *vc = kv->v + (size_t)il * kv->v_dim * kv->n_ctx;
+        for (int h = 0; h < H; h++) {
+            for (int d = 0; d < nope; d++) kdst[h * hd + d] = coli_fp32_to_fp16(kvb[h * kvw + d]);
+            for (int d = 0; d < rot; d++) kdst[h * hd + nope + d] = coli_fp32_to_fp16(k_pe[d]);
+            for (int d = 0; d < V; d++) vc[((size_t)h * V + d) * kv->n_ctx + pos] = coli_fp32_to_fp16(kvb[h * kvw + nope + d]);
+        }
+    }
+    coli_attention(m, s, il, n);
+    return matmul(s, &L->wo, s->att, n, s->tmp);
 }
 
 /* ---- feed-forward ----------------------------------------------------- */
@@ -350,7 +401,9 @@ int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n
     const double t_start = coli_now_s();
     for (int il = 0; il < hp->n_layer; il++) {
         const double t0 = coli_now_s();
-        if ((rc = m->hp.mla ? mla_attention(m, s, il, n) : attention(m, s, il, n))) return rc;
+        rc = m->hp.mla ? mla_attention(m, s, il, n) : m->hp.mla_fused ? mla_fused_attention(m, s, il, n)
+                                                                       : attention(m, s, il, n);
+        if (rc) return rc;
         const double t1 = coli_now_s();
         add_rows(s->x, s->tmp, (size_t)n * E);
         if ((rc = ffn(m, s, il, n))) return rc;

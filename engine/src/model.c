@@ -128,10 +128,23 @@ static int mla_hparams(coli_hparams *hp, const gguf_file *f, const char *a) {
     if ((rc = get_u32_req(f, a, "attention.kv_lora_rank", &hp->kv_lora_rank))) return rc;
     if ((rc = get_u32_opt(f, a, "attention.key_length_mla", &k_mla))) return rc;
     if ((rc = get_u32_opt(f, a, "attention.value_length_mla", &v_mla))) return rc;
+    float log_mul = 0.0f;
+    if ((rc = get_f32_opt(f, a, "rope.scaling.yarn_log_multiplier", &log_mul))) return rc;
+    hp->rope_yarn_log_mul = log_mul / 0.1f; /* the converter wrote 0.1 * mscale_all_dim */
+    if (!k_mla && !v_mla) { /* an older converter's file: heads of nope + rot (key_length), fused attn_kv_b */
+        if (hp->kv_lora_rank <= 0 || hp->head_dim <= hp->n_rot || hp->n_head_kv != hp->n_head)
+            return coli_fail(COLI_E_CORRUPT,
+                             "corrupt: a fused-attn_kv_b MLA file needs heads of more than the %d rotary dims and "
+                             "as many key/value heads as heads (%d, not %d), and a kv_lora_rank",
+                             hp->n_rot, hp->n_head, hp->n_head_kv);
+        hp->mla = false;
+        hp->mla_fused = true;
+        hp->head_dim_nope = hp->head_dim - hp->n_rot;
+        hp->head_dim_mla_v = hp->head_dim_v;
+        return 0;
+    }
     if (!k_mla || !v_mla)
-        return coli_fail(COLI_E_UNSUPPORTED,
-                         "unsupported: this %s file has no attention.key_length_mla: it is from an older converter "
-                         "(one fused attn_kv_b); convert it again with a current llama.cpp for the compressed cache", a);
+        return coli_fail(COLI_E_CORRUPT, "corrupt: %s has only one of attention.key_length_mla / value_length_mla", a);
     if (hp->kv_lora_rank <= 0 || hp->head_dim != hp->kv_lora_rank + hp->n_rot || hp->head_dim_v != hp->kv_lora_rank ||
         hp->n_head_kv != 1)
         return coli_fail(COLI_E_CORRUPT,
@@ -144,9 +157,6 @@ static int mla_hparams(coli_hparams *hp, const gguf_file *f, const char *a) {
                          hp->n_rot, v_mla);
     hp->head_dim_nope = k_mla - hp->n_rot;
     hp->head_dim_mla_v = v_mla;
-    float log_mul = 0.0f;
-    if ((rc = get_f32_opt(f, a, "rope.scaling.yarn_log_multiplier", &log_mul))) return rc;
-    hp->rope_yarn_log_mul = log_mul / 0.1f; /* the converter wrote 0.1 * mscale_all_dim */
     return 0;
 }
 
@@ -162,7 +172,7 @@ static int yarn_attn_factor(coli_hparams *hp, const gguf_file *f, const char *a)
         const float factor = 1.0f / freq_scale;
         if (hp->rope_yarn_log_mul != 0.0f) {
             const float all_dims = hp->rope_yarn_log_mul;
-            const float mscale = hp->mla && all_dims != 1.0f ? all_dims : 1.0f;
+            const float mscale = (hp->mla || hp->mla_fused) && all_dims != 1.0f ? all_dims : 1.0f;
             hp->yarn_attn_factor = yarn_get_mscale(factor, mscale) / yarn_get_mscale(factor, all_dims);
         } else {
             hp->yarn_attn_factor = yarn_get_mscale(factor, 1.0f);
@@ -170,7 +180,7 @@ static int yarn_attn_factor(coli_hparams *hp, const gguf_file *f, const char *a)
         hp->yarn_attn_factor *= 1.0f / (1.0f + 0.1f * logf(factor));
     }
     hp->yarn_attn_factor *= rope_attn_factor;
-    if (hp->mla) {
+    if (hp->mla || hp->mla_fused) {
         const float org = hp->yarn_attn_factor * (1.0f + 0.1f * logf(1.0f / freq_scale));
         const float mscale = org * (1.0f + 0.1f * hp->rope_yarn_log_mul * logf(1.0f / freq_scale));
         hp->kq_scale = 1.0f * mscale * mscale / sqrtf((float)(hp->head_dim_nope + hp->n_rot));
@@ -383,9 +393,6 @@ static int load_mla(coli_model *m, const gguf_file *f, int il) {
     char name[96];
     int rc;
 #define T(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
-    if (gguf_find_tensor(f, T("attn_kv_b.weight")) && !gguf_find_tensor(f, T("attn_k_b.weight")))
-        return coli_fail(COLI_E_UNSUPPORTED, "unsupported: '%s' is the fused attn_kv_b of older converters; "
-                         "convert the model again with a current llama.cpp (split attn_k_b / attn_v_b)", name);
     if (hp->q_lora_rank > 0) {
         if ((rc = bind_mat(&L->wq_a, f, T("attn_q_a.weight"), E, hp->q_lora_rank))) return rc;
         if ((rc = bind_vec(&L->q_a_norm, f, T("attn_q_a_norm.weight"), hp->q_lora_rank, false))) return rc;
@@ -395,8 +402,18 @@ static int load_mla(coli_model *m, const gguf_file *f, int il) {
     }
     if ((rc = bind_mat(&L->wkv_a, f, T("attn_kv_a_mqa.weight"), E, R + hp->n_rot))) return rc;
     if ((rc = bind_vec(&L->kv_a_norm, f, T("attn_kv_a_norm.weight"), R, false))) return rc;
-    if ((rc = bind_heads(&L->wk_b, &L->wk_b_stride, f, T("attn_k_b.weight"), hp->head_dim_nope, R, (int)H))) return rc;
-    if ((rc = bind_heads(&L->wv_b, &L->wv_b_stride, f, T("attn_v_b.weight"), R, hp->head_dim_mla_v, (int)H))) return rc;
+    if (hp->mla_fused) {
+        if ((rc = bind_mat(&L->wkv_b, f, T("attn_kv_b.weight"), R, H * (hp->head_dim_nope + hp->head_dim_mla_v))))
+            return rc;
+    } else {
+        if (gguf_find_tensor(f, T("attn_kv_b.weight")) && !gguf_find_tensor(f, T("attn_k_b.weight")))
+            return coli_fail(COLI_E_CORRUPT, "corrupt: '%s' is a fused attn_kv_b but the metadata declares the "
+                             "split layout (attention.key_length_mla)", name);
+        if ((rc = bind_heads(&L->wk_b, &L->wk_b_stride, f, T("attn_k_b.weight"), hp->head_dim_nope, R, (int)H)))
+            return rc;
+        if ((rc = bind_heads(&L->wv_b, &L->wv_b_stride, f, T("attn_v_b.weight"), R, hp->head_dim_mla_v, (int)H)))
+            return rc;
+    }
     if ((rc = bind_mat(&L->wo, f, T("attn_output.weight"), H * hp->head_dim_mla_v, E))) return rc;
 #undef T
     return 0;
@@ -422,7 +439,7 @@ static int load_layer(coli_model *m, const gguf_file *f, int il) {
         if ((rc = bind_vec(&L->post_attn_norm, f, T("post_attention_norm.weight"), hp->n_embd, false))) return rc;
         if ((rc = bind_vec(&L->post_ffn_norm, f, T("post_ffw_norm.weight"), hp->n_embd, false))) return rc;
     }
-    if (hp->mla) {
+    if (hp->mla || hp->mla_fused) {
         if ((rc = load_mla(m, f, il))) return rc;
     } else {
         const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim;
@@ -493,7 +510,7 @@ int coli_model_load(coli_model *m, const gguf_file *f) {
     char key[160];
     uint32_t gating;
     snprintf(key, sizeof key, "%s.expert_gating_func", m->arch);
-    if (hp->mla && hp->n_expert > 0 && gguf_get_u32(f, key, &gating) == 0 && (hp->n_layer == 47 || hp->n_layer == 48) &&
+    if ((hp->mla || hp->mla_fused) && hp->n_expert > 0 && gguf_get_u32(f, key, &gating) == 0 && (hp->n_layer == 47 || hp->n_layer == 48) &&
         hp->n_vocab == 154880)
         hp->gating = COLI_GATE_SIGMOID; /* GLM-4.7-Flash files without the key (llama.cpp's special case) */
     if ((rc = bind_mat(&m->tok_embd, f, "token_embd.weight", hp->n_embd, hp->n_vocab))) return rc;

@@ -93,6 +93,8 @@ typedef struct {
      * of kv_lora_rank + n_rot values per token (head_dim; n_head_kv 1); the
      * queries absorb attn_k_b and the outputs attn_v_b, as llama.cpp's MLA does */
     bool mla;
+    bool mla_fused;        /* instead: an older file's fused attn_kv_b, run as llama.cpp does, as MHA over
+                            * decompressed heads (head_dim = nope + rot, full K and V cached) */
     int q_lora_rank;       /* 0: one query matrix (V2-Lite) */
     int kv_lora_rank;
     int head_dim_nope;     /* per-head query/key dims without RoPE */
@@ -129,6 +131,7 @@ typedef struct {
     coli_mat wkv_a;          /* n_embd -> kv_lora_rank + n_rot: the latent and the shared RoPE key */
     float *kv_a_norm;        /* (kv_lora_rank) */
     coli_mat wk_b, wv_b;     /* head 0's: nope -> kv_lora_rank, kv_lora_rank -> head_dim_mla_v */
+    coli_mat wkv_b;          /* mla_fused: kv_lora_rank -> n_head * (nope + head_dim_mla_v) */
     size_t wk_b_stride, wv_b_stride; /* bytes from one head's matrix to the next */
 } coli_layer;
 
@@ -214,6 +217,7 @@ typedef struct {
     float *mla_qa;          /* [n_batch][q_lora_rank] */
     float *mla_in, *mla_out; /* [n_batch][max(nope, kv_lora_rank)] one head's rows, gathered / its product */
     float *mla_att;         /* [n_batch][n_head * head_dim_mla_v] attention output after attn_v_b */
+    float *mla_kva, *mla_kvb; /* mla_fused: [n_batch][kv_lora_rank + n_rot], [n_batch][n_head * (nope + v)] */
     coli_half *vt;          /* values transposed per sequence: [vt_seqs][kv_lora_rank][vt_cells] (mapped lazily) */
     size_t vt_bytes;
     int vt_seqs, vt_cells;

@@ -23,7 +23,8 @@ from tests.reference import (assert_same_greedy, compare_logits, greedy_with_mar
 pytest.importorskip("gguf")
 
 QUANTS = ("F32", "Q8_0", "Q4_0", "Q4_K")
-VARIANTS = {"q_lora": {}, "no_q_lora": {"q_lora_rank": 0}}
+VARIANTS = {"q_lora": {}, "no_q_lora": {"q_lora_rank": 0},
+            "fused_kv_b": {"mla_fused_kv_b": True}}  # older converters: llama.cpp's MHA path, full heads cached
 POSITIONS = 600  # teacher-forced, one sequence
 TOP1_MIN = 0.995  # where llama.cpp's own top-2 are >= 0.05 apart
 N_GREEDY = 32
@@ -96,8 +97,8 @@ def _patched(src, dst, key: str, value: int | None = None, rename: str | None = 
     ("deepseek2.attention.head_count_kv", 2, None, "one key/value head"),
     ("deepseek2.expert_group_used_count", 5, None, "groups used"),
     ("deepseek2.expert_group_count", 3, None, "groups must divide the experts"),
-    ("deepseek2.attention.key_length_mla", None, "deepseek2.attention.key_length_mlx", "older converter"),
-], ids=["rank", "kv_heads", "topk_group", "n_group", "no_mla_keys"])
+    ("deepseek2.attention.key_length_mla", None, "deepseek2.attention.key_length_mlx", "only one of"),
+], ids=["rank", "kv_heads", "topk_group", "n_group", "half_mla_keys"])
 def test_bad_mla_metadata_is_a_named_error(tmp_path, key, value, rename, fragment):
     bad = _patched(mm.tiny("deepseek2", "Q8_0"), tmp_path / "bad.gguf", key, value, rename)
     with pytest.raises(EngineError, match=fragment):
