@@ -317,20 +317,31 @@ static int bind_mat(coli_mat *w, const gguf_file *f, const char *name, int64_t n
     return mat_from_tensor(w, t, name, n_in, n_out);
 }
 
-/* One 3-D expert tensor [n_in, n_out, n_expert] as expert 0's matrix + stride. */
-static int bind_exps(coli_mat *w, size_t *stride, uint64_t *off, const gguf_file *f, const char *name, int64_t n_in,
-                     int64_t n_out, int n_expert) {
+/* Slice 0 of a 3-D tensor [n_in, n_out, n] as a matrix, and the bytes from one
+ * slice to the next; `what` says in the shape error what the third axis counts. */
+static int bind_3d(coli_mat *w, size_t *stride, const gguf_file *f, const char *name, int64_t n_in, int64_t n_out,
+                   int n, const char *what) {
     const gguf_tensor *t = gguf_find_tensor(f, name);
     if (!t) return coli_fail(COLI_E_MISSING, "missing: tensor '%s' is not in the file", name);
-    if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n_expert)
+    if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n)
         return coli_fail(COLI_E_CORRUPT,
                          "corrupt: tensor '%s' has shape [%" PRId64 ", %" PRId64 ", %" PRId64 "], expected [%" PRId64
-                         ", %" PRId64 ", %d] (the file declares %d experts)",
-                         name, t->ne[0], t->ne[1], t->ne[2], n_in, n_out, n_expert, n_expert);
+                         ", %" PRId64 ", %d] (%s)",
+                         name, t->ne[0], t->ne[1], t->ne[2], n_in, n_out, n, what);
     int rc = mat_from_tensor(w, t, name, n_in, n_out);
     if (rc) return rc;
     *stride = coli_row_size(t->type, n_in) * (size_t)n_out;
-    *off = gguf_data_offset(f) + t->offset;
+    return 0;
+}
+
+/* One 3-D expert tensor [n_in, n_out, n_expert] as expert 0's matrix + stride. */
+static int bind_exps(coli_mat *w, size_t *stride, uint64_t *off, const gguf_file *f, const char *name, int64_t n_in,
+                     int64_t n_out, int n_expert) {
+    char what[64];
+    snprintf(what, sizeof what, "the file declares %d experts", n_expert);
+    int rc = bind_3d(w, stride, f, name, n_in, n_out, n_expert, what);
+    if (rc) return rc;
+    *off = gguf_data_offset(f) + gguf_find_tensor(f, name)->offset;
     return 0;
 }
 
@@ -371,17 +382,7 @@ static int bind_vec(float **out, const gguf_file *f, const char *name, int64_t n
 /* Head 0's matrix of a per-head 3-D tensor [n_in, n_out, n_head] (attn_k_b, attn_v_b). */
 static int bind_heads(coli_mat *w, size_t *stride, const gguf_file *f, const char *name, int64_t n_in, int64_t n_out,
                       int n_head) {
-    const gguf_tensor *t = gguf_find_tensor(f, name);
-    if (!t) return coli_fail(COLI_E_MISSING, "missing: tensor '%s' is not in the file", name);
-    if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n_head)
-        return coli_fail(COLI_E_CORRUPT,
-                         "corrupt: tensor '%s' has shape [%" PRId64 ", %" PRId64 ", %" PRId64 "], expected [%" PRId64
-                         ", %" PRId64 ", %d] (does the rank in the metadata match the tensors?)",
-                         name, t->ne[0], t->ne[1], t->ne[2], n_in, n_out, n_head);
-    int rc = mat_from_tensor(w, t, name, n_in, n_out);
-    if (rc) return rc;
-    *stride = coli_row_size(t->type, n_in) * (size_t)n_out;
-    return 0;
+    return bind_3d(w, stride, f, name, n_in, n_out, n_head, "does the rank in the metadata match the tensors?");
 }
 
 /* MLA's attention tensors (llama.cpp's llama_model_deepseek2::load_arch_tensors). */
