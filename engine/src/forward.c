@@ -92,11 +92,8 @@ int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store
     }
     if (hp->mla) {
         const size_t R = (size_t)hp->kv_lora_rank, nope = (size_t)hp->head_dim_nope;
-        const size_t wide = R > nope ? R : nope, out = R > (size_t)hp->head_dim_mla_v ? R : (size_t)hp->head_dim_mla_v;
         s->mla_q = take(s, nb * hp->n_head * (nope + hp->n_rot) * sizeof(float));
         s->mla_qa = take(s, nb * (size_t)(hp->q_lora_rank > 0 ? hp->q_lora_rank : 1) * sizeof(float));
-        s->mla_in = take(s, nb * wide * sizeof(float));
-        s->mla_out = take(s, nb * out * sizeof(float));
         s->mla_att = take(s, nb * hp->n_head * (size_t)hp->head_dim_mla_v * sizeof(float));
         s->vt_of_row = take(s, nb * sizeof(*s->vt_of_row));
         /* the transposed values of up to 16 sequences at once (more go in passes);
@@ -131,6 +128,7 @@ int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store
         for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) {
             if (!mats[i]->n_in) continue; /* absent in this layer */
             size_t sz = coli_matmul_scratch_size(mats[i]->type, mats[i]->n_in, n_batch);
+            if (mats[i] == &L->wk_b || mats[i] == &L->wv_b) sz *= (size_t)hp->n_head; /* all heads at once */
             if (sz > need) need = sz;
         }
     }
@@ -222,35 +220,19 @@ static int attention(const coli_model *m, coli_state *s, int il, int n) {
  * latent space, so attention is one-key-head MQA over the cache, and its
  * output comes back per head through attn_v_b before attn_output. */
 
-/* One head's matrix of a per-head 3-D tensor. */
-static coli_mat head_mat(const coli_mat *w0, size_t stride, int h) {
-    coli_mat w = *w0;
-    w.data = (const uint8_t *)w0->data + (size_t)h * stride;
-    return w;
-}
-
 /* y[i][h] = W_h x[i][h] for every head h: rows of x are `x_stride` floats with
  * head h's n_in inputs at h * x_head; y likewise (y_stride, y_head). As
  * ggml's mul_mat of a 3-D weight: never repacked, and with a strided
  * (permuted) input an F32 weight takes the one-row kernel for every row
- * (ggml only retries tinyBLAS after converting the input, which F32 skips). */
-static int per_head_matmul(coli_state *s, const coli_mat *w0, size_t stride, int n_head, const float *x,
+ * (ggml only retries tinyBLAS after converting the input, which F32 skips).
+ * All heads go through the pool at once: one pass, not one per head. */
+static int per_head_matmul(coli_state *s, const coli_mat *w, size_t stride, int n_head, const float *x,
                            size_t x_stride, size_t x_head, int n, float *y, size_t y_stride, size_t y_head,
                            bool strided_input) {
     int mode = s->rows_mode | COLI_ROWS_NOT_REPACKED;
-    if (strided_input && w0->type == GGML_TYPE_F32) mode = COLI_ROWS_ALONE | COLI_ROWS_NOT_REPACKED;
-    const int64_t n_in = w0->n_in, n_out = w0->n_out;
-    for (int h = 0; h < n_head; h++) {
-        for (int i = 0; i < n; i++)
-            memcpy(s->mla_in + (size_t)i * n_in, x + (size_t)i * x_stride + (size_t)h * x_head, (size_t)n_in * sizeof(float));
-        const coli_mat w = head_mat(w0, stride, h);
-        int rc = coli_matmul_ex(s->pool, w.data, w.type, w.n_in, w.n_out, s->mla_in, n, s->mla_out, s->mm_scratch,
-                                (coli_rows_mode)mode);
-        if (rc) return rc;
-        for (int i = 0; i < n; i++)
-            memcpy(y + (size_t)i * y_stride + (size_t)h * y_head, s->mla_out + (size_t)i * n_out, (size_t)n_out * sizeof(float));
-    }
-    return 0;
+    if (strided_input && w->type == GGML_TYPE_F32) mode = COLI_ROWS_ALONE | COLI_ROWS_NOT_REPACKED;
+    return coli_matmul_heads(s->pool, w->data, stride, w->type, w->n_in, w->n_out, n_head, x, x_stride, x_head, n,
+                             y, y_stride, y_head, s->mm_scratch, (coli_rows_mode)mode);
 }
 
 /* Queries of MLA's layers: attn_norm, then the q LoRA (wq_a, its norm, wq_b) or one attn_q. */

@@ -39,52 +39,57 @@ typedef struct {
     int64_t q_chunks;           /* n_rows * q_parts */
     atomic_llong q_next;        /* next conversion chunk to claim */
     atomic_llong q_done;        /* conversion chunks finished */
+    /* several heads of one shape in one call (coli_matmul_heads): head h reads
+     * x + h * x_head, converts into xq + h * xq_head, writes y + h * y_head */
+    int64_t n_heads, head_chunks;
+    size_t w_head, xq_head;     /* bytes */
+    size_t x_row, x_head, y_row, y_head; /* floats */
 } mm_ctx;
 
-/* Conversion chunk k: row k / q_parts, a range of its blocks. */
+/* Conversion chunk k: of head k / (n_rows * q_parts), row (k / q_parts) % n_rows, a range of its blocks. */
 static void quantize_chunk(mm_ctx *c, int64_t k) {
-    const int64_t r = k / c->q_parts, part = k % c->q_parts;
+    const int64_t h = k / (c->n_rows * c->q_parts), r = (k / c->q_parts) % c->n_rows, part = k % c->q_parts;
     const int64_t nb = c->n_in / c->act_blck;
     const int64_t b0 = part * c->q_blocks, b1 = b0 + c->q_blocks < nb ? b0 + c->q_blocks : nb;
-    c->from_float(c->x + r * c->n_in + b0 * c->act_blck, (char *)c->xq + r * c->xq_stride + b0 * c->act_blck_bytes,
-                  (b1 - b0) * c->act_blck);
+    c->from_float(c->x + h * c->x_head + r * c->x_row + b0 * c->act_blck,
+                  (char *)c->xq + h * c->xq_head + r * c->xq_stride + b0 * c->act_blck_bytes, (b1 - b0) * c->act_blck);
 }
 
 /* 16 weight rows by the 16-row kernels, when they exist for every row's arithmetic */
-static int dot_16w(const mm_ctx *c, int64_t o) {
+static int dot_16w(const mm_ctx *c, const char *w, const char *xq, float *y0, int64_t o) {
     if ((c->mm_rows > 0 && !c->vec_dot_mm_16w) || (c->mm_rows < c->n_rows && !c->vec_dot_16w)) return 0;
-    const char *wr = c->w + o * c->w_row_bytes;
+    const char *wr = w + o * c->w_row_bytes;
     if (c->mm_rows > 0)
-        c->vec_dot_mm_16w((int)c->n_in, wr, c->w_row_bytes, c->xq, c->xq_stride, c->y + o, (size_t)c->n_out,
-                          (int)c->mm_rows);
+        c->vec_dot_mm_16w((int)c->n_in, wr, c->w_row_bytes, xq, c->xq_stride, y0 + o, c->y_row, (int)c->mm_rows);
     if (c->mm_rows < c->n_rows)
-        c->vec_dot_16w((int)c->n_in, wr, c->w_row_bytes, (const char *)c->xq + c->mm_rows * c->xq_stride, c->xq_stride,
-                       c->y + c->mm_rows * c->n_out + o, (size_t)c->n_out, (int)(c->n_rows - c->mm_rows));
+        c->vec_dot_16w((int)c->n_in, wr, c->w_row_bytes, xq + c->mm_rows * c->xq_stride, c->xq_stride,
+                       y0 + c->mm_rows * c->y_row + o, c->y_row, (int)(c->n_rows - c->mm_rows));
     return 1;
 }
 
-static void dot_chunk(const mm_ctx *c, int64_t o0, int64_t o1) {
+/* Output columns [o0, o1) of one head: weights w, converted rows xq, output y0. */
+static void dot_chunk(const mm_ctx *c, const char *w, const char *xq, float *y0, int64_t o0, int64_t o1) {
     for (int64_t o = o0; o < o1;) {
-        if (o + 16 <= o1 && dot_16w(c, o)) {
+        if (o + 16 <= o1 && dot_16w(c, w, xq, y0, o)) {
             o += 16;
             continue;
         }
-        const char *wr = c->w + o * c->w_row_bytes;
+        const char *wr = w + o * c->w_row_bytes;
         /* a pair of weight rows per call where a kernel does it, same bits */
         const int two = o + 1 < o1 && (c->mm_rows == 0 || c->vec_dot_mm_2w) && (c->mm_rows == c->n_rows || c->vec_dot_2w);
         for (int64_t r = 0; r < c->n_rows;) {
             const int64_t end = r < c->mm_rows ? c->mm_rows : c->n_rows;
             const int nr = (int)(end - r < COLI_MAX_NR ? end - r : COLI_MAX_NR);
-            const char *a = (const char *)c->xq + r * c->xq_stride;
-            float *y = c->y + r * c->n_out + o;
+            const char *a = xq + r * c->xq_stride;
+            float *y = y0 + r * c->y_row + o;
             if (r < c->mm_rows && two) {
-                c->vec_dot_mm_2w((int)c->n_in, wr, c->w_row_bytes, a, c->xq_stride, y, (size_t)c->n_out, nr);
+                c->vec_dot_mm_2w((int)c->n_in, wr, c->w_row_bytes, a, c->xq_stride, y, c->y_row, nr);
             } else if (r < c->mm_rows) {
-                c->vec_dot_mm((int)c->n_in, wr, a, c->xq_stride, y, (size_t)c->n_out, nr);
+                c->vec_dot_mm((int)c->n_in, wr, a, c->xq_stride, y, c->y_row, nr);
             } else if (two) {
-                c->vec_dot_2w((int)c->n_in, wr, c->w_row_bytes, a, c->xq_stride, y, (size_t)c->n_out, nr);
+                c->vec_dot_2w((int)c->n_in, wr, c->w_row_bytes, a, c->xq_stride, y, c->y_row, nr);
             } else {
-                c->vec_dot((int)c->n_in, wr, a, c->xq_stride, y, (size_t)c->n_out, nr);
+                c->vec_dot((int)c->n_in, wr, a, c->xq_stride, y, c->y_row, nr);
             }
             r += nr;
         }
@@ -111,9 +116,9 @@ static void mm_worker(void *p, int ith, int nth) {
     for (;;) {
         const int64_t k = atomic_fetch_add_explicit(&c->next_chunk, 1, memory_order_relaxed);
         if (k >= c->n_chunks) break;
-        const int64_t o0 = k * c->chunk_rows;
+        const int64_t h = k / c->head_chunks, o0 = (k % c->head_chunks) * c->chunk_rows;
         const int64_t o1 = o0 + c->chunk_rows < c->n_out ? o0 + c->chunk_rows : c->n_out;
-        dot_chunk(c, o0, o1);
+        dot_chunk(c, c->w + h * c->w_head, (const char *)c->xq + h * c->xq_head, c->y + h * c->y_head, o0, o1);
     }
 }
 
@@ -148,7 +153,7 @@ static void plan_quantize(mm_ctx *c, const ggml_type_traits *at, int nth) {
     if (parts > nb) parts = nb;
     c->q_blocks = (nb + parts - 1) / parts;
     c->q_parts = (nb + c->q_blocks - 1) / c->q_blocks;
-    c->q_chunks = c->n_rows * c->q_parts;
+    c->q_chunks = c->n_heads * c->n_rows * c->q_parts;
     atomic_init(&c->q_next, 0);
     atomic_init(&c->q_done, 0);
 }
@@ -169,12 +174,14 @@ static void set_kernels(mm_ctx *c, const coli_type_kernels *k, coli_rows_mode mo
 }
 
 static void plan_chunks(mm_ctx *c, int nth) {
-    /* ~8 chunks per thread for balance, at least 16 rows each */
-    int64_t rows = (c->n_out + nth * 8 - 1) / (nth * 8);
+    /* ~8 chunks per thread for balance (over all heads), at least 16 rows each */
+    const int64_t per = (nth * 8 + c->n_heads - 1) / c->n_heads;
+    int64_t rows = (c->n_out + per - 1) / per;
     if (rows < 16) rows = 16;
     if (c->vec_dot_16w || c->vec_dot_mm_16w) rows = (rows + 15) & ~(int64_t)15;  /* whole 16-row tiles */
     c->chunk_rows = rows;
-    c->n_chunks = (c->n_out + rows - 1) / rows;
+    c->head_chunks = (c->n_out + rows - 1) / rows;
+    c->n_chunks = c->head_chunks * c->n_heads;
     atomic_init(&c->next_chunk, 0);
 }
 
@@ -188,6 +195,9 @@ static void mm_init(mm_ctx *c, coli_pool *pool, const void *w, uint32_t wtype, c
     c->w_row_bytes = coli_row_size(wtype, n_in);
     c->n_out = n_out;
     c->y = y;
+    c->n_heads = 1;
+    c->x_row = (size_t)n_in;
+    c->y_row = (size_t)n_out;
     set_kernels(c, k, mode);
     c->pool = pool;
 }
@@ -226,6 +236,45 @@ int coli_matmul_ex(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in,
     return COLI_OK;
 }
 
+int coli_matmul_heads(coli_pool *pool, const void *w, size_t w_head, uint32_t wtype, int64_t n_in, int64_t n_out,
+                      int n_heads, const float *x, size_t x_row, size_t x_head, int64_t n_rows, float *y,
+                      size_t y_row, size_t y_head, void *scratch, coli_rows_mode mode) {
+    const coli_type_kernels *k = NULL;
+    if (mode & COLI_ROWS_NOT_REPACKED) {
+        if (wtype < GGML_TYPE_COUNT) k = coli_plain_kernels(coli_kernels(), wtype);
+        mode = (coli_rows_mode)(mode & ~COLI_ROWS_NOT_REPACKED);
+    }
+    int rc = check_shape(wtype, n_in, n_out, n_rows, &k);
+    if (rc) return rc;
+    if (n_heads <= 0 || x_row < (size_t)n_in || y_row < (size_t)n_out)
+        return coli_fail(COLI_E_ARG, "matmul_heads: %d heads, row strides %zu / %zu", n_heads, x_row, y_row);
+    if (n_rows == 0 || n_out == 0) return COLI_OK;
+    mm_ctx c;
+    mm_init(&c, pool, w, wtype, k, n_in, n_out, n_rows, y, mode);
+    c.x = x;
+    c.n_heads = n_heads;
+    c.w_head = w_head;
+    c.x_row = x_row;
+    c.x_head = x_head;
+    c.y_row = y_row;
+    c.y_head = y_head;
+    if (k->vec_dot_type == GGML_TYPE_F32) { /* the kernels read the strided rows in place */
+        c.xq = (void *)x;
+        c.xq_stride = x_row * sizeof(float);
+        c.xq_head = x_head * sizeof(float);
+    } else {
+        if (!scratch) return coli_fail(COLI_E_ARG, "matmul: scratch is NULL");
+        c.xq = scratch;
+        c.xq_stride = coli_row_size(k->vec_dot_type, n_in);
+        c.xq_head = c.xq_stride * (size_t)n_rows;
+        c.from_float = coli_kernels()->type[k->vec_dot_type].from_float;
+        plan_quantize(&c, ggml_type_get(k->vec_dot_type), coli_pool_size(pool));
+    }
+    plan_chunks(&c, coli_pool_size(pool));
+    coli_pool_run_shared(pool, mm_worker, &c);
+    return COLI_OK;
+}
+
 int coli_matmul_quantize(coli_pool *pool, uint32_t wtype, int64_t n_in, const float *x, int64_t n_rows, void *xq) {
     const coli_type_kernels *k = NULL;
     int rc = check_shape(wtype, n_in, 0, n_rows, &k);
@@ -242,6 +291,8 @@ int coli_matmul_quantize(coli_pool *pool, uint32_t wtype, int64_t n_in, const fl
     c.xq = xq;
     c.n_in = n_in;
     c.n_rows = n_rows;
+    c.n_heads = 1;
+    c.x_row = (size_t)n_in;
     c.xq_stride = coli_row_size(k->vec_dot_type, n_in);
     c.from_float = coli_kernels()->type[k->vec_dot_type].from_float;
     c.pool = pool;

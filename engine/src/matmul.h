@@ -46,6 +46,15 @@ typedef enum { COLI_ROWS_BATCH = 0, COLI_ROWS_ALONE = 1, COLI_ROWS_UNIFORM = 2 }
 int coli_matmul_ex(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, int64_t n_out,
                    const float *x, int64_t n_rows, float *y, void *scratch, coli_rows_mode mode);
 
+/* n_heads products of one shape in one pass over the pool, as n_heads calls
+ * of coli_matmul_ex would give them: head h's weight is w + h * w_head bytes,
+ * its input row i x + i * x_row + h * x_head floats, its output row i
+ * y + i * y_row + h * y_head floats. Scratch: n_heads times
+ * coli_matmul_scratch_size(wtype, n_in, n_rows). */
+int coli_matmul_heads(coli_pool *pool, const void *w, size_t w_head, uint32_t wtype, int64_t n_in, int64_t n_out,
+                      int n_heads, const float *x, size_t x_row, size_t x_head, int64_t n_rows, float *y,
+                      size_t y_row, size_t y_head, void *scratch, coli_rows_mode mode);
+
 /* Same, with activations already converted to the weight's vec_dot type
  * (coli_matmul_quantize): n_rows rows of `xq_stride` bytes each. Lets several
  * weights that read the same input (Q/K/V, gate/up) convert it once. */

@@ -215,7 +215,7 @@ typedef struct {
     /* MLA (hp.mla) */
     float *mla_q;           /* [n_batch][n_head * (nope + rot)] the projected queries */
     float *mla_qa;          /* [n_batch][q_lora_rank] */
-    float *mla_in, *mla_out; /* [n_batch][max(nope, kv_lora_rank)] one head's rows, gathered / its product */
+    float *mla_in;          /* mla_fused: [n_batch][kv_lora_rank] the normed latent */
     float *mla_att;         /* [n_batch][n_head * head_dim_mla_v] attention output after attn_v_b */
     float *mla_kva, *mla_kvb; /* mla_fused: [n_batch][kv_lora_rank + n_rot], [n_batch][n_head * (nope + v)] */
     coli_half *vt;          /* values transposed per sequence: [vt_seqs][kv_lora_rank][vt_cells] (mapped lazily) */
