@@ -96,10 +96,7 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
     const coli_half *vc = hp->mla ? s->vt_of_row[i] : kv->v + ((size_t)J->il * hp->n_head_kv + kvh) * hdv * n_ctx;
     const int v_cells = hp->mla ? s->vt_cells : n_ctx; /* a V row's length */
     /* kq for the visible cells, all heads of the task per K row */
-    for (int g = 0; g < ng; g++) {
-        const float *q = s->q + ((size_t)i * hp->n_head + h0 + g) * hd;
-        for (int d = 0; d < hd; d++) qh[(size_t)g * hd + d] = coli_fp32_to_fp16(q[d]);
-    }
+    J->to_f16(s->q + ((size_t)i * hp->n_head + h0) * hd, qh, (int64_t)ng * hd); /* the task's heads are adjacent */
     const size_t qstride = (size_t)hd * sizeof(coli_half);
     /* the kernels take at most COLI_MAX_NR query rows a call: heads go in runs of that many */
     for (int g0 = 0; g0 < ng; g0 += COLI_MAX_NR) {
@@ -171,16 +168,18 @@ typedef struct {
 static void vt_worker(void *ctx, int ith, int nth) {
     const vt_job *J = ctx;
     const int d_tiles = (J->R + VT_TILE - 1) / VT_TILE;
+    coli_half tile[VT_TILE][VT_TILE]; /* [cell][dim]: rows read whole, columns written whole */
     for (int t = ith; t < J->n_seq * d_tiles; t += nth) {
-        const int r = t / d_tiles, d0 = (t % d_tiles) * VT_TILE, d1 = d0 + VT_TILE < J->R ? d0 + VT_TILE : J->R;
+        const int r = t / d_tiles, d0 = (t % d_tiles) * VT_TILE, nd = d0 + VT_TILE < J->R ? VT_TILE : J->R - d0;
         const coli_kv *kv = J->kv[r];
-        const coli_half *k = kv->k + (size_t)J->il * kv->n_ctx * kv->k_dim;
-        coli_half *out = J->vt + (size_t)r * J->R * J->vt_cells;
+        const coli_half *k = kv->k + (size_t)J->il * kv->n_ctx * kv->k_dim + d0;
+        coli_half *out = J->vt + (size_t)r * J->R * J->vt_cells + (size_t)d0 * J->vt_cells;
         for (int c0 = 0; c0 < J->cells[r]; c0 += VT_TILE) {
-            const int c1 = c0 + VT_TILE < J->cells[r] ? c0 + VT_TILE : J->cells[r];
-            for (int c = c0; c < c1; c++) {
-                const coli_half *row = k + (size_t)c * kv->k_dim;
-                for (int d = d0; d < d1; d++) out[(size_t)d * J->vt_cells + c] = row[d];
+            const int nc = c0 + VT_TILE < J->cells[r] ? VT_TILE : J->cells[r] - c0;
+            for (int c = 0; c < nc; c++) memcpy(tile[c], k + (size_t)(c0 + c) * kv->k_dim, (size_t)nd * sizeof(coli_half));
+            for (int d = 0; d < nd; d++) {
+                coli_half *o = out + (size_t)d * J->vt_cells + c0;
+                for (int c = 0; c < nc; c++) o[c] = tile[c][d];
             }
         }
     }
