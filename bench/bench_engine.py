@@ -43,7 +43,8 @@ else:
     prompt = m.tokenize(real_text().encode(), add_bos=True)[:n_prompt]
     c0 = time.process_time(); t0 = time.perf_counter(); m.eval(prompt); t1 = time.perf_counter(); c1 = time.process_time()
     for _ in range(n_gen):
-        tok = int(np.argmax(m.scores[m.n_tokens - 1])); m.eval([tok])
+        # the last row's logits (without logits_all, Llama.scores is not filled)
+        tok = int(np.argmax(np.ctypeslib.as_array(m._ctx.get_logits(), shape=(m.n_vocab(),)))); m.eval([tok])
     t2 = time.perf_counter(); c2 = time.process_time()
 # CPU-time rates: what each token costs in core-seconds (robust on a shared machine at 1 thread)
 print(json.dumps({"prefill": len(prompt) / (t1 - t0), "decode": n_gen / (t2 - t1),

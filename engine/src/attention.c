@@ -32,6 +32,12 @@
 
 static int ceil_chunk(int x) { return (x + CHUNK - 1) / CHUNK * CHUNK; }
 
+/* Cache blocking of one task: K rows per block of scores, V rows per block of
+ * outputs (~150 KB of K for a 576-wide MLA row; 16 V rows of an 8k context
+ * are 256 KB), sized for a 512 KB - 2 MB L2. */
+#define KQ_CELLS 128
+#define V_ROWS 16
+
 /* Query heads of one task: the kv group, or its largest divisor <= 16 (MLA's
  * one key head serves all 128 of DeepSeek V3's), which bounds the scratch. */
 #define MAX_TASK_HEADS 16
@@ -98,40 +104,49 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
     /* kq for the visible cells, all heads of the task per K row */
     J->to_f16(s->q + ((size_t)i * hp->n_head + h0) * hd, qh, (int64_t)ng * hd); /* the task's heads are adjacent */
     const size_t qstride = (size_t)hd * sizeof(coli_half);
-    /* the kernels take at most COLI_MAX_NR query rows a call: heads go in runs of that many */
-    for (int g0 = 0; g0 < ng; g0 += COLI_MAX_NR) {
-        const int nr = ng - g0 < COLI_MAX_NR ? ng - g0 : COLI_MAX_NR;
-        const coli_half *qg = qh + (size_t)g0 * hd;
-        float *sg = sc + (size_t)g0 * cstride;
-        int c = lo;
-        if (J->kq_dot2)
-            for (; c + 1 <= p; c += 2)
-                J->kq_dot2(hd, kc + (size_t)c * k_dim, (size_t)k_dim * sizeof(coli_half), qg, qstride, sg + (c - c0),
-                           cstride, nr);
-        for (; c <= p; c++) J->kq_dot(hd, kc + (size_t)c * k_dim, qg, qstride, sg + (c - c0), cstride, nr);
+    /* the kernels take at most COLI_MAX_NR query rows a call: heads go in runs
+     * of that many, over blocks of cells small enough that a block's K rows
+     * stay in cache for every run (each score is its own dot: the same bits) */
+    for (int b0 = lo; b0 <= p; b0 += KQ_CELLS) {
+        const int b1 = b0 + KQ_CELLS - 1 < p ? b0 + KQ_CELLS - 1 : p;
+        for (int g0 = 0; g0 < ng; g0 += COLI_MAX_NR) {
+            const int nr = ng - g0 < COLI_MAX_NR ? ng - g0 : COLI_MAX_NR;
+            const coli_half *qg = qh + (size_t)g0 * hd;
+            float *sg = sc + (size_t)g0 * cstride;
+            int c = b0;
+            if (J->kq_dot2)
+                for (; c + 1 <= b1; c += 2)
+                    J->kq_dot2(hd, kc + (size_t)c * k_dim, (size_t)k_dim * sizeof(coli_half), qg, qstride,
+                               sg + (c - c0), cstride, nr);
+            for (; c <= b1; c++) J->kq_dot(hd, kc + (size_t)c * k_dim, qg, qstride, sg + (c - c0), cstride, nr);
+        }
     }
     for (int g = 0; g < ng; g++)
         softmax_f16(J, sc + (size_t)g * cstride, ph + (size_t)g * cstride, c0, c1, lo, p, hp->kq_scale);
     /* kqv: one V row (value dimension) against the probabilities of every head */
     float *out = s->att + ((size_t)i * hp->n_head + h0) * hdv;
     const size_t ph_stride = cstride * sizeof(coli_half);
-    for (int g0 = 0; g0 < ng; g0 += COLI_MAX_NR) {
-        const int nr = ng - g0 < COLI_MAX_NR ? ng - g0 : COLI_MAX_NR;
-        const coli_half *pg = ph + (size_t)g0 * cstride;
-        float *og = out + (size_t)g0 * hdv;
-        int d = 0;
-        if (J->kqv_dot2 && c1 <= v_cells)
-            for (; d + 1 < hdv; d += 2)
-                J->kqv_dot2(len, vc + (size_t)d * v_cells + c0, (size_t)v_cells * sizeof(coli_half), pg, ph_stride,
-                            og + d, (size_t)hdv, nr);
-        for (; d < hdv; d++) {
-            const coli_half *vrow = vc + (size_t)d * v_cells + c0;
-            if (c1 > v_cells) {  /* the last chunk runs past the cache: zero-padded copy */
-                memcpy(vstage, vrow, (size_t)(v_cells - c0) * sizeof(coli_half));
-                memset(vstage + (v_cells - c0), 0, (size_t)(c1 - v_cells) * sizeof(coli_half));
-                vrow = vstage;
+    /* likewise value rows in blocks, each block's rows read from memory once for every run of heads */
+    for (int d0 = 0; d0 < hdv; d0 += V_ROWS) {
+        const int d1 = d0 + V_ROWS < hdv ? d0 + V_ROWS : hdv;
+        for (int g0 = 0; g0 < ng; g0 += COLI_MAX_NR) {
+            const int nr = ng - g0 < COLI_MAX_NR ? ng - g0 : COLI_MAX_NR;
+            const coli_half *pg = ph + (size_t)g0 * cstride;
+            float *og = out + (size_t)g0 * hdv;
+            int d = d0;
+            if (J->kqv_dot2 && c1 <= v_cells)
+                for (; d + 1 < d1; d += 2)
+                    J->kqv_dot2(len, vc + (size_t)d * v_cells + c0, (size_t)v_cells * sizeof(coli_half), pg, ph_stride,
+                                og + d, (size_t)hdv, nr);
+            for (; d < d1; d++) {
+                const coli_half *vrow = vc + (size_t)d * v_cells + c0;
+                if (c1 > v_cells) {  /* the last chunk runs past the cache: zero-padded copy */
+                    memcpy(vstage, vrow, (size_t)(v_cells - c0) * sizeof(coli_half));
+                    memset(vstage + (v_cells - c0), 0, (size_t)(c1 - v_cells) * sizeof(coli_half));
+                    vrow = vstage;
+                }
+                J->kqv_dot(len, vrow, pg, ph_stride, og + d, (size_t)hdv, nr);
             }
-            J->kqv_dot(len, vrow, pg, ph_stride, og + d, (size_t)hdv, nr);
         }
     }
 }
