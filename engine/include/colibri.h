@@ -36,7 +36,8 @@ enum {
     COLI_E_NOMEM = -8,        /* "out_of_memory" */
     COLI_E_MISSING = -9,      /* "missing": a required key or tensor is absent */
     COLI_E_TOO_LONG = -10,    /* "too_long": input longer than a limit (context, buffer) */
-    COLI_E_STATE = -11        /* "bad_state": call not valid in the object's current state */
+    COLI_E_STATE = -11,       /* "bad_state": call not valid in the object's current state */
+    COLI_E_FILE_CHANGED = -12 /* "model_file_changed": the model file shrank or faulted while in use */
 };
 
 /* Message of the last failure on this thread ("" if none). Valid until the
@@ -156,6 +157,13 @@ void colibri_close(colibri_engine *e);
 /* The model as the engine sees it, as JSON (colibri_gguf_describe's keys plus
  * what loading decided). Buffer rules as colibri_gguf_kv_json. */
 int64_t colibri_model_info(colibri_engine *e, char *out, size_t cap);
+/* What became of the model file since it was opened: COLI_FILE_INTACT;
+ * COLI_FILE_CHANGED, it shrank or a mapped page could not be read (the engine
+ * survives the fault; every generation fails with COLI_E_FILE_CHANGED until a
+ * new engine opens the file); COLI_FILE_REPLACED, another file now stands at
+ * the path (this one keeps serving). < 0 on error. Safe from any thread. */
+enum { COLI_FILE_INTACT = 0, COLI_FILE_CHANGED = 1, COLI_FILE_REPLACED = 2 };
+int colibri_file_state(const colibri_engine *e);
 
 /* ---- tokenizer (section owned by tokenizer.c) ---- */
 /* TOKENIZER-BEGIN */

@@ -162,6 +162,11 @@ int64_t colibri_model_info(colibri_engine *e, char *out, size_t cap) {
     return jb_finish(&b, out, cap);
 }
 
+int colibri_file_state(const colibri_engine *e) {
+    if (!e || !e->gguf) return coli_fail(COLI_E_ARG, "colibri_file_state: no engine");
+    return gguf_file_state(e->gguf);
+}
+
 static int need_model(const colibri_engine *e, const char *fn) {
     if (!e) return coli_fail(COLI_E_ARG, "%s: no engine", fn);
     if (!e->loaded) return coli_fail(COLI_E_STATE, "%s: the engine was opened with vocab_only", fn);

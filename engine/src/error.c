@@ -39,6 +39,7 @@ const char *colibri_error_name(int code) {
     case COLI_E_MISSING: return "missing";
     case COLI_E_TOO_LONG: return "too_long";
     case COLI_E_STATE: return "bad_state";
+    case COLI_E_FILE_CHANGED: return "model_file_changed";
     default: return "unknown_error";
     }
 }

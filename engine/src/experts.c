@@ -424,7 +424,8 @@ int coli_experts_acquire(coli_expert_store *st, int il, int e, coli_expert *out)
             lc->where[e] = -1;
             lc->ent[idx].state = E_FREE;
             lc->ent[idx].e = -1;
-            rc = coli_fail(COLI_E_IO, "io_error: reading expert %d of layer %d failed", e, il);
+            if (!(rc = coli_model_file_error(st->m)))  /* a short read of a shrunk file is named for what it is */
+                rc = coli_fail(COLI_E_IO, "io_error: reading expert %d of layer %d failed", e, il);
             break;
         }
         if (idx < 0) {

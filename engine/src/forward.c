@@ -356,10 +356,20 @@ static void add_rows(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
+int coli_model_file_error(const coli_model *m) {
+    if (!m->file || gguf_file_state(m->file) != GGUF_FILE_CHANGED) return 0;
+    return coli_fail(COLI_E_FILE_CHANGED,
+                     "model_file_changed: '%s' is no longer the file that was loaded (it shrank below %llu bytes or "
+                     "a page of it could not be read); generations are refused until it is whole and loaded again",
+                     gguf_path(m->file), (unsigned long long)gguf_file_size(m->file));
+}
+
 int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n, int rows_mode) {
     const coli_hparams *hp = &m->hp;
     const int E = hp->n_embd;
     int rc;
+    /* before: a shrunk file is never touched; after: a pass that faulted read zeros */
+    if ((rc = coli_model_file_error(m))) return rc;
     if (n <= 0 || n > s->n_batch) return coli_fail(COLI_E_ARG, "a forward batch holds 1..%d rows, got %d", s->n_batch, n);
     for (int i = 0; i < n; i++) {
         const coli_row *r = &rows[i];
@@ -396,7 +406,7 @@ int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n
     for (int i = 0; i < n; i++)
         coli_rmsnorm(s->xn + (size_t)i * E, s->x + (size_t)i * E, m->output_norm, E, hp->rms_eps);
     s->t_forward += coli_now_s() - t_start;
-    return 0;
+    return coli_model_file_error(m);
 }
 
 int coli_logits(const coli_model *m, coli_state *s, int first, int n, float *out) {
@@ -406,5 +416,5 @@ int coli_logits(const coli_model *m, coli_state *s, int first, int n, float *out
     const double dt = coli_now_s() - t0;
     s->t_lm_head += dt;
     s->t_forward += dt;
-    return rc;
+    return rc ? rc : coli_model_file_error(m);
 }

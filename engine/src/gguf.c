@@ -19,6 +19,7 @@
 #include "error.h"
 #include "ggml_types.h"
 #include "gguf.h"
+#include "mapguard.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 #error "colibri reads little-endian GGUF files on little-endian hosts only"
@@ -32,6 +33,8 @@ struct gguf_file {
     int fd;                  /* kept open for pread by the expert store */
     const uint8_t *map;      /* the whole file, read-only */
     uint64_t size;
+    int guard;               /* mapguard slot of the mapping, -1 if unguarded */
+    uint64_t dev, ino;       /* the file opened, to tell a replacement at the same path */
     uint32_t version;
     int64_t n_kv;
     gguf_kv *kv;             /* n_kv entries */
@@ -428,6 +431,7 @@ gguf_file *gguf_open(const char *path) {
         return NULL;
     }
     f->fd = -1;
+    f->guard = -1;
     f->path = strdup(path);
     /* O_NONBLOCK: opening a FIFO must not hang waiting for a writer */
     f->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -456,6 +460,9 @@ gguf_file *gguf_open(const char *path) {
         goto fail;
     }
     f->map = m;
+    f->guard = coli_mapguard_add(m, (size_t)f->size);
+    f->dev = (uint64_t)st.st_dev;
+    f->ino = (uint64_t)st.st_ino;
     if (parse(f) != 0) goto fail;
     return f;
 fail:
@@ -472,6 +479,7 @@ void gguf_close(gguf_file *f) {
     free(f->kv);
     free(f->tensors);
     free(f->tensor_index);
+    coli_mapguard_remove(f->guard);
     if (f->map) munmap((void *)f->map, (size_t)f->size);
     if (f->fd >= 0) close(f->fd);
     free(f->path);
@@ -486,6 +494,15 @@ uint64_t gguf_data_offset(const gguf_file *f) { return f->data_offset; }
 uint32_t gguf_alignment(const gguf_file *f) { return f->alignment; }
 const char *gguf_path(const gguf_file *f) { return f->path; }
 int gguf_fd(const gguf_file *f) { return f->fd; }
+
+int gguf_file_state(const gguf_file *f) {
+    struct stat st;
+    if (coli_mapguard_faults(f->guard) > 0) return GGUF_FILE_CHANGED;
+    if (fstat(f->fd, &st) != 0 || (uint64_t)st.st_size < f->size) return GGUF_FILE_CHANGED;
+    if (stat(f->path, &st) != 0 || (uint64_t)st.st_dev != f->dev || (uint64_t)st.st_ino != f->ino)
+        return GGUF_FILE_REPLACED;
+    return GGUF_FILE_INTACT;
+}
 int64_t gguf_n_kv(const gguf_file *f) { return f->n_kv; }
 int64_t gguf_n_tensors(const gguf_file *f) { return f->n_tensors; }
 

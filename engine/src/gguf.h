@@ -67,6 +67,12 @@ uint32_t gguf_alignment(const gguf_file *f);
 const char *gguf_path(const gguf_file *f);
 int gguf_fd(const gguf_file *f); /* for pread by the expert store */
 
+/* What became of the opened file: INTACT; CHANGED, shorter than when opened
+ * or a mapped page faulted (mapguard.h: what is read from it is no longer the
+ * model); REPLACED, another file now at its path (this one still serves). */
+enum { GGUF_FILE_INTACT = 0, GGUF_FILE_CHANGED = 1, GGUF_FILE_REPLACED = 2 };
+int gguf_file_state(const gguf_file *f);
+
 int64_t gguf_n_kv(const gguf_file *f);
 const gguf_kv *gguf_kv_at(const gguf_file *f, int64_t i);
 int64_t gguf_find_key(const gguf_file *f, const char *key);  /* -1 when absent */

@@ -493,6 +493,7 @@ static int load_layer(coli_model *m, const gguf_file *f, int il) {
 
 int coli_model_load(coli_model *m, const gguf_file *f) {
     memset(m, 0, sizeof *m);
+    m->file = f;
     gguf_str arch;
     int rc = gguf_get_str(f, "general.architecture", &arch);
     if (rc < 0) return rc;

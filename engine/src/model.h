@@ -143,11 +143,14 @@ typedef struct {
     float *output_norm;  /* (n_embd) */
     coli_layer *layers;  /* n_layer */
     int64_t n_params;
+    const struct gguf_file *file; /* the weights' mapping, watched for changes (gguf_file_state) */
 } coli_model;
 
 /* Reads hyper-parameters and binds every tensor; named error on anything
  * missing, misshapen or of a type the kernels cannot compute with. */
 int coli_model_load(coli_model *m, const gguf_file *f);
+/* COLI_E_FILE_CHANGED (named, with the path) when m's file shrank or faulted, else 0. */
+int coli_model_file_error(const coli_model *m);
 void coli_model_free(coli_model *m);
 
 /* The KV cache of one sequence (a slot's): pages are mapped on first write,

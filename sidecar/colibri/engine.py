@@ -198,6 +198,16 @@ class Engine:
     def model_info(self) -> dict[str, Any]:
         return _read_json(lambda buf, cap: lib.colibri_model_info(self._e, buf, cap))
 
+    def file_state(self) -> str:
+        """What became of the model file since it was opened: "intact", "changed"
+        (it shrank or a page of it faulted: every generation now fails with
+        model_file_changed) or "replaced" (another file at its path; this one still serves)."""
+        rc = lib.colibri_file_state(self._e)
+        if rc < 0:
+            raise last_error()
+        return {lib.COLI_FILE_INTACT: "intact", lib.COLI_FILE_CHANGED: "changed",
+                lib.COLI_FILE_REPLACED: "replaced"}[rc]
+
     # ---- tokenizer ---------------------------------------------------------
 
     @property

@@ -56,6 +56,15 @@ class Unavailable(RequestError):
     """The server is shutting down (or the engine stopped the work)."""
 
 
+class ModelFileChanged(Unavailable):
+    """The model file shrank or could not be read while serving (a re-download over it, a drive that
+    dropped): the engine lives on but refuses every generation until the server is restarted on a
+    whole file."""
+
+    def __init__(self, message: str):
+        super().__init__("model_file_changed", message)
+
+
 class EngineFailed(RequestError):
     """The engine failed the request: a server fault, not the client's."""
 

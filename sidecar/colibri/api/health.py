@@ -28,8 +28,10 @@ async def get_health(request: web.Request) -> web.Response:
         return json_response({"status": "ok"})
     app = request.app
     served = app[model_key]
+    model_file = served.engine.file_state()  # "changed": every generation is refused (model_file_changed)
     return json_response({
-        "status": "ok",
+        "status": "degraded" if model_file == "changed" else "ok",
+        "model_file": model_file,
         "model": served.model_id,
         "arch": served.arch,
         "n_ctx": served.n_ctx,

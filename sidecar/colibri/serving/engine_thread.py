@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import AsyncIterator
 
-from colibri.engine import MAX_LOGPROBS, Engine
+from colibri.engine import MAX_LOGPROBS, Engine, last_error
 from colibri.errors import ColiError, EngineError
 
 log = logging.getLogger("colibri.engine")
@@ -73,6 +73,7 @@ class Finish:
     n_reused: int
     n_generated: int
     error: str | None = None
+    error_code: str | None = None          # the engine's error name, for reason "error" (e.g. model_file_changed)
     stop_token: int | None = None          # the end-of-generation token, for reason "stop"
     stop_logprob: float | None = None
     prompt_readout: list[PromptPosition] | None = None
@@ -339,7 +340,7 @@ class EngineThread:
                 except EngineError as e:  # a bug or a closed engine: end every request
                     log.error("engine step failed: %s", e)
                     for slot in list(self._running):
-                        self._end(slot, "error", None, math.nan, str(e))
+                        self._end(slot, "error", None, math.nan, str(e), e.code)
                     if e.code == "bad_state":
                         self._stop()
                         return
@@ -371,6 +372,10 @@ class EngineThread:
             self.engine.cancel(job.req.slot)
 
     def _dispatch(self, events) -> None:
+        # why the step failed slots, read before anything else calls the engine (still this thread's)
+        failed = last_error() if any(ev.done and ev.finish == "error" for ev in events) else None
+        if failed is not None and failed.code == "ok":
+            failed = None
         for ev in events:
             job = self._running.get(ev.slot)
             if job is None:
@@ -381,9 +386,12 @@ class EngineThread:
                 top = ev.top if job.req.top_logprobs else None
                 self._deliver(job, TokenEvent(ev.token, ev.logprob, top))
             else:
-                self._end(ev.slot, ev.finish or "error", ev.token if ev.token >= 0 else None, ev.logprob, None)
+                err = failed if ev.finish == "error" else None
+                self._end(ev.slot, ev.finish or "error", ev.token if ev.token >= 0 else None, ev.logprob,
+                          err.message if err else None, err.code if err else None)
 
-    def _end(self, slot: int, reason: str, stop_token: int | None, stop_logprob: float, error: str | None) -> None:
+    def _end(self, slot: int, reason: str, stop_token: int | None, stop_logprob: float, error: str | None,
+             error_code: str | None = None) -> None:
         job = self._running.pop(slot)
         try:
             st = self.engine.slot_status(slot)
@@ -400,7 +408,7 @@ class EngineThread:
             timings["ttft_s"] = job.first_token_at - job.submitted_at
         if error is None and reason == "error":
             error = "the engine failed this request"
-        self._deliver(job, Finish(reason, len(job.req.prompt), job.n_reused, st["n_generated"], error,
+        self._deliver(job, Finish(reason, len(job.req.prompt), job.n_reused, st["n_generated"], error, error_code,
                                   stop_token, stop_logprob if stop_token is not None else None, readout, timings))
         if self.persist_dir:
             try:

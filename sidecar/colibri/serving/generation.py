@@ -14,7 +14,8 @@ from colibri.chat.stops import StopFilter
 from colibri.chat.tools import ToolFormat, strict_problems
 from colibri.chat.turns import END, turn_marker
 from colibri.detok import Detokenizer
-from colibri.errors import ContextExceeded, EngineError, EngineFailed, ModelOutputRefused, Unavailable
+from colibri.errors import (ContextExceeded, EngineError, EngineFailed, ModelFileChanged, ModelOutputRefused,
+                            Unavailable)
 from colibri.serving.engine_thread import Finish, GenRequest, Generation, TokenEvent
 from colibri.serving.model import ServedModel
 from colibri.serving.requests import Options
@@ -268,6 +269,8 @@ class Session:
             outcome.finish_reason = FINISH_REASONS[ev.reason]
         elif ev.reason == "cancelled":
             raise Unavailable("engine_unavailable", "the engine stopped this generation (shutting down)")
+        elif ev.error_code == "model_file_changed":
+            raise ModelFileChanged(ev.error or "the model file changed while serving")
         else:
             raise EngineFailed("engine_error", f"the engine failed: {ev.error or ev.reason}")
 
