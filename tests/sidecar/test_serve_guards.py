@@ -104,3 +104,97 @@ def test_numbers_a_real_request_carries_still_parse(served):
     assert status == 200 and admitted == 1, text
     from colibri.api.body import parse_json
     assert parse_json(json.dumps(deep))["properties"]["p0"]["maximum"] == 2 ** 63
+
+
+# ---- browser origins and the content type -------------------------------------------------
+
+CHAT = json.dumps({"model": MODEL, "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]}).encode()
+
+
+def requests(served, calls, cfg=CFG):
+    """(status, headers, text) of each (method, path, data, headers) in turn, and the requests
+    admitted to a slot in all."""
+    async def body(c, served):
+        out = []
+        for method, path, data, headers in calls:
+            r = await c.request(method, path, data=data, headers=headers)
+            out.append((r.status, r.headers, await r.text()))
+        return out, (await (await c.get("/health")).json())["scheduler"]["admitted"]
+
+    return run_app(served, body, cfg)
+
+
+def test_a_foreign_origin_is_a_403_before_any_work(served):
+    calls = [("POST", path, CHAT if path != "/v1/messages" else CHAT, {"Origin": origin, "Content-Type": ctype})
+             for path in ("/v1/chat/completions", "/v1/messages")
+             for origin in ("http://evil.example", "null", "http://localhost:9999", "http://127.0.0.1:1")
+             for ctype in ("text/plain", "application/json")]
+    calls += [("GET", path, None, {"Origin": "http://evil.example"}) for path in
+              ("/v1/models", "/experts", "/profile", "/events", "/health", "/metrics")]
+    calls += [("OPTIONS", "/v1/chat/completions", None, {"Origin": "http://evil.example",
+                                                        "Access-Control-Request-Method": "POST"})]
+    out, admitted = requests(served, calls)
+    for (method, path, _, headers), (status, hdrs, text) in zip(calls, out):
+        assert status == 403, (method, path, headers, status, text[:200])
+        assert "Access-Control-Allow-Origin" not in hdrs
+        if path != "/v1/messages":
+            assert json.loads(text)["error"]["code"] == "forbidden"
+    assert "--cors-origin +http://evil.example" in out[0][2]
+    assert admitted == 0
+
+
+def test_cross_site_loads_without_an_origin_are_refused_on_api_and_feed_paths(served):
+    """What an <img>, <script> or <iframe> on another site sends: no Origin, Sec-Fetch-Site."""
+    calls = [("GET", path, None, {"Sec-Fetch-Site": site, "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"})
+             for path in ("/experts", "/events", "/profile", "/v1/models", "/health", "/metrics")
+             for site in ("cross-site", "same-site")]
+    allowed = [("GET", "/experts", None, {"Sec-Fetch-Site": site}) for site in ("same-origin", "none")]
+    allowed += [("GET", "/", None, {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"})]  # the dashboard
+    out, _ = requests(served, calls + allowed)
+    assert [s for s, _, _ in out[:len(calls)]] == [403] * len(calls)
+    assert [s for s, _, _ in out[len(calls):]] == [200, 200, 200], [t[:100] for _, _, t in out[len(calls):]]
+
+
+def test_allowed_origins_are_served(served):
+    """The server's own origin (whatever its port: the dashboard), the CORS list (Vite, Tauri,
+    an added one), and no Origin at all (every SDK, curl)."""
+    cfg = replace(CFG, cors_origins=cors_origins_from(["+https://ui.example"], 8000))
+
+    async def body(c, served):
+        own = f"http://{c.server.host}:{c.server.port}"
+        out = {}
+        for origin in (own, "http://localhost:5173", "tauri://localhost", "http://tauri.localhost",
+                       "https://ui.example", "HTTPS://UI.EXAMPLE/", None):
+            headers = {"Content-Type": "application/json", **({"Origin": origin} if origin else {})}
+            r = await c.post("/v1/chat/completions", data=CHAT, headers=headers)
+            out[origin] = (r.status, r.headers.get("Access-Control-Allow-Origin"))
+            await r.read()
+        return own, out
+
+    own, out = run_app(served, body, cfg)
+    assert all(status == 200 for status, _ in out.values()), out
+    assert out[own][1] == own and out["tauri://localhost"][1] == "tauri://localhost" and out[None][1] is None
+
+
+@pytest.mark.parametrize("ctype", ["application/json", "application/json; charset=utf-8", "Application/JSON",
+                                   "application/json;charset=UTF-8"])
+def test_json_content_types_are_taken(served, ctype):
+    (status, _, text), = requests(served, [("POST", "/v1/chat/completions", CHAT, {"Content-Type": ctype})])[0]
+    assert status == 200, text
+
+
+@pytest.mark.parametrize("ctype", ["text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
+                                   "multipart/form-data; boundary=x", "application/jsonx", None])
+@pytest.mark.parametrize("path", list(ROUTES))
+def test_a_body_not_sent_as_json_is_a_415(served, path, ctype):
+    headers = {"Content-Type": ctype} if ctype else {}
+    calls = [("POST", path, ROUTES[path].replace(', "x": @', "").encode(), headers)]
+    (status, _, text), = requests(served, calls)[0]
+    assert status == 415, text
+    if path == "/v1/messages":
+        err = json.loads(text)["error"]
+        assert err["type"] == "invalid_request_error" and err["message"].endswith("[unsupported_media_type]")
+    else:
+        err = json.loads(text)["error"]
+        assert err["code"] == "unsupported_media_type" and err["type"] == "invalid_request_error"
+    assert "add -H 'Content-Type: application/json'" in err["message"]

@@ -26,6 +26,7 @@ class _DuplicateKey(ValueError):
 
 
 async def read_json_object(request: web.Request, limit: int) -> dict:
+    check_content_type(request)
     if request.content_length is not None and request.content_length > limit:
         raise too_large(request.content_length, limit)
     data = bytearray()
@@ -52,7 +53,7 @@ def check_content_type(request: web.Request) -> None:
     another site can send without asking (a form, `fetch` with text/plain or a Blob), so it
     is refused before the body is read."""
     given = request.headers.get("Content-Type")
-    if request.content_type.lower() in JSON_TYPES and given is not None:
+    if given is not None and request.content_type.lower() in JSON_TYPES:
         return
     what = f"Content-Type {given.split(';')[0].strip()!r}" if given else "no Content-Type"
     raise ApiError(415, "unsupported_media_type",

@@ -1,6 +1,7 @@
 """What every request passes before a handler sees it, in this order (docs/server.md#security):
-Host allowlist (DNS rebinding), CORS, API key; and the last-resort layer that turns any
-failure into the OpenAI error envelope, never a bare traceback."""
+Host allowlist (DNS rebinding), the browser origin (CORS, and the cross-site requests a page
+can send without CORS), API key; and the last-resort layer that turns any failure into the
+OpenAI error envelope, never a bare traceback."""
 from __future__ import annotations
 
 import asyncio
@@ -41,8 +42,32 @@ def host_allowed(cfg: ServeConfig, header: str) -> bool:
     return name in allowed
 
 
-def origin_allowed(cfg: ServeConfig, origin: str) -> bool:
-    return cfg.cors_any or origin.rstrip("/") in cfg.cors_origins
+def origin_allowed(cfg: ServeConfig, origin: str, host: str = "") -> bool:
+    """An origin on the CORS list, or this server's own (the dashboard it serves, whatever the
+    port: `http://` or `https://` and the Host header, which has passed the allowlist)."""
+    origin = origin.strip().rstrip("/").lower()
+    if cfg.cors_any or origin in (o.lower() for o in cfg.cors_origins):
+        return True
+    host = host.strip().lower()
+    return bool(host) and origin in (f"http://{host}", f"https://{host}")
+
+
+def browser_refusal(cfg: ServeConfig, request: web.Request) -> ApiError | None:
+    """A browser request from a page of another site, refused before any work: one whose
+    Origin is not allowed, and on API and feed paths one a page sends without an Origin (an
+    <img>, <script> or <iframe> GET), which the browser marks `Sec-Fetch-Site: cross-site`
+    or `same-site`. Clients that are not browsers send neither header."""
+    origin = request.headers.get("Origin")
+    if origin is not None:
+        if origin_allowed(cfg, origin, request.headers.get("Host", "")):
+            return None
+        return ApiError(403, "forbidden", f"Origin {origin!r} is not allowed; start the server with "
+                                          f"--cors-origin +{origin} to trust that page")
+    site = request.headers.get("Sec-Fetch-Site", "").lower()
+    if site in ("cross-site", "same-site") and (needs_key(request.path) or request.path in OPEN_PATHS):
+        return ApiError(403, "forbidden", "a page of another site cannot load this path: it is for "
+                                          "clients and the dashboard's own scripts")
+    return None
 
 
 def key_of(request: web.Request) -> str | None:
@@ -71,7 +96,7 @@ async def on_prepare(request: web.Request, resp: web.StreamResponse) -> None:
         resp.headers["request-id"] = request_id  # the header Anthropic's SDKs read
     cfg = request.app[config_key]
     origin = request.headers.get("Origin")
-    if origin and origin_allowed(cfg, origin):
+    if origin and origin_allowed(cfg, origin, request.headers.get("Host", "")):
         resp.headers["Access-Control-Allow-Origin"] = "*" if cfg.cors_any else origin
         resp.headers["Access-Control-Expose-Headers"] = EXPOSED
         resp.headers.add("Vary", "Origin")
@@ -118,6 +143,9 @@ async def guarded(request: web.Request, handler, cfg: ServeConfig) -> web.Stream
     if not host_allowed(cfg, request.headers.get("Host", "")):
         raise ApiError(403, "forbidden", f"Host {request.headers.get('Host')!r} is not allowed; "
                                          "start the server with --allowed-host NAME to trust it")
+    refusal = browser_refusal(cfg, request)
+    if refusal is not None:
+        raise refusal
     if request.method == "OPTIONS":
         return preflight(request)
     authed = key_ok(cfg, request)
