@@ -10,6 +10,7 @@ import math
 
 from aiohttp import web
 
+from colibri.api import connections
 from colibri.api.errors import ApiError, bad_request
 
 JSON_TYPES = ("application/json",)
@@ -34,6 +35,7 @@ async def read_json_object(request: web.Request, limit: int) -> dict:
         data += chunk
         if len(data) > limit:
             raise too_large(len(data), limit)
+    connections.request_read(request)  # the read deadline stops here; answering may take long
     if not data:
         raise bad_request("empty_body", "the request has no body; send a JSON object")
     try:

@@ -10,6 +10,7 @@ import logging
 
 from aiohttp import web
 
+from colibri.api import connections
 from colibri.api.anthropic_protocol import error_body
 from colibri.api.errors import ApiError, StreamAborted, as_api_error, error_response, json_response, new_request_id
 from colibri.api.keys import authed_key, config_key, request_id_key
@@ -114,6 +115,7 @@ def preflight(request: web.Request) -> web.Response:
 async def gateway(request: web.Request, handler) -> web.StreamResponse:
     cfg = request.app[config_key]
     request[request_id_key] = new_request_id()
+    connections.request_started(request)
     try:
         resp = await guarded(request, handler, cfg)
     except (ApiError, RequestError) as err:  # the serving core's refusals get their status here, once
