@@ -136,7 +136,8 @@ async def gateway(request: web.Request, handler) -> web.StreamResponse:
 
 def envelope(request: web.Request, err: ApiError) -> web.Response:
     """The error in the envelope of the API family the path belongs to."""
-    if request.path.startswith(ANTHROPIC_PATHS):
+    if request.path.startswith(ANTHROPIC_PATHS) or (request.path.startswith("/v1/models")
+                                                    and "anthropic-version" in request.headers):
         return json_response(error_body(err, request.get(request_id_key)), status=err.status, headers=err.headers)
     return error_response(err)
 
