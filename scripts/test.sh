@@ -87,7 +87,16 @@ ensure_codex() {
         say "could not install the Codex CLI: its end-to-end test will skip"
 }
 
+ensure_chromium() {
+    # Debian's chromium for the browser tests of the server's origin guard
+    # (tests/sidecar/test_serve_browser.py) and of the dashboard (web/test.sh)
+    [ -n "${CHROMIUM_PATH:-}" ] && [ -x "$CHROMIUM_PATH" ] && return
+    command -v chromium >/dev/null && return
+    apt_install chromium
+}
+
 ensure_llama_cpp
+ensure_chromium
 ensure_codex
 ensure_claude_code
 say "building the sanitizer build of the engine (make -C engine asan)"
@@ -101,6 +110,8 @@ for model in qwen2.5-coder-0.5b-instruct qwen2.5-coder-1.5b-instruct; do
     "$VENV/bin/coli" models pull "$model" >/dev/null || say "could not pull $model: its tests will fail"
 done
 export COLI_REQUIRE_REAL_MODELS=1
+# chromium is installed above: the browser tests must fail, not skip, without it
+export COLI_REQUIRE_CHROMIUM=1
 "$PY" -m pytest "$@"
 [ $# -gt 0 ] && exit 0
 

@@ -41,6 +41,10 @@ class ServeConfig:
     top_p: float = 0.9
     continue_assistant: bool = True
     max_body_bytes: int = MAX_BODY_BYTES
+    max_connections: int = 64  # open connections in all (docs/server.md#connections)
+    max_connections_per_ip: int = 8  # from one client address other than loopback; 0: no such cap
+    read_deadline: float = 30.0  # seconds to read a request, headers and body, from its first byte
+    idle_timeout: float = 30.0  # seconds a keep-alive connection may stay idle between requests
     keepalive_s: float = 10.0
     drain_s: float = 30.0
     web_dir: Path | None = None  # the built dashboard (web/dist); None: not served

@@ -14,7 +14,8 @@ from typing import Callable
 
 from aiohttp import web
 
-from colibri.api import anthropic, dashboard_feeds, health, metrics, middleware, openai, responses, static, systemone
+from colibri.api import (anthropic, connections, dashboard_feeds, health, metrics, middleware, openai, responses,
+                         static, systemone)
 from colibri.api.errors import ApiError
 from colibri.api.keys import config_key, core_key, metrics_key, model_key, scheduler_key
 from colibri.serve_config import ServeConfig
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 def create_app(cfg: ServeConfig, served: ServedModel) -> web.Application:
     app = web.Application(middlewares=[middleware.gateway], client_max_size=cfg.max_body_bytes + 1024)
     app[config_key] = cfg
+    app[connections.gate_key] = connections.Gate(cfg.max_connections, cfg.max_connections_per_ip, cfg.read_deadline)
     app[model_key] = served
     scheduler = Scheduler(served.n_slots, max_queue=cfg.max_queue, queue_timeout=cfg.queue_timeout)
     app[scheduler_key] = scheduler
@@ -63,7 +65,9 @@ async def serve(cfg: ServeConfig, announce: Callable[[str], None] | None = None)
     """Load, bind, announce the URL once ready, and on SIGTERM/SIGINT drain and stop."""
     loop = asyncio.get_running_loop()
     served = await loop.run_in_executor(None, load_model, cfg)
-    runner = web.AppRunner(create_app(cfg, served), handler_cancellation=True, shutdown_timeout=cfg.drain_s,
+    app = create_app(cfg, served)
+    runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=cfg.drain_s,
+                           keepalive_timeout=cfg.idle_timeout,
                            access_log=log if log.isEnabledFor(logging.INFO) else None)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -73,7 +77,7 @@ async def serve(cfg: ServeConfig, announce: Callable[[str], None] | None = None)
             pass
     try:
         await runner.setup()
-        site = web.TCPSite(runner, cfg.host, cfg.port)
+        site = connections.GatedSite(runner, app[connections.gate_key], cfg.host, cfg.port)
         await site.start()
         port = runner.addresses[0][1] if runner.addresses else cfg.port
         host = f"[{cfg.host}]" if ":" in cfg.host else cfg.host

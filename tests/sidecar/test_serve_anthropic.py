@@ -22,6 +22,7 @@ CFG = ServeConfig(model_id=MODEL, kv_slots=2, ctx=512, threads=2, kv_persist=Fal
 HELLO = [{"role": "user", "content": "Hello!"}]
 GREEDY = {"temperature": 0}  # this SDK has no temperature argument: sent as an extra body field
 from tests.fixtures.vendor.extract import load as vendor_schemas
+from tests.fixtures.vendor.validate import problems
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +70,43 @@ def test_reply_fits_the_vendor_schema(served):
     schemas = vendor_schemas()["anthropic"]
     assert set(schemas["Message"]["required"]) <= set(reply)
     assert set(schemas["Usage"]["required"]) <= set(reply["usage"])
+    assert problems("Message", reply) == []  # the whole schema: citations on text blocks, server_tool_use
+    assert reply["content"][0]["citations"] is None and reply["usage"]["server_tool_use"] is None
+
+
+def test_every_streamed_event_fits_the_vendor_schema(served):
+    status, _, text = raw(served, {"model": MODEL, "max_tokens": 4, "messages": HELLO, "stream": True})
+    events = named_events(text)
+    assert status == 200 and [n for n, _ in events][-2:] == ["message_delta", "message_stop"]
+    for name, payload in events:
+        if name != "ping":
+            assert problems("MessageStreamEvent", payload) == [], (name, payload)
+    assert dict(events)["message_delta"]["usage"]["server_tool_use"] is None
+
+
+def test_models_in_anthropics_shape_for_anthropics_clients(served, client):
+    async def body(c, served):
+        out = {}
+        for path in ("/v1/models", f"/v1/models/{MODEL}", "/v1/models/claude-sonnet-4"):
+            r = await c.get(path, headers={"anthropic-version": "2023-06-01"})
+            out[path] = (r.status, await r.json())
+        r = await c.get("/v1/models")
+        out["openai"] = (r.status, await r.json())
+        return out
+
+    out = run_app(served, body, CFG)
+    status, listing = out["/v1/models"]
+    assert status == 200 and problems("ListResponse_ModelInfo_", listing) == []
+    assert listing["has_more"] is False and listing["first_id"] == listing["last_id"] == MODEL
+    status, one = out[f"/v1/models/{MODEL}"]
+    assert status == 200 and problems("ModelInfo", one) == [] and one == listing["data"][0]
+    assert one["type"] == "model" and one["display_name"] == MODEL and one["created_at"].endswith("Z")
+    status, missing = out["/v1/models/claude-sonnet-4"]
+    assert status == 404 and missing["type"] == "error" and missing["error"]["type"] == "not_found_error"
+    assert out["openai"][1]["object"] == "list" and "has_more" not in out["openai"][1]  # OpenAI's stays OpenAI's
+    page = client.models.list()  # the official SDK reads it
+    assert [m.id for m in page.data] == [MODEL] and page.data[0].display_name == MODEL
+    assert client.models.retrieve(MODEL).created_at.year >= 2024
 
 
 def test_sdk_stream_and_the_raw_event_order(client, served):
@@ -88,7 +126,7 @@ def test_sdk_stream_and_the_raw_event_order(client, served):
     evs = dict(named_events(text))
     assert evs["message_start"]["message"]["content"] == [] and evs["message_start"]["message"]["stop_reason"] is None
     assert evs["content_block_start"] == {"type": "content_block_start", "index": 0,
-                                          "content_block": {"type": "text", "text": ""}}
+                                          "content_block": {"type": "text", "text": "", "citations": None}}
     assert evs["message_delta"]["delta"]["stop_reason"] == "max_tokens"
     assert evs["message_delta"]["usage"]["output_tokens"] == 6
     assert "[DONE]" not in text

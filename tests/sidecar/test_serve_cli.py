@@ -12,7 +12,8 @@ from tests.conftest import run_coli
 
 def config(argv: list[str], monkeypatch, env: dict[str, str] | None = None):
     for name in ("COLI_HOST", "COLI_PORT", "COLI_KV_SLOTS", "COLI_API_KEY", "COLI_ALLOWED_HOSTS", "COLI_CORS_ORIGINS",
-                 "COLI_MAX_QUEUE", "COLI_QUEUE_TIMEOUT", "COLI_CONTINUE_ASSISTANT", "COLI_TEMP", "COLI_MODEL", "COLI_KV_PERSIST"):
+                 "COLI_MAX_QUEUE", "COLI_QUEUE_TIMEOUT", "COLI_CONTINUE_ASSISTANT", "COLI_TEMP", "COLI_MODEL", "COLI_KV_PERSIST",
+                 "COLI_MAX_CONNECTIONS", "COLI_MAX_CONNECTIONS_PER_IP", "COLI_READ_DEADLINE", "COLI_IDLE_TIMEOUT"):
         monkeypatch.delenv(name, raising=False)
     for k, v in (env or {}).items():
         monkeypatch.setenv(k, v)
@@ -28,6 +29,17 @@ def test_defaults(monkeypatch):
     assert (cfg.api_key, cfg.temperature, cfg.top_p, cfg.continue_assistant, cfg.drain_s) == (None, 0.7, 0.9, True, 30.0)
     assert "http://localhost:5173" in cfg.cors_origins and "tauri://localhost" in cfg.cors_origins
     assert cfg.kv_persist is True
+    assert (cfg.max_connections, cfg.max_connections_per_ip, cfg.read_deadline, cfg.idle_timeout) == (64, 8, 30.0, 30.0)
+
+
+def test_connection_limits(monkeypatch):
+    env = {"COLI_MAX_CONNECTIONS": "200", "COLI_MAX_CONNECTIONS_PER_IP": "0", "COLI_READ_DEADLINE": "5",
+           "COLI_IDLE_TIMEOUT": "75"}
+    cfg = config([], monkeypatch, env)
+    assert (cfg.max_connections, cfg.max_connections_per_ip, cfg.read_deadline, cfg.idle_timeout) == (200, 0, 5.0, 75.0)
+    cfg = config(["--max-connections", "10", "--max-connections-per-ip", "3", "--read-deadline", "2",
+                  "--idle-timeout", "4"], monkeypatch, env)
+    assert (cfg.max_connections, cfg.max_connections_per_ip, cfg.read_deadline, cfg.idle_timeout) == (10, 3, 2.0, 4.0)
 
 
 def test_kv_persist_switch(monkeypatch):
@@ -58,6 +70,11 @@ def test_flags_win_over_variables(monkeypatch):
     (["--kv-slots", "17"], {}, "--kv-slots"),
     (["--kv-slots", "0"], {}, "--kv-slots"),
     ([], {"COLI_PORT": "eighty"}, "COLI_PORT"),
+    (["--max-connections", "0"], {}, "--max-connections"),
+    (["--max-connections-per-ip", "-1"], {}, "--max-connections-per-ip"),
+    (["--read-deadline", "0"], {}, "--read-deadline"),
+    ([], {"COLI_IDLE_TIMEOUT": "-3"}, "--idle-timeout"),
+    ([], {"COLI_READ_DEADLINE": "soon"}, "COLI_READ_DEADLINE"),
 ])
 def test_refusals(argv, env, words, monkeypatch):
     with pytest.raises(ColiError) as err:

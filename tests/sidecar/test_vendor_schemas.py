@@ -19,3 +19,4 @@ def test_extract_has_what_the_reply_tests_read():
     assert "choices" in schemas["openai"]["CreateChatCompletionResponse"]["required"]
     assert "content" in schemas["anthropic"]["Message"]["required"]
     assert {"Response", "ResponseStreamEvent", "ResponseTextDeltaEvent", "OutputItem"} <= set(schemas["openai_responses"])
+    assert {"Message", "ResponseTextBlock", "MessageDeltaUsage", "ModelInfo"} <= set(schemas["anthropic_replies"])

@@ -84,13 +84,17 @@ async def messages(request: web.Request) -> web.StreamResponse:
                               "usage": usage(outcome)}, headers=headers)
 
 
+def text_block(text: str) -> dict:
+    return {"type": "text", "text": text, "citations": None}  # Anthropic's schema requires the key
+
+
 def content_blocks(outcome: Outcome, shown: bool = True) -> list[dict]:
     blocks = []
     if outcome.reasoning:  # thinking.display "omitted": the block, empty, with its signature
         blocks.append({"type": "thinking", "thinking": "".join(outcome.reasoning) if shown else "",
                        "signature": SIGNATURE})
     if outcome.text or not outcome.tool_calls:
-        blocks.append({"type": "text", "text": outcome.text})
+        blocks.append(text_block(outcome.text))
     return blocks + [tool_use(c) for c in outcome.tool_calls]
 
 
@@ -132,7 +136,7 @@ class EventWriter:
                 await self.delta({"type": "thinking_delta", "thinking": d.reasoning})
         if d.content:
             if self.open != "text":
-                await self.start({"type": "text", "text": ""})
+                await self.start(text_block(""))
                 self.wrote_text = True
             await self.delta({"type": "text_delta", "text": d.content})
 
@@ -153,7 +157,7 @@ async def stream(request: web.Request, head: dict, deltas: AsyncIterator[Delta],
             else:
                 await out.feed(item)
         if not out.wrote_text and not outcome.tool_calls:
-            await out.start({"type": "text", "text": ""})
+            await out.start(text_block(""))
         for call in outcome.tool_calls:  # after all text
             block = tool_use(call)
             await out.start({**block, "input": {}})
@@ -177,7 +181,7 @@ async def stream(request: web.Request, head: dict, deltas: AsyncIterator[Delta],
     await out.event("message_delta", {"delta": stop_fields(outcome),
                                       "usage": {k: final[k] for k in ("input_tokens", "output_tokens",
                                                                       "cache_creation_input_tokens",
-                                                                      "cache_read_input_tokens")}})
+                                                                      "cache_read_input_tokens", "server_tool_use")}})
     await out.event("message_stop", {})
     await resp.write_eof()
     return resp

@@ -8,6 +8,7 @@ import platform
 import psutil
 from aiohttp import web
 
+from colibri.api.connections import gate_key
 from colibri.api.errors import json_response
 from colibri.api.keys import authed_key, config_key, model_key, scheduler_key
 from colibri.engine import Tier
@@ -43,6 +44,7 @@ async def get_health(request: web.Request) -> web.Response:
         # templates with a reasoning block think unless asked not to (Qwen3, GLM-4.5)
         "reasoning": "default" if served.chat_format.has_reasoning else "none",
         "scheduler": app[scheduler_key].snapshot(),
+        "connections": app[gate_key].snapshot(),
         "hwinfo": hwinfo(),
         **safe_placement(served),
     })

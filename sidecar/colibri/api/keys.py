@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from colibri.api.metrics import metrics_key  # noqa: F401 - every app key is importable from here
+from colibri.api.connections import gate_key  # noqa: F401 - every app key is importable from here
+from colibri.api.metrics import metrics_key  # noqa: F401
 from colibri.serve_config import ServeConfig
 from colibri.serving.core import ServingCore
 from colibri.serving.model import ServedModel

@@ -1,6 +1,7 @@
 """What every request passes before a handler sees it, in this order (docs/server.md#security):
-Host allowlist (DNS rebinding), CORS, API key; and the last-resort layer that turns any
-failure into the OpenAI error envelope, never a bare traceback."""
+Host allowlist (DNS rebinding), the browser origin (CORS, and the cross-site requests a page
+can send without CORS), API key; and the last-resort layer that turns any failure into the
+OpenAI error envelope, never a bare traceback."""
 from __future__ import annotations
 
 import asyncio
@@ -9,6 +10,7 @@ import logging
 
 from aiohttp import web
 
+from colibri.api import connections
 from colibri.api.anthropic_protocol import error_body
 from colibri.api.errors import ApiError, StreamAborted, as_api_error, error_response, json_response, new_request_id
 from colibri.api.keys import authed_key, config_key, request_id_key
@@ -41,8 +43,32 @@ def host_allowed(cfg: ServeConfig, header: str) -> bool:
     return name in allowed
 
 
-def origin_allowed(cfg: ServeConfig, origin: str) -> bool:
-    return cfg.cors_any or origin.rstrip("/") in cfg.cors_origins
+def origin_allowed(cfg: ServeConfig, origin: str, host: str = "") -> bool:
+    """An origin on the CORS list, or this server's own (the dashboard it serves, whatever the
+    port: `http://` or `https://` and the Host header, which has passed the allowlist)."""
+    origin = origin.strip().rstrip("/").lower()
+    if cfg.cors_any or origin in (o.lower() for o in cfg.cors_origins):
+        return True
+    host = host.strip().lower()
+    return bool(host) and origin in (f"http://{host}", f"https://{host}")
+
+
+def browser_refusal(cfg: ServeConfig, request: web.Request) -> ApiError | None:
+    """A browser request from a page of another site, refused before any work: one whose
+    Origin is not allowed, and on API and feed paths one a page sends without an Origin (an
+    <img>, <script> or <iframe> GET), which the browser marks `Sec-Fetch-Site: cross-site`
+    or `same-site`. Clients that are not browsers send neither header."""
+    origin = request.headers.get("Origin")
+    if origin is not None:
+        if origin_allowed(cfg, origin, request.headers.get("Host", "")):
+            return None
+        return ApiError(403, "forbidden", f"Origin {origin!r} is not allowed; start the server with "
+                                          f"--cors-origin +{origin} to trust that page")
+    site = request.headers.get("Sec-Fetch-Site", "").lower()
+    if site in ("cross-site", "same-site") and (needs_key(request.path) or request.path in OPEN_PATHS):
+        return ApiError(403, "forbidden", "a page of another site cannot load this path: it is for "
+                                          "clients and the dashboard's own scripts")
+    return None
 
 
 def key_of(request: web.Request) -> str | None:
@@ -71,7 +97,7 @@ async def on_prepare(request: web.Request, resp: web.StreamResponse) -> None:
         resp.headers["request-id"] = request_id  # the header Anthropic's SDKs read
     cfg = request.app[config_key]
     origin = request.headers.get("Origin")
-    if origin and origin_allowed(cfg, origin):
+    if origin and origin_allowed(cfg, origin, request.headers.get("Host", "")):
         resp.headers["Access-Control-Allow-Origin"] = "*" if cfg.cors_any else origin
         resp.headers["Access-Control-Expose-Headers"] = EXPOSED
         resp.headers.add("Vary", "Origin")
@@ -89,6 +115,7 @@ def preflight(request: web.Request) -> web.Response:
 async def gateway(request: web.Request, handler) -> web.StreamResponse:
     cfg = request.app[config_key]
     request[request_id_key] = new_request_id()
+    connections.request_started(request)
     try:
         resp = await guarded(request, handler, cfg)
     except (ApiError, RequestError) as err:  # the serving core's refusals get their status here, once
@@ -109,7 +136,8 @@ async def gateway(request: web.Request, handler) -> web.StreamResponse:
 
 def envelope(request: web.Request, err: ApiError) -> web.Response:
     """The error in the envelope of the API family the path belongs to."""
-    if request.path.startswith(ANTHROPIC_PATHS):
+    if request.path.startswith(ANTHROPIC_PATHS) or (request.path.startswith("/v1/models")
+                                                    and "anthropic-version" in request.headers):
         return json_response(error_body(err, request.get(request_id_key)), status=err.status, headers=err.headers)
     return error_response(err)
 
@@ -118,6 +146,9 @@ async def guarded(request: web.Request, handler, cfg: ServeConfig) -> web.Stream
     if not host_allowed(cfg, request.headers.get("Host", "")):
         raise ApiError(403, "forbidden", f"Host {request.headers.get('Host')!r} is not allowed; "
                                          "start the server with --allowed-host NAME to trust it")
+    refusal = browser_refusal(cfg, request)
+    if refusal is not None:
+        raise refusal
     if request.method == "OPTIONS":
         return preflight(request)
     authed = key_ok(cfg, request)

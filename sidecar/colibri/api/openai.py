@@ -8,6 +8,7 @@ out with the first text or the first keep-alive, whichever comes first.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import secrets
 import time
@@ -44,9 +45,24 @@ def model_card(served: ServedModel) -> dict:
                      "n_params": served.n_params}}
 
 
+def anthropic_model_card(served: ServedModel) -> dict:
+    """Anthropic's ModelInfo: what its SDKs and Claude Code read from /v1/models."""
+    created = datetime.datetime.fromtimestamp(served.created, datetime.timezone.utc)
+    return {"type": "model", "id": served.model_id, "display_name": served.model_id,
+            "created_at": created.strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def wants_anthropic(request: web.Request) -> bool:
+    """Anthropic's clients send anthropic-version on every request; OpenAI's never do."""
+    return "anthropic-version" in request.headers
+
+
 @routes.get("/v1/models")
 async def list_models(request: web.Request) -> web.Response:
     served = request.app[model_key]
+    if wants_anthropic(request):  # one model: one page, nothing before or after it
+        return json_response({"data": [anthropic_model_card(served)], "has_more": False,
+                              "first_id": served.model_id, "last_id": served.model_id})
     return json_response({"object": "list", "data": [model_card(served)],
                           "models": [{"name": served.model_id, "description": f"{served.arch} model served by colibri",
                                       "release_date": None}]})
@@ -58,7 +74,7 @@ async def get_model(request: web.Request) -> web.Response:
     if request.match_info["model"] != served.model_id:
         raise ApiError(404, "not_found", f"the model {request.match_info['model']!r} does not exist; "
                                          f"this server serves {served.model_id!r}", param="model")
-    return json_response(model_card(served))
+    return json_response(anthropic_model_card(served) if wants_anthropic(request) else model_card(served))
 
 
 # ---- generation ----------------------------------------------------------------

@@ -50,6 +50,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cors-origin", action="append", default=None, metavar="ORIGIN",
                    help="browser origins allowed: the first plain value replaces the defaults, more values "
                         "and +ORIGIN add, '*' allows any (repeatable; $COLI_CORS_ORIGINS, comma-separated)")
+    p.add_argument("--max-connections", type=int, default=None,
+                   help="open connections in all; over it a connection waiting for its request makes room, "
+                        "else the newcomer is closed (default 64; $COLI_MAX_CONNECTIONS)")
+    p.add_argument("--max-connections-per-ip", type=int, default=None,
+                   help="open connections from one client address other than loopback; 0: no cap "
+                        "(default 8; $COLI_MAX_CONNECTIONS_PER_IP)")
+    p.add_argument("--read-deadline", type=float, default=None,
+                   help="seconds to read a request, headers and body; then the socket is closed "
+                        "(default 30; $COLI_READ_DEADLINE)")
+    p.add_argument("--idle-timeout", type=float, default=None,
+                   help="seconds a keep-alive connection may stay idle between requests (default 30; "
+                        "$COLI_IDLE_TIMEOUT)")
     p.add_argument("--allow-insecure-bind", action="store_true",
                    help="bind a non-loopback address without an API key ($COLI_ALLOW_INSECURE_BIND=1)")
     add_expert_args(p)
@@ -84,6 +96,10 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
     args.max_queue = _number(args.max_queue, "COLI_MAX_QUEUE", "8")
     args.queue_timeout = _number(args.queue_timeout, "COLI_QUEUE_TIMEOUT", "300", float)
     args.max_tokens = _number(args.max_tokens, "COLI_MAX_TOKENS", "1024")
+    args.max_connections = _number(args.max_connections, "COLI_MAX_CONNECTIONS", "64")
+    args.max_connections_per_ip = _number(args.max_connections_per_ip, "COLI_MAX_CONNECTIONS_PER_IP", "8")
+    args.read_deadline = _number(args.read_deadline, "COLI_READ_DEADLINE", "30", float)
+    args.idle_timeout = _number(args.idle_timeout, "COLI_IDLE_TIMEOUT", "30", float)
     args.allow_insecure_bind = args.allow_insecure_bind or env_flag("COLI_ALLOW_INSECURE_BIND", False)
     if not 1 <= args.kv_slots <= MAX_KV_SLOTS:
         raise ColiError(f"--kv-slots must be 1-{MAX_KV_SLOTS}, got {args.kv_slots}")
@@ -91,6 +107,10 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
         raise ColiError(f"--port must be 0-65535, got {args.port}")
     if args.max_queue < 0 or args.queue_timeout <= 0 or args.max_tokens < 1:
         raise ColiError("--max-queue must be >= 0, --queue-timeout > 0 and --max-tokens >= 1")
+    if args.max_connections < 1 or args.max_connections_per_ip < 0:
+        raise ColiError("--max-connections must be >= 1 and --max-connections-per-ip >= 0")
+    if not (args.read_deadline > 0 and args.idle_timeout > 0):
+        raise ColiError("--read-deadline and --idle-timeout must be > 0 seconds")
     if not is_loopback(args.host) and not args.api_key and not args.allow_insecure_bind:
         raise ColiError(f"refusing to serve on {args.host} without an API key: anyone who can reach it could use "
                         "it. Set COLI_API_KEY (or --api-key), or COLI_ALLOW_INSECURE_BIND=1 on a trusted network")
@@ -106,6 +126,8 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
         temperature=_number(None, "COLI_TEMP", "0.7", float), top_p=_number(None, "COLI_TOP_P", "0.9", float),
         continue_assistant=env_flag("COLI_CONTINUE_ASSISTANT", True),
         max_body_bytes=_number(None, "COLI_MAX_BODY_BYTES", str(MAX_BODY_BYTES)),
+        max_connections=args.max_connections, max_connections_per_ip=args.max_connections_per_ip,
+        read_deadline=args.read_deadline, idle_timeout=args.idle_timeout,
         keepalive_s=_number(None, "COLI_KEEPALIVE_S", "10", float),
         drain_s=_number(None, "COLI_ENGINE_DRAIN_S", "30", float),
         web_dir=web_dir,
