@@ -98,7 +98,9 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
     args.max_tokens = _number(args.max_tokens, "COLI_MAX_TOKENS", "1024")
     args.max_connections = _number(args.max_connections, "COLI_MAX_CONNECTIONS", "64")
     args.max_connections_per_ip = _number(args.max_connections_per_ip, "COLI_MAX_CONNECTIONS_PER_IP", "8")
-    args.read_deadline = _number(args.read_deadline, "COLI_READ_DEADLINE", "30", float)
+    # COLI_READ_TIMEOUT: the same setting under the name issue #22 gave it; upstream's COLI_READ_DEADLINE wins
+    args.read_deadline = _number(args.read_deadline, "COLI_READ_DEADLINE",
+                                 str(_number(None, "COLI_READ_TIMEOUT", "30", float)), float)
     args.idle_timeout = _number(args.idle_timeout, "COLI_IDLE_TIMEOUT", "30", float)
     args.allow_insecure_bind = args.allow_insecure_bind or env_flag("COLI_ALLOW_INSECURE_BIND", False)
     if not 1 <= args.kv_slots <= MAX_KV_SLOTS:
