@@ -94,6 +94,9 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
     const coli_half *kc = kv->k + (size_t)J->il * n_ctx * k_dim + (size_t)kvh * hd;
     /* V rows: the cache's, or for MLA the latent transposed out of K (mla_values) */
     const coli_half *vc = hp->mla ? s->vt_of_row[i] : kv->v + ((size_t)J->il * hp->n_head_kv + kvh) * hdv * n_ctx;
+    /* DSA: fewer cells chosen than visible, so only those (s->idx_sel of row i) */
+    const int n_sel = hp->dsa ? s->idx_n_sel[i] : 0;
+    const int32_t *sel = hp->dsa && n_sel < p + 1 - lo ? s->idx_sel + (size_t)i * hp->idx_top_k : NULL;
     const int v_cells = hp->mla ? s->vt_cells : n_ctx; /* a V row's length */
     /* kq for the visible cells, all heads of the task per K row */
     for (int g = 0; g < ng; g++) {
@@ -106,6 +109,13 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
         const int nr = ng - g0 < COLI_MAX_NR ? ng - g0 : COLI_MAX_NR;
         const coli_half *qg = qh + (size_t)g0 * hd;
         float *sg = sc + (size_t)g0 * cstride;
+        if (sel) { /* DSA: the indexer's cells only, the rest masked as llama.cpp's top-k mask does */
+            for (int g = 0; g < nr; g++)
+                for (int c = c0; c < c1; c++) sg[(size_t)g * cstride + (c - c0)] = -INFINITY;
+            for (int j = 0; j < n_sel; j++)
+                J->kq_dot(hd, kc + (size_t)sel[j] * k_dim, qg, qstride, sg + (sel[j] - c0), cstride, nr);
+            continue;
+        }
         int c = lo;
         if (J->kq_dot2)
             for (; c + 1 <= p; c += 2)
