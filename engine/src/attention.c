@@ -100,14 +100,28 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
     const coli_half *kc = kv->k + (size_t)J->il * n_ctx * k_dim + (size_t)kvh * hd;
     /* V rows: the cache's, or for MLA the latent transposed out of K (mla_values) */
     const coli_half *vc = hp->mla ? s->vt_of_row[i] : kv->v + ((size_t)J->il * hp->n_head_kv + kvh) * hdv * n_ctx;
+    /* DSA: fewer cells chosen than visible, so only those (s->idx_sel of row i) */
+    const int n_sel = hp->dsa ? s->idx_n_sel[i] : 0;
+    const int32_t *sel = hp->dsa && n_sel < p + 1 - lo ? s->idx_sel + (size_t)i * hp->idx_top_k : NULL;
     const int v_cells = hp->mla ? s->vt_cells : n_ctx; /* a V row's length */
     /* kq for the visible cells, all heads of the task per K row */
     J->to_f16(s->q + ((size_t)i * hp->n_head + h0) * hd, qh, (int64_t)ng * hd); /* the task's heads are adjacent */
     const size_t qstride = (size_t)hd * sizeof(coli_half);
+    if (sel) { /* DSA: the indexer's cells only, the rest masked as llama.cpp's top-k mask does */
+        for (int g0 = 0; g0 < ng; g0 += COLI_MAX_NR) {
+            const int nr = ng - g0 < COLI_MAX_NR ? ng - g0 : COLI_MAX_NR;
+            const coli_half *qg = qh + (size_t)g0 * hd;
+            float *sg = sc + (size_t)g0 * cstride;
+            for (int g = 0; g < nr; g++)
+                for (int c = c0; c < c1; c++) sg[(size_t)g * cstride + (c - c0)] = -INFINITY;
+            for (int j = 0; j < n_sel; j++)
+                J->kq_dot(hd, kc + (size_t)sel[j] * k_dim, qg, qstride, sg + (sel[j] - c0), cstride, nr);
+        }
+    }
     /* the kernels take at most COLI_MAX_NR query rows a call: heads go in runs
      * of that many, over blocks of cells small enough that a block's K rows
      * stay in cache for every run (each score is its own dot: the same bits) */
-    for (int b0 = lo; b0 <= p; b0 += KQ_CELLS) {
+    for (int b0 = lo; !sel && b0 <= p; b0 += KQ_CELLS) {
         const int b1 = b0 + KQ_CELLS - 1 < p ? b0 + KQ_CELLS - 1 : p;
         for (int g0 = 0; g0 < ng; g0 += COLI_MAX_NR) {
             const int nr = ng - g0 < COLI_MAX_NR ? ng - g0 : COLI_MAX_NR;

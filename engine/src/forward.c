@@ -11,6 +11,7 @@
 #include "error.h"
 #include "experts.h"
 #include "ggml_types.h"
+#include "indexer.h"
 #include "kernels.h"
 #include "matmul.h"
 #include "model.h"
@@ -109,6 +110,15 @@ int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store
         }
         s->vt = p;
     }
+    if (hp->dsa) {
+        const size_t H = (size_t)hp->idx_n_head, D = (size_t)hp->idx_head_dim;
+        s->idx_q = take(s, nb * H * D * sizeof(float));
+        s->idx_k = take(s, nb * D * sizeof(float));
+        s->idx_w = take(s, nb * H * sizeof(float));
+        s->idx_sel = take(s, nb * (size_t)hp->idx_top_k * sizeof(int32_t));
+        s->idx_n_sel = take(s, nb * sizeof(int));
+        s->idx_scratch = take(s, (size_t)n_threads * coli_indexer_scratch_floats(hp, n_ctx) * sizeof(float));
+    }
     if (hp->mla_fused) {
         const size_t qh = (size_t)hp->head_dim_nope + hp->n_rot;
         s->mla_q = take(s, nb * hp->n_head * qh * sizeof(float));
@@ -124,7 +134,7 @@ int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store
         const coli_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down,
                                   &L->ffn_gate_inp, &L->exps.gate, &L->exps.up, &L->exps.down, &L->gate_shexp,
                                   &L->up_shexp, &L->down_shexp, &L->wq_a, &L->wq_b, &L->wkv_a, &L->wk_b,
-                                  &L->wv_b, &L->wkv_b};
+                                  &L->wv_b, &L->wkv_b, &L->idx_wq_b, &L->idx_wk, &L->idx_proj};
         for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) {
             if (!mats[i]->n_in) continue; /* absent in this layer */
             size_t sz = coli_matmul_scratch_size(mats[i]->type, mats[i]->n_in, n_batch);
@@ -260,6 +270,8 @@ static int mla_attention(const coli_model *m, coli_state *s, int il, int n) {
     const int V = hp->head_dim_mla_v;
     int rc;
     if ((rc = mla_queries(m, s, il, n))) return rc;
+    /* DSA: a full layer's indexer picks the cells (a shared one keeps the last full layer's) */
+    if (hp->dsa && L->idx_slot >= 0 && (rc = coli_indexer(m, s, il, n))) return rc;
     if ((rc = matmul(s, &L->wkv_a, s->xn, n, s->k))) return rc;
     for (int i = 0; i < n; i++) {
         const int pos = s->rows[i].pos;

@@ -5,6 +5,8 @@
  *   int32  tokens[n_tokens]
  *   f16    K of each layer: n_tokens rows of k_dim
  *   f16    V of each layer: v_dim rows of n_tokens
+ *   f16    DSA models: the indexer keys of each full layer, n_tokens rows of ik_dim
+ *          (the model identity fixes their shape, so the header is the same)
  * The header carries the model's identity and a checksum of itself and of the
  * payload; a file that fails any check is refused whole, before the cache is
  * marked valid, so a bad file never poisons a slot. */
@@ -38,9 +40,13 @@ typedef struct {
     uint64_t header_hash; /* of every field above */
 } kv_header;
 
+/* DSA's indexer key cache: one f16 row of idx_head_dim per token and full layer (llama.cpp's kv_lid) */
+static size_t ik_dim(const coli_hparams *hp) { return hp->dsa ? (size_t)hp->idx_head_dim : 0; }
+
 size_t coli_kv_bytes(const coli_hparams *hp, int n_ctx) {
     const size_t cells = (size_t)hp->n_layer * (size_t)n_ctx;
-    return cells * ((size_t)hp->kv_k_dim + (size_t)hp->kv_v_dim) * sizeof(coli_half);
+    const size_t ik_cells = (size_t)hp->n_idx_layers * (size_t)n_ctx;
+    return (cells * ((size_t)hp->kv_k_dim + (size_t)hp->kv_v_dim) + ik_cells * ik_dim(hp)) * sizeof(coli_half);
 }
 
 int coli_kv_init(coli_kv *kv, const coli_hparams *hp, int n_ctx) {
@@ -57,6 +63,9 @@ int coli_kv_init(coli_kv *kv, const coli_hparams *hp, int n_ctx) {
                          kv->bytes >> 20);
     kv->k = p;
     kv->v = kv->k + (size_t)hp->n_layer * n_ctx * kv->k_dim;
+    kv->ik_dim = ik_dim(hp);
+    kv->n_ik_layers = hp->dsa ? hp->n_idx_layers : 0;
+    kv->ik = kv->v + (size_t)hp->n_layer * n_ctx * kv->v_dim;
     return 0;
 }
 
@@ -151,6 +160,8 @@ int coli_kv_save(const coli_kv *kv, uint64_t model_id, const int32_t *tokens, in
     for (int il = 0; il < kv->n_layer; il++)
         for (size_t d = 0; d < kv->v_dim; d++)
             put(&s, kv->v + ((size_t)il * kv->v_dim + d) * kv->n_ctx, n * sizeof(coli_half));
+    for (int l = 0; l < kv->n_ik_layers; l++)
+        put(&s, kv->ik + (size_t)l * kv->n_ctx * kv->ik_dim, n * kv->ik_dim * sizeof(coli_half));
     h.payload_bytes = s.bytes;
     h.payload_hash = finish_hash(s.hash);
     h.header_hash = header_hash(&h);
@@ -215,7 +226,8 @@ int coli_kv_load(coli_kv *kv, uint64_t model_id, int32_t *tokens, const char *pa
         rc = coli_fail(COLI_E_TOO_LONG, "kv load: %s holds %zu tokens, the context holds %d", path, n, kv->n_ctx);
         goto done;
     }
-    const uint64_t want = n * sizeof(int32_t) + (uint64_t)kv->n_layer * n * (kv->k_dim + kv->v_dim) * sizeof(coli_half);
+    const uint64_t want = n * sizeof(int32_t) + (uint64_t)kv->n_layer * n * (kv->k_dim + kv->v_dim) * sizeof(coli_half) +
+                          (uint64_t)kv->n_ik_layers * n * kv->ik_dim * sizeof(coli_half);
     if (h.payload_bytes != want || (uint64_t)st.st_size != sizeof h + want) {
         rc = coli_fail((uint64_t)st.st_size < sizeof h + want ? COLI_E_TRUNCATED : COLI_E_CORRUPT,
                        "kv load: %s has %lld bytes, its header declares %llu", path, (long long)st.st_size,
@@ -236,6 +248,8 @@ int coli_kv_load(coli_kv *kv, uint64_t model_id, int32_t *tokens, const char *pa
             bad = get(f, stage, n * sizeof(coli_half), &hash);
             if (!bad) memcpy(kv->v + ((size_t)il * kv->v_dim + d) * kv->n_ctx, stage, n * sizeof(coli_half));
         }
+    for (int l = 0; l < kv->n_ik_layers && !bad; l++)
+        bad = get(f, kv->ik + (size_t)l * kv->n_ctx * kv->ik_dim, n * kv->ik_dim * sizeof(coli_half), &hash);
     if (bad) {
         rc = coli_fail(COLI_E_TRUNCATED, "kv load: %s ends early", path);
         goto done;

@@ -113,9 +113,20 @@ static int family_hparams(coli_hparams *hp, const char *arch) {
         hp->mla = true;
         return 0;
     }
+    /* MLA plus DeepSeek's sparse attention: DeepSeek V3.2(-Exp); GLM-5/5.1/5.2 */
+    if (strcmp(arch, "deepseek32") == 0 || strcmp(arch, "glm-dsa") == 0) {
+        const bool glm = strcmp(arch, "glm-dsa") == 0;
+        hp->rope_type = COLI_ROPE_NORM;
+        hp->mla = true;
+        hp->dsa = true;
+        hp->idx_rope_type = glm ? COLI_ROPE_NORM : COLI_ROPE_NEOX;
+        hp->idx_norm_eps = glm ? 0.0f : 1e-6f; /* llama.cpp sets f_norm_eps for deepseek32 only */
+        if (glm) hp->gating = COLI_GATE_SIGMOID; /* its default when expert_gating_func is absent */
+        return 0;
+    }
     return coli_fail(COLI_E_UNSUPPORTED,
                      "unsupported: architecture '%s' (colibri runs gemma3, llama (incl. Mixtral), qwen2, qwen3, qwen3moe, "
-                     "olmoe, glm4moe and deepseek2 today)", arch);
+                     "olmoe, glm4moe, deepseek2, deepseek32 and glm-dsa today)", arch);
 }
 
 /* MLA's ranks and head sizes. The converters write the absorbed layout: one
@@ -172,7 +183,8 @@ static int yarn_attn_factor(coli_hparams *hp, const gguf_file *f, const char *a)
         const float factor = 1.0f / freq_scale;
         if (hp->rope_yarn_log_mul != 0.0f) {
             const float all_dims = hp->rope_yarn_log_mul;
-            const float mscale = (hp->mla || hp->mla_fused) && all_dims != 1.0f ? all_dims : 1.0f;
+            /* llama.cpp reads mscale as mscale_all_dim for deepseek2 only (not deepseek32 / glm-dsa) */
+            const float mscale = (hp->mla || hp->mla_fused) && !hp->dsa && all_dims != 1.0f ? all_dims : 1.0f;
             hp->yarn_attn_factor = yarn_get_mscale(factor, mscale) / yarn_get_mscale(factor, all_dims);
         } else {
             hp->yarn_attn_factor = yarn_get_mscale(factor, 1.0f);
@@ -186,6 +198,80 @@ static int yarn_attn_factor(coli_hparams *hp, const gguf_file *f, const char *a)
         hp->kq_scale = 1.0f * mscale * mscale / sqrtf((float)(hp->head_dim_nope + hp->n_rot));
     }
     return 0;
+}
+
+/* The lightning indexer's keys (llama.cpp's load_arch_hparams of deepseek32 / glm-dsa):
+ * all required; the checks are the shapes its graph asserts or could not run. */
+static int dsa_hparams(coli_hparams *hp, const gguf_file *f, const char *a) {
+    int rc;
+    if ((rc = get_u32_req(f, a, "attention.indexer.head_count", &hp->idx_n_head))) return rc;
+    if ((rc = get_u32_req(f, a, "attention.indexer.key_length", &hp->idx_head_dim))) return rc;
+    if ((rc = get_u32_req(f, a, "attention.indexer.top_k", &hp->idx_top_k))) return rc;
+    if (!hp->mla)
+        return coli_fail(COLI_E_CORRUPT, "corrupt: %s needs MLA's split layout (attention.key_length_mla), not a "
+                         "fused attn_kv_b", a);
+    if (hp->q_lora_rank <= 0)
+        return coli_fail(COLI_E_CORRUPT, "corrupt: %s needs a q LoRA (attention.q_lora_rank): its indexer reads it", a);
+    const int D = hp->idx_head_dim;
+    if (hp->idx_n_head <= 0 || hp->idx_top_k <= 0 || D < 64 || D > 1024 || (D & (D - 1)) || hp->n_rot > D)
+        return coli_fail(COLI_E_CORRUPT,
+                         "corrupt: indexer with %d heads of %d, top-%d (needs heads, a top-k, and a head size that is a "
+                         "power of two in 64..1024 for its Hadamard rotation, at least the %d rotary dims)",
+                         hp->idx_n_head, D, hp->idx_top_k, hp->n_rot);
+    if (strcmp(a, "deepseek32") == 0) { /* llama.cpp requires its gating function */
+        char key[160];
+        snprintf(key, sizeof key, "%s.expert_gating_func", a);
+        if (hp->n_expert > 0 && gguf_find_key(f, key) < 0)
+            return coli_fail(COLI_E_MISSING, "missing: the model has no '%s'", key);
+    }
+    return 0;
+}
+
+/* Whether layer il of a DSA model runs an indexer of its own ("full") or reuses
+ * the previous full layer's top-k ("shared"): deepseek32's are all full; glm-dsa
+ * reads attention.indexer.types (one flag per trunk layer, or one for all), else
+ * every layer is full below a 1M trained context (GLM-5/5.1) and GLM-5.2's pattern
+ * above it (full: layers 0, 1, then every fourth from 2, for its 78 layers). */
+static int indexer_full(const gguf_file *f, const coli_model *m, int il, bool *full) {
+    const coli_hparams *hp = &m->hp;
+    *full = true;
+    if (strcmp(m->arch, "glm-dsa") != 0) return 0;
+    if (hp->n_ctx_train >= 1048576) *full = il < 78 && (il < 2 || (il - 2) % 4 == 0);
+    char key[160];
+    snprintf(key, sizeof key, "%s.attention.indexer.types", m->arch);
+    const gguf_kv *kv = gguf_get(f, key);
+    if (!kv) return 0;
+    if (kv->type != GGUF_TYPE_ARRAY) { /* one value for every layer */
+        uint32_t v;
+        if (gguf_get_u32(f, key, &v) < 0) return colibri_last_error_code();
+        *full = v != 0;
+        return 0;
+    }
+    const uint32_t t = kv->arr_type;
+    if (t != GGUF_TYPE_BOOL && t != GGUF_TYPE_UINT32 && t != GGUF_TYPE_INT32)
+        return coli_fail(COLI_E_CORRUPT, "corrupt: '%s' is an array of %s (bool or integers)", key, gguf_type_name(t));
+    if (kv->arr_n != (uint64_t)hp->n_layer)
+        return coli_fail(COLI_E_CORRUPT, "corrupt: '%s' has %" PRIu64 " entries, the model %d layers", key, kv->arr_n,
+                         hp->n_layer);
+    *full = gguf_arr_i64(kv, (uint64_t)il) != 0;
+    return 0;
+}
+
+/* ggml_gen_hadamard (llama-kv-cache.cpp): the orthonormal n x n Walsh-Hadamard
+ * matrix llama.cpp rotates the indexer's q and k with (its self_k_rot_lid). */
+static float *hadamard(int n) {
+    float *h = malloc((size_t)n * n * sizeof *h);
+    if (!h) return NULL;
+    h[0] = (float)(1.0 / sqrtf((float)n));
+    for (int s = 1; s < n; s *= 2)
+        for (int i = 0; i < s; i++)
+            for (int j = 0; j < s; j++) {
+                const float v = h[i * n + j];
+                h[(i + s) * n + j] = v;
+                h[i * n + j + s] = v;
+                h[(i + s) * n + j + s] = -v;
+            }
+    return h;
 }
 
 static int load_hparams(coli_model *m, const gguf_file *f) {
@@ -288,6 +374,7 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
         if (nextn >= hp->n_layer) return coli_fail(COLI_E_CORRUPT, "corrupt: %d of %d layers are MTP layers", nextn, hp->n_layer);
         hp->n_layer -= nextn;
     }
+    if (hp->dsa && (rc = dsa_hparams(hp, f, a))) return rc;
     return 0;
 }
 
@@ -420,6 +507,41 @@ static int load_mla(coli_model *m, const gguf_file *f, int il) {
     return 0;
 }
 
+/* A full layer's indexer (llama.cpp: required for deepseek32, present on glm-dsa's full layers). */
+static int load_indexer(coli_model *m, const gguf_file *f, int il) {
+    const coli_hparams *hp = &m->hp;
+    coli_layer *L = &m->layers[il];
+    const int64_t D = hp->idx_head_dim;
+    char name[96];
+    int rc;
+#define T(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
+    if ((rc = bind_vec(&L->idx_k_norm, f, T("indexer.k_norm.weight"), D, false))) return rc;
+    if ((rc = bind_vec(&L->idx_k_norm_b, f, T("indexer.k_norm.bias"), D, false))) return rc;
+    if ((rc = bind_mat(&L->idx_proj, f, T("indexer.proj.weight"), hp->n_embd, hp->idx_n_head))) return rc;
+    if ((rc = bind_mat(&L->idx_wk, f, T("indexer.attn_k.weight"), hp->n_embd, D))) return rc;
+    if ((rc = bind_mat(&L->idx_wq_b, f, T("indexer.attn_q_b.weight"), hp->q_lora_rank, hp->idx_n_head * D))) return rc;
+#undef T
+    return 0;
+}
+
+/* Layer il's place in DSA: its own indexer, or the previous full layer's top-k. */
+static int load_dsa_layer(coli_model *m, const gguf_file *f, int il) {
+    coli_layer *L = &m->layers[il];
+    bool full;
+    int rc = indexer_full(f, m, il, &full);
+    if (rc) return rc;
+    L->idx_slot = -1;
+    if (!full) {
+        if (m->hp.n_idx_layers == 0)
+            return coli_fail(COLI_E_CORRUPT, "corrupt: layer %d shares the indexer top-k of a previous full layer "
+                             "(attention.indexer.types), but no full layer precedes it", il);
+        return 0;
+    }
+    if ((rc = load_indexer(m, f, il))) return rc;
+    L->idx_slot = m->hp.n_idx_layers++;
+    return 0;
+}
+
 static int load_layer(coli_model *m, const gguf_file *f, int il) {
     const coli_hparams *hp = &m->hp;
     coli_layer *L = &m->layers[il];
@@ -442,6 +564,7 @@ static int load_layer(coli_model *m, const gguf_file *f, int il) {
     }
     if (hp->mla || hp->mla_fused) {
         if ((rc = load_mla(m, f, il))) return rc;
+        if (hp->dsa && (rc = load_dsa_layer(m, f, il))) return rc;
     } else {
         const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim;
         const int64_t k_dim = (int64_t)hp->n_head_kv * hp->head_dim;
@@ -512,7 +635,7 @@ int coli_model_load(coli_model *m, const gguf_file *f) {
     char key[160];
     uint32_t gating;
     snprintf(key, sizeof key, "%s.expert_gating_func", m->arch);
-    if ((hp->mla || hp->mla_fused) && hp->n_expert > 0 && gguf_get_u32(f, key, &gating) == 0 && (hp->n_layer == 47 || hp->n_layer == 48) &&
+    if (!hp->dsa && (hp->mla || hp->mla_fused) && hp->n_expert > 0 && gguf_get_u32(f, key, &gating) == 0 && (hp->n_layer == 47 || hp->n_layer == 48) &&
         hp->n_vocab == 154880)
         hp->gating = COLI_GATE_SIGMOID; /* GLM-4.7-Flash files without the key (llama.cpp's special case) */
     if ((rc = bind_mat(&m->tok_embd, f, "token_embd.weight", hp->n_embd, hp->n_vocab))) return rc;
@@ -526,6 +649,7 @@ int coli_model_load(coli_model *m, const gguf_file *f) {
     if (!m->layers) return coli_fail(COLI_E_NOMEM, "out of memory");
     for (int il = 0; il < hp->n_layer; il++)
         if ((rc = load_layer(m, f, il))) return rc;
+    if (hp->dsa && !(m->idx_rot = hadamard(hp->idx_head_dim))) return coli_fail(COLI_E_NOMEM, "out of memory");
     for (int64_t i = 0; i < gguf_n_tensors(f); i++) {
         const gguf_tensor *t = gguf_tensor_at(f, i);
         m->n_params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
@@ -551,9 +675,12 @@ void coli_model_free(coli_model *m) {
             free(L->exp_probs_b);
             free(L->q_a_norm);
             free(L->kv_a_norm);
+            free(L->idx_k_norm);
+            free(L->idx_k_norm_b);
         }
     }
     free(m->layers);
+    free(m->idx_rot);
     free(m->output_norm);
     memset(m, 0, sizeof *m);
 }

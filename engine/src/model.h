@@ -99,6 +99,15 @@ typedef struct {
     int kv_lora_rank;
     int head_dim_nope;     /* per-head query/key dims without RoPE */
     int head_dim_mla_v;    /* per-head value size after attn_v_b */
+    /* DeepSeek sparse attention (deepseek32, glm-dsa): MLA whose queries see only the
+     * idx_top_k cells a "lightning indexer" scores highest (src/models/deepseek32.cpp) */
+    bool dsa;
+    int idx_n_head;        /* indexer query heads */
+    int idx_head_dim;      /* indexer head size: a power of two >= 64 (its Hadamard rotation) */
+    int idx_top_k;         /* cells each query attends to, at most */
+    coli_rope_type idx_rope_type; /* NEOX for deepseek32, NORM for glm-dsa (on the first n_rot dims) */
+    float idx_norm_eps;    /* the indexer key's layer norm: 1e-6 (deepseek32), 0 (glm-dsa: never set) */
+    int n_idx_layers;      /* layers with an indexer of their own ("full"): the indexer key cache's layers */
     /* the KV cache's row widths: n_head_kv * head sizes, or the latent for MLA (V read from K) */
     int kv_k_dim, kv_v_dim;
 } coli_hparams;
@@ -133,6 +142,13 @@ typedef struct {
     coli_mat wk_b, wv_b;     /* head 0's: nope -> kv_lora_rank, kv_lora_rank -> head_dim_mla_v */
     coli_mat wkv_b;          /* mla_fused: kv_lora_rank -> n_head * (nope + head_dim_mla_v) */
     size_t wk_b_stride, wv_b_stride; /* bytes from one head's matrix to the next */
+    /* DSA (hp.dsa): a "full" layer runs its indexer (idx_slot: its layer in the indexer
+     * key cache); a "shared" one (idx_slot -1, glm-dsa) reuses the previous full layer's top-k */
+    int idx_slot;
+    coli_mat idx_wq_b;       /* q_lora_rank -> idx_n_head * idx_head_dim */
+    coli_mat idx_wk;         /* n_embd -> idx_head_dim */
+    coli_mat idx_proj;       /* n_embd -> idx_n_head: the per-head weights */
+    float *idx_k_norm, *idx_k_norm_b; /* (idx_head_dim) layer norm weight and bias */
 } coli_layer;
 
 typedef struct {
@@ -142,6 +158,7 @@ typedef struct {
     coli_mat output;     /* n_embd -> n_vocab (tok_embd when tied) */
     float *output_norm;  /* (n_embd) */
     coli_layer *layers;  /* n_layer */
+    float *idx_rot;      /* DSA: the idx_head_dim^2 Walsh-Hadamard rotation of indexer q and k */
     int64_t n_params;
     const struct gguf_file *file; /* the weights' mapping, watched for changes (gguf_file_state) */
 } coli_model;
@@ -161,6 +178,9 @@ typedef struct {
     int n_layer;
     coli_half *k;    /* [n_layer][n_ctx][k_dim] */
     coli_half *v;    /* [n_layer][v_dim][n_ctx]: transposed, so P.V is a dot per dimension */
+    size_t ik_dim;   /* DSA: the indexer key cache's row (idx_head_dim), else 0 */
+    int n_ik_layers; /* ... and its layers (hp.n_idx_layers) */
+    coli_half *ik;   /* [n_ik_layers][n_ctx][ik_dim] f16, as llama.cpp's type_k */
     size_t bytes;    /* size of the mapping */
 } coli_kv;
 
@@ -176,7 +196,7 @@ typedef struct {
     coli_kv *kv;
 } coli_row;
 
-#define COLI_STATE_MAX_BUFFERS 48 /* buffers a coli_state holds, at most (forward.c take() checks) */
+#define COLI_STATE_MAX_BUFFERS 64 /* buffers a coli_state holds, at most (forward.c take() checks) */
 
 /* Scratch of a forward batch, shared by every sequence. */
 typedef struct {
@@ -225,6 +245,13 @@ typedef struct {
     size_t vt_bytes;
     int vt_seqs, vt_cells;
     const coli_half **vt_of_row; /* [n_batch] row -> its sequence's transposed values */
+    /* DSA (hp.dsa) */
+    float *idx_q;           /* [n_batch][idx_n_head * idx_head_dim] rotated indexer queries */
+    float *idx_k;           /* [n_batch][idx_head_dim] the indexer keys before caching */
+    float *idx_w;           /* [n_batch][idx_n_head] per-head weights, prescaled */
+    int32_t *idx_sel;       /* [n_batch][idx_top_k] the cells each row attends to (the last full layer's) */
+    int *idx_n_sel;         /* [n_batch] how many; > pos: every visible cell */
+    float *idx_scratch;     /* per thread: coli_indexer_scratch_floats() */
     coli_pool *pool;
     int n_threads;
     size_t bytes;    /* memory held by this state */

@@ -20,6 +20,38 @@ void coli_rmsnorm(float *y, const float *x, const float *w, int n, float eps) {
     }
 }
 
+/* _mm256 squares summed as ggml_vec_cvar_f32's AVX2 branch: halves, then movehl, then movehdup */
+static float reduce_add8(const float *a) {
+    float t[4];
+    for (int j = 0; j < 4; j++) t[j] = a[4 + j] + a[j];
+    return (t[0] + t[2]) + (t[1] + t[3]);
+}
+
+static float reduce_add16(const float *a);
+
+void coli_layernorm(float *y, const float *x, const float *w, const float *b, int n, float eps) {
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += (double)x[i];
+    const float mean = (float)sum / (float)n;
+    const int lanes = coli_kernels()->f32_lanes;
+    double var = 0.0;
+    int i = 0;
+    for (; i + lanes - 1 < n; i += lanes) { /* ggml_vec_cvar_f32 */
+        float sq[16];
+        for (int k = 0; k < lanes; k++) {
+            y[i + k] = x[i + k] - mean;
+            sq[k] = y[i + k] * y[i + k];
+        }
+        var += (double)(lanes == 8 ? reduce_add8(sq) : reduce_add16(sq));
+    }
+    for (; i < n; i++) {
+        y[i] = x[i] - mean;
+        var += (double)(y[i] * y[i]);
+    }
+    const float scale = 1.0f / sqrtf((float)(var / n) + eps);
+    for (int k = 0; k < n; k++) y[k] = (y[k] * scale) * w[k] + b[k];
+}
+
 /* ggml precomputes GELU for every f16 value and looks inputs up after
  * rounding them to f16; we do the same so the FFN matches bit for bit. */
 static coli_half gelu_table[(1 << 16) + 2]; /* + padding: the SIMD lookup reads 4 bytes per entry */

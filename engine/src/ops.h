@@ -11,6 +11,10 @@
 
 /* y = x / rms(x) * w  (w may be NULL: no weight); x and y may alias. */
 void coli_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
+/* y = (x - mean) / sqrt(var + eps) * w + b, as ggml_norm then ggml_mul and ggml_add
+ * compute it (the mean summed in double, the variance by SIMD vectors of the
+ * kernel table's f32_lanes, each reduced in float, summed in double); x and y may alias. */
+void coli_layernorm(float *y, const float *x, const float *w, const float *b, int n, float eps);
 /* x = gelu(x) * g, with ggml's f16-table GELU (tanh approximation). */
 void coli_geglu(float *x, const float *g, int n);
 /* x = silu(x) * g, as ggml's AVX-512 or AVX2 build computes it (the kernel table's f32_lanes). */

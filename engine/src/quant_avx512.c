@@ -40,7 +40,7 @@ INL float hsum8(__m256 x) {
 
 /* ggml_vec_dot_f32/_f16 on an AVX-512 build: four 16-lane accumulators over
  * steps of 64, reduced (0+2, 1+3), (0+1), _mm512_reduce_add_ps; leftovers one
- * by one (f32: fmaf in float, f16: in double). */
+ * by one (f32: in float, see below; f16: in double). */
 INL __m512 ld16(const void *p, int i, const int f16) {
     return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const coli_half *)p + i)))
                : _mm512_loadu_ps((const float *)p + i);
@@ -65,9 +65,15 @@ INL void fdot_nr(int n, const void *w, const char *a, size_t as, float *s, size_
             double sumf = red;
             for (int j = np; j < n; j++) sumf += (double)(el(w, j, 1) * el(x, j, 1));
             s[r * ss] = (float)sumf;
-        } else {
+        } else { /* the leftover loop as GCC vectorised it: 16, then 8 products at a time added
+                  * one by one, the last < 8 by fma (an MLA head of 32 takes the first two) */
             float sumf = red;
-            for (int j = np; j < n; j++) sumf = fmaf(el(w, j, 0), el(x, j, 0), sumf);
+            int j = np;
+            for (; j + 16 <= n; j += 16)
+                for (int k = 0; k < 16; k++) sumf += el(w, j + k, 0) * el(x, j + k, 0);
+            if (j + 8 <= n)
+                for (const int e = j + 8; j < e; j++) sumf += el(w, j, 0) * el(x, j, 0);
+            for (; j < n; j++) sumf = fmaf(el(w, j, 0), el(x, j, 0), sumf);
             s[r * ss] = sumf;
         }
     }

@@ -67,7 +67,26 @@ class Plan:
         return d
 
 
-def _kv_bytes_per_slot(meta: dict, arch: str, n_layer: int, ctx: int) -> int:
+def _indexer_layers(meta: dict, arch: str, n_layer: int, trained: int) -> int:
+    """Layers that cache DeepSeek sparse attention's indexer keys (the engine's model.c
+    indexer_full): every layer of deepseek32; glm-dsa's "full" ones, as
+    attention.indexer.types says, else all below a 1M trained context (GLM-5/5.1)
+    and GLM-5.2's pattern above it (layers 0, 1, then every fourth from 2)."""
+    if arch == "deepseek32":
+        return n_layer
+    if arch != "glm-dsa":
+        return 0
+    types = meta.get(f"{arch}.attention.indexer.types")
+    if isinstance(types, list):
+        return sum(1 for t in types[:n_layer] if t)
+    if types is not None:
+        return n_layer if types else 0
+    if trained < 1048576:
+        return n_layer
+    return sum(1 for il in range(min(n_layer, 78)) if il < 2 or (il - 2) % 4 == 0)
+
+
+def _kv_bytes_per_slot(meta: dict, arch: str, n_layer: int, ctx: int, trained: int = 0) -> int:
     n_head = int(meta.get(f"{arch}.attention.head_count") or 1)
     n_head_kv = meta.get(f"{arch}.attention.head_count_kv") or n_head
     if isinstance(n_head_kv, list):  # per-layer counts
@@ -76,8 +95,10 @@ def _kv_bytes_per_slot(meta: dict, arch: str, n_layer: int, ctx: int) -> int:
     k = int(meta.get(f"{arch}.attention.key_length") or n_embd // max(n_head, 1))
     v = int(meta.get(f"{arch}.attention.value_length") or k)
     if meta.get(f"{arch}.attention.key_length_mla"):
-        # MLA: one latent row per token (kv_lora_rank + rope dims, key_length); the values are read from it
-        return n_layer * ctx * int(n_head_kv) * k * 2
+        # MLA: one latent row per token (kv_lora_rank + rope dims, key_length); the values are read from it;
+        # DSA models also cache one f16 indexer key per token and full indexer layer
+        indexer = _indexer_layers(meta, arch, n_layer, trained) * int(meta.get(f"{arch}.attention.indexer.key_length") or 0)
+        return (n_layer * int(n_head_kv) * k + indexer) * ctx * 2
     return n_layer * ctx * int(n_head_kv) * (k + v) * 2  # f16 keys and values
 
 
@@ -100,7 +121,8 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
     with GGUFFile(path) as g:
         info = g.describe()
         arch = info.get("arch") or "?"
-        keys = ("head_count", "head_count_kv", "key_length", "value_length", "key_length_mla")
+        keys = ("head_count", "head_count_kv", "key_length", "value_length", "key_length_mla",
+                "indexer.key_length", "indexer.types")
         meta = {k: g.get(k) for k in [f"{arch}.attention.{x}" for x in keys] + [f"{arch}.embedding_length"]}
         mtp_layers = int(g.get(f"{arch}.nextn_predict_layers") or 0)  # in the file, never run nor cached
         dense = experts = 0
@@ -121,9 +143,9 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
     if ctx:
         ctx = min(ctx, trained)
     else:
-        ctx = auto_ctx(trained, lambda n: _kv_bytes_per_slot(meta, arch, n_layer, n) * kv_slots,
+        ctx = auto_ctx(trained, lambda n: _kv_bytes_per_slot(meta, arch, n_layer, n, trained) * kv_slots,
                        vm.available - margin)
-    kv = _kv_bytes_per_slot(meta, arch, n_layer, ctx)
+    kv = _kv_bytes_per_slot(meta, arch, n_layer, ctx, trained)
     disk_free = psutil.disk_usage(str(path.parent)).free
     cores = psutil.cpu_count(logical=False) or os.cpu_count() or 1
     base = dict(model=str(path), arch=arch, n_layer=n_layer, n_expert=n_expert, n_expert_used=used,

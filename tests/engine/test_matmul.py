@@ -131,7 +131,8 @@ def ours(wtype, w, n_in, n_out, x):
 
 
 @pytest.mark.parametrize("wtype,n_in,n_out", [
-    (F32, 512, 64), (F32, 320, 67), (F16, 512, 64), (F16, 336, 66),
+    (F32, 512, 64), (F32, 320, 67), (F32, 96, 37), (F32, 44, 37),  # one-row leftovers 16+16; 16+16+8+4 (no tinyBLAS)
+    (F16, 512, 64), (F16, 336, 66),
     (Q8_0, 640, 64), (Q5_0, 640, 64), (Q4_0, 640, 64), (Q4_0, 640, 66),  # Q4_0: repacked / not (n_out % 8)
     (Q8_0, 1024, 80), (Q5_0, 2048, 48), (Q8_0, 96, 37),  # whole and partial 16-block scale runs, 16-row tiles
     (Q4_0, 4608, 18), (Q8_0, 32768, 16), (Q5_0, 33792, 16),  # rows past the decoded-weights, scale-slab, 16-row limits

@@ -17,7 +17,7 @@ from tests.fixtures import moe_models
 
 pytest.importorskip("gguf")
 
-MOE_ARCHS = ("qwen3moe", "olmoe", "llama", "glm4moe", "deepseek2")  # llama with experts: Mixtral's layout
+MOE_ARCHS = ("qwen3moe", "olmoe", "llama", "glm4moe", "deepseek2", "deepseek32", "glm-dsa")  # llama with experts: Mixtral's layout
 
 
 def model_path(kind: str, tmp_path, default_model):

@@ -14,7 +14,7 @@ from tests.fixtures import moe_models
 
 pytest.importorskip("gguf")
 
-ARCHS = ("qwen3moe", "olmoe", "llama", "glm4moe", "deepseek2")
+ARCHS = ("qwen3moe", "olmoe", "llama", "glm4moe", "deepseek2", "deepseek32", "glm-dsa")
 
 
 def decode(e: Engine, prompts: list[list[int]], max_tokens: int) -> dict[int, list[int]]:
