@@ -122,6 +122,11 @@ int colibri_kernel_quantize(uint32_t type, const float *src, int64_t n, void *ds
 int colibri_kernel_quantize_act(uint32_t type, const float *src, int64_t n, void *dst, size_t dst_bytes);
 /* *out = dot(w, x): x is converted to the partner type first, as ggml does. */
 int colibri_kernel_vec_dot(uint32_t wtype, int64_t n, const void *w, size_t w_bytes, const float *x, float *out);
+/* Test hook of the kernels in force: P.V of nr rows of len f16 probabilities p
+ * ([nr][len]) against row-major f16 values v ([len][n_d]) into out ([nr][n_d])
+ * as attention's decode computes it (kernel pv_rows when the set has one, else
+ * vec_dot over the transposed values). len % 64 == 0, n_d % 16 == 0, nr 1..4. */
+int colibri_kernel_pv(int len, int n_d, int nr, const uint16_t *v, const uint16_t *p, float *out, int transposed);
 /* y[r][o] = dot(W row o, x row r); W has n_out rows of n_in elements. */
 int colibri_kernel_matmul(uint32_t wtype, const void *w, size_t w_bytes, int64_t n_in, int64_t n_out,
                           const float *x, int64_t n_rows, float *y, int n_threads);

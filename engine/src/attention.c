@@ -67,6 +67,7 @@ typedef struct {
     coli_vec_dot_nw_fn kq_dot2, kqv_dot2;  /* the same for two K / V rows at once, or NULL */
     coli_exp_sum_fn exp_sum;
     coli_from_float_fn to_f16;
+    coli_pv_rows_fn pv_rows;  /* MLA: P.V straight from the latent rows of K (no transposed copy), or NULL */
 } attn_job;
 
 /* Scores sc[c0..c1) of cells [lo, hi] (the rest masked) -> probabilities ph (f16). */
@@ -140,6 +141,14 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
     /* kqv: one V row (value dimension) against the probabilities of every head */
     float *out = s->att + ((size_t)i * hp->n_head + h0) * hdv;
     const size_t ph_stride = cstride * sizeof(coli_half);
+    if (J->pv_rows) { /* the latent rows of K, read in place, the bits of the loop below */
+        for (int g0 = 0; g0 < ng; g0 += COLI_MAX_NR) {
+            const int nr = ng - g0 < COLI_MAX_NR ? ng - g0 : COLI_MAX_NR;
+            J->pv_rows(len, kc + (size_t)c0 * k_dim, (size_t)k_dim, hdv, ph + (size_t)g0 * cstride, cstride,
+                       out + (size_t)g0 * hdv, (size_t)hdv, nr);
+        }
+        return;
+    }
     /* likewise value rows in blocks, each block's rows read from memory once for every run of heads */
     for (int d0 = 0; d0 < hdv; d0 += V_ROWS) {
         const int d1 = d0 + V_ROWS < hdv ? d0 + V_ROWS : hdv;
@@ -239,7 +248,7 @@ void coli_attention(const coli_model *m, coli_state *s, int il, int n) {
     const coli_kernel_table *t = coli_kernels();
     const coli_type_kernels *k = &t->type[GGML_TYPE_F16];
     attn_job job = {m, s, il, 0, n, task_heads(hp), k->vec_dot, k->vec_dot, k->vec_dot_2w, k->vec_dot_2w, t->exp_sum,
-                    t->type[GGML_TYPE_F16].from_float};
+                    t->type[GGML_TYPE_F16].from_float, NULL};
     /* llama.cpp's n_kv is a multiple of 256 cells; a batch of queries goes
      * through tinyBLAS, rows alone as a batch of one, uniform rows as in a
      * batch large enough for it whatever their number */
@@ -264,7 +273,14 @@ void coli_attention(const coli_model *m, coli_state *s, int il, int n) {
         while (group % per) per--;
         job.heads_per_task = per;
     }
-    if (!hp->mla) {
+    /* MLA with the one-row P.V (decode): read the latent in place when every
+     * row's last chunk of cells lies inside its cache */
+    if (hp->mla && t->pv_rows_f16 && job.kqv_dot == k->vec_dot && hp->head_dim_v % 16 == 0) {
+        job.pv_rows = t->pv_rows_f16;
+        for (int i = 0; i < n && job.pv_rows; i++)
+            if (ceil_chunk(s->rows[i].pos + 1) > s->rows[i].kv->n_ctx) job.pv_rows = NULL;
+    }
+    if (!hp->mla || job.pv_rows) {
         coli_pool_run(s->pool, attn_worker, &job);
         return;
     }

@@ -103,3 +103,22 @@ int colibri_kernel_vec_dot(uint32_t wtype, int64_t n, const void *w, size_t w_by
     free(tmp);
     return COLI_OK;
 }
+
+int colibri_kernel_pv(int len, int n_d, int nr, const uint16_t *v, const uint16_t *p, float *out, int transposed) {
+    if (len <= 0 || len % 64 || n_d <= 0 || n_d % 16 || nr < 1 || nr > COLI_MAX_NR || !v || !p || !out)
+        return coli_fail(COLI_E_ARG, "pv: len %% 64, n_d %% 16 must be 0 and nr 1..%d", COLI_MAX_NR);
+    const coli_kernel_table *t = coli_kernels();
+    if (!transposed) {
+        if (!t->pv_rows_f16) return coli_fail(COLI_E_UNSUPPORTED, "pv: the %s kernels have no pv_rows", t->name);
+        t->pv_rows_f16(len, v, (size_t)n_d, n_d, p, (size_t)len, out, (size_t)n_d, nr);
+        return COLI_OK;
+    }
+    uint16_t *vt = malloc((size_t)len * n_d * sizeof *vt);
+    if (!vt) return coli_fail(COLI_E_NOMEM, "pv: out of memory");
+    for (int c = 0; c < len; c++)
+        for (int d = 0; d < n_d; d++) vt[(size_t)d * len + c] = v[(size_t)c * n_d + d];
+    for (int d = 0; d < n_d; d++)
+        t->type[GGML_TYPE_F16].vec_dot(len, vt + (size_t)d * len, p, (size_t)len * sizeof *p, out + d, (size_t)n_d, nr);
+    free(vt);
+    return COLI_OK;
+}

@@ -124,6 +124,7 @@ static void build_tables(void) {
     t->type[GGML_TYPE_F32].vec_dot_mm_2w = vec_dot_f32_f32_mm_2w_avx512;
     t->type[GGML_TYPE_F16].vec_dot_mm_2w = vec_dot_f16_f16_mm_2w_avx512;
     t->exp_sum = coli_exp_sum_avx512;
+    t->pv_rows_f16 = coli_pv_rows_f16_avx512;
     t->f32_lanes = 16;
     t->geglu = coli_geglu_avx512;
     if (coli_cpu()->avx512bf16) t->type[GGML_TYPE_BF16].vec_dot = vec_dot_bf16_bf16_avx512;

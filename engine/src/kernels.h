@@ -55,6 +55,7 @@ typedef struct {
      * which its tinyBLAS batches match */
     coli_type_kernels q4_0_plain;
     coli_exp_sum_fn exp_sum;
+    coli_pv_rows_fn pv_rows_f16; /* optional: P.V from row-major F16 V (one-row arithmetic) */
     coli_geglu_fn geglu;
     /* the f32 vector width of the reference build's element-wise ops (exp,
      * silu, softmax): 16 lanes for AVX-512, 8 for AVX2, whose exp rounds differently */

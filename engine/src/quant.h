@@ -192,6 +192,13 @@ typedef double (*coli_exp_sum_fn)(float *x, int n, float max);
  * from `table` (65536 f16 entries + 2 bytes of padding) at x rounded to f16;
  * 0 at or below -10, x * g at or above 10. NULL: ops.c's scalar loop. */
 typedef void (*coli_geglu_fn)(float *x, const float *g, int n, const coli_half *table);
+/* P.V read straight from row-major V, with the bits the one-row F16 vec_dot
+ * gives each value row of V^T against p (len % 64 == 0): for r < nr and
+ * d < n_d (n_d % 16 == 0), out[r * out_stride + d] = vec_dot(V^T row d, p_r),
+ * V[c][d] at v[c * v_stride + d], p_r at p + r * p_stride (cells 0 .. len-1).
+ * MLA's values are the latent rows of K: decode need not transpose them. */
+typedef void (*coli_pv_rows_fn)(int len, const coli_half *v, size_t v_stride, int n_d, const coli_half *p,
+                                size_t p_stride, float *out, size_t out_stride, int nr);
 
 /* Bytes of one row of n elements of `type`, 0 when n is not a multiple of
  * the block size or the type is unknown. */
@@ -300,6 +307,8 @@ COLI_DECLARE_VEC_DOT(vec_dot_f16_f16_mm_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_f32_f32_mm_2w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_f16_f16_mm_2w_avx512);
 double coli_exp_sum_avx512(float *x, int n, float max);
+void coli_pv_rows_f16_avx512(int len, const coli_half *v, size_t v_stride, int n_d, const coli_half *p,
+                             size_t p_stride, float *out, size_t out_stride, int nr);
 void coli_geglu_avx512(float *x, const float *g, int n, const coli_half *table);
 COLI_DECLARE_VEC_DOT(vec_dot_bf16_bf16_avx512);     /* needs avx512bf16 */
 COLI_DECLARE_VEC_DOT(vec_dot_q4_0_q8_0_avx512);

@@ -120,6 +120,43 @@ TGT void vec_dot_f16_f16_mm_2w_avx512(int n, const void *w, size_t wst, const vo
     COLI_DISPATCH_NR(nr, fdot_mm_2w_nr, n, w, wst, (const char *)a, as, s, ss, 1);
 }
 
+/* fdot_nr's arithmetic (f16, n % 64 == 0) turned on its side: a zmm holds 16
+ * value dims instead of 16 cells. Lane l of fdot_nr's accumulator k sums the
+ * cells c = 16k + l (mod 64) in order; here acc[l] does, for pass k. The
+ * passes are combined as (0 + 2) + (1 + 3), and the 16 "lanes" by GCC's
+ * _mm512_reduce_add_ps tree (halves, quarters, then [0]+[2], [1]+[3], sum),
+ * each an exact vertical add, so every output has the bits of fdot_nr. */
+TGT void coli_pv_rows_f16_avx512(int len, const coli_half *v, size_t v_stride, int n_d, const coli_half *p,
+                                 size_t p_stride, float *out, size_t out_stride, int nr) {
+    float pf[64] __attribute__((aligned(64)));
+    for (int d0 = 0; d0 < n_d; d0 += 16) {
+        for (int r = 0; r < nr; r++) {
+            const coli_half *pr = p + (size_t)r * p_stride;
+            __m512 part[4][16];
+            for (int k = 0; k < 4; k++) {
+                __m512 acc[16];
+                for (int l = 0; l < 16; l++) acc[l] = _mm512_setzero_ps();
+                for (int i = 0; i < len; i += 64) {
+                    _mm512_store_ps(pf, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pr + i + 16 * k))));
+                    const coli_half *vr = v + (size_t)(i + 16 * k) * v_stride + d0;
+                    for (int l = 0; l < 16; l++) {
+                        const __m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + (size_t)l * v_stride)));
+                        acc[l] = _mm512_fmadd_ps(vv, _mm512_set1_ps(pf[l]), acc[l]);
+                    }
+                }
+                for (int l = 0; l < 16; l++) part[k][l] = acc[l];
+            }
+            __m512 t[16];
+            for (int l = 0; l < 16; l++)
+                t[l] = _mm512_add_ps(_mm512_add_ps(part[0][l], part[2][l]), _mm512_add_ps(part[1][l], part[3][l]));
+            for (int l = 0; l < 8; l++) t[l] = _mm512_add_ps(t[l + 8], t[l]);
+            for (int l = 0; l < 4; l++) t[l] = _mm512_add_ps(t[l + 4], t[l]);
+            const __m512 s0 = _mm512_add_ps(t[0], t[2]), s1 = _mm512_add_ps(t[1], t[3]);
+            _mm512_storeu_ps(out + (size_t)r * out_stride + d0, _mm512_add_ps(s0, s1));
+        }
+    }
+}
+
 /* ggml_v_expf (ggml-cpu/vec.h, AVX-512 build), instruction for instruction */
 INL __m512 v_expf(__m512 x) {
     const __m512 r = _mm512_set1_ps(0x1.8p23f);
