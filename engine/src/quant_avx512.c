@@ -126,34 +126,52 @@ TGT void vec_dot_f16_f16_mm_2w_avx512(int n, const void *w, size_t wst, const vo
  * passes are combined as (0 + 2) + (1 + 3), and the 16 "lanes" by GCC's
  * _mm512_reduce_add_ps tree (halves, quarters, then [0]+[2], [1]+[3], sum),
  * each an exact vertical add, so every output has the bits of fdot_nr. */
+/* Heads r0 .. r0 + nh - 1 (nh 1 or 2) of one 16-dim block: each value load
+ * serves every head, the lanes in two halves of 8 so 2 x 8 accumulators stay
+ * in registers. */
+INL void pv_block(int len, const coli_half *v, size_t v_stride, const coli_half *p, size_t p_stride, float *out,
+                  size_t out_stride, const int nh) {
+    __m512 part[2][4][16];
+    for (int half = 0; half < 2; half++)
+        for (int k = 0; k < 4; k++) {
+            __m512 acc[2][8];
+            for (int j = 0; j < nh; j++)
+                for (int l = 0; l < 8; l++) acc[j][l] = _mm512_setzero_ps();
+            const int off = 16 * k + 8 * half;
+            for (int i = 0; i < len; i += 64) {
+                float pf[2][8] __attribute__((aligned(32)));
+                for (int j = 0; j < nh; j++)
+                    _mm256_store_ps(pf[j], _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + (size_t)j * p_stride + i + off))));
+                const coli_half *vr = v + (size_t)(i + off) * v_stride;
+                for (int l = 0; l < 8; l++) {
+                    const __m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + (size_t)l * v_stride)));
+                    for (int j = 0; j < nh; j++) acc[j][l] = _mm512_fmadd_ps(vv, _mm512_set1_ps(pf[j][l]), acc[j][l]);
+                }
+            }
+            for (int j = 0; j < nh; j++)
+                for (int l = 0; l < 8; l++) part[j][k][8 * half + l] = acc[j][l];
+        }
+    for (int j = 0; j < nh; j++) {
+        __m512 t[16];
+        for (int l = 0; l < 16; l++)
+            t[l] = _mm512_add_ps(_mm512_add_ps(part[j][0][l], part[j][2][l]), _mm512_add_ps(part[j][1][l], part[j][3][l]));
+        for (int l = 0; l < 8; l++) t[l] = _mm512_add_ps(t[l + 8], t[l]);
+        for (int l = 0; l < 4; l++) t[l] = _mm512_add_ps(t[l + 4], t[l]);
+        const __m512 s0 = _mm512_add_ps(t[0], t[2]), s1 = _mm512_add_ps(t[1], t[3]);
+        _mm512_storeu_ps(out + (size_t)j * out_stride, _mm512_add_ps(s0, s1));
+    }
+}
+
 TGT void coli_pv_rows_f16_avx512(int len, const coli_half *v, size_t v_stride, int n_d, const coli_half *p,
                                  size_t p_stride, float *out, size_t out_stride, int nr) {
-    float pf[64] __attribute__((aligned(64)));
     for (int d0 = 0; d0 < n_d; d0 += 16) {
-        for (int r = 0; r < nr; r++) {
-            const coli_half *pr = p + (size_t)r * p_stride;
-            __m512 part[4][16];
-            for (int k = 0; k < 4; k++) {
-                __m512 acc[16];
-                for (int l = 0; l < 16; l++) acc[l] = _mm512_setzero_ps();
-                for (int i = 0; i < len; i += 64) {
-                    _mm512_store_ps(pf, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pr + i + 16 * k))));
-                    const coli_half *vr = v + (size_t)(i + 16 * k) * v_stride + d0;
-                    for (int l = 0; l < 16; l++) {
-                        const __m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + (size_t)l * v_stride)));
-                        acc[l] = _mm512_fmadd_ps(vv, _mm512_set1_ps(pf[l]), acc[l]);
-                    }
-                }
-                for (int l = 0; l < 16; l++) part[k][l] = acc[l];
-            }
-            __m512 t[16];
-            for (int l = 0; l < 16; l++)
-                t[l] = _mm512_add_ps(_mm512_add_ps(part[0][l], part[2][l]), _mm512_add_ps(part[1][l], part[3][l]));
-            for (int l = 0; l < 8; l++) t[l] = _mm512_add_ps(t[l + 8], t[l]);
-            for (int l = 0; l < 4; l++) t[l] = _mm512_add_ps(t[l + 4], t[l]);
-            const __m512 s0 = _mm512_add_ps(t[0], t[2]), s1 = _mm512_add_ps(t[1], t[3]);
-            _mm512_storeu_ps(out + (size_t)r * out_stride + d0, _mm512_add_ps(s0, s1));
-        }
+        int r = 0;
+        for (; r + 2 <= nr; r += 2)
+            pv_block(len, v + d0, v_stride, p + (size_t)r * p_stride, p_stride, out + (size_t)r * out_stride + d0,
+                     out_stride, 2);
+        if (r < nr)
+            pv_block(len, v + d0, v_stride, p + (size_t)r * p_stride, p_stride, out + (size_t)r * out_stride + d0,
+                     out_stride, 1);
     }
 }
 
