@@ -73,6 +73,7 @@ static void build_tables(void) {
     *t = g_tables[0];
     t->name = "avx2";
     t->exp_sum = coli_exp_sum_avx2; /* an AVX2 reference: 8-lane exp, softmax and silu */
+    t->pv_rows_f16 = coli_pv_rows_f16_avx2;
     t->f32_lanes = 8;
 #define SET_AVX2(T_, fn) t->type[GGML_TYPE_##T_].vec_dot = vec_dot_##fn##_avx2;
     DOT_TYPES(SET_AVX2)

@@ -249,6 +249,8 @@ void quantize_row_q8_1(const float *x, void *y, int64_t n);
 double coli_exp_sum_generic(float *x, int n, float max);
 /* The same as ggml's AVX2 build computes it: 8 lanes of its AVX2 exp, libm for the tail */
 double coli_exp_sum_avx2(float *x, int n, float max);
+void coli_pv_rows_f16_avx2(int len, const coli_half *v, size_t v_stride, int n_d, const coli_half *p,
+                           size_t p_stride, float *out, size_t out_stride, int nr);
 /* Eight floats summed in the order of ggml's AVX2 horizontal adds. */
 float coli_reduce_add8(const float *a);
 

@@ -22,9 +22,18 @@ def pv(v: np.ndarray, p: np.ndarray, transposed: bool) -> np.ndarray:
     return out
 
 
+@pytest.fixture(params=["avx2", "avx512"])
+def isa(request):
+    """Each kernel set this CPU can run (an AVX-512 machine runs the AVX2 set too)."""
+    if lib.colibri_kernel_set_isa(request.param.encode()) != 0:
+        pytest.skip(f"this CPU has no {request.param}")
+    yield request.param
+    assert lib.colibri_kernel_set_isa(b"auto") == 0
+
+
 @pytest.mark.parametrize("len_,n_d,nr", [(64, 16, 1), (128, 512, 4), (576, 512, 3), (1024, 64, 2), (8192, 32, 4)])
 @pytest.mark.parametrize("data", ["normal", "softmax", "wide"])
-def test_rows_equal_the_transposed_dot(len_, n_d, nr, data):
+def test_rows_equal_the_transposed_dot(isa, len_, n_d, nr, data):
     rng = np.random.default_rng(len_ + n_d + nr)
     if data == "wide":  # magnitudes from 2^-14 to 2^15 and both signs: any change of order shows
         v = (rng.choice([-1, 1], (len_, n_d)) * 2.0 ** rng.integers(-14, 15, (len_, n_d))).astype(np.float16)
