@@ -196,7 +196,8 @@ typedef void (*coli_geglu_fn)(float *x, const float *g, int n, const coli_half *
  * gives each value row of V^T against p (len % 64 == 0): for r < nr and
  * d < n_d (n_d % 16 == 0), out[r * out_stride + d] = vec_dot(V^T row d, p_r),
  * V[c][d] at v[c * v_stride + d], p_r at p + r * p_stride (cells 0 .. len-1).
- * MLA's values are the latent rows of K: decode need not transpose them. */
+ * MLA's values are the latent rows of K: decode need not transpose them
+ * (AVX2 and AVX-512 sets; NULL in the scalar one). */
 typedef void (*coli_pv_rows_fn)(int len, const coli_half *v, size_t v_stride, int n_d, const coli_half *p,
                                 size_t p_stride, float *out, size_t out_stride, int nr);
 
