@@ -202,6 +202,8 @@ class Engine:
         """What became of the model file since it was opened: "intact", "changed"
         (it shrank or a page of it faulted: every generation now fails with
         model_file_changed) or "replaced" (another file at its path; this one still serves)."""
+        if self._e is None:
+            raise EngineError("bad_state", "the engine is closed")
         rc = lib.colibri_file_state(self._e)
         if rc < 0:
             raise last_error()

@@ -12,6 +12,7 @@ from colibri.api.connections import gate_key
 from colibri.api.errors import json_response
 from colibri.api.keys import authed_key, config_key, model_key, scheduler_key
 from colibri.engine import Tier
+from colibri.errors import EngineError
 from colibri.serving.model import ServedModel
 
 GB = 1024 ** 3
@@ -29,7 +30,10 @@ async def get_health(request: web.Request) -> web.Response:
         return json_response({"status": "ok"})
     app = request.app
     served = app[model_key]
-    model_file = served.engine.file_state()  # "changed": every generation is refused (model_file_changed)
+    try:  # "changed": every generation is refused (model_file_changed)
+        model_file = served.engine.file_state()
+    except (EngineError, TypeError):  # an engine that died still answers /health, without it
+        model_file = None
     return json_response({
         "status": "degraded" if model_file == "changed" else "ok",
         "model_file": model_file,
