@@ -174,32 +174,52 @@ INL void fdot_nr(int n, const void *w, const char *a, size_t as, float *s, size_
 
 /* fdot_nr's f16 arithmetic (n % 32 == 0) on its side, as the AVX-512 pv_rows:
  * a ymm holds 8 value dims; lane l of accumulator k sums cells 8k + l (mod 32)
- * in order, one pass per k; then reduce4_f32x8's adds, each a vertical add. */
+ * in order. Passes take two lanes of one k for up to 4 heads (8 accumulators
+ * in 16 registers), so each value load serves every head; then
+ * reduce4_f32x8's adds, each a vertical add. */
+INL void pv_block_avx2(int len, const coli_half *v, size_t v_stride, const coli_half *p, size_t p_stride, float *out,
+                       size_t out_stride, const int nh) {
+    __m256 part[4][4][8]; /* [head][k][lane] */
+    for (int k = 0; k < 4; k++)
+        for (int l0 = 0; l0 < 8; l0 += 2) {
+            __m256 acc[4][2];
+            for (int j = 0; j < nh; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+            const int off = 8 * k + l0;
+            for (int i = 0; i < len; i += 32) {
+                const coli_half *vr = v + (size_t)(i + off) * v_stride;
+                const __m256 v0 = load_f16x8(vr), v1 = load_f16x8(vr + v_stride);
+                for (int j = 0; j < nh; j++) {
+                    const coli_half *pj = p + (size_t)j * p_stride + i + off;
+                    acc[j][0] = _mm256_fmadd_ps(v0, _mm256_set1_ps(_cvtsh_ss(pj[0])), acc[j][0]);
+                    acc[j][1] = _mm256_fmadd_ps(v1, _mm256_set1_ps(_cvtsh_ss(pj[1])), acc[j][1]);
+                }
+            }
+            for (int j = 0; j < nh; j++) {
+                part[j][k][l0] = acc[j][0];
+                part[j][k][l0 + 1] = acc[j][1];
+            }
+        }
+    for (int j = 0; j < nh; j++) {
+        __m256 t[8];
+        for (int l = 0; l < 8; l++)
+            t[l] = _mm256_add_ps(_mm256_add_ps(part[j][0][l], part[j][2][l]), _mm256_add_ps(part[j][1][l], part[j][3][l]));
+        for (int l = 0; l < 4; l++) t[l] = _mm256_add_ps(t[l], t[l + 4]);
+        _mm256_storeu_ps(out + (size_t)j * out_stride, _mm256_add_ps(_mm256_add_ps(t[0], t[1]), _mm256_add_ps(t[2], t[3])));
+    }
+}
+
 TGT void coli_pv_rows_f16_avx2(int len, const coli_half *v, size_t v_stride, int n_d, const coli_half *p,
                                size_t p_stride, float *out, size_t out_stride, int nr) {
-    for (int d0 = 0; d0 < n_d; d0 += 8)
-        for (int r = 0; r < nr; r++) {
-            const coli_half *pr = p + (size_t)r * p_stride;
-            __m256 part[4][8];
-            for (int k = 0; k < 4; k++) {
-                __m256 acc[8];
-                for (int l = 0; l < 8; l++) acc[l] = _mm256_setzero_ps();
-                for (int i = 0; i < len; i += 32) {
-                    float pf[8] __attribute__((aligned(32)));
-                    _mm256_store_ps(pf, load_f16x8(pr + i + 8 * k));
-                    const coli_half *vr = v + (size_t)(i + 8 * k) * v_stride + d0;
-                    for (int l = 0; l < 8; l++)
-                        acc[l] = _mm256_fmadd_ps(load_f16x8(vr + (size_t)l * v_stride), _mm256_set1_ps(pf[l]), acc[l]);
-                }
-                for (int l = 0; l < 8; l++) part[k][l] = acc[l];
-            }
-            __m256 t[8];
-            for (int l = 0; l < 8; l++)
-                t[l] = _mm256_add_ps(_mm256_add_ps(part[0][l], part[2][l]), _mm256_add_ps(part[1][l], part[3][l]));
-            for (int l = 0; l < 4; l++) t[l] = _mm256_add_ps(t[l], t[l + 4]);
-            const __m256 s = _mm256_add_ps(_mm256_add_ps(t[0], t[1]), _mm256_add_ps(t[2], t[3]));
-            _mm256_storeu_ps(out + (size_t)r * out_stride + d0, s);
+    for (int d0 = 0; d0 < n_d; d0 += 8) {
+        const coli_half *vd = v + d0;
+        float *od = out + d0;
+        switch (nr) { /* a constant head count, so the loops over heads unroll */
+        case 1: pv_block_avx2(len, vd, v_stride, p, p_stride, od, out_stride, 1); break;
+        case 2: pv_block_avx2(len, vd, v_stride, p, p_stride, od, out_stride, 2); break;
+        case 3: pv_block_avx2(len, vd, v_stride, p, p_stride, od, out_stride, 3); break;
+        default: pv_block_avx2(len, vd, v_stride, p, p_stride, od, out_stride, 4); break;
         }
+    }
 }
 
 /* llamafile's tinyBLAS<8> (batches, n % 8 == 0): one 8-lane accumulator per
