@@ -126,30 +126,32 @@ TGT void vec_dot_f16_f16_mm_2w_avx512(int n, const void *w, size_t wst, const vo
  * passes are combined as (0 + 2) + (1 + 3), and the 16 "lanes" by GCC's
  * _mm512_reduce_add_ps tree (halves, quarters, then [0]+[2], [1]+[3], sum),
  * each an exact vertical add, so every output has the bits of fdot_nr. */
-/* Heads r0 .. r0 + nh - 1 (nh 1 or 2) of one 16-dim block: each value load
- * serves every head, the lanes in two halves of 8 so 2 x 8 accumulators stay
- * in registers. */
+/* Heads 0 .. nh - 1 (up to 4) of one 16-dim block: each value load serves
+ * every head, the 16 lanes of an accumulator taken 4 at a time so 4 x 4
+ * accumulators stay in registers. */
 INL void pv_block(int len, const coli_half *v, size_t v_stride, const coli_half *p, size_t p_stride, float *out,
                   size_t out_stride, const int nh) {
-    __m512 part[2][4][16];
-    for (int half = 0; half < 2; half++)
-        for (int k = 0; k < 4; k++) {
-            __m512 acc[2][8];
+    __m512 part[4][4][16]; /* [head][k][lane] */
+    for (int k = 0; k < 4; k++)
+        for (int l0 = 0; l0 < 16; l0 += 4) {
+            __m512 acc[4][4];
             for (int j = 0; j < nh; j++)
-                for (int l = 0; l < 8; l++) acc[j][l] = _mm512_setzero_ps();
-            const int off = 16 * k + 8 * half;
+                for (int l = 0; l < 4; l++) acc[j][l] = _mm512_setzero_ps();
+            const int off = 16 * k + l0;
             for (int i = 0; i < len; i += 64) {
-                float pf[2][8] __attribute__((aligned(32)));
-                for (int j = 0; j < nh; j++)
-                    _mm256_store_ps(pf[j], _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + (size_t)j * p_stride + i + off))));
                 const coli_half *vr = v + (size_t)(i + off) * v_stride;
-                for (int l = 0; l < 8; l++) {
-                    const __m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + (size_t)l * v_stride)));
-                    for (int j = 0; j < nh; j++) acc[j][l] = _mm512_fmadd_ps(vv, _mm512_set1_ps(pf[j][l]), acc[j][l]);
+                __m512 vv[4];
+                for (int l = 0; l < 4; l++) vv[l] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + (size_t)l * v_stride)));
+                for (int j = 0; j < nh; j++) {
+                    const __m128 pj = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(p + (size_t)j * p_stride + i + off)));
+                    acc[j][0] = _mm512_fmadd_ps(vv[0], _mm512_broadcastss_ps(pj), acc[j][0]);
+                    acc[j][1] = _mm512_fmadd_ps(vv[1], _mm512_broadcastss_ps(_mm_shuffle_ps(pj, pj, 0x55)), acc[j][1]);
+                    acc[j][2] = _mm512_fmadd_ps(vv[2], _mm512_broadcastss_ps(_mm_shuffle_ps(pj, pj, 0xaa)), acc[j][2]);
+                    acc[j][3] = _mm512_fmadd_ps(vv[3], _mm512_broadcastss_ps(_mm_shuffle_ps(pj, pj, 0xff)), acc[j][3]);
                 }
             }
             for (int j = 0; j < nh; j++)
-                for (int l = 0; l < 8; l++) part[j][k][8 * half + l] = acc[j][l];
+                for (int l = 0; l < 4; l++) part[j][k][l0 + l] = acc[j][l];
         }
     for (int j = 0; j < nh; j++) {
         __m512 t[16];
@@ -165,13 +167,14 @@ INL void pv_block(int len, const coli_half *v, size_t v_stride, const coli_half 
 TGT void coli_pv_rows_f16_avx512(int len, const coli_half *v, size_t v_stride, int n_d, const coli_half *p,
                                  size_t p_stride, float *out, size_t out_stride, int nr) {
     for (int d0 = 0; d0 < n_d; d0 += 16) {
-        int r = 0;
-        for (; r + 2 <= nr; r += 2)
-            pv_block(len, v + d0, v_stride, p + (size_t)r * p_stride, p_stride, out + (size_t)r * out_stride + d0,
-                     out_stride, 2);
-        if (r < nr)
-            pv_block(len, v + d0, v_stride, p + (size_t)r * p_stride, p_stride, out + (size_t)r * out_stride + d0,
-                     out_stride, 1);
+        const coli_half *vd = v + d0;
+        float *od = out + d0;
+        switch (nr) { /* a constant head count, so the loops over heads unroll */
+        case 1: pv_block(len, vd, v_stride, p, p_stride, od, out_stride, 1); break;
+        case 2: pv_block(len, vd, v_stride, p, p_stride, od, out_stride, 2); break;
+        case 3: pv_block(len, vd, v_stride, p, p_stride, od, out_stride, 3); break;
+        default: pv_block(len, vd, v_stride, p, p_stride, od, out_stride, 4); break;
+        }
     }
 }
 
