@@ -23,8 +23,16 @@ static guard guards[MAX_GUARDS];
 static struct sigaction previous;
 static pthread_mutex_t install_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* Not our fault: hand it on as if we were not there. */
+static _Atomic(uintptr_t) last_chained; /* the address last handed on */
+
+/* Not our fault: hand it on as if we were not there. Once per address: a
+ * handler that hands it back (one installed after ours, that restores ours
+ * and re-raises) gets the default action the second time, never a loop. */
 static void chain(int sig, siginfo_t *info, void *uctx) {
+    if (atomic_exchange(&last_chained, (uintptr_t)info->si_addr) == (uintptr_t)info->si_addr) {
+        signal(sig, SIG_DFL);
+        return;
+    }
     if (previous.sa_flags & SA_SIGINFO) {
         if (previous.sa_sigaction) {
             previous.sa_sigaction(sig, info, uctx);

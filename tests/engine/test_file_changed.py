@@ -103,3 +103,29 @@ def test_a_file_replaced_at_its_path_keeps_serving(tmp_path):
         print("alive")
     """, str(path), str(other))
     assert out.stdout.strip().endswith("alive")
+
+
+@pytest.mark.parametrize("faulthandler", [False, True], ids=["alone", "behind_faulthandler"])
+def test_a_fault_elsewhere_still_kills(tmp_path, faulthandler):
+    """The guard answers for model mappings only: a SIGBUS on any other mapping
+    gets what it would have got without colibri (here death by the signal),
+    also with a handler installed in front of ours that hands it back — never a
+    hang."""
+    path = served_copy(tmp_path)
+    other = tmp_path / "other.bin"
+    other.write_bytes(b"x" * 8192)
+    code = textwrap.dedent("""
+        import faulthandler, mmap, os, sys
+        from colibri.engine import Engine
+        e = Engine(sys.argv[1], n_ctx=64, n_threads=1)  # the guard is installed
+        if sys.argv[3] == "1":
+            faulthandler.enable()  # in front of ours, its previous handler ours ...
+            e2 = Engine(sys.argv[1], n_ctx=64, n_threads=1)  # ... and ours in front again, handing on to it
+        with open(sys.argv[2], "r+b") as f:
+            m = mmap.mmap(f.fileno(), 8192)
+        os.truncate(sys.argv[2], 0)
+        print(m[5000])
+    """)
+    proc = subprocess.run([sys.executable, "-c", code, str(path), str(other), "1" if faulthandler else "0"],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == -signal.SIGBUS, (proc.returncode, proc.stderr[-500:])
