@@ -209,31 +209,8 @@ int coli_matmul(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, in
 
 int coli_matmul_ex(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, int64_t n_out, const float *x,
                    int64_t n_rows, float *y, void *scratch, coli_rows_mode mode) {
-    const coli_type_kernels *k = NULL;
-    if (mode & COLI_ROWS_NOT_REPACKED) {
-        if (wtype < GGML_TYPE_COUNT) k = coli_plain_kernels(coli_kernels(), wtype);
-        mode = (coli_rows_mode)(mode & ~COLI_ROWS_NOT_REPACKED);
-    }
-    int rc = check_shape(wtype, n_in, n_out, n_rows, &k);
-    if (rc) return rc;
-    if (n_rows == 0 || n_out == 0) return COLI_OK;
-    const coli_kernel_table *t = coli_kernels();
-    mm_ctx c;
-    mm_init(&c, pool, w, wtype, k, n_in, n_out, n_rows, y, mode);
-    c.x = x;
-    if (k->vec_dot_type == GGML_TYPE_F32) {
-        c.xq = (void *)x;
-        c.xq_stride = (size_t)n_in * sizeof(float);
-    } else {
-        if (!scratch) return coli_fail(COLI_E_ARG, "matmul: scratch is NULL");
-        c.xq = scratch;
-        c.xq_stride = coli_row_size(k->vec_dot_type, n_in);
-        c.from_float = t->type[k->vec_dot_type].from_float;
-        plan_quantize(&c, ggml_type_get(k->vec_dot_type), coli_pool_size(pool));
-    }
-    plan_chunks(&c, coli_pool_size(pool));
-    coli_pool_run_shared(pool, mm_worker, &c);
-    return COLI_OK;
+    return coli_matmul_heads(pool, w, 0, wtype, n_in, n_out, 1, x, (size_t)n_in, 0, n_rows, y, (size_t)n_out, 0,
+                             scratch, mode);
 }
 
 int coli_matmul_heads(coli_pool *pool, const void *w, size_t w_head, uint32_t wtype, int64_t n_in, int64_t n_out,

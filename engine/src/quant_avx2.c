@@ -213,12 +213,7 @@ TGT void coli_pv_rows_f16_avx2(int len, const coli_half *v, size_t v_stride, int
     for (int d0 = 0; d0 < n_d; d0 += 8) {
         const coli_half *vd = v + d0;
         float *od = out + d0;
-        switch (nr) { /* a constant head count, so the loops over heads unroll */
-        case 1: pv_block_avx2(len, vd, v_stride, p, p_stride, od, out_stride, 1); break;
-        case 2: pv_block_avx2(len, vd, v_stride, p, p_stride, od, out_stride, 2); break;
-        case 3: pv_block_avx2(len, vd, v_stride, p, p_stride, od, out_stride, 3); break;
-        default: pv_block_avx2(len, vd, v_stride, p, p_stride, od, out_stride, 4); break;
-        }
+        COLI_DISPATCH_NR(nr, pv_block_avx2, len, vd, v_stride, p, p_stride, od, out_stride); /* a constant head count */
     }
 }
 
