@@ -91,3 +91,30 @@ def assert_same_greedy(ours: list[int], theirs: list[int], margins: list[float],
                 f"diverged at step {k} ({a} vs llama.cpp {b}) where llama.cpp's top-2 margin is {margins[k]:.4f}")
             return
     assert ours == theirs
+
+
+def matches_llama_cpp(path, positions: int, label: str, seed: int = 5, n_greedy: int = 32,
+                      top1_min: float = 0.995) -> tuple[np.ndarray, np.ndarray]:
+    """Ours against llama.cpp on the same file: `positions` random tokens (after BOS) teacher-forced
+    in batches of 128 (top-1 agreement >= top1_min where llama.cpp's top-2 gap is >= 0.05, on at
+    least 3/4 of the positions; mean KL < 1e-4), and greedy runs of n_greedy from the first 12
+    tokens (the same tokens up to llama.cpp's own near-ties). Returns both logit arrays."""
+    from colibri.engine import Engine
+    from colibri.generate import generate
+
+    with Engine(path, n_ctx=positions + 64, n_threads=2, n_batch=128) as e:
+        rng = np.random.default_rng(seed)
+        tokens = [e.bos] + [int(t) for t in rng.integers(0, e.n_vocab, positions - 1)]
+        ours = np.frombuffer(e.eval(tokens, 0, logits="all"), np.float32).reshape(len(tokens), -1)
+        prompt = tokens[:12]
+        greedy = generate(e, prompt, n_greedy, stop_at_eog=False).tokens
+    ref = load_reference(path, n_ctx=positions + 64)
+    ref.eval(tokens)
+    theirs = np.array(ref.scores[: len(tokens)], dtype=np.float32)  # a copy: the greedy run reuses the buffer
+    ref_greedy, margins = greedy_with_margins(ref, prompt, n_greedy)
+    kl, _ = compare_logits(ours, theirs, label)
+    agree, decided = top1_where_decided(ours, theirs)
+    assert decided >= 0.75 * positions and agree >= top1_min * decided, (agree, decided)
+    assert kl.mean() < 1e-4
+    assert_same_greedy(greedy, ref_greedy, margins)
+    return ours, theirs

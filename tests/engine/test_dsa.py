@@ -15,19 +15,15 @@ import pytest
 
 from colibri.engine import Engine
 from colibri.errors import EngineError
-from colibri.generate import generate
 from colibri.plan import make_plan
 from tests.fixtures import moe_models as mm
-from tests.reference import (arithmetic_mirrored, assert_same_greedy, compare_logits, greedy_with_margins,
-                             load_reference, top1_where_decided)
+from tests.reference import arithmetic_mirrored, matches_llama_cpp
 
 pytest.importorskip("gguf")
 
 ARCHS = mm.DSA_ARCHS
 QUANTS = ("F32", "Q8_0", "Q4_0", "Q4_K")
 POSITIONS = 600  # teacher-forced, one sequence: far past the top-k
-TOP1_MIN = 0.995  # where llama.cpp's own top-2 are >= 0.05 apart
-N_GREEDY = 32
 
 
 def _tokens(e: Engine, n: int, seed: int = 5) -> list[int]:
@@ -42,21 +38,7 @@ def _logits(e: Engine, tokens: list[int]) -> np.ndarray:
 @pytest.mark.parametrize("quant", QUANTS)
 @pytest.mark.parametrize("arch", ARCHS)
 def test_matches_llama_cpp(arch, quant):
-    path = mm.tiny(arch, quant)
-    with Engine(path, n_ctx=POSITIONS + 64, n_threads=2, n_batch=128) as e:
-        tokens = _tokens(e, POSITIONS)
-        ours = _logits(e, tokens)
-        prompt = tokens[:12]
-        greedy = generate(e, prompt, N_GREEDY, stop_at_eog=False).tokens
-    ref = load_reference(path, n_ctx=POSITIONS + 64)
-    ref.eval(tokens)
-    theirs = np.array(ref.scores[: len(tokens)], dtype=np.float32)  # a copy: the greedy run reuses the buffer
-    ref_greedy, margins = greedy_with_margins(ref, prompt, N_GREEDY)
-    kl, _ = compare_logits(ours, theirs, f"{arch} {quant}")
-    agree, decided = top1_where_decided(ours, theirs)
-    assert decided >= 0.75 * POSITIONS and agree >= TOP1_MIN * decided, (agree, decided)
-    assert kl.mean() < 1e-4
-    assert_same_greedy(greedy, ref_greedy, margins)
+    ours, theirs = matches_llama_cpp(mm.tiny(arch, quant), POSITIONS, f"{arch} {quant}")
     if arithmetic_mirrored():  # the same bits, selection and all
         assert np.array_equal(ours, theirs)
 

@@ -14,11 +14,9 @@ import pytest
 
 from colibri.engine import Engine
 from colibri.errors import EngineError
-from colibri.generate import generate
 from colibri.plan import make_plan
 from tests.fixtures import moe_models as mm
-from tests.reference import (assert_same_greedy, compare_logits, greedy_with_margins, load_reference,
-                             top1_where_decided)
+from tests.reference import matches_llama_cpp
 
 pytest.importorskip("gguf")
 
@@ -26,29 +24,12 @@ QUANTS = ("F32", "Q8_0", "Q4_0", "Q4_K")
 VARIANTS = {"q_lora": {}, "no_q_lora": {"q_lora_rank": 0},
             "fused_kv_b": {"mla_fused_kv_b": True}}  # older converters: llama.cpp's MHA path, full heads cached
 POSITIONS = 600  # teacher-forced, one sequence
-TOP1_MIN = 0.995  # where llama.cpp's own top-2 are >= 0.05 apart
-N_GREEDY = 32
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("quant", QUANTS)
 def test_deepseek2_matches_llama_cpp(quant, variant):
-    path = mm.tiny("deepseek2", quant, **VARIANTS[variant])
-    rng = np.random.default_rng(5)
-    with Engine(path, n_ctx=POSITIONS + 64, n_threads=2, n_batch=128) as e:
-        tokens = [e.bos] + [int(t) for t in rng.integers(0, e.n_vocab, POSITIONS - 1)]
-        ours = np.frombuffer(e.eval(tokens, 0, logits="all"), np.float32).reshape(len(tokens), -1)
-        prompt = tokens[:12]
-        greedy = generate(e, prompt, N_GREEDY, stop_at_eog=False).tokens
-    ref = load_reference(path, n_ctx=POSITIONS + 64)
-    ref.eval(tokens)
-    theirs = np.array(ref.scores[: len(tokens)], dtype=np.float32)  # a copy: the greedy run reuses the buffer
-    ref_greedy, margins = greedy_with_margins(ref, prompt, N_GREEDY)
-    kl, _ = compare_logits(ours, theirs, f"deepseek2 {quant} {variant}")
-    agree, decided = top1_where_decided(ours, theirs)
-    assert decided >= 0.75 * POSITIONS and agree >= TOP1_MIN * decided, (agree, decided)
-    assert kl.mean() < 1e-4
-    assert_same_greedy(greedy, ref_greedy, margins)
+    matches_llama_cpp(mm.tiny("deepseek2", quant, **VARIANTS[variant]), POSITIONS, f"deepseek2 {quant} {variant}")
 
 
 def test_the_cache_holds_the_latent_not_the_heads():
