@@ -53,7 +53,7 @@ static void set_q4_0_plain(coli_kernel_table *t) {
     k->mm_group = k->mm_in_mult = k->mm_out_mult = 1;
 }
 
-static coli_kernel_table g_tables[4];  /* scalar, avx2, avxvnni, avx512; filled once in build_tables */
+static coli_kernel_table g_tables[COLI_ISA_COUNT];  /* by COLI_ISA_*; filled once in build_tables */
 static _Atomic(const coli_kernel_table *) g_current;
 static atomic_flag g_building = ATOMIC_FLAG_INIT;
 static atomic_int g_built;
@@ -150,6 +150,16 @@ static void build_tables(void) {
     set_mm(&t->type[GGML_TYPE_Q6_K], vec_dot_q6_K_q8_K_mm_avx512, 8, 1, QK_K, 1);
     t->type[GGML_TYPE_Q6_K].vec_dot_mm_16w = vec_dot_q6_K_q8_K_mm_16w_avx512;
 #endif
+#ifdef COLI_X86
+    const int n_tables = COLI_ISA_COUNT;
+#else
+    const int n_tables = 1;
+#endif
+    for (int isa = 0; isa < n_tables; isa++) {
+        coli_kernels_fill_ternary(&g_tables[isa], isa);
+        coli_kernels_fill_iq23(&g_tables[isa], isa);
+        coli_kernels_fill_iq14(&g_tables[isa], isa);
+    }
 }
 
 static void ensure_tables(void) {

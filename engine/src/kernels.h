@@ -62,6 +62,16 @@ typedef struct {
     int f32_lanes;
 } coli_kernel_table;
 
+/* The table of each ISA, by index: the kernel tables are built in this order. */
+enum { COLI_ISA_SCALAR, COLI_ISA_AVX2, COLI_ISA_AVXVNNI, COLI_ISA_AVX512, COLI_ISA_COUNT };
+
+/* The low-bit families keep their block formats, kernels and table entries in
+ * files of their own; build_tables hands each of them every table once, after
+ * the types above are set (isa: COLI_ISA_*). */
+void coli_kernels_fill_ternary(coli_kernel_table *t, int isa); /* quant_ternary.c: TQ1_0, TQ2_0 */
+void coli_kernels_fill_iq23(coli_kernel_table *t, int isa);    /* quant_iq23.c: IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S */
+void coli_kernels_fill_iq14(coli_kernel_table *t, int isa);    /* quant_iq14.c: IQ1_S, IQ1_M, IQ4_NL, IQ4_XS, MXFP4 */
+
 /* The table in force (chosen from the CPU on first use). Never NULL. */
 const coli_kernel_table *coli_kernels(void);
 
