@@ -54,6 +54,11 @@ typedef struct {
     /* Q4_0 weights llama.cpp does not repack (3-D per-head tensors): its plain vec_dot,
      * which its tinyBLAS batches match */
     coli_type_kernels q4_0_plain;
+    /* Types llama.cpp repacks at load only when n_out is a multiple of their
+     * entry's mm_out_mult (x86: IQ4_NL and MXFP4, Q2_K on AVX-512): their
+     * kernels for a weight it keeps as stored; vec_dot NULL where a type has
+     * no such split */
+    coli_type_kernels unpacked[GGML_TYPE_COUNT];
     coli_exp_sum_fn exp_sum;
     coli_pv_rows_fn pv_rows_f16; /* optional: P.V from row-major F16 V (one-row arithmetic) */
     coli_geglu_fn geglu;
@@ -76,10 +81,11 @@ void coli_kernels_fill_iq14(coli_kernel_table *t, int isa);    /* quant_iq14.c: 
 const coli_kernel_table *coli_kernels(void);
 
 /* The kernels for a weight of `type` with n_out rows (wtype < GGML_TYPE_COUNT):
- * its type's, but for a Q4_K weight llama.cpp would not repack. */
+ * its type's, but for a weight of a repacked type that llama.cpp would not repack. */
 static inline const coli_type_kernels *coli_weight_kernels(const coli_kernel_table *t, uint32_t wtype, int64_t n_out) {
     const coli_type_kernels *k = &t->type[wtype];
     if (wtype == GGML_TYPE_Q4_K && t->q4_K_unpacked.vec_dot && n_out % k->mm_out_mult) return &t->q4_K_unpacked;
+    if (t->unpacked[wtype].vec_dot && n_out % k->mm_out_mult) return &t->unpacked[wtype];
     return k;
 }
 /* The kernels for a weight llama.cpp keeps as the file stores it (a 3-D
@@ -87,6 +93,7 @@ static inline const coli_type_kernels *coli_weight_kernels(const coli_kernel_tab
 static inline const coli_type_kernels *coli_plain_kernels(const coli_kernel_table *t, uint32_t wtype) {
     if (wtype == GGML_TYPE_Q4_K && t->q4_K_unpacked.vec_dot) return &t->q4_K_unpacked;
     if (wtype == GGML_TYPE_Q4_0 && t->q4_0_plain.vec_dot) return &t->q4_0_plain;
+    if (t->unpacked[wtype].vec_dot) return &t->unpacked[wtype];
     return &t->type[wtype];
 }
 
