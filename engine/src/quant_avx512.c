@@ -1255,6 +1255,165 @@ TGT void vec_dot_q6_K_q8_K_mm_16w_avx512(int n, const void *w, size_t wst, const
     q6_K_16w(n, w, wst, a, as, s, ss, nr);
 }
 
+/* ---- Q2_K / Q3_K: 16 weight rows, one per lane ----------------------------------------- */
+
+/* The arithmetic of quant_avx2.c's Q2_K / Q3_K kernels whose float steps take
+ * a super-block's (or half super-block's) whole integer sums: ggml's tiled
+ * matmul (Q2_K, Q3_K), Q2_K's repacked gemv and gemm (see quant_avx2.c). As
+ * q6_K_16w: the 16 rows' 2-bit quants transposed (lane r: row r), the 3-bit
+ * codes of Q3_K as q + 4 * hbit (the value plus 4), each 16-element sub-block
+ * an exact dpbusd sum against the activation's bytes (Q3_K: less 4 * its
+ * bsum), times the row's scale; Q2_K's mins against the bsums by pairs
+ * (madd). Then the float steps of the mode, lane by lane. */
+enum { LOWK16_TILED, LOWK16_GEMV, LOWK16_GEMM };
+#define LOWK_ROWS 64 /* activation rows per pass over a 16-row weight tile */
+
+INL void lowk_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
+                  const int three, const int mode) {
+    const int nb = n / QK_K;
+    const size_t bsize = three ? sizeof(block_q3_K) : sizeof(block_q2_K);
+    const size_t qs_off = three ? offsetof(block_q3_K, qs) : offsetof(block_q2_K, qs);
+    const __m512i m3 = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1), mf = _mm512_set1_epi32(0xF);
+    const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)wst));
+    const int pf_lines = (int)((16 * wst + 63) / 64);
+    __m512i cq[64]; /* [h][j][l]: codes of elements 128h + 32l + 4j .. +3 of the 16 rows */
+    float acc[LOWK_ROWS][2][16];
+    for (int r0 = 0; r0 < nr; r0 += LOWK_ROWS) {
+        const int rn = nr - r0 < LOWK_ROWS ? nr - r0 : LOWK_ROWS;
+        memset(acc, 0, (size_t)rn * sizeof acc[0]);
+        for (int i = 0; i < nb; i++) {
+            const char *base = w + (size_t)i * bsize;
+            if (r0 == 0) /* the next tile, spread over the super-blocks */
+                for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++)
+                    _mm_prefetch(w + 16 * wst + 64 * (size_t)l, _MM_HINT_T0);
+            __m512 dx, dmx = _mm512_setzero_ps();
+            __m512i sc[16], mnp[8];
+            if (three) {
+                /* bytes 106..109: scales[10], scales[11], d */
+                dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(
+                    _mm512_i32gather_epi32(off, base + offsetof(block_q3_K, d) - 2, 1), 16)));
+                const __m512i kmask1 = _mm512_set1_epi32(0x03030303), kmask2 = _mm512_set1_epi32(0x0f0f0f0f);
+                const __m512i a0 = _mm512_i32gather_epi32(off, base + offsetof(block_q3_K, scales), 1);
+                const __m512i a1 = _mm512_i32gather_epi32(off, base + offsetof(block_q3_K, scales) + 4, 1);
+                const __m512i a2 = _mm512_i32gather_epi32(off, base + offsetof(block_q3_K, scales) + 8, 1);
+                __m512i u[4]; /* q3_K_scales8's words, in lanes */
+                u[0] = _mm512_or_si512(_mm512_and_si512(a0, kmask2), _mm512_slli_epi32(_mm512_and_si512(a2, kmask1), 4));
+                u[1] = _mm512_or_si512(_mm512_and_si512(a1, kmask2), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a2, 2), kmask1), 4));
+                u[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(a0, 4), kmask2), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a2, 4), kmask1), 4));
+                u[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(a1, 4), kmask2), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a2, 6), kmask1), 4));
+                for (int k = 0; k < 4; k++)
+                    for (int b = 0; b < 4; b++)
+                        sc[4 * k + b] = _mm512_sub_epi32(_mm512_and_si512(_mm512_srli_epi32(u[k], 8 * b), _mm512_set1_epi32(0x3F)),
+                                                         _mm512_set1_epi32(32));
+            } else {
+                const __m512i dd = _mm512_i32gather_epi32(off, base + offsetof(block_q2_K, d), 1); /* d | dmin << 16 */
+                dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+                dmx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+                __m512i mn[16];
+                for (int k = 0; k < 4; k++) {
+                    const __m512i wd = _mm512_i32gather_epi32(off, base + offsetof(block_q2_K, scales) + 4 * k, 1);
+                    for (int b = 0; b < 4; b++) {
+                        sc[4 * k + b] = _mm512_and_si512(_mm512_srli_epi32(wd, 8 * b), mf);
+                        mn[4 * k + b] = _mm512_and_si512(_mm512_srli_epi32(wd, 8 * b + 4), mf);
+                    }
+                }
+                for (int t = 0; t < 8; t++) mnp[t] = _mm512_or_si512(mn[2 * t], _mm512_slli_epi32(mn[2 * t + 1], 16));
+            }
+            __m512i q[16], hq[16];
+            for (int r = 0; r < 16; r++) q[r] = _mm512_loadu_si512(base + (size_t)r * wst + qs_off);
+            transpose16(q); /* word 8h + j: qs[32h + 4j .. +3] */
+            if (three) {
+                for (int r = 0; r < 16; r++)
+                    hq[r] = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(base + (size_t)r * wst)));
+                transpose16(hq); /* words 0..7: hmask[4j .. +3] */
+            }
+            for (int h = 0; h < 2; h++)
+                for (int j = 0; j < 8; j++)
+                    for (int l = 0; l < 4; l++) {
+                        __m512i c = _mm512_and_si512(_mm512_srli_epi16(q[8 * h + j], 2 * l), m3);
+                        if (three)
+                            c = _mm512_or_si512(c, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hq[j], 4 * h + l), one), 2));
+                        cq[32 * h + 4 * j + l] = c;
+                    }
+            for (int r = 0; r < rn; r++) {
+                const block_q8_K *y = (const block_q8_K *)(a + (size_t)(r0 + r) * as) + i;
+                __m512i isum[2], imin[2];
+                for (int h = 0; h < 2; h++) {
+                    isum[h] = _mm512_setzero_si512();
+                    for (int l = 0; l < 4; l++) {
+                        /* sub-blocks 8h + 2l (j < 4) and 8h + 2l + 1 (j >= 4) */
+                        __m512i d0 = _mm512_setzero_si512(), d1 = _mm512_setzero_si512();
+                        for (int j = 0; j < 8; j++) {
+                            int32_t q8;
+                            memcpy(&q8, y->qs + 128 * h + 32 * l + 4 * j, 4);
+                            if (j < 4) d0 = _mm512_dpbusd_epi32(d0, cq[32 * h + 4 * j + l], _mm512_set1_epi32(q8));
+                            else d1 = _mm512_dpbusd_epi32(d1, cq[32 * h + 4 * j + l], _mm512_set1_epi32(q8));
+                        }
+                        const int sb = 8 * h + 2 * l;
+                        if (three) {
+                            d0 = _mm512_sub_epi32(d0, _mm512_set1_epi32(4 * y->bsums[sb]));
+                            d1 = _mm512_sub_epi32(d1, _mm512_set1_epi32(4 * y->bsums[sb + 1]));
+                        }
+                        isum[h] = _mm512_add_epi32(isum[h], _mm512_add_epi32(_mm512_mullo_epi32(d0, sc[sb]), _mm512_mullo_epi32(d1, sc[sb + 1])));
+                    }
+                    imin[h] = _mm512_setzero_si512();
+                    if (!three)
+                        for (int t = 4 * h; t < 4 * h + 4; t++) {
+                            const uint32_t bp = (uint32_t)(uint16_t)y->bsums[2 * t] | (uint32_t)(uint16_t)y->bsums[2 * t + 1] << 16;
+                            imin[h] = _mm512_add_epi32(imin[h], _mm512_madd_epi16(mnp[t], _mm512_set1_epi32((int)bp)));
+                        }
+                }
+                const __m512 dy = _mm512_set1_ps(y->d);
+                __m512 fa = _mm512_loadu_ps(acc[r][0]);
+                if (mode == LOWK16_TILED) {
+                    __m512 res = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(isum[0], isum[1])), dx);
+                    if (!three) res = _mm512_fnmadd_ps(dmx, _mm512_cvtepi32_ps(_mm512_add_epi32(imin[0], imin[1])), res);
+                    fa = _mm512_fmadd_ps(res, dy, fa);
+                } else {
+                    __m512 fm = _mm512_loadu_ps(acc[r][1]);
+                    const __m512 dd = _mm512_mul_ps(dx, dy), dm = _mm512_mul_ps(dmx, dy);
+                    if (mode == LOWK16_GEMV) {
+                        fa = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(isum[0], isum[1])), dd, fa);
+                        fm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(imin[0], imin[1])), dm, fm);
+                    } else {
+                        for (int h = 0; h < 2; h++) {
+                            fa = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[h]), dd, fa);
+                            fm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin[h]), dm, fm);
+                        }
+                    }
+                    _mm512_storeu_ps(acc[r][1], fm);
+                }
+                _mm512_storeu_ps(acc[r][0], fa);
+            }
+        }
+        for (int r = 0; r < rn; r++) {
+            float out[16];
+            __m512 v = _mm512_loadu_ps(acc[r][0]);
+            if (mode != LOWK16_TILED) v = _mm512_sub_ps(v, _mm512_loadu_ps(acc[r][1]));
+            _mm512_storeu_ps(out, v);
+            memcpy(s + (size_t)(r0 + r) * ss, out, sizeof out);
+        }
+    }
+}
+
+TGT void vec_dot_q2_K_q8_K_tiled_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                            size_t ss, int nr) {
+    lowk_16w(n, w, wst, a, as, s, ss, nr, 0, LOWK16_TILED);
+}
+TGT void vec_dot_q2_K_q8_K_gemv_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                           size_t ss, int nr) {
+    lowk_16w(n, w, wst, a, as, s, ss, nr, 0, LOWK16_GEMV);
+}
+TGT void vec_dot_q2_K_q8_K_gemm_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                           size_t ss, int nr) {
+    lowk_16w(n, w, wst, a, as, s, ss, nr, 0, LOWK16_GEMM);
+}
+TGT void vec_dot_q3_K_q8_K_tiled_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                            size_t ss, int nr) {
+    lowk_16w(n, w, wst, a, as, s, ss, nr, 1, LOWK16_TILED);
+}
+
 #else
 typedef int coli_quant_avx512_unused;
 #endif
