@@ -159,13 +159,16 @@ static void build_tables(void) {
      * groups of 4 (its gemm), also for experts (mul_mat_id runs the gemv on each
      * row); as stored otherwise: the AVX2 table's vec_dot and tiled matmul */
     t->unpacked[GGML_TYPE_Q2_K] = t->type[GGML_TYPE_Q2_K];
+    t->unpacked[GGML_TYPE_Q2_K].vec_dot = vec_dot_q2_K_q8_K_avx512;
     t->unpacked[GGML_TYPE_Q2_K].vec_dot_mm_16w = vec_dot_q2_K_q8_K_tiled_16w_avx512;
-    t->type[GGML_TYPE_Q2_K].vec_dot = vec_dot_q2_K_q8_K_gemv_avx2;
+    t->type[GGML_TYPE_Q2_K].vec_dot = vec_dot_q2_K_q8_K_gemv_avx512;
     set_mm(&t->type[GGML_TYPE_Q2_K], vec_dot_q2_K_q8_K_gemm_avx2, 4, 4, QK_K, 8);
     t->type[GGML_TYPE_Q2_K].mm_id_min_rows = 0;
-    t->type[GGML_TYPE_Q2_K].vec_dot_16w = vec_dot_q2_K_q8_K_gemv_16w_avx512;
     t->type[GGML_TYPE_Q2_K].vec_dot_mm_16w = vec_dot_q2_K_q8_K_gemm_16w_avx512;
-    /* Q3_K: ggml's AVX2 vec_dot for one row, tiled (16 rows at a time here) for batches */
+    /* Q3_K: ggml's AVX2 vec_dot for one row (two chunks per zmm here), tiled (16 rows at a time) for batches */
+    t->type[GGML_TYPE_Q3_K].vec_dot = vec_dot_q3_K_q8_K_avx512;
+    t->type[GGML_TYPE_Q2_K].vec_dot_2w = vec_dot_q2_K_q8_K_gemv_2w_avx512;
+    t->unpacked[GGML_TYPE_Q2_K].vec_dot_2w = vec_dot_q2_K_q8_K_2w_avx512;
     t->type[GGML_TYPE_Q3_K].vec_dot_mm_16w = vec_dot_q3_K_q8_K_tiled_16w_avx512;
 #endif
 #ifdef COLI_X86

@@ -348,11 +348,16 @@ COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_K_q8_K_mm_16w_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_q5_K_q8_K_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_q6_K_q8_K_mm_avx512);  /* tiled K-quant matmul */
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q6_K_q8_K_mm_16w_avx512);
-/* Q2_K / Q3_K for 16 weight rows (their sums in lanes): tiled, Q2_K's repacked gemv / gemm */
+/* Q2_K / Q3_K for 16 weight rows (their sums in lanes): tiled, Q2_K's repacked gemm */
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q2_K_q8_K_tiled_16w_avx512);
-COLI_DECLARE_VEC_DOT_2W(vec_dot_q2_K_q8_K_gemv_16w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q2_K_q8_K_gemm_16w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q3_K_q8_K_tiled_16w_avx512);
+/* ... and one row at a time (ggml's AVX2 vec_dot / Q2_K's gemv arithmetic, two chunks per zmm) */
+COLI_DECLARE_VEC_DOT(vec_dot_q2_K_q8_K_avx512);
+COLI_DECLARE_VEC_DOT(vec_dot_q2_K_q8_K_gemv_avx512);
+COLI_DECLARE_VEC_DOT(vec_dot_q3_K_q8_K_avx512);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q2_K_q8_K_2w_avx512); /* the same, two weight rows a call */
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q2_K_q8_K_gemv_2w_avx512);
 #endif
 
 #endif

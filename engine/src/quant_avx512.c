@@ -1255,17 +1255,185 @@ TGT void vec_dot_q6_K_q8_K_mm_16w_avx512(int n, const void *w, size_t wst, const
     q6_K_16w(n, w, wst, a, as, s, ss, nr);
 }
 
+/* ---- Q2_K / Q3_K: one weight row, two 32-byte chunks per zmm ---------------------------- */
+
+/* ggml's AVX2 Q2_K / Q3_K vec_dot (see quant_avx2.c) with each zmm holding two
+ * of its 32-byte product vectors: chunks (h, 2p) and (h, 2p + 1) of a
+ * super-block side by side, against the 64 activation bytes that follow each
+ * other; the two halves' int32 lanes added at the end of a super-block give
+ * ggml's 8 lanes, the same integers (exact sums), then ggml's float steps.
+ * Q2_K's repacked gemv takes the lanes' total instead (reduce). */
+#ifndef LOWK_PF_DIST
+#define LOWK_PF_DIST 2048 /* rows lie end to end: stream ahead of the hardware prefetcher's 4 KiB pages */
+#endif
+#define LOWK_PF(p) do { if (LOWK_PF_DIST) _mm_prefetch((p) + LOWK_PF_DIST, _MM_HINT_T0); } while (0)
+
+INL void lowk_z_consts(__m512i shift[2], __m512i sidx[4]) {
+    for (int p = 0; p < 2; p++) /* 16-bit shift counts: 4p in the low 256 bits, 4p + 2 in the high */
+        shift[p] = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * p)), _mm256_set1_epi16((short)(4 * p + 2)), 1);
+    for (int c = 0; c < 4; c++) { /* 16-bit lane i of zmm c: scale of sub-block 4c + i / 8 */
+        const __m256i lo = _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+        const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), _mm256_add_epi16(lo, _mm256_set1_epi16(2)), 1);
+        sidx[c] = _mm512_add_epi16(v, _mm512_set1_epi16((short)(4 * c)));
+    }
+}
+
+/* the 2-bit fields of a super-block's 64 bytes qs: zmm 2h + p = chunks (h, 2p) | (h, 2p + 1) */
+INL void lowk_z_codes(const uint8_t *qs, const __m512i shift[2], __m512i q[4]) {
+    const __m512i m3 = _mm512_set1_epi8(3);
+    for (int h = 0; h < 2; h++) {
+        const __m512i b = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * h)));
+        for (int p = 0; p < 2; p++) q[2 * h + p] = _mm512_and_si512(_mm512_srlv_epi16(b, shift[p]), m3);
+    }
+}
+
+INL __m256i fold_i32x16(__m512i z) { return _mm256_add_epi32(_mm512_castsi512_si256(z), _mm512_extracti64x4_epi64(z, 1)); }
+
+/* W (1 or 2) weight rows, wst bytes apart, against nr activation rows:
+ * s[r * ss + j] for weight row j (two rows: two independent chains, and the
+ * call and set-up shared) */
+INL void q2_K_z(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int gemv,
+                const int W, const int nr) {
+    const int nb = n / QK_K;
+    const __m128i m4 = _mm_set1_epi8(0xF);
+    __m512i shift[2], sidx[4];
+    lowk_z_consts(shift, sidx);
+    __m256 acc[2][COLI_MAX_NR];
+    __m128 am[2][COLI_MAX_NR]; /* gemv: lane 0 acc, lane 1 accm (lanes 2, 3 unused) */
+    for (int j = 0; j < W; j++)
+        for (int r = 0; r < nr; r++) { acc[j][r] = _mm256_setzero_ps(); am[j][r] = _mm_setzero_ps(); }
+    for (int i = 0; i < nb; i++) {
+        __m512i q[2][4], sc[2][4];
+        __m256i mins[2];
+        float dx[2], dminx[2];
+        __m128 dd2[2];
+        for (int j = 0; j < W; j++) {
+            const block_q2_K *x = (const block_q2_K *)(w + (size_t)j * wst) + i;
+            LOWK_PF((const char *)x);
+            dx[j] = h2f(x->d);
+            dminx[j] = h2f(x->dmin);
+            int32_t ddm;
+            memcpy(&ddm, &x->d, 4); /* d | dmin << 16 */
+            dd2[j] = _mm_cvtph_ps(_mm_cvtsi32_si128(ddm));
+            const __m128i ms = _mm_loadu_si128((const __m128i *)x->scales);
+            mins[j] = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(ms, 4), m4));
+            const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(ms, m4)));
+            lowk_z_codes(x->qs, shift, q[j]);
+            for (int c = 0; c < 4; c++) sc[j][c] = _mm512_permutexvar_epi16(sidx[c], sc16);
+        }
+        for (int r = 0; r < nr; r++) {
+            const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
+            const __m256i bsums = _mm256_loadu_si256((const __m256i *)y->bsums);
+            __m512i q8[4];
+            for (int c = 0; c < 4; c++) q8[c] = _mm512_loadu_si512(y->qs + 64 * c);
+            for (int j = 0; j < W; j++) {
+                const __m256i prod = _mm256_madd_epi16(mins[j], bsums);
+                if (!gemv) acc[j][r] = _mm256_fmadd_ps(_mm256_set1_ps(-y->d * dminx[j]), _mm256_cvtepi32_ps(prod), acc[j][r]);
+                __m512i z = _mm512_setzero_si512();
+                for (int c = 0; c < 4; c++)
+                    z = _mm512_add_epi32(z, _mm512_madd_epi16(sc[j][c], _mm512_maddubs_epi16(q[j][c], q8[c])));
+                if (gemv) { /* [s1, s2] reduced together, then [acc, accm] = fma([s1, s2], [d, dmin] * dy, ...) */
+                    __m256i t = _mm256_hadd_epi32(fold_i32x16(z), prod);
+                    t = _mm256_hadd_epi32(t, t);
+                    const __m128i st = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+                    am[j][r] = _mm_fmadd_ps(_mm_cvtepi32_ps(st), _mm_mul_ps(dd2[j], _mm_set1_ps(y->d)), am[j][r]);
+                } else {
+                    acc[j][r] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * dx[j]), _mm256_cvtepi32_ps(fold_i32x16(z)), acc[j][r]);
+                }
+            }
+        }
+    }
+    for (int r = 0; r < nr; r++)
+        for (int j = 0; j < W; j++)
+            s[(size_t)r * ss + j] = gemv ? _mm_cvtss_f32(am[j][r]) - _mm_cvtss_f32(_mm_movehdup_ps(am[j][r])) : hsum8(acc[j][r]);
+}
+
+/* The 16 Q3_K scales (6 bits, less 32), as ggml's AVX2 kernel unpacks them */
+INL __m128i q3_K_scales8_z(const uint8_t *packed) {
+    const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+    uint32_t aux[3];
+    memcpy(aux, packed, 12);
+    const __m128i s = _mm_set_epi32((int)(((aux[1] >> 4) & kmask2) | (((aux[2] >> 6) & kmask1) << 4)),
+                                    (int)(((aux[0] >> 4) & kmask2) | (((aux[2] >> 4) & kmask1) << 4)),
+                                    (int)((aux[1] & kmask2) | (((aux[2] >> 2) & kmask1) << 4)),
+                                    (int)((aux[0] & kmask2) | (((aux[2] >> 0) & kmask1) << 4)));
+    return _mm_sub_epi8(s, _mm_set1_epi8(32));
+}
+
+/* (W = 1 only in the table: two rows' 12 vectors each spill) */
+INL void q3_K_z(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int W,
+                const int nr) {
+    const int nb = n / QK_K;
+    __m512i shift[2], sidx[4], hsel[4];
+    lowk_z_consts(shift, sidx);
+    for (int c = 0; c < 4; c++) /* the hmask bit of chunk (h, l) is 4h + l: zmm 2h + p holds l = 2p, 2p + 1 */
+        hsel[c] = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * c))), _mm256_set1_epi8((char)(1 << (2 * c + 1))), 1);
+    __m256 acc[2][COLI_MAX_NR];
+    for (int j = 0; j < W; j++)
+        for (int r = 0; r < nr; r++) acc[j][r] = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        __m512i ql[2][4], qh[2][4], sc[2][4];
+        float dx[2];
+        for (int j = 0; j < W; j++) {
+            const block_q3_K *x = (const block_q3_K *)(w + (size_t)j * wst) + i;
+            LOWK_PF((const char *)x);
+            dx[j] = h2f(x->d);
+            const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(q3_K_scales8_z(x->scales)));
+            const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x->hmask));
+            lowk_z_codes(x->qs, shift, ql[j]);
+            for (int c = 0; c < 4; c++) {
+                sc[j][c] = _mm512_permutexvar_epi16(sidx[c], sc16);
+                /* 4 where the high bit is clear: the value is ql - 4 */
+                qh[j][c] = _mm512_maskz_mov_epi8(_mm512_testn_epi8_mask(hb, hsel[c]), _mm512_set1_epi8(4));
+            }
+        }
+        for (int r = 0; r < nr; r++) {
+            const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
+            __m512i q8[4];
+            for (int c = 0; c < 4; c++) q8[c] = _mm512_loadu_si512(y->qs + 64 * c);
+            for (int j = 0; j < W; j++) {
+                __m512i z = _mm512_setzero_si512();
+                for (int c = 0; c < 4; c++) {
+                    const __m512i p16 = _mm512_sub_epi16(_mm512_maddubs_epi16(ql[j][c], q8[c]), _mm512_maddubs_epi16(qh[j][c], q8[c]));
+                    z = _mm512_add_epi32(z, _mm512_madd_epi16(sc[j][c], p16));
+                }
+                acc[j][r] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * dx[j]), _mm256_cvtepi32_ps(fold_i32x16(z)), acc[j][r]);
+            }
+        }
+    }
+    for (int r = 0; r < nr; r++)
+        for (int j = 0; j < W; j++) s[(size_t)r * ss + j] = hsum8(acc[j][r]);
+}
+
+TGT void vec_dot_q2_K_q8_K_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, q2_K_z, n, (const char *)w, 0, (const char *)a, as, s, ss, 0, 1);
+}
+TGT void vec_dot_q2_K_q8_K_gemv_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, q2_K_z, n, (const char *)w, 0, (const char *)a, as, s, ss, 1, 1);
+}
+TGT void vec_dot_q3_K_q8_K_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, q3_K_z, n, (const char *)w, 0, (const char *)a, as, s, ss, 1);
+}
+TGT void vec_dot_q2_K_q8_K_2w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                     int nr) {
+    COLI_DISPATCH_NR(nr, q2_K_z, n, (const char *)w, wst, (const char *)a, as, s, ss, 0, 2);
+}
+TGT void vec_dot_q2_K_q8_K_gemv_2w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                          size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, q2_K_z, n, (const char *)w, wst, (const char *)a, as, s, ss, 1, 2);
+}
+
 /* ---- Q2_K / Q3_K: 16 weight rows, one per lane ----------------------------------------- */
 
 /* The arithmetic of quant_avx2.c's Q2_K / Q3_K kernels whose float steps take
- * a super-block's (or half super-block's) whole integer sums: ggml's tiled
- * matmul (Q2_K, Q3_K), Q2_K's repacked gemv and gemm (see quant_avx2.c). As
+ * a super-block's (or half super-block's) whole integer sums in batches:
+ * ggml's tiled matmul (Q2_K, Q3_K), Q2_K's repacked gemm (see quant_avx2.c). As
  * q6_K_16w: the 16 rows' 2-bit quants transposed (lane r: row r), the 3-bit
  * codes of Q3_K as q + 4 * hbit (the value plus 4), each 16-element sub-block
  * an exact dpbusd sum against the activation's bytes (Q3_K: less 4 * its
  * bsum), times the row's scale; Q2_K's mins against the bsums by pairs
  * (madd). Then the float steps of the mode, lane by lane. */
-enum { LOWK16_TILED, LOWK16_GEMV, LOWK16_GEMM };
+enum { LOWK16_TILED, LOWK16_GEMM };
 #define LOWK_ROWS 64 /* activation rows per pass over a 16-row weight tile */
 
 INL void lowk_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
@@ -1373,14 +1541,9 @@ INL void lowk_16w(int n, const char *w, size_t wst, const char *a, size_t as, fl
                 } else {
                     __m512 fm = _mm512_loadu_ps(acc[r][1]);
                     const __m512 dd = _mm512_mul_ps(dx, dy), dm = _mm512_mul_ps(dmx, dy);
-                    if (mode == LOWK16_GEMV) {
-                        fa = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(isum[0], isum[1])), dd, fa);
-                        fm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(imin[0], imin[1])), dm, fm);
-                    } else {
-                        for (int h = 0; h < 2; h++) {
-                            fa = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[h]), dd, fa);
-                            fm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin[h]), dm, fm);
-                        }
+                    for (int h = 0; h < 2; h++) {
+                        fa = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[h]), dd, fa);
+                        fm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin[h]), dm, fm);
                     }
                     _mm512_storeu_ps(acc[r][1], fm);
                 }
@@ -1400,10 +1563,6 @@ INL void lowk_16w(int n, const char *w, size_t wst, const char *a, size_t as, fl
 TGT void vec_dot_q2_K_q8_K_tiled_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
                                             size_t ss, int nr) {
     lowk_16w(n, w, wst, a, as, s, ss, nr, 0, LOWK16_TILED);
-}
-TGT void vec_dot_q2_K_q8_K_gemv_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
-                                           size_t ss, int nr) {
-    lowk_16w(n, w, wst, a, as, s, ss, nr, 0, LOWK16_GEMV);
 }
 TGT void vec_dot_q2_K_q8_K_gemm_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
                                            size_t ss, int nr) {

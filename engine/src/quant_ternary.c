@@ -206,6 +206,109 @@ TGT void vec_dot_tq1_0_q8_K_avx2(int n, const void *w, const void *a, size_t as,
 TGT void vec_dot_tq2_0_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
     COLI_DISPATCH_NR(nr, tq_nr, n, w, (const char *)a, as, s, ss, 0);
 }
+/* ---- AVX-512: the same lanes, two 32-byte chunks per zmm ---------------------------------- */
+
+#define TGT512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+#define INL512 static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+
+INL512 __m512i tq1_top2_z(__m512i v) {
+    v = _mm512_subs_epu8(v, _mm512_set1_epi8(1));
+    v = _mm512_avg_epu8(v, _mm512_avg_epu8(v, _mm512_setzero_si512()));
+    return _mm512_and_si512(_mm512_srli_epi16(v, 6), _mm512_set1_epi8(3));
+}
+
+INL512 __m512i cat256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+
+/* The 8 chunks of tq1_0_unpack / tq2_0_unpack paired: zmm c = chunks 2c | 2c + 1,
+ * whose activation bytes are the 64 at y->qs + 64c. */
+INL512 void tq1_0_unpack_z(const block_tq1_0 *x, __m512i t[4]) {
+    const __m256i q0 = _mm256_loadu_si256((const __m256i *)x->qs);
+    const __m256i q1 = mul3_u8(q0), q2 = mul9_u8(q0);
+    const __m128i r0 = _mm_loadu_si128((const __m128i *)(x->qs + 32));
+    uint32_t qh;
+    memcpy(&qh, x->qh, 4);
+    __m256i q5 = _mm256_cvtepu8_epi16(_mm_set1_epi32((int)qh));
+    const __m128i r1 = mul3_u8x16(r0), r2 = mul9_u8x16(r0);
+    const __m128i r3 = mul9_u8x16(r1), r4 = mul9_u8x16(r2);
+    q5 = _mm256_mullo_epi16(q5, _mm256_set_epi16(27, 27, 27, 27, 9, 9, 9, 9, 3, 3, 3, 3, 1, 1, 1, 1));
+    q5 = _mm256_and_si256(q5, _mm256_set1_epi16(0xFF));
+    const __m128i r5 = _mm_packus_epi16(_mm256_castsi256_si128(q5), _mm256_extracti128_si256(q5, 1));
+    const __m256i t5 = _mm256_inserti128_si256(_mm256_castsi128_si256(r0), r1, 1);
+    const __m256i t6 = _mm256_inserti128_si256(_mm256_castsi128_si256(r2), r3, 1);
+    const __m256i t7 = _mm256_inserti128_si256(_mm256_castsi128_si256(r4), r5, 1);
+    t[0] = tq1_top2_z(cat256(q0, q1));
+    t[1] = tq1_top2_z(cat256(q2, mul9_u8(q1)));
+    t[2] = tq1_top2_z(cat256(mul9_u8(q2), t5));
+    t[3] = tq1_top2_z(cat256(t6, t7));
+}
+
+INL512 void tq2_0_unpack_z(const block_tq2_0 *x, __m512i t[4]) {
+    const __m512i m3 = _mm512_set1_epi8(3);
+    for (int h = 0; h < 2; h++) {
+        const __m512i b = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * h)));
+        for (int p = 0; p < 2; p++) { /* chunks 4h + 2p (low 256 bits) and 4h + 2p + 1 (high) */
+            const __m512i cnt = cat256(_mm256_set1_epi16((short)(4 * p)), _mm256_set1_epi16((short)(4 * p + 2)));
+            t[2 * h + p] = _mm512_and_si512(_mm512_srlv_epi16(b, cnt), m3);
+        }
+    }
+}
+
+/* W (1 or 2) weight rows wst bytes apart: s[r * ss + j] */
+INL512 void tq_z(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int one,
+                 const int W, const int nr) {
+    const int nb = n / QK_K;
+    const size_t bsize = one ? sizeof(block_tq1_0) : sizeof(block_tq2_0);
+    __m256 acc[2][COLI_MAX_NR];
+    for (int j = 0; j < W; j++)
+        for (int r = 0; r < nr; r++) acc[j][r] = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        __m512i t[2][4];
+        float dx[2];
+        for (int j = 0; j < W; j++) {
+            const char *xb = w + (size_t)j * wst + (size_t)i * bsize;
+            _mm_prefetch(xb + TQ_PREFETCH, _MM_HINT_T0);
+            if (one) {
+                tq1_0_unpack_z((const block_tq1_0 *)xb, t[j]);
+                dx[j] = h2f(((const block_tq1_0 *)xb)->d);
+            } else {
+                tq2_0_unpack_z((const block_tq2_0 *)xb, t[j]);
+                dx[j] = h2f(((const block_tq2_0 *)xb)->d);
+            }
+        }
+        for (int r = 0; r < nr; r++) {
+            const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
+            __m512i q8[4];
+            for (int c = 0; c < 4; c++) q8[c] = _mm512_loadu_si512(y->qs + 64 * c);
+            const __m256i bsums = _mm256_loadu_si256((const __m256i *)y->bsums);
+            for (int j = 0; j < W; j++) {
+                /* ggml's 16-bit lanes: every chunk's pair sums, less the bsums (exact) */
+                __m512i z = _mm512_maddubs_epi16(t[j][0], q8[0]);
+                for (int c = 1; c < 4; c++) z = _mm512_add_epi16(z, _mm512_maddubs_epi16(t[j][c], q8[c]));
+                __m256i s16 = _mm256_add_epi16(_mm512_castsi512_si256(z), _mm512_extracti64x4_epi64(z, 1));
+                s16 = _mm256_sub_epi16(s16, bsums);
+                const __m256i lanes = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+                acc[j][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_set1_ps(y->d * dx[j]), acc[j][r]);
+            }
+        }
+    }
+    for (int r = 0; r < nr; r++)
+        for (int j = 0; j < W; j++) s[(size_t)r * ss + j] = hsum_f32_8(acc[j][r]);
+}
+
+TGT512 void vec_dot_tq1_0_q8_K_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, tq_z, n, (const char *)w, 0, (const char *)a, as, s, ss, 1, 1);
+}
+TGT512 void vec_dot_tq2_0_q8_K_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, tq_z, n, (const char *)w, 0, (const char *)a, as, s, ss, 0, 1);
+}
+TGT512 void vec_dot_tq1_0_q8_K_2w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                         size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, tq_z, n, (const char *)w, wst, (const char *)a, as, s, ss, 1, 2);
+}
+TGT512 void vec_dot_tq2_0_q8_K_2w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                         size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, tq_z, n, (const char *)w, wst, (const char *)a, as, s, ss, 0, 2);
+}
 #endif
 
 /* Both types whole in every table: Q8_K partner, one-row arithmetic for every row. */
@@ -227,4 +330,12 @@ void coli_kernels_fill_ternary(coli_kernel_table *t, int isa) {
         k->vec_dot = isa == COLI_ISA_SCALAR || !types[i].simd ? types[i].generic : types[i].simd;
         k->mm_group = k->mm_in_mult = k->mm_out_mult = 1;
     }
+#ifdef COLI_X86
+    if (isa == COLI_ISA_AVX512) { /* the same bits, two chunks per zmm, and two weight rows a call */
+        t->type[GGML_TYPE_TQ1_0].vec_dot = vec_dot_tq1_0_q8_K_avx512;
+        t->type[GGML_TYPE_TQ2_0].vec_dot = vec_dot_tq2_0_q8_K_avx512;
+        t->type[GGML_TYPE_TQ1_0].vec_dot_2w = vec_dot_tq1_0_q8_K_2w_avx512;
+        t->type[GGML_TYPE_TQ2_0].vec_dot_2w = vec_dot_tq2_0_q8_K_2w_avx512;
+    }
+#endif
 }
