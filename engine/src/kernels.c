@@ -169,6 +169,8 @@ static void build_tables(void) {
     t->type[GGML_TYPE_Q3_K].vec_dot = vec_dot_q3_K_q8_K_avx512;
     t->type[GGML_TYPE_Q2_K].vec_dot_2w = vec_dot_q2_K_q8_K_gemv_2w_avx512;
     t->unpacked[GGML_TYPE_Q2_K].vec_dot_2w = vec_dot_q2_K_q8_K_2w_avx512;
+    t->type[GGML_TYPE_Q2_K].vec_dot_16w = vec_dot_q2_K_q8_K_gemv_16w_avx512;
+    t->unpacked[GGML_TYPE_Q2_K].vec_dot_16w = vec_dot_q2_K_q8_K_16w_avx512;
     t->type[GGML_TYPE_Q3_K].vec_dot_mm_16w = vec_dot_q3_K_q8_K_tiled_16w_avx512;
 #endif
 #ifdef COLI_X86

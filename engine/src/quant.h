@@ -358,6 +358,8 @@ COLI_DECLARE_VEC_DOT(vec_dot_q2_K_q8_K_gemv_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_q3_K_q8_K_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q2_K_q8_K_2w_avx512); /* the same, two weight rows a call */
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q2_K_q8_K_gemv_2w_avx512);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q2_K_q8_K_16w_avx512); /* ... sixteen */
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q2_K_q8_K_gemv_16w_avx512);
 #endif
 
 #endif

@@ -1289,24 +1289,30 @@ INL void lowk_z_codes(const uint8_t *qs, const __m512i shift[2], __m512i q[4]) {
 
 INL __m256i fold_i32x16(__m512i z) { return _mm256_add_epi32(_mm512_castsi512_si256(z), _mm512_extracti64x4_epi64(z, 1)); }
 
-/* W (1 or 2) weight rows, wst bytes apart, against nr activation rows:
- * s[r * ss + j] for weight row j (two rows: two independent chains, and the
- * call and set-up shared) */
+/* Q2_K: each 2-bit quant times its sub-block's 4-bit scale is at most 45, a
+ * byte: the scaled quants are looked up per 128-bit lane (pshufb of the
+ * lane's [0, s, 2s, 3s]) and dotted with the activation by dpbusd, whose
+ * int32 lanes are then exactly ggml's scale * (4-byte sums) (lane i of zmm c
+ * holds sub-block 4c + i). W (1..4) weight rows, wst bytes apart, against nr
+ * activation rows: s[r * ss + j] for weight row j (several rows: independent
+ * chains, the call and set-up shared). */
 INL void q2_K_z(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int gemv,
                 const int W, const int nr) {
     const int nb = n / QK_K;
     const __m128i m4 = _mm_set1_epi8(0xF);
-    __m512i shift[2], sidx[4];
+    __m512i shift[2], sidx[4], tidx[4];
     lowk_z_consts(shift, sidx);
-    __m256 acc[2][COLI_MAX_NR];
-    __m128 am[2][COLI_MAX_NR]; /* gemv: lane 0 acc, lane 1 accm (lanes 2, 3 unused) */
+    for (int c = 0; c < 4; c++) /* dword 0 of 128-bit lane i: the table of sub-block 4c + i */
+        tidx[c] = _mm512_add_epi32(_mm512_set1_epi32(4 * c), _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
+    __m256 acc[4][COLI_MAX_NR];
+    __m128 am[4][COLI_MAX_NR]; /* gemv: lane 0 acc, lane 1 accm (lanes 2, 3 unused) */
     for (int j = 0; j < W; j++)
         for (int r = 0; r < nr; r++) { acc[j][r] = _mm256_setzero_ps(); am[j][r] = _mm_setzero_ps(); }
     for (int i = 0; i < nb; i++) {
-        __m512i q[2][4], sc[2][4];
-        __m256i mins[2];
-        float dx[2], dminx[2];
-        __m128 dd2[2];
+        __m512i q[4][4];
+        __m256i mins[4];
+        float dx[4], dminx[4];
+        __m128 dd2[4];
         for (int j = 0; j < W; j++) {
             const block_q2_K *x = (const block_q2_K *)(w + (size_t)j * wst) + i;
             LOWK_PF((const char *)x);
@@ -1317,9 +1323,10 @@ INL void q2_K_z(int n, const char *w, size_t wst, const char *a, size_t as, floa
             dd2[j] = _mm_cvtph_ps(_mm_cvtsi32_si128(ddm));
             const __m128i ms = _mm_loadu_si128((const __m128i *)x->scales);
             mins[j] = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(ms, 4), m4));
-            const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(ms, m4)));
-            lowk_z_codes(x->qs, shift, q[j]);
-            for (int c = 0; c < 4; c++) sc[j][c] = _mm512_permutexvar_epi16(sidx[c], sc16);
+            const __m512i tabs = _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(ms, m4)), _mm512_set1_epi32(0x03020100));
+            __m512i codes[4];
+            lowk_z_codes(x->qs, shift, codes);
+            for (int c = 0; c < 4; c++) q[j][c] = _mm512_shuffle_epi8(_mm512_permutexvar_epi32(tidx[c], tabs), codes[c]);
         }
         for (int r = 0; r < nr; r++) {
             const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
@@ -1329,9 +1336,8 @@ INL void q2_K_z(int n, const char *w, size_t wst, const char *a, size_t as, floa
             for (int j = 0; j < W; j++) {
                 const __m256i prod = _mm256_madd_epi16(mins[j], bsums);
                 if (!gemv) acc[j][r] = _mm256_fmadd_ps(_mm256_set1_ps(-y->d * dminx[j]), _mm256_cvtepi32_ps(prod), acc[j][r]);
-                __m512i z = _mm512_setzero_si512();
-                for (int c = 0; c < 4; c++)
-                    z = _mm512_add_epi32(z, _mm512_madd_epi16(sc[j][c], _mm512_maddubs_epi16(q[j][c], q8[c])));
+                __m512i z = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[j][0], q8[0]);
+                for (int c = 1; c < 4; c++) z = _mm512_dpbusd_epi32(z, q[j][c], q8[c]);
                 if (gemv) { /* [s1, s2] reduced together, then [acc, accm] = fma([s1, s2], [d, dmin] * dy, ...) */
                     __m256i t = _mm256_hadd_epi32(fold_i32x16(z), prod);
                     t = _mm256_hadd_epi32(t, t);
@@ -1346,6 +1352,16 @@ INL void q2_K_z(int n, const char *w, size_t wst, const char *a, size_t as, floa
     for (int r = 0; r < nr; r++)
         for (int j = 0; j < W; j++)
             s[(size_t)r * ss + j] = gemv ? _mm_cvtss_f32(am[j][r]) - _mm_cvtss_f32(_mm_movehdup_ps(am[j][r])) : hsum8(acc[j][r]);
+}
+
+/* 16 weight rows, four at a time, against any number of activation rows */
+INL void q2_K_z16(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr, const int gemv) {
+    for (int r0 = 0; r0 < nr; r0 += COLI_MAX_NR) {
+        const int rn = nr - r0 < COLI_MAX_NR ? nr - r0 : COLI_MAX_NR;
+        for (int g = 0; g < 16; g += 4)
+            COLI_DISPATCH_NR(rn, q2_K_z, n, w + (size_t)g * wst, wst, a + (size_t)r0 * as, as, s + (size_t)r0 * ss + g, ss,
+                             gemv, 4);
+    }
 }
 
 /* The 16 Q3_K scales (6 bits, less 32), as ggml's AVX2 kernel unpacks them */
@@ -1421,6 +1437,14 @@ TGT void vec_dot_q2_K_q8_K_2w_avx512(int n, const void *w, size_t wst, const voi
 TGT void vec_dot_q2_K_q8_K_gemv_2w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
                                           size_t ss, int nr) {
     COLI_DISPATCH_NR(nr, q2_K_z, n, (const char *)w, wst, (const char *)a, as, s, ss, 1, 2);
+}
+TGT void vec_dot_q2_K_q8_K_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                      int nr) {
+    q2_K_z16(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 0);
+}
+TGT void vec_dot_q2_K_q8_K_gemv_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                           size_t ss, int nr) {
+    q2_K_z16(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 1);
 }
 
 /* ---- Q2_K / Q3_K: 16 weight rows, one per lane ----------------------------------------- */
