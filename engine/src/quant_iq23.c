@@ -250,8 +250,8 @@ void coli_kernels_fill_iq23(coli_kernel_table *t, int isa) {
     switch (isa) {
 #ifdef COLI_X86
     case COLI_ISA_AVX2:
-    case COLI_ISA_AVXVNNI:
-    case COLI_ISA_AVX512: EACH(SET_AVX2) break;
+    case COLI_ISA_AVXVNNI: EACH(SET_AVX2) break;
+    case COLI_ISA_AVX512: EACH(SET_AVX512) break;
 #endif
     default: EACH(SET_SCALAR) break;  /* non-x86 ggml: the _generic dot for every row */
     }
