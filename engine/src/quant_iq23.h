@@ -90,10 +90,13 @@ COLI_IQ23_TYPES(COLI_IQ23_DECLARE_SCALAR)
     COLI_DECLARE_VEC_DOT(vec_dot_##t##_q8_K_avx2);     \
     COLI_DECLARE_VEC_DOT(vec_dot_##t##_q8_K_tiled_avx2);
 COLI_IQ23_TYPES(COLI_IQ23_DECLARE_AVX2)
-/* quant_iq23_avx512.c: the same bits, two 32-weight groups per instruction */
-#define COLI_IQ23_DECLARE_AVX512(t)                      \
-    COLI_DECLARE_VEC_DOT(vec_dot_##t##_q8_K_avx512);     \
-    COLI_DECLARE_VEC_DOT(vec_dot_##t##_q8_K_tiled_avx512);
+/* quant_iq23_avx512.c: the same bits, two 32-weight groups per instruction; the 16-row
+ * kernels decode a weight super-block once for many activation rows */
+#define COLI_IQ23_DECLARE_AVX512(t)                          \
+    COLI_DECLARE_VEC_DOT(vec_dot_##t##_q8_K_avx512);         \
+    COLI_DECLARE_VEC_DOT(vec_dot_##t##_q8_K_tiled_avx512);   \
+    COLI_DECLARE_VEC_DOT_2W(vec_dot_##t##_q8_K_16w_avx512);  \
+    COLI_DECLARE_VEC_DOT_2W(vec_dot_##t##_q8_K_mm_16w_avx512);
 COLI_IQ23_TYPES(COLI_IQ23_DECLARE_AVX512)
 #endif
 
