@@ -1,9 +1,10 @@
 /* quant_iq23_avx2.c — AVX2 kernels of the grid i-quants (quant_iq23.h), target attributes per
  * function so the file builds without -march.
  *
- * Each 32-weight group is decoded once into its grid magnitudes (bytes), their signs (+-1 bytes,
- * applied to the activation by sign_epi8) and its scale (16-bit lanes), and dotted with every
- * activation row of the call: maddubs -> madd by the scale gives 8 int32 lanes, lane k holding
+ * A super-block is decoded once: per 32-weight group its grid magnitudes (bytes, looked up with
+ * scalar index loads as ggml does), their signs (+-1 bytes, made from the super-block's sign
+ * bytes in one vector pass, applied to the activation by sign_epi8) and its scale (16-bit
+ * lanes), then dotted with every activation row of the call: maddubs -> madd by the scale gives 8 int32 lanes, lane k holding
  * weights 4k..4k+3 of the group, summed over the super-block's groups. These are the integers
  * of ggml's AVX2 ggml_vec_dot_<t>_q8_K lane for lane (its sumi1 + sumi2), whatever the order of
  * the adds; the float side is then ggml's, one row or tiled (see quant_iq23.h). */
@@ -22,72 +23,152 @@
 
 #define IQ23_PREFETCH 2048 /* bytes ahead of the super-block in use: weight rows lie end to end */
 
-static const uint64_t *const signs64 = (const uint64_t *)coli_keven_signs_q2xs;
+/* 32 bytes of 7-bit sign codes -> ksigns_iq2xs: bit 7 set where the code has odd parity */
+INL __m256i with_parity(__m256i t) {
+    const __m256i odd = _mm256_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0,
+                                         0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
+    const __m256i m4 = _mm256_set1_epi8(15);
+    const __m256i p = _mm256_xor_si256(_mm256_shuffle_epi8(odd, _mm256_and_si256(t, m4)),
+                                       _mm256_shuffle_epi8(odd, _mm256_and_si256(_mm256_srli_epi16(t, 4), m4)));
+    return _mm256_or_si256(t, p);
+}
 
-/* 32 bits, one per weight -> +-1 bytes (bit set: -1) */
-INL __m256i signs_pm1(uint32_t bits) {
+/* 8 u32 of 4 x 7-bit sign codes (bits 0..27) -> the 32 sign bytes, in weight order */
+INL __m256i sign_codes(__m256i s) {
+    const __m256i m = _mm256_set1_epi32(0x7f);
+    __m256i t = _mm256_and_si256(s, m);
+    t = _mm256_or_si256(t, _mm256_and_si256(_mm256_slli_epi32(s, 1), _mm256_slli_epi32(m, 8)));
+    t = _mm256_or_si256(t, _mm256_and_si256(_mm256_slli_epi32(s, 2), _mm256_slli_epi32(m, 16)));
+    t = _mm256_or_si256(t, _mm256_and_si256(_mm256_slli_epi32(s, 3), _mm256_slli_epi32(m, 24)));
+    return with_parity(t);
+}
+
+/* group c's 4 sign bytes (dword c of sb) -> +-1 bytes (bit set: -1) */
+INL __m256i signs_pm1(__m256i sb, int c) {
     const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
     const __m256i sel = _mm256_set1_epi64x((int64_t)0x8040201008040201ULL);
-    const __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf), sel);
+    const __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(sb, _mm256_set1_epi32(c)), shuf), sel);
     return _mm256_or_si256(_mm256_cmpeq_epi8(b, sel), _mm256_set1_epi8(1));
 }
 
-/* Group c (0..7) of a super-block: magnitudes q, signs sg, scale per 16-bit lane sc. */
-INL void dec_iq2_xxs(const block_iq2_xxs *x, int c, __m256i *q, __m256i *sg, __m256i *sc) {
-    uint32_t a[2];
-    memcpy(a, x->qs + 4 * c, 8);
-    q[0] = _mm256_set_epi64x((int64_t)coli_iq2xxs_grid[a[0] >> 24], (int64_t)coli_iq2xxs_grid[a[0] >> 16 & 255],
-                             (int64_t)coli_iq2xxs_grid[a[0] >> 8 & 255], (int64_t)coli_iq2xxs_grid[a[0] & 255]);
-    sg[0] = _mm256_set_epi64x((int64_t)signs64[a[1] >> 21 & 127], (int64_t)signs64[a[1] >> 14 & 127],
-                              (int64_t)signs64[a[1] >> 7 & 127], (int64_t)signs64[a[1] & 127]);
-    sc[0] = _mm256_set1_epi16((short)(2 * (a[1] >> 28) + 1));
+/* scales: per-32 (8 dwords, 2 * ls + 1) -> group c's 16-bit lanes; per-16 (two vectors of 8
+ * dwords, sub-blocks 0..7 and 8..15) -> the lanes of group c (sub-blocks 2c, 2c + 1) */
+INL __m256i words(__m256i s) { return _mm256_or_si256(s, _mm256_slli_epi32(s, 16)); }
+INL __m256i scale32(__m256i w, int c) { return _mm256_permutevar8x32_epi32(w, _mm256_set1_epi32(c)); }
+INL __m256i scale16(const __m256i w[2], int c) {
+    const int k = 2 * (c % 4);
+    return _mm256_permutevar8x32_epi32(w[c / 4], _mm256_setr_epi32(k, k, k, k, k + 1, k + 1, k + 1, k + 1));
+}
+INL void scales16(const uint8_t b[8], __m256i w[2]) {
+    uint64_t v;
+    memcpy(&v, b, 8);
+    const __m128i bb = _mm_set1_epi64x((int64_t)v);
+    const __m128i u = _mm_unpacklo_epi8(bb, bb); /* b0 b0 b1 b1 ... */
+    const __m256i sh = _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4), m15 = _mm256_set1_epi32(15), one = _mm256_set1_epi32(1);
+    for (int h = 0; h < 2; h++) {
+        const __m256i s = _mm256_and_si256(_mm256_srlv_epi32(_mm256_cvtepu8_epi32(h ? _mm_srli_si128(u, 8) : u), sh), m15);
+        w[h] = words(_mm256_add_epi32(_mm256_slli_epi32(s, 1), one));
+    }
+}
+INL __m256i odd_scales(__m256i sw) { /* 2 * (sw >> 28) + 1 */
+    return words(_mm256_add_epi32(_mm256_slli_epi32(_mm256_srli_epi32(sw, 28), 1), _mm256_set1_epi32(1)));
 }
 
-INL void dec_iq2_xs(const block_iq2_xs *x, int c, __m256i *q, __m256i *sg, __m256i *sc) {
-    const uint16_t *p = x->qs + 4 * c;
-    q[0] = _mm256_set_epi64x((int64_t)coli_iq2xs_grid[p[3] & 511], (int64_t)coli_iq2xs_grid[p[2] & 511],
-                             (int64_t)coli_iq2xs_grid[p[1] & 511], (int64_t)coli_iq2xs_grid[p[0] & 511]);
-    sg[0] = _mm256_set_epi64x((int64_t)signs64[p[3] >> 9], (int64_t)signs64[p[2] >> 9], (int64_t)signs64[p[1] >> 9],
-                              (int64_t)signs64[p[0] >> 9]);
-    const int b = x->scales[c];
-    sc[0] = _mm256_set_m128i(_mm_set1_epi16((short)(2 * (b >> 4) + 1)), _mm_set1_epi16((short)(2 * (b & 15) + 1)));
+/* grid lookups, indices read with scalar loads from the block (as ggml's kernels); those
+ * computed in vectors (IQ3_S) go through memory, as ggml's index_t union does: the
+ * barrier keeps the compiler from turning the reloads back into extracts */
+#define REREAD(a) __asm__ volatile("" : : "r"(a) : "memory")
+INL __m256i grid8x4(const uint64_t *g, int i0, int i1, int i2, int i3) {
+    return _mm256_set_epi64x((int64_t)g[i3], (int64_t)g[i2], (int64_t)g[i1], (int64_t)g[i0]);
+}
+INL __m256i grid4x8(const uint32_t *g, const uint8_t *q) {
+    return _mm256_set_epi32((int)g[q[7]], (int)g[q[6]], (int)g[q[5]], (int)g[q[4]], (int)g[q[3]], (int)g[q[2]],
+                            (int)g[q[1]], (int)g[q[0]]);
 }
 
-INL void dec_iq2_s(const block_iq2_s *x, int c, __m256i *q, __m256i *sg, __m256i *sc) {
-    const uint8_t *qs = x->qs + 4 * c;
-    const int h = x->qh[c];
-    q[0] = _mm256_set_epi64x((int64_t)coli_iq2s_grid[qs[3] | (h << 2 & 0x300)], (int64_t)coli_iq2s_grid[qs[2] | (h << 4 & 0x300)],
-                             (int64_t)coli_iq2s_grid[qs[1] | (h << 6 & 0x300)], (int64_t)coli_iq2s_grid[qs[0] | (h << 8 & 0x300)]);
-    uint32_t bits;
-    memcpy(&bits, x->qs + QK_K / 8 + 4 * c, 4);
-    sg[0] = signs_pm1(bits);
-    const int b = x->scales[c];
-    sc[0] = _mm256_set_m128i(_mm_set1_epi16((short)(2 * (b >> 4) + 1)), _mm_set1_epi16((short)(2 * (b & 15) + 1)));
+/* One super-block: per 32-weight group c its magnitudes q[c], signs sg[c] (+-1) and scales
+ * sc[c] (16-bit lanes). */
+INL void dec_iq2_xxs(const block_iq2_xxs *x, __m256i *q, __m256i *sg, __m256i *sc) {
+    const uint8_t *b = (const uint8_t *)x->qs; /* u32 pairs: 4 index bytes, sign word */
+    const __m256 lo = _mm256_loadu_ps((const float *)x->qs), hi = _mm256_loadu_ps((const float *)x->qs + 8);
+    const __m256i sw = _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1))),
+                                                _MM_SHUFFLE(3, 1, 2, 0));
+    const __m256i sb = sign_codes(sw), w = odd_scales(sw);
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+        q[c] = grid8x4(coli_iq2xxs_grid, b[8 * c], b[8 * c + 1], b[8 * c + 2], b[8 * c + 3]);
+        sg[c] = signs_pm1(sb, c);
+        sc[c] = scale32(w, c);
+    }
 }
 
-INL void dec_iq3_xxs(const block_iq3_xxs *x, int c, __m256i *q, __m256i *sg, __m256i *sc) {
-    const uint8_t *q3 = x->qs + 8 * c;
-    const uint32_t *g = coli_iq3xxs_grid;
-    q[0] = _mm256_set_epi32((int)g[q3[7]], (int)g[q3[6]], (int)g[q3[5]], (int)g[q3[4]], (int)g[q3[3]], (int)g[q3[2]],
-                            (int)g[q3[1]], (int)g[q3[0]]);
-    uint32_t a;
-    memcpy(&a, x->qs + QK_K / 4 + 4 * c, 4);
-    sg[0] = _mm256_set_epi64x((int64_t)signs64[a >> 21 & 127], (int64_t)signs64[a >> 14 & 127],
-                              (int64_t)signs64[a >> 7 & 127], (int64_t)signs64[a & 127]);
-    sc[0] = _mm256_set1_epi16((short)(2 * (a >> 28) + 1));
+INL void dec_iq2_xs(const block_iq2_xs *x, __m256i *q, __m256i *sg, __m256i *sc) {
+    const __m256i a = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)x->qs), 9);
+    const __m256i b = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(x->qs + 16)), 9);
+    const __m256i sb = with_parity(_mm256_permute4x64_epi64(_mm256_packus_epi16(a, b), _MM_SHUFFLE(3, 1, 2, 0)));
+    __m256i w[2];
+    scales16(x->scales, w);
+    const uint16_t *p = x->qs;
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+        q[c] = grid8x4(coli_iq2xs_grid, p[4 * c] & 511, p[4 * c + 1] & 511, p[4 * c + 2] & 511, p[4 * c + 3] & 511);
+        sg[c] = signs_pm1(sb, c);
+        sc[c] = scale16(w, c);
+    }
 }
 
-INL void dec_iq3_s(const block_iq3_s *x, int c, __m256i *q, __m256i *sg, __m256i *sc) {
-    const uint8_t *qs = x->qs + 8 * c;
-    const int h = x->qh[c];
-    const uint32_t *g = coli_iq3s_grid;
-    q[0] = _mm256_set_epi32((int)g[qs[7] | (h << 1 & 256)], (int)g[qs[6] | (h << 2 & 256)], (int)g[qs[5] | (h << 3 & 256)],
-                            (int)g[qs[4] | (h << 4 & 256)], (int)g[qs[3] | (h << 5 & 256)], (int)g[qs[2] | (h << 6 & 256)],
-                            (int)g[qs[1] | (h << 7 & 256)], (int)g[qs[0] | (h << 8 & 256)]);
-    uint32_t bits;
-    memcpy(&bits, x->signs + 4 * c, 4);
-    sg[0] = signs_pm1(bits);
-    sc[0] = _mm256_set1_epi16((short)(2 * (x->scales[c / 2] >> 4 * (c % 2) & 15) + 1));
+INL void dec_iq2_s(const block_iq2_s *x, __m256i *q, __m256i *sg, __m256i *sc) {
+    const __m256i sb = _mm256_loadu_si256((const __m256i *)(x->qs + QK_K / 8));
+    __m256i w[2];
+    scales16(x->scales, w);
+    const uint8_t *qs = x->qs;
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+        const int h = x->qh[c];
+        q[c] = grid8x4(coli_iq2s_grid, qs[4 * c] | (h << 8 & 0x300), qs[4 * c + 1] | (h << 6 & 0x300),
+                       qs[4 * c + 2] | (h << 4 & 0x300), qs[4 * c + 3] | (h << 2 & 0x300));
+        sg[c] = signs_pm1(sb, c);
+        sc[c] = scale16(w, c);
+    }
+}
+
+INL void dec_iq3_xxs(const block_iq3_xxs *x, __m256i *q, __m256i *sg, __m256i *sc) {
+    const __m256i sw = _mm256_loadu_si256((const __m256i *)(x->qs + QK_K / 4));
+    const __m256i sb = sign_codes(sw), w = odd_scales(sw);
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+        q[c] = grid4x8(coli_iq3xxs_grid, x->qs + 8 * c);
+        sg[c] = signs_pm1(sb, c);
+        sc[c] = scale32(w, c);
+    }
+}
+
+INL void dec_iq3_s(const block_iq3_s *x, __m256i *q, __m256i *sg, __m256i *sc) {
+    const __m256i sb = _mm256_loadu_si256((const __m256i *)x->signs);
+    uint32_t sc4;
+    memcpy(&sc4, x->scales, 4);
+    const __m256i s = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sc4), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                                       _mm256_set1_epi32(15));
+    const __m256i w = words(_mm256_add_epi32(_mm256_slli_epi32(s, 1), _mm256_set1_epi32(1)));
+    uint16_t qh[4];
+    memcpy(qh, x->qh, 8); /* bit k: bit 8 of index k */
+    const __m256i sel = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, -32768);
+    uint16_t i[64];
+    for (int j = 0; j < 4; j++) {
+        const __m256i b = _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16((short)qh[j]), sel), sel);
+        const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(x->qs + 16 * j)));
+        _mm256_storeu_si256((__m256i *)(i + 16 * j), _mm256_or_si256(v, _mm256_and_si256(b, _mm256_set1_epi16(256))));
+    }
+    REREAD(i);
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+        const uint16_t *k = i + 8 * c;
+        const uint32_t *g = coli_iq3s_grid;
+        q[c] = _mm256_set_epi32((int)g[k[7]], (int)g[k[6]], (int)g[k[5]], (int)g[k[4]], (int)g[k[3]], (int)g[k[2]],
+                                (int)g[k[1]], (int)g[k[0]]);
+        sg[c] = signs_pm1(sb, c);
+        sc[c] = scale32(w, c);
+    }
 }
 
 /* One weight row against nr activation rows. tiled = 0: ggml's AVX2 vec_dot,
@@ -107,14 +188,15 @@ INL void dec_iq3_s(const block_iq3_s *x, int c, __m256i *q, __m256i *sg, __m256i
         for (int i = 0; i < n / QK_K; i++) {                                                                        \
             for (int l = 0; l < (int)sizeof(block_##t); l += 64)                                                    \
                 _mm_prefetch((const char *)(x + i) + IQ23_PREFETCH + l, _MM_HINT_T0);                               \
+            __m256i q[8], sg[8], sc[8];                                                                             \
+            dec_##t(x + i, q, sg, sc);                                                                              \
             __m256i sumi[COLI_MAX_NR];                                                                              \
-            for (int r = 0; r < nr; r++) sumi[r] = _mm256_setzero_si256();                                          \
-            for (int c = 0; c < QK_K / 32; c++) {                                                                   \
-                __m256i q, sg, sc;                                                                                  \
-                dec_##t(x + i, c, &q, &sg, &sc);                                                                    \
-                for (int r = 0; r < nr; r++) {                                                                      \
-                    const __m256i y = _mm256_loadu_si256((const __m256i *)(((const block_q8_K *)(a + r * as) + i)->qs + 32 * c)); \
-                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(q, _mm256_sign_epi8(y, sg)), sc)); \
+            for (int r = 0; r < nr; r++) {                                                                          \
+                const int8_t *y = ((const block_q8_K *)(a + r * as) + i)->qs;                                       \
+                sumi[r] = _mm256_setzero_si256();                                                                   \
+                for (int c = 0; c < QK_K / 32; c++) {                                                               \
+                    const __m256i yc = _mm256_loadu_si256((const __m256i *)(y + 32 * c));                           \
+                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], _mm256_sign_epi8(yc, sg[c])), sc[c])); \
                 }                                                                                                   \
             }                                                                                                       \
             const float dx = h2f(x[i].d);                                                                           \
