@@ -242,8 +242,10 @@ static void set_type(coli_kernel_table *t, uint32_t type, coli_to_float_fn to_fl
 
 void coli_kernels_fill_iq23(coli_kernel_table *t, int isa) {
 #define SET_SCALAR(T_, t_) set_type(t, GGML_TYPE_##T_, dequantize_row_##t_, vec_dot_##t_##_q8_K_generic, NULL);
-#define SET_AVX2(T_, t_) \
-    set_type(t, GGML_TYPE_##T_, dequantize_row_##t_, vec_dot_##t_##_q8_K_avx2, vec_dot_##t_##_q8_K_tiled_avx2);
+#define SET_AVX2(T_, t_)                                                                                          \
+    set_type(t, GGML_TYPE_##T_, dequantize_row_##t_, vec_dot_##t_##_q8_K_avx2, vec_dot_##t_##_q8_K_tiled_avx2); \
+    t->type[GGML_TYPE_##T_].vec_dot_16w = vec_dot_##t_##_q8_K_16w_avx2;                                          \
+    t->type[GGML_TYPE_##T_].vec_dot_mm_16w = vec_dot_##t_##_q8_K_mm_16w_avx2;
 #define SET_AVX512(T_, t_)                                                                                            \
     set_type(t, GGML_TYPE_##T_, dequantize_row_##t_, vec_dot_##t_##_q8_K_avx512, vec_dot_##t_##_q8_K_tiled_avx512); \
     t->type[GGML_TYPE_##T_].vec_dot_16w = vec_dot_##t_##_q8_K_16w_avx512;                                            \

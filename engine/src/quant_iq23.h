@@ -85,10 +85,13 @@ static_assert(sizeof(block_iq3_s) == 2 + 13 * (QK_K / 32) + IQ3S_N_SCALE, "wrong
 COLI_IQ23_TYPES(COLI_IQ23_DECLARE_SCALAR)
 
 #ifdef COLI_X86
-/* quant_iq23_avx2.c: ggml's AVX2 one-row kernel and its tiled matmul's arithmetic */
-#define COLI_IQ23_DECLARE_AVX2(t)                      \
-    COLI_DECLARE_VEC_DOT(vec_dot_##t##_q8_K_avx2);     \
-    COLI_DECLARE_VEC_DOT(vec_dot_##t##_q8_K_tiled_avx2);
+/* quant_iq23_avx2.c: ggml's AVX2 one-row kernel and its tiled matmul's arithmetic; the 16-row
+ * kernels decode a weight super-block once for many activation rows */
+#define COLI_IQ23_DECLARE_AVX2(t)                          \
+    COLI_DECLARE_VEC_DOT(vec_dot_##t##_q8_K_avx2);         \
+    COLI_DECLARE_VEC_DOT(vec_dot_##t##_q8_K_tiled_avx2);   \
+    COLI_DECLARE_VEC_DOT_2W(vec_dot_##t##_q8_K_16w_avx2);  \
+    COLI_DECLARE_VEC_DOT_2W(vec_dot_##t##_q8_K_mm_16w_avx2);
 COLI_IQ23_TYPES(COLI_IQ23_DECLARE_AVX2)
 /* quant_iq23_avx512.c: the same bits, two 32-weight groups per instruction; the 16-row
  * kernels decode a weight super-block once for many activation rows */

@@ -224,6 +224,115 @@ IQ23_NR(iq2_s, 0.125f)
 IQ23_NR(iq3_xxs, 0.25f)
 IQ23_NR(iq3_s, 1.0f)
 
+/* 16 weight rows against nr activation rows (vec_dot_16w / vec_dot_mm_16w), each output with
+ * the arithmetic of t##_nr. Up to COLI_MAX_NR rows: t##_nr row by row. More rows: IQ23_WR
+ * weight rows at a time, their super-blocks decoded once into a buffer as signed bytes, each
+ * activation row loaded once for all of them and biased by +128 (as ggml's tiled AVX2 kernel
+ * does: one maddubs against the signed weights, 255 * 62 * 2 < 32767), the bias (per lane, sum
+ * over the groups of scale * 128 * (sum of 4 weights)) taken off per super-block: the same
+ * integer lanes as t##_nr. */
+#define IQ23_SB 8    /* super-blocks decoded per pass */
+#define IQ23_WR 4    /* weight rows per pass */
+#define IQ23_ROWS 64 /* activation rows per pass */
+typedef struct {
+    __m256i w[8], sc[8]; /* signed weights; scales per 16-bit lane */
+    __m256i corr;        /* the bias per lane */
+} iq23_sbw;
+
+/* the sums of four ymm of int32 -> xmm [sum(a), sum(b), sum(c), sum(d)] */
+INL __m128i reduce4(__m256i a, __m256i b, __m256i c, __m256i d) {
+    const __m256i ab = _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+    const __m256i cd = _mm256_add_epi32(_mm256_unpacklo_epi32(c, d), _mm256_unpackhi_epi32(c, d));
+    const __m256i v = _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
+    return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+}
+
+#define IQ23_16W(t, kf)                                                                                              \
+    INL void t##_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,       \
+                     const int tiled) {                                                                              \
+        if (nr <= COLI_MAX_NR) {                                                                                     \
+            for (int j = 0; j < 16; j++) COLI_DISPATCH_NR(nr, t##_nr, n, w + j * wst, a, as, s + j, ss, tiled);     \
+            return;                                                                                                  \
+        }                                                                                                            \
+        const int nb = n / QK_K;                                                                                     \
+        const __m256i b128 = _mm256_set1_epi8(-128);                                                                 \
+        iq23_sbw D[IQ23_SB][IQ23_WR];                                                                                \
+        int32_t corr1[IQ23_SB][IQ23_WR];                                                                             \
+        float dw[IQ23_SB][IQ23_WR];                                                                                  \
+        __m256 acc[IQ23_ROWS][IQ23_WR];                                                                              \
+        __m128 acc4[IQ23_ROWS];                                                                                      \
+        for (int j0 = 0; j0 < 16; j0 += IQ23_WR)                                                                     \
+            for (int r0 = 0; r0 < nr; r0 += IQ23_ROWS) {                                                             \
+                const int rn = nr - r0 < IQ23_ROWS ? nr - r0 : IQ23_ROWS;                                            \
+                for (int r = 0; r < rn; r++) {                                                                       \
+                    acc4[r] = _mm_setzero_ps();                                                                      \
+                    for (int jj = 0; jj < IQ23_WR; jj++) acc[r][jj] = _mm256_setzero_ps();                           \
+                }                                                                                                    \
+                for (int i0 = 0; i0 < nb; i0 += IQ23_SB) {                                                           \
+                    const int ib = nb - i0 < IQ23_SB ? nb - i0 : IQ23_SB;                                            \
+                    for (int jj = 0; jj < IQ23_WR; jj++)                                                             \
+                        for (int k = 0; k < ib; k++) {                                                               \
+                            const block_##t *x = (const block_##t *)(w + (size_t)(j0 + jj) * wst) + i0 + k;          \
+                            iq23_sbw *o = &D[k][jj];                                                                 \
+                            __m256i q[8], sg[8];                                                                     \
+                            dec_##t(x, q, sg, o->sc);                                                                \
+                            __m256i c = _mm256_setzero_si256();                                                      \
+                            for (int g = 0; g < 8; g++) {                                                            \
+                                o->w[g] = _mm256_sign_epi8(q[g], sg[g]);                                             \
+                                c = _mm256_add_epi32(c, _mm256_madd_epi16(_mm256_maddubs_epi16(b128, o->w[g]), o->sc[g])); \
+                            }                                                                                        \
+                            o->corr = c;                                                                             \
+                            corr1[k][jj] = hsum_i32_8(c);                                                            \
+                            dw[k][jj] = tiled ? h2f(x->d) * kf : h2f(x->d);                                          \
+                        }                                                                                            \
+                    for (int r = 0; r < rn; r++) {                                                                   \
+                        const block_q8_K *y = (const block_q8_K *)(a + (size_t)(r0 + r) * as) + i0;                  \
+                        for (int k = 0; k < ib; k++) {                                                               \
+                            __m256i yb[8], sum[IQ23_WR];                                                             \
+                            for (int g = 0; g < 8; g++)                                                              \
+                                yb[g] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(y[k].qs + 32 * g)), b128); \
+                            for (int jj = 0; jj < IQ23_WR; jj++) {                                                   \
+                                sum[jj] = _mm256_setzero_si256();                                                    \
+                                for (int g = 0; g < 8; g++)                                                          \
+                                    sum[jj] = _mm256_add_epi32(sum[jj], _mm256_madd_epi16(_mm256_maddubs_epi16(yb[g], D[k][jj].w[g]), D[k][jj].sc[g])); \
+                            }                                                                                        \
+                            if (tiled) { /* the four weight rows' float ops side by side, each as t##_nr's */        \
+                                const __m128i isum = _mm_sub_epi32(reduce4(sum[0], sum[1], sum[2], sum[3]),          \
+                                                                   _mm_loadu_si128((const __m128i *)corr1[k]));      \
+                                const __m128 f = _mm_mul_ps(_mm_cvtepi32_ps(isum), _mm_loadu_ps(dw[k]));             \
+                                acc4[r] = _mm_fmadd_ps(f, _mm_set1_ps(y[k].d), acc4[r]);                             \
+                            } else {                                                                                 \
+                                for (int jj = 0; jj < IQ23_WR; jj++)                                                 \
+                                    acc[r][jj] = _mm256_fmadd_ps(_mm256_set1_ps(dw[k][jj] * y[k].d),                 \
+                                                                 _mm256_cvtepi32_ps(_mm256_sub_epi32(sum[jj], D[k][jj].corr)), acc[r][jj]); \
+                            }                                                                                        \
+                        }                                                                                            \
+                    }                                                                                                \
+                }                                                                                                    \
+                for (int r = 0; r < rn; r++) {                                                                       \
+                    float *o = s + (size_t)(r0 + r) * ss + j0;                                                       \
+                    if (tiled)                                                                                       \
+                        _mm_storeu_ps(o, acc4[r]);                                                                   \
+                    else                                                                                             \
+                        for (int jj = 0; jj < IQ23_WR; jj++) o[jj] = kf * hsum_f32_8(acc[r][jj]);                    \
+                }                                                                                                    \
+            }                                                                                                        \
+    }                                                                                                                \
+    TGT void vec_dot_##t##_q8_K_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,      \
+                                         size_t ss, int nr) {                                                        \
+        t##_16w(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 0);                                         \
+    }                                                                                                                \
+    TGT void vec_dot_##t##_q8_K_mm_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,   \
+                                            size_t ss, int nr) {                                                     \
+        t##_16w(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 1);                                         \
+    }
+
+IQ23_16W(iq2_xxs, 0.125f)
+IQ23_16W(iq2_xs, 0.125f)
+IQ23_16W(iq2_s, 0.125f)
+IQ23_16W(iq3_xxs, 0.25f)
+IQ23_16W(iq3_s, 1.0f)
+
 #else
 typedef int coli_quant_iq23_avx2_unused;
 #endif
