@@ -199,7 +199,7 @@ INL void dec_iq3_s(const block_iq3_s *x, __m512i g[4], __mmask64 m[4], __m512i s
                 for (int j = 0; j < 4; j++) {                                                                        \
                     const __m512i q8 = _mm512_loadu_si512((const void *)(y->qs + 64 * j));                           \
                     const __m512i q8s = _mm512_mask_sub_epi8(q8, m[j], _mm512_setzero_si512(), q8);                  \
-                    sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(g[j], q8s), sc[j]));          \
+                    sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(g[j], q8s), sc[j]);                              \
                 }                                                                                                    \
                 if (tiled) {                                                                                         \
                     const float d0 = h2f(x[i].d) * kf;                                                               \
