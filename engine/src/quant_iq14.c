@@ -398,5 +398,14 @@ void coli_kernels_fill_iq14(coli_kernel_table *t, int isa) {
     mx->vec_dot = vec_dot_mxfp4_q8_0_avx2;
     set_batch(nl, vec_dot_iq4_nl_q8_0_repacked_avx2, 1, QK4_NL, 8, 1);
     set_batch(mx, vec_dot_mxfp4_q8_0_repacked_avx2, 1, QK_MXFP4, 8, 1);
+    nl->vec_dot_mm_16w = vec_dot_iq4_nl_q8_0_repacked_16w_avx2;
+    mx->vec_dot_mm_16w = vec_dot_mxfp4_q8_0_repacked_16w_avx2;
+    if (isa == COLI_ISA_AVX512) { /* 16 weight rows a zmm, dpbusd: the same integers and floats */
+        nl->vec_dot_mm_16w = vec_dot_iq4_nl_q8_0_repacked_16w_avx512;
+        mx->vec_dot_mm_16w = vec_dot_mxfp4_q8_0_repacked_16w_avx512;
+        s1->vec_dot_mm_16w = vec_dot_iq1_s_q8_K_tiled_16w_avx512;
+        m1->vec_dot_mm_16w = vec_dot_iq1_m_q8_K_tiled_16w_avx512;
+        xs->vec_dot_mm_16w = vec_dot_iq4_xs_q8_K_tiled_16w_avx512;
+    }
 #endif
 }

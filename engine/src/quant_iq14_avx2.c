@@ -115,6 +115,97 @@ TGT void vec_dot_iq4_nl_q8_0_tinyblas_avx2(int n, const void *w, const void *a, 
     COLI_DISPATCH_NR(nr, nl_nr, n, w, (const char *)a, as, s, ss, NL_IQ4, NL_TINYBLAS);
 }
 
+/* The repacked arithmetic for 16 weight rows, 8 per ymm (lane j = weight row
+ * j of the group, as ggml's 8x8 layout has them): a block's 16 nibble bytes of
+ * 8 rows transposed in registers (row j's dword k -> lane j of q[k]), each
+ * nibble through the codebook, times the activation's 4 bytes broadcast
+ * (sign trick, pairs by maddubs, then madd: exact), so each lane ends on its
+ * row's integer sum of the block; acc = fma(float(isum), dw * dy, acc). */
+INL void nl_transpose8x4(const char *b, size_t wst, __m256i q[4]) {
+    __m256i A[4];
+    for (int t = 0; t < 4; t++) /* lane g of A[t]: the 16 bytes of row 4g + t */
+        A[t] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(b + (size_t)t * wst))),
+                                       _mm_loadu_si128((const __m128i *)(b + (size_t)(t + 4) * wst)), 1);
+    const __m256i t0 = _mm256_unpacklo_epi32(A[0], A[1]), t1 = _mm256_unpackhi_epi32(A[0], A[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(A[2], A[3]), t3 = _mm256_unpackhi_epi32(A[2], A[3]);
+    q[0] = _mm256_unpacklo_epi64(t0, t2); /* half g: rows 4g..4g+3 */
+    q[1] = _mm256_unpackhi_epi64(t0, t2);
+    q[2] = _mm256_unpacklo_epi64(t1, t3);
+    q[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+/* the block scales of 8 rows (w: the block of row 0, rows wst apart) */
+INL __m256 nl_scales8(const char *w, size_t wst, const int kind) {
+    if (kind == NL_IQ4) {
+        coli_half h[8];
+        for (int j = 0; j < 8; j++) memcpy(&h[j], w + (size_t)j * wst, 2);
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+    }
+    /* E8M0 -> 2^(e - 128): (e - 1) << 23, the denormals for e < 2 */
+    const __m256i e = _mm256_setr_epi32((uint8_t)w[0], (uint8_t)w[wst], (uint8_t)w[2 * wst], (uint8_t)w[3 * wst],
+                                        (uint8_t)w[4 * wst], (uint8_t)w[5 * wst], (uint8_t)w[6 * wst], (uint8_t)w[7 * wst]);
+    const __m256i norm = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i den = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(norm, den, small));
+}
+
+/* 8 weight rows against nr (<= COLI_MAX_NR) activation rows; s[r * ss + j] */
+INL void nl_8w(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int kind,
+               const int nr) {
+    const size_t bsz = kind == NL_IQ4 ? sizeof(block_iq4_nl) : sizeof(block_mxfp4);
+    const size_t qoff = kind == NL_IQ4 ? offsetof(block_iq4_nl, qs) : offsetof(block_mxfp4, qs);
+    const __m256i lut = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128((const __m128i *)(kind == NL_IQ4 ? coli_kvalues_iq4nl : coli_kvalues_mxfp4)));
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    __m256 acc[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+    for (int ib = 0; ib < nb; ib++) {
+        const char *b = w + (size_t)ib * bsz;
+        const __m256 dw = nl_scales8(b, wst, kind);
+        __m256i q[4], lo[4], hi[4], alo[4], ahi[4];
+        nl_transpose8x4(b + qoff, wst, q);
+        for (int k = 0; k < 4; k++) {
+            lo[k] = _mm256_shuffle_epi8(lut, _mm256_and_si256(q[k], m4));
+            hi[k] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(q[k], 4), m4));
+            alo[k] = _mm256_sign_epi8(lo[k], lo[k]);
+            ahi[k] = _mm256_sign_epi8(hi[k], hi[k]);
+        }
+        for (int r = 0; r < nr; r++) {
+            const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)r * as) + ib;
+            __m256i isum = _mm256_setzero_si256();
+            for (int k = 0; k < 4; k++) {
+                int yl, yh;
+                memcpy(&yl, y->qs + 4 * k, 4);
+                memcpy(&yh, y->qs + 16 + 4 * k, 4);
+                const __m256i pl = _mm256_maddubs_epi16(alo[k], _mm256_sign_epi8(_mm256_set1_epi32(yl), lo[k]));
+                const __m256i ph = _mm256_maddubs_epi16(ahi[k], _mm256_sign_epi8(_mm256_set1_epi32(yh), hi[k]));
+                isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(pl, ones), _mm256_madd_epi16(ph, ones)));
+            }
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(h2f(y->d))), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) _mm256_storeu_ps(s + (size_t)r * ss, acc[r]);
+}
+
+INL void nl_16w(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss, int nr, const int kind) {
+    for (int r0 = 0; r0 < nr; r0 += COLI_MAX_NR) {
+        const int rn = nr - r0 < COLI_MAX_NR ? nr - r0 : COLI_MAX_NR;
+        for (int g = 0; g < 16; g += 8)
+            COLI_DISPATCH_NR(rn, nl_8w, n / QK8_0, (const char *)w + (size_t)g * wst, wst,
+                             (const char *)a + (size_t)r0 * as, as, s + (size_t)r0 * ss + g, ss, kind);
+    }
+}
+
+TGT void vec_dot_iq4_nl_q8_0_repacked_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                               size_t ss, int nr) {
+    nl_16w(n, w, wst, a, as, s, ss, nr, NL_IQ4);
+}
+TGT void vec_dot_mxfp4_q8_0_repacked_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                              size_t ss, int nr) {
+    nl_16w(n, w, wst, a, as, s, ss, nr, NL_MXFP4);
+}
+
 /* ---- IQ4_XS against Q8_K ------------------------------------------------------------------ */
 
 /* Per super-block, block pair (ib, ib + 1): the codebook bytes times the
