@@ -299,7 +299,8 @@ INL void iq1_s_nr(int n, const void *w, const char *a, size_t as, float *s, size
                                     qs[3] | ((qh >> 1) & 0x700));
             const __m256i ag = _mm256_sign_epi8(g, g);
             const int ls = 2 * ((qh >> 12) & 7) + 1;
-            const int lsd = qh & 0x8000 ? -ls : ls;
+            const int neg = -(qh >> 15); /* 0 or -1: ls * delta without a branch */
+            const int lsd = (ls ^ neg) - neg;
             const __m256i sc = _mm256_set1_epi16((int16_t)ls);
             for (int r = 0; r < nr; r++) {
                 const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;
@@ -359,8 +360,10 @@ INL void iq1_m_nr(int n, const void *w, const char *a, size_t as, float *s, size
                                     qs[3] | ((qh16 >> 4) & 0x700));
             const __m256i ag = _mm256_sign_epi8(g, g);
             /* delta signs: 0x01 or 0xff in each byte of group l's 8 */
-            const __m256i dl = _mm256_set_epi64x(qh16 & 0x8000 ? -1LL : 0x0101010101010101LL, qh16 & 0x0800 ? -1LL : 0x0101010101010101LL,
-                                                 qh16 & 0x0080 ? -1LL : 0x0101010101010101LL, qh16 & 0x0008 ? -1LL : 0x0101010101010101LL);
+            /* (branch-free: the signs are random bits) */
+            const long long one8 = 0x0101010101010101LL;
+            const __m256i dl = _mm256_set_epi64x(one8 | -(long long)((qh16 >> 15) & 1), one8 | -(long long)((qh16 >> 11) & 1),
+                                                 one8 | -(long long)((qh16 >> 7) & 1), one8 | -(long long)((qh16 >> 3) & 1));
             const uint16_t word = (uint16_t)(sc64 >> 16 * (ib / 2));
             const int sh = 6 * (ib % 2);
             const __m256i sc = _mm256_set_m128i(_mm_set1_epi16((int16_t)(2 * ((word >> (sh + 3)) & 7) + 1)),

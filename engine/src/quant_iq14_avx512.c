@@ -14,6 +14,7 @@
 
 #ifdef COLI_X86
 #include <immintrin.h>
+#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -80,15 +81,22 @@ INL int sum32_i8(const int8_t *y) {
 
 enum { NL_IQ4 = 0, NL_MXFP4 = 1 };
 
+/* the 16 rows' 32-bit words at byte offset off of their block (b: row 0's block) */
+INL __m512i words16(const char *b, size_t wst, int off) {
+    const __m512i vidx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32((int)wst));
+    return _mm512_i32gather_epi32(vidx, (const void *)(b + off), 1);
+}
+
+/* the fp16 at the start of 16 rows' blocks, as floats */
+INL __m512 halves16(const char *b, size_t wst) {
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words16(b, wst, 0)));
+}
+
 INL __m512 nl_scales16(const char *b, size_t wst, const int kind) {
-    if (kind == NL_IQ4) {
-        coli_half h[16];
-        for (int j = 0; j < 16; j++) memcpy(&h[j], b + (size_t)j * wst, 2);
-        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
-    }
-    uint32_t e32[16];
-    for (int j = 0; j < 16; j++) e32[j] = (uint8_t)b[(size_t)j * wst];
-    const __m512i e = _mm512_loadu_si512(e32);
+    if (kind == NL_IQ4) return halves16(b, wst);
+    /* E8M0 -> 2^(e - 128): (e - 1) << 23, the denormals 2^-128, 2^-127 for e < 2 */
+    const __m512i e = _mm512_and_si512(words16(b, wst, 0), _mm512_set1_epi32(0xff));
     const __m512i norm = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
     const __m512i den = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
     return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), norm, den));
@@ -129,6 +137,175 @@ TGT void vec_dot_iq4_nl_q8_0_repacked_16w_avx512(int n, const void *w, size_t ws
 TGT void vec_dot_mxfp4_q8_0_repacked_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
                                                 size_t ss, int nr) {
     nl_16w_avx512(n, w, wst, a, as, s, ss, nr, NL_MXFP4);
+}
+
+/* ---- one-row arithmetic (and tinyBLAS), two weight rows a zmm ------------------------------- */
+
+/* ggml's one-row kernels keep 8 int32 lanes per row (elements 4k..4k+3 of
+ * each block of 32) and accumulate them in 8 float lanes: here a zmm holds
+ * weight row A's 8 lanes in its low half and row B's in its high half, the
+ * activation broadcast to both. Lanes are formed by dpbusd on the codes + 128,
+ * from a start of -128 * (the lane's 4 activation bytes) (corr8): exact. */
+
+/* -128 * sum of each 4 activation bytes of a 32-byte run, 8 lanes */
+INL __m256i corr8(const int8_t *y) {
+    return _mm256_sub_epi32(_mm256_setzero_si256(),
+                            _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8((char)0x80),
+                                                _mm256_loadu_si256((const __m256i *)y)));
+}
+
+/* biased codes of the 16 nibble bytes of rows A (low half) and B (high half):
+ * [A low nibbles, A high, B low, B high], as the 32 activation bytes run */
+INL __m512i nl_codes2(const uint8_t *qa, const uint8_t *qb, __m512i lut) {
+    const __m128i a = _mm_loadu_si128((const __m128i *)qa), b = _mm_loadu_si128((const __m128i *)qb);
+    __m512i v = _mm512_inserti32x4(_mm512_castsi128_si512(a), a, 1);
+    v = _mm512_inserti32x4(_mm512_inserti32x4(v, b, 2), b, 3);
+    v = _mm512_mask_srli_epi16(v, 0xff00ff00, v, 4);
+    return _mm512_shuffle_epi8(lut, _mm512_and_si512(v, _mm512_set1_epi8(0x0f)));
+}
+
+INL __m512i bcast32(const int8_t *y) { return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y)); }
+INL __m512i bcast8i(__m256i v) { return _mm512_inserti64x4(_mm512_castsi256_si512(v), v, 1); }
+
+/* hsum_float_8 of each half */
+INL void hsum8x2(__m512 v, float *a, float *b) {
+    for (int h = 0; h < 2; h++) {
+        const __m256 x = _mm512_extractf32x8_ps(v, h);
+        __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+        r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+        r = _mm_add_ss(r, _mm_movehdup_ps(r));
+        *(h ? b : a) = _mm_cvtss_f32(r);
+    }
+}
+
+INL int hsum_i32_8x(__m256i a) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    return _mm_cvtsi128_si32(s);
+}
+
+#define NR2 4 /* activation rows per pass, accumulators in registers */
+
+/* IQ4_NL / MXFP4 against Q8_0 for 16 weight rows: mode 0 ggml_vec_dot (even
+ * and odd blocks in two accumulators, hsum of their sum, an odd last block as
+ * sumf = fma(float(isum), d, sumf)), mode 1 tinyBLAS (one accumulator, hsum). */
+INL void nl_rows2(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int kind,
+                  const int mode, const int nr) {
+    const size_t bsz = kind == NL_IQ4 ? sizeof(block_iq4_nl) : sizeof(block_mxfp4);
+    const size_t qoff = kind == NL_IQ4 ? offsetof(block_iq4_nl, qs) : offsetof(block_mxfp4, qs);
+    const __m512i lut = biased_lut(kind == NL_IQ4 ? coli_kvalues_iq4nl : coli_kvalues_mxfp4);
+    for (int p = 0; p < 16; p += 2) {
+        const char *wa = w + (size_t)p * wst, *wb = wa + wst;
+        __m512 acc1[NR2], acc2[NR2];
+        for (int r = 0; r < nr; r++) acc1[r] = acc2[r] = _mm512_setzero_ps();
+        const int npair = mode == 0 ? nb / 2 * 2 : nb;
+        for (int ib = 0; ib < npair; ib++) {
+            const __m512i c = nl_codes2((const uint8_t *)(wa + ib * bsz + qoff), (const uint8_t *)(wb + ib * bsz + qoff), lut);
+            const float da = kind == NL_IQ4 ? _cvtsh_ss(*(const coli_half *)(wa + ib * bsz)) : coli_e8m0_to_fp32_half((uint8_t)wa[ib * bsz]);
+            const float db = kind == NL_IQ4 ? _cvtsh_ss(*(const coli_half *)(wb + ib * bsz)) : coli_e8m0_to_fp32_half((uint8_t)wb[ib * bsz]);
+            const __m512 dab = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(da), _mm512_set1_ps(db));
+            for (int r = 0; r < nr; r++) {
+                const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)r * as) + ib;
+                const __m512i lanes = _mm512_dpbusd_epi32(bcast8i(corr8(y->qs)), c, bcast32(y->qs));
+                const __m512 d = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(y->d)), dab);
+                if (mode == 0 && (ib & 1)) acc2[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc2[r]);
+                else acc1[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc1[r]);
+            }
+        }
+        for (int r = 0; r < nr; r++) {
+            float fa, fb;
+            hsum8x2(mode == 0 ? _mm512_add_ps(acc1[r], acc2[r]) : acc1[r], &fa, &fb);
+            if (mode == 0 && nb % 2) { /* the odd last block, ggml's scalar tail */
+                const int ib = nb - 1;
+                const __m512i c = nl_codes2((const uint8_t *)(wa + ib * bsz + qoff), (const uint8_t *)(wb + ib * bsz + qoff), lut);
+                const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)r * as) + ib;
+                const __m512i lanes = _mm512_dpbusd_epi32(bcast8i(corr8(y->qs)), c, bcast32(y->qs));
+                const float dy = _cvtsh_ss(y->d);
+                const float da = kind == NL_IQ4 ? _cvtsh_ss(*(const coli_half *)(wa + ib * bsz)) : coli_e8m0_to_fp32_half((uint8_t)wa[ib * bsz]);
+                const float db = kind == NL_IQ4 ? _cvtsh_ss(*(const coli_half *)(wb + ib * bsz)) : coli_e8m0_to_fp32_half((uint8_t)wb[ib * bsz]);
+                fa = fmaf((float)hsum_i32_8x(_mm512_castsi512_si256(lanes)), dy * da, fa);
+                fb = fmaf((float)hsum_i32_8x(_mm512_extracti64x4_epi64(lanes, 1)), dy * db, fb);
+            }
+            s[(size_t)r * ss + p] = fa;
+            s[(size_t)r * ss + p + 1] = fb;
+        }
+    }
+}
+
+INL void nl_rows2_16w(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss, int nr,
+                      const int kind, const int mode) {
+    for (int r0 = 0; r0 < nr; r0 += NR2) {
+        const int rn = nr - r0 < NR2 ? nr - r0 : NR2;
+        const char *ar = (const char *)a + (size_t)r0 * as;
+        float *sr = s + (size_t)r0 * ss;
+        switch (rn) {
+        case 1: nl_rows2(n / QK8_0, w, wst, ar, as, sr, ss, kind, mode, 1); break;
+        case 2: nl_rows2(n / QK8_0, w, wst, ar, as, sr, ss, kind, mode, 2); break;
+        case 3: nl_rows2(n / QK8_0, w, wst, ar, as, sr, ss, kind, mode, 3); break;
+        default: nl_rows2(n / QK8_0, w, wst, ar, as, sr, ss, kind, mode, 4); break;
+        }
+    }
+}
+
+TGT void vec_dot_iq4_nl_q8_0_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                        size_t ss, int nr) {
+    nl_rows2_16w(n, w, wst, a, as, s, ss, nr, NL_IQ4, 0);
+}
+TGT void vec_dot_mxfp4_q8_0_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                       size_t ss, int nr) {
+    nl_rows2_16w(n, w, wst, a, as, s, ss, nr, NL_MXFP4, 0);
+}
+TGT void vec_dot_iq4_nl_q8_0_tinyblas_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                                 size_t ss, int nr) {
+    nl_rows2_16w(n, w, wst, a, as, s, ss, nr, NL_IQ4, 1);
+}
+
+/* IQ4_XS one row (ggml_vec_dot_iq4_xs_q8_K) for 16 weight rows: per
+ * super-block the lanes sum(ls * block lanes), acc = fma(dx * dy, float(lanes), acc). */
+INL void iq4_xs_rows2(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int nr) {
+    const __m512i lut = biased_lut(coli_kvalues_iq4nl);
+    for (int p = 0; p < 16; p += 2) {
+        const block_iq4_xs *xa = (const block_iq4_xs *)(w + (size_t)p * wst), *xb = (const block_iq4_xs *)(w + (size_t)(p + 1) * wst);
+        __m512 acc[NR2];
+        for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
+        for (int i = 0; i < nb; i++) {
+            __m512i sumi[NR2];
+            for (int r = 0; r < nr; r++) sumi[r] = _mm512_setzero_si512();
+            for (int ib = 0; ib < 8; ib++) {
+                const __m512i c = nl_codes2(xa[i].qs + 16 * ib, xb[i].qs + 16 * ib, lut);
+                const int la = (((xa[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((xa[i].scales_h >> 2 * ib) & 3) << 4)) - 32;
+                const int lb = (((xb[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((xb[i].scales_h >> 2 * ib) & 3) << 4)) - 32;
+                const __m512i ls = _mm512_mask_blend_epi32(0xff00, _mm512_set1_epi32(la), _mm512_set1_epi32(lb));
+                for (int r = 0; r < nr; r++) {
+                    const int8_t *q8 = ((const block_q8_K *)(a + (size_t)r * as) + i)->qs + 32 * ib;
+                    const __m512i lanes = _mm512_dpbusd_epi32(bcast8i(corr8(q8)), c, bcast32(q8));
+                    sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(lanes, ls));
+                }
+            }
+            const __m512 dab = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(_cvtsh_ss(xa[i].d)), _mm512_set1_ps(_cvtsh_ss(xb[i].d)));
+            for (int r = 0; r < nr; r++) {
+                const float dy = ((const block_q8_K *)(a + (size_t)r * as) + i)->d;
+                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dab, _mm512_set1_ps(dy)), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
+            }
+        }
+        for (int r = 0; r < nr; r++) hsum8x2(acc[r], s + (size_t)r * ss + p, s + (size_t)r * ss + p + 1);
+    }
+}
+
+TGT void vec_dot_iq4_xs_q8_K_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                        size_t ss, int nr) {
+    for (int r0 = 0; r0 < nr; r0 += NR2) {
+        const int rn = nr - r0 < NR2 ? nr - r0 : NR2;
+        const char *ar = (const char *)a + (size_t)r0 * as;
+        float *sr = s + (size_t)r0 * ss;
+        switch (rn) {
+        case 1: iq4_xs_rows2(n / QK_K, w, wst, ar, as, sr, ss, 1); break;
+        case 2: iq4_xs_rows2(n / QK_K, w, wst, ar, as, sr, ss, 2); break;
+        case 3: iq4_xs_rows2(n / QK_K, w, wst, ar, as, sr, ss, 3); break;
+        default: iq4_xs_rows2(n / QK_K, w, wst, ar, as, sr, ss, 4); break;
+        }
+    }
 }
 
 /* ---- IQ4_XS, IQ1_S, IQ1_M: the tiled matmul ---------------------------------------------------- */
@@ -175,17 +352,9 @@ INL void tern16(__m512i idx, __m512i bias, __m512i c[2]) {
     c[1] = _mm512_add_epi8(_mm512_add_epi8(h4, h4), bias);
 }
 
-/* the 16 rows' 32-bit words at byte offset off of their block (b: row 0's block) */
-INL __m512i words16(const char *b, size_t wst, int off) {
-    const __m512i vidx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                            _mm512_set1_epi32((int)wst));
-    return _mm512_i32gather_epi32(vidx, (const void *)(b + off), 1);
-}
 
 INL void decode_iq1_s(const char *b, size_t wst, tile16 *t) {
-    coli_half h[16];
-    for (int j = 0; j < 16; j++) memcpy(&h[j], b + (size_t)j * wst, 2);
-    t->d0 = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h)), _mm512_set1_ps(0.125f));
+    t->d0 = _mm512_mul_ps(halves16(b, wst), _mm512_set1_ps(0.125f));
     const __m512i m7 = _mm512_set1_epi32(7), m8 = _mm512_set1_epi32(0xff);
     for (int ib = 0; ib < 8; ib++) {
         /* qh[ib] (offset 34 + 2ib) as the high half of the word at 32 + 2ib: in the block */
