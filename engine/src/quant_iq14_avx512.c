@@ -139,175 +139,6 @@ TGT void vec_dot_mxfp4_q8_0_repacked_16w_avx512(int n, const void *w, size_t wst
     nl_16w_avx512(n, w, wst, a, as, s, ss, nr, NL_MXFP4);
 }
 
-/* ---- one-row arithmetic (and tinyBLAS), two weight rows a zmm ------------------------------- */
-
-/* ggml's one-row kernels keep 8 int32 lanes per row (elements 4k..4k+3 of
- * each block of 32) and accumulate them in 8 float lanes: here a zmm holds
- * weight row A's 8 lanes in its low half and row B's in its high half, the
- * activation broadcast to both. Lanes are formed by dpbusd on the codes + 128,
- * from a start of -128 * (the lane's 4 activation bytes) (corr8): exact. */
-
-/* -128 * sum of each 4 activation bytes of a 32-byte run, 8 lanes */
-INL __m256i corr8(const int8_t *y) {
-    return _mm256_sub_epi32(_mm256_setzero_si256(),
-                            _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8((char)0x80),
-                                                _mm256_loadu_si256((const __m256i *)y)));
-}
-
-/* biased codes of the 16 nibble bytes of rows A (low half) and B (high half):
- * [A low nibbles, A high, B low, B high], as the 32 activation bytes run */
-INL __m512i nl_codes2(const uint8_t *qa, const uint8_t *qb, __m512i lut) {
-    const __m128i a = _mm_loadu_si128((const __m128i *)qa), b = _mm_loadu_si128((const __m128i *)qb);
-    __m512i v = _mm512_inserti32x4(_mm512_castsi128_si512(a), a, 1);
-    v = _mm512_inserti32x4(_mm512_inserti32x4(v, b, 2), b, 3);
-    v = _mm512_mask_srli_epi16(v, 0xff00ff00, v, 4);
-    return _mm512_shuffle_epi8(lut, _mm512_and_si512(v, _mm512_set1_epi8(0x0f)));
-}
-
-INL __m512i bcast32(const int8_t *y) { return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y)); }
-INL __m512i bcast8i(__m256i v) { return _mm512_inserti64x4(_mm512_castsi256_si512(v), v, 1); }
-
-/* hsum_float_8 of each half */
-INL void hsum8x2(__m512 v, float *a, float *b) {
-    for (int h = 0; h < 2; h++) {
-        const __m256 x = _mm512_extractf32x8_ps(v, h);
-        __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
-        r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-        r = _mm_add_ss(r, _mm_movehdup_ps(r));
-        *(h ? b : a) = _mm_cvtss_f32(r);
-    }
-}
-
-INL int hsum_i32_8x(__m256i a) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
-    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
-    return _mm_cvtsi128_si32(s);
-}
-
-#define NR2 4 /* activation rows per pass, accumulators in registers */
-
-/* IQ4_NL / MXFP4 against Q8_0 for 16 weight rows: mode 0 ggml_vec_dot (even
- * and odd blocks in two accumulators, hsum of their sum, an odd last block as
- * sumf = fma(float(isum), d, sumf)), mode 1 tinyBLAS (one accumulator, hsum). */
-INL void nl_rows2(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int kind,
-                  const int mode, const int nr) {
-    const size_t bsz = kind == NL_IQ4 ? sizeof(block_iq4_nl) : sizeof(block_mxfp4);
-    const size_t qoff = kind == NL_IQ4 ? offsetof(block_iq4_nl, qs) : offsetof(block_mxfp4, qs);
-    const __m512i lut = biased_lut(kind == NL_IQ4 ? coli_kvalues_iq4nl : coli_kvalues_mxfp4);
-    for (int p = 0; p < 16; p += 2) {
-        const char *wa = w + (size_t)p * wst, *wb = wa + wst;
-        __m512 acc1[NR2], acc2[NR2];
-        for (int r = 0; r < nr; r++) acc1[r] = acc2[r] = _mm512_setzero_ps();
-        const int npair = mode == 0 ? nb / 2 * 2 : nb;
-        for (int ib = 0; ib < npair; ib++) {
-            const __m512i c = nl_codes2((const uint8_t *)(wa + ib * bsz + qoff), (const uint8_t *)(wb + ib * bsz + qoff), lut);
-            const float da = kind == NL_IQ4 ? _cvtsh_ss(*(const coli_half *)(wa + ib * bsz)) : coli_e8m0_to_fp32_half((uint8_t)wa[ib * bsz]);
-            const float db = kind == NL_IQ4 ? _cvtsh_ss(*(const coli_half *)(wb + ib * bsz)) : coli_e8m0_to_fp32_half((uint8_t)wb[ib * bsz]);
-            const __m512 dab = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(da), _mm512_set1_ps(db));
-            for (int r = 0; r < nr; r++) {
-                const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)r * as) + ib;
-                const __m512i lanes = _mm512_dpbusd_epi32(bcast8i(corr8(y->qs)), c, bcast32(y->qs));
-                const __m512 d = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(y->d)), dab);
-                if (mode == 0 && (ib & 1)) acc2[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc2[r]);
-                else acc1[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc1[r]);
-            }
-        }
-        for (int r = 0; r < nr; r++) {
-            float fa, fb;
-            hsum8x2(mode == 0 ? _mm512_add_ps(acc1[r], acc2[r]) : acc1[r], &fa, &fb);
-            if (mode == 0 && nb % 2) { /* the odd last block, ggml's scalar tail */
-                const int ib = nb - 1;
-                const __m512i c = nl_codes2((const uint8_t *)(wa + ib * bsz + qoff), (const uint8_t *)(wb + ib * bsz + qoff), lut);
-                const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)r * as) + ib;
-                const __m512i lanes = _mm512_dpbusd_epi32(bcast8i(corr8(y->qs)), c, bcast32(y->qs));
-                const float dy = _cvtsh_ss(y->d);
-                const float da = kind == NL_IQ4 ? _cvtsh_ss(*(const coli_half *)(wa + ib * bsz)) : coli_e8m0_to_fp32_half((uint8_t)wa[ib * bsz]);
-                const float db = kind == NL_IQ4 ? _cvtsh_ss(*(const coli_half *)(wb + ib * bsz)) : coli_e8m0_to_fp32_half((uint8_t)wb[ib * bsz]);
-                fa = fmaf((float)hsum_i32_8x(_mm512_castsi512_si256(lanes)), dy * da, fa);
-                fb = fmaf((float)hsum_i32_8x(_mm512_extracti64x4_epi64(lanes, 1)), dy * db, fb);
-            }
-            s[(size_t)r * ss + p] = fa;
-            s[(size_t)r * ss + p + 1] = fb;
-        }
-    }
-}
-
-INL void nl_rows2_16w(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss, int nr,
-                      const int kind, const int mode) {
-    for (int r0 = 0; r0 < nr; r0 += NR2) {
-        const int rn = nr - r0 < NR2 ? nr - r0 : NR2;
-        const char *ar = (const char *)a + (size_t)r0 * as;
-        float *sr = s + (size_t)r0 * ss;
-        switch (rn) {
-        case 1: nl_rows2(n / QK8_0, w, wst, ar, as, sr, ss, kind, mode, 1); break;
-        case 2: nl_rows2(n / QK8_0, w, wst, ar, as, sr, ss, kind, mode, 2); break;
-        case 3: nl_rows2(n / QK8_0, w, wst, ar, as, sr, ss, kind, mode, 3); break;
-        default: nl_rows2(n / QK8_0, w, wst, ar, as, sr, ss, kind, mode, 4); break;
-        }
-    }
-}
-
-TGT void vec_dot_iq4_nl_q8_0_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
-                                        size_t ss, int nr) {
-    nl_rows2_16w(n, w, wst, a, as, s, ss, nr, NL_IQ4, 0);
-}
-TGT void vec_dot_mxfp4_q8_0_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
-                                       size_t ss, int nr) {
-    nl_rows2_16w(n, w, wst, a, as, s, ss, nr, NL_MXFP4, 0);
-}
-TGT void vec_dot_iq4_nl_q8_0_tinyblas_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
-                                                 size_t ss, int nr) {
-    nl_rows2_16w(n, w, wst, a, as, s, ss, nr, NL_IQ4, 1);
-}
-
-/* IQ4_XS one row (ggml_vec_dot_iq4_xs_q8_K) for 16 weight rows: per
- * super-block the lanes sum(ls * block lanes), acc = fma(dx * dy, float(lanes), acc). */
-INL void iq4_xs_rows2(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int nr) {
-    const __m512i lut = biased_lut(coli_kvalues_iq4nl);
-    for (int p = 0; p < 16; p += 2) {
-        const block_iq4_xs *xa = (const block_iq4_xs *)(w + (size_t)p * wst), *xb = (const block_iq4_xs *)(w + (size_t)(p + 1) * wst);
-        __m512 acc[NR2];
-        for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
-        for (int i = 0; i < nb; i++) {
-            __m512i sumi[NR2];
-            for (int r = 0; r < nr; r++) sumi[r] = _mm512_setzero_si512();
-            for (int ib = 0; ib < 8; ib++) {
-                const __m512i c = nl_codes2(xa[i].qs + 16 * ib, xb[i].qs + 16 * ib, lut);
-                const int la = (((xa[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((xa[i].scales_h >> 2 * ib) & 3) << 4)) - 32;
-                const int lb = (((xb[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((xb[i].scales_h >> 2 * ib) & 3) << 4)) - 32;
-                const __m512i ls = _mm512_mask_blend_epi32(0xff00, _mm512_set1_epi32(la), _mm512_set1_epi32(lb));
-                for (int r = 0; r < nr; r++) {
-                    const int8_t *q8 = ((const block_q8_K *)(a + (size_t)r * as) + i)->qs + 32 * ib;
-                    const __m512i lanes = _mm512_dpbusd_epi32(bcast8i(corr8(q8)), c, bcast32(q8));
-                    sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(lanes, ls));
-                }
-            }
-            const __m512 dab = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(_cvtsh_ss(xa[i].d)), _mm512_set1_ps(_cvtsh_ss(xb[i].d)));
-            for (int r = 0; r < nr; r++) {
-                const float dy = ((const block_q8_K *)(a + (size_t)r * as) + i)->d;
-                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dab, _mm512_set1_ps(dy)), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
-            }
-        }
-        for (int r = 0; r < nr; r++) hsum8x2(acc[r], s + (size_t)r * ss + p, s + (size_t)r * ss + p + 1);
-    }
-}
-
-TGT void vec_dot_iq4_xs_q8_K_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
-                                        size_t ss, int nr) {
-    for (int r0 = 0; r0 < nr; r0 += NR2) {
-        const int rn = nr - r0 < NR2 ? nr - r0 : NR2;
-        const char *ar = (const char *)a + (size_t)r0 * as;
-        float *sr = s + (size_t)r0 * ss;
-        switch (rn) {
-        case 1: iq4_xs_rows2(n / QK_K, w, wst, ar, as, sr, ss, 1); break;
-        case 2: iq4_xs_rows2(n / QK_K, w, wst, ar, as, sr, ss, 2); break;
-        case 3: iq4_xs_rows2(n / QK_K, w, wst, ar, as, sr, ss, 3); break;
-        default: iq4_xs_rows2(n / QK_K, w, wst, ar, as, sr, ss, 4); break;
-        }
-    }
-}
-
 /* ---- IQ4_XS, IQ1_S, IQ1_M: the tiled matmul ---------------------------------------------------- */
 
 enum { T_IQ4_XS = 0, T_IQ1_S = 1, T_IQ1_M = 2 };
@@ -445,6 +276,147 @@ TGT void vec_dot_iq1_s_q8_K_tiled_16w_avx512(int n, const void *w, size_t wst, c
 TGT void vec_dot_iq1_m_q8_K_tiled_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
                                              size_t ss, int nr) {
     tiled_16w_avx512(n, w, wst, a, as, s, ss, nr, T_IQ1_M);
+}
+
+/* ---- IQ1_S / IQ1_M one row (ggml_vec_dot_iq1_{s,m}_q8_K), two blocks of 32 a zmm ----------- */
+
+/* ggml's 8 int32 lanes per super-block (lane k: elements 4k..4k+3 of every
+ * block of 32, times its scale) formed here for two blocks at once: the 8
+ * grid points of blocks ib, ib + 1 gathered into a zmm (64 values, in order),
+ * biased by +128 for dpbusd against the 64 activation bytes, started from
+ * -128 * the lane's 4 activation bytes; lanes 0..7 belong to block ib, 8..15
+ * to ib + 1, and are folded together (exact integers) before ggml's float
+ * steps, which are those of the AVX2 kernels. */
+
+
+
+
+INL float hsum8f(__m256 x) {
+    __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
+/* The integer work of ggml's AVX2 kernel as it compiles with BMI2 (which
+ * every AVX-512 CPU has): grid indices of two blocks by pdep, two blocks a step. */
+#define BMI static inline __attribute__((always_inline, target(ISA ",bmi2")))
+
+BMI __m256i grid4p(uint64_t packed) {
+    return _mm256_set_epi64x((long long)coli_iq1s_grid[packed >> 48], (long long)coli_iq1s_grid[(packed >> 32) & 0xffff],
+                             (long long)coli_iq1s_grid[(packed >> 16) & 0xffff], (long long)coli_iq1s_grid[packed & 0xffff]);
+}
+
+BMI __m256i mul_add_epi8(__m256i x, __m256i y) { return _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x)); }
+
+BMI void iq1_s_nr512(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
+    const int nb = n / QK_K;
+    __m256 acc[COLI_MAX_NR];
+    float acc1[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) {
+        acc[r] = _mm256_setzero_ps();
+        acc1[r] = 0.0f;
+    }
+    for (int i = 0; i < nb; i++) {
+        const block_iq1_s *x = (const block_iq1_s *)w + i;
+        __m256i sumi[COLI_MAX_NR];
+        int sumi1[COLI_MAX_NR];
+        for (int r = 0; r < nr; r++) {
+            sumi[r] = _mm256_setzero_si256();
+            sumi1[r] = 0;
+        }
+        const uint8_t *qs = x->qs;
+        for (int ib = 0; ib < QK_K / 32; ib += 2, qs += 8) {
+            uint32_t q0, q1;
+            memcpy(&q0, qs, 4);
+            memcpy(&q1, qs + 4, 4);
+            const uint16_t qh0 = x->qh[ib], qh1 = x->qh[ib + 1];
+            const __m256i g1 = grid4p(_pdep_u64(q0, 0x00ff00ff00ff00ffULL) | _pdep_u64(qh0, 0x0700070007000700ULL));
+            const __m256i g2 = grid4p(_pdep_u64(q1, 0x00ff00ff00ff00ffULL) | _pdep_u64(qh1, 0x0700070007000700ULL));
+            const int16_t ls1 = (int16_t)(2 * ((qh0 >> 12) & 7) + 1), ls2 = (int16_t)(2 * ((qh1 >> 12) & 7) + 1);
+            const int d1 = qh0 & 0x8000 ? -ls1 : ls1, d2 = qh1 & 0x8000 ? -ls2 : ls2;
+            const __m256i sc1 = _mm256_set1_epi16(ls1), sc2 = _mm256_set1_epi16(ls2);
+            for (int r = 0; r < nr; r++) {
+                const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;
+                const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * ib));
+                const __m256i y2 = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * ib + 32));
+                const __m256i p1 = _mm256_madd_epi16(mul_add_epi8(g1, y1), sc1);
+                const __m256i p2 = _mm256_madd_epi16(mul_add_epi8(g2, y2), sc2);
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(p1, p2));
+                sumi1[r] += (y->bsums[2 * ib] + y->bsums[2 * ib + 1]) * d1 + (y->bsums[2 * ib + 2] + y->bsums[2 * ib + 3]) * d2;
+            }
+        }
+        const float dx = _cvtsh_ss(x->d);
+        for (int r = 0; r < nr; r++) {
+            const float d = ((const block_q8_K *)(a + r * as) + i)->d * dx;
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            acc1[r] = fmaf(d, (float)sumi1[r], acc1[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) s[r * ss] = hsum8f(acc[r]) + IQ1S_DELTA * acc1[r];
+}
+
+BMI void iq1_m_nr512(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
+    const int nb = n / QK_K;
+    const __m256i mask = _mm256_set1_epi16(0x7), mone = _mm256_set1_epi16(1), mone8 = _mm256_set1_epi8(1);
+    const __m256i mtwo8 = _mm256_set1_epi8(2);
+    const __m256i scales_shift = _mm256_set_epi64x(9, 3, 6, 0); /* odd shifts to the upper 128 bits */
+    __m256 acc1[COLI_MAX_NR], acc2[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) acc1[r] = acc2[r] = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        const block_iq1_m *x = (const block_iq1_m *)w + i;
+        const uint8_t *qs = x->qs, *qh = x->qh;
+        uint64_t sc64;
+        memcpy(&sc64, x->scales, 8);
+        __m256i scales = _mm256_srlv_epi64(_mm256_set1_epi64x((long long)sc64), scales_shift);
+        scales = _mm256_add_epi16(_mm256_slli_epi16(_mm256_and_si256(scales, mask), 1), mone);
+        __m256i idx1 = _mm256_set1_epi16(0x0100), idx2 = _mm256_add_epi8(idx1, _mm256_set1_epi8(8));
+        __m256i sumi1[COLI_MAX_NR], sumi2[COLI_MAX_NR];
+        for (int r = 0; r < nr; r++) sumi1[r] = sumi2[r] = _mm256_setzero_si256();
+        for (int ib = 0; ib < QK_K / 32; ib += 2, qs += 8, qh += 4) {
+            uint32_t q0, q1, h32;
+            uint16_t h0, h1;
+            memcpy(&q0, qs, 4);
+            memcpy(&q1, qs + 4, 4);
+            memcpy(&h0, qh, 2);
+            memcpy(&h1, qh + 2, 2);
+            memcpy(&h32, qh, 4);
+            const __m256i g1 = grid4p(_pdep_u64(q0, 0x00ff00ff00ff00ffULL) | _pdep_u64(h0 & 0x7777u, 0x0f000f000f000f00ULL));
+            const __m256i g2 = grid4p(_pdep_u64(q1, 0x00ff00ff00ff00ffULL) | _pdep_u64(h1 & 0x7777u, 0x0f000f000f000f00ULL));
+            /* delta signs: bytes 0x81 (negative) or 0x01 */
+            const uint64_t dsign = _pdep_u64(h32 & 0x88888888u, 0xf0f0f0f0f0f0f0f0ULL);
+            const __m256i dl1 = _mm256_or_si256(mone8, _mm256_cvtepi8_epi64(_mm_set1_epi32((int)dsign)));
+            const __m256i dl2 = _mm256_or_si256(mone8, _mm256_cvtepi8_epi64(_mm_set1_epi32((int)(dsign >> 32))));
+            const __m256i sc1 = _mm256_shuffle_epi8(scales, idx1), sc2 = _mm256_shuffle_epi8(scales, idx2);
+            idx1 = _mm256_add_epi8(idx1, mtwo8);
+            idx2 = _mm256_add_epi8(idx2, mtwo8);
+            for (int r = 0; r < nr; r++) {
+                const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;
+                const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * ib));
+                const __m256i y2 = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * ib + 32));
+                const __m256i p1 = _mm256_madd_epi16(mul_add_epi8(g1, y1), sc1);
+                const __m256i p2 = _mm256_madd_epi16(mul_add_epi8(g2, y2), sc2);
+                const __m256i p3 = _mm256_madd_epi16(_mm256_maddubs_epi16(mone8, _mm256_sign_epi8(y1, dl1)), sc1);
+                const __m256i p4 = _mm256_madd_epi16(_mm256_maddubs_epi16(mone8, _mm256_sign_epi8(y2, dl2)), sc2);
+                sumi1[r] = _mm256_add_epi32(sumi1[r], _mm256_add_epi32(p1, p2));
+                sumi2[r] = _mm256_add_epi32(sumi2[r], _mm256_add_epi32(p3, p4));
+            }
+        }
+        const float dx = _cvtsh_ss(coli_iq1m_scale(x));
+        for (int r = 0; r < nr; r++) {
+            const __m256 d = _mm256_set1_ps(((const block_q8_K *)(a + r * as) + i)->d * dx);
+            acc1[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi1[r]), acc1[r]);
+            acc2[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi2[r]), acc2[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) s[r * ss] = fmaf(hsum8f(acc2[r]), IQ1M_DELTA, hsum8f(acc1[r]));
+}
+
+__attribute__((target(ISA ",bmi2"))) void vec_dot_iq1_s_q8_K_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, iq1_s_nr512, n, w, (const char *)a, as, s, ss);
+}
+__attribute__((target(ISA ",bmi2"))) void vec_dot_iq1_m_q8_K_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, iq1_m_nr512, n, w, (const char *)a, as, s, ss);
 }
 
 #else
