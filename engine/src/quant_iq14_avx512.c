@@ -88,23 +88,54 @@ INL __m512i words16(const char *b, size_t wst, int off) {
     return _mm512_i32gather_epi32(vidx, (const void *)(b + off), 1);
 }
 
-/* the fp16 at the start of 16 rows' blocks, as floats */
+/* the fp16 at the start of 16 rows' blocks, as floats (scalar loads: a
+ * gather of 16 dwords costs more here) */
 INL __m512 halves16(const char *b, size_t wst) {
-    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words16(b, wst, 0)));
+    coli_half h[16];
+    for (int j = 0; j < 16; j++) memcpy(&h[j], b + (size_t)j * wst, 2);
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
 }
 
 INL __m512 nl_scales16(const char *b, size_t wst, const int kind) {
     if (kind == NL_IQ4) return halves16(b, wst);
     /* E8M0 -> 2^(e - 128): (e - 1) << 23, the denormals 2^-128, 2^-127 for e < 2 */
-    const __m512i e = _mm512_and_si512(words16(b, wst, 0), _mm512_set1_epi32(0xff));
+    uint8_t eb[16];
+    for (int j = 0; j < 16; j++) eb[j] = (uint8_t)b[(size_t)j * wst];
+    const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)eb));
     const __m512i norm = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
     const __m512i den = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
     return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), norm, den));
 }
 
+/* up to COLI_MAX_NR activation rows, accumulators in registers */
+INL void nl_16w_few(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int kind,
+                    const int nr) {
+    const size_t bsz = kind == NL_IQ4 ? sizeof(block_iq4_nl) : sizeof(block_mxfp4);
+    const size_t qoff = kind == NL_IQ4 ? offsetof(block_iq4_nl, qs) : offsetof(block_mxfp4, qs);
+    const __m512i lut = biased_lut(kind == NL_IQ4 ? coli_kvalues_iq4nl : coli_kvalues_mxfp4);
+    __m512 acc[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
+    for (int ib = 0; ib < nb; ib++) {
+        const char *b = w + (size_t)ib * bsz;
+        const __m512 dw = nl_scales16(b, wst, kind);
+        __m512i c[8];
+        nl_codes16(b + qoff, wst, lut, c);
+        for (int r = 0; r < nr; r++) {
+            const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)r * as) + ib;
+            const __m512i isum = _mm512_sub_epi32(dot32(c, y->qs), _mm512_set1_epi32(128 * sum32_i8(y->qs)));
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(_cvtsh_ss(y->d))), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) _mm512_storeu_ps(s + (size_t)r * ss, acc[r]);
+}
+
 INL void nl_16w_avx512(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
                        const int kind) {
     const int nb = n / QK8_0;
+    if (nr <= COLI_MAX_NR) {
+        COLI_DISPATCH_NR(nr, nl_16w_few, nb, w, wst, a, as, s, ss, kind);
+        return;
+    }
     const size_t bsz = kind == NL_IQ4 ? sizeof(block_iq4_nl) : sizeof(block_mxfp4);
     const size_t qoff = kind == NL_IQ4 ? offsetof(block_iq4_nl, qs) : offsetof(block_mxfp4, qs);
     const __m512i lut = biased_lut(kind == NL_IQ4 ? coli_kvalues_iq4nl : coli_kvalues_mxfp4);
@@ -114,8 +145,6 @@ INL void nl_16w_avx512(int n, const char *w, size_t wst, const char *a, size_t a
         for (int r = 0; r < rn; r++) acc[r] = _mm512_setzero_ps();
         for (int ib = 0; ib < nb; ib++) {
             const char *b = w + (size_t)ib * bsz;
-            if (r0 == 0)
-                for (int j = 0; j < 16; j++) _mm_prefetch(b + (size_t)j * wst + 4 * bsz, _MM_HINT_T0);
             const __m512 dw = nl_scales16(b, wst, kind);
             __m512i c[8];
             nl_codes16(b + qoff, wst, lut, c);
