@@ -1123,9 +1123,9 @@ TGT void vec_dot_q6_K_q8_K_mm_avx2(int n, const void *w, const void *a, size_t a
  *       r = float(s1) * d - dmin * float(s2) (one fnmadd), acc = fma(r, dy, acc);
  *   Q2_K repacked (q2_K_8x8, AVX-512 builds, n_out % 8 == 0): gemv (one row)
  *       acc = fma(float(s1), d * dy, acc), accm = fma(float(s2), dmin * dy, accm)
- *       per super-block, gemm (groups of 4 rows) the same per 128 elements
- *       (8 sub-blocks), acc - accm at the end. */
-enum { LOWK_VEC_DOT, LOWK_TILED, LOWK_GEMV, LOWK_GEMM };
+ *       per super-block (quant_avx512.c), gemm (groups of 4 rows) the same per
+ *       128 elements (8 sub-blocks), acc - accm at the end. */
+enum { LOWK_VEC_DOT, LOWK_TILED, LOWK_GEMM };
 
 /* ggml's get_scale_shuffle_q3k: 16-bit scale 2k to the low 128 bits, 2k + 1 to the high */
 INL __m256i q3k_scale_shuffle(int k) {
@@ -1191,9 +1191,6 @@ INL void q2_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_
             } else if (mode == LOWK_TILED) {
                 const float res = fmaf(-dminx, (float)hsum_i32_8(prod), (float)hsum_i32_8(sumi) * dx);
                 acc1[r] = fmaf(res, y->d, acc1[r]);
-            } else if (mode == LOWK_GEMV) {
-                acc1[r] = fmaf((float)hsum_i32_8(sumi), dx * y->d, acc1[r]);
-                accm[r] = fmaf((float)hsum_i32_8(prod), dminx * y->d, accm[r]);
             } else {
                 const float dd = dx * y->d, dm = dminx * y->d;
                 for (int j = 0; j < 2; j++) {
@@ -1392,9 +1389,6 @@ TGT void vec_dot_q2_K_q8_K_avx2(int n, const void *w, const void *a, size_t as, 
 }
 TGT void vec_dot_q2_K_q8_K_tiled_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
     COLI_DISPATCH_NR(nr, q2_K_nr, n, w, (const char *)a, as, s, ss, LOWK_TILED);
-}
-TGT void vec_dot_q2_K_q8_K_gemv_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    COLI_DISPATCH_NR(nr, q2_K_nr, n, w, (const char *)a, as, s, ss, LOWK_GEMV);
 }
 TGT void vec_dot_q2_K_q8_K_gemm_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
     COLI_DISPATCH_NR(nr, q2_K_nr, n, w, (const char *)a, as, s, ss, LOWK_GEMM);
