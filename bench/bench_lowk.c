@@ -12,7 +12,8 @@
  * n_out 768 and back) at 1 row (decode) and 8 / 16 / 32 rows (prefill). Each
  * round times both, one after the other (the machine is shared: rounds
  * interleave); reported: the median time per call of each side over the
- * rounds, and ggml / ours (> 1: ours is faster). Thread CPU time. */
+ * rounds, and ggml / ours (> 1: ours is faster). Thread CPU time.
+ * BENCH_TYPES=Q2_K,TQ1_0 picks types; BENCH_SHAPE=n_in,n_out,rows one shape. */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -220,14 +221,24 @@ int main(int argc, char **argv) {
     const char *only = getenv("BENCH_TYPES"); /* e.g. "Q2_K,TQ1_0" */
     printf("isa %s, cpu: %s\n", colibri_kernel_isa(), colibri_cpu_features());
     const uint32_t types[] = {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0};
-    const int64_t shapes[][2] = {{2048, 768}, {768, 2048}, {2048, 764}};
-    const int64_t rows[] = {1, 8, 16, 32};
+    int64_t shapes[][2] = {{2048, 768}, {768, 2048}, {2048, 764}};
+    int64_t rows[] = {1, 8, 16, 32};
+    size_t n_shapes = sizeof shapes / sizeof shapes[0], n_rows = sizeof rows / sizeof rows[0];
+    const char *one = getenv("BENCH_SHAPE"); /* "n_in,n_out,rows": that shape only */
+    if (one) {
+        long long ni, no, nr;
+        if (sscanf(one, "%lld,%lld,%lld", &ni, &no, &nr) != 3 || ni <= 0 || ni % QK_K || no <= 0 || nr <= 0) {
+            fprintf(stderr, "BENCH_SHAPE: expected n_in,n_out,rows (n_in a multiple of 256)\n");
+            return 2;
+        }
+        shapes[0][0] = ni, shapes[0][1] = no, rows[0] = nr;
+        n_shapes = n_rows = 1;
+    }
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         if (only && !strstr(only, ggml_type_get(types[ti])->name)) continue;
-        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        for (size_t si = 0; si < n_shapes; si++) {
             if (si == 2 && types[ti] != GGML_TYPE_Q2_K) continue; /* Q2_K not repacked (n_out % 8 != 0) */
-            for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
-                run(types[ti], shapes[si][0], shapes[si][1], rows[ri], rounds);
+            for (size_t ri = 0; ri < n_rows; ri++) run(types[ti], shapes[si][0], shapes[si][1], rows[ri], rounds);
         }
     }
     return 0;

@@ -112,6 +112,8 @@ static void build_tables(void) {
     t->type[GGML_TYPE_Q2_K].mm_id_min_rows = 8;
     set_mm(&t->type[GGML_TYPE_Q3_K], vec_dot_q3_K_q8_K_tiled_avx2, 8, 1, QK_K, 1);
     t->type[GGML_TYPE_Q3_K].mm_id_min_rows = 8;
+    t->type[GGML_TYPE_Q2_K].vec_dot_mm_16w = vec_dot_q2_K_q8_K_tiled_16w_avx2;
+    t->type[GGML_TYPE_Q3_K].vec_dot_mm_16w = vec_dot_q3_K_q8_K_tiled_16w_avx2;
     set_q4_0_plain(t);
     t = &g_tables[2]; /* AVX2 + AVX-VNNI: the same bits, 256-bit dpbusd */
     *t = g_tables[1];

@@ -297,11 +297,13 @@ COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_tiled_avx2); /* ggml's tiled matmul, Q4_K
 COLI_DECLARE_VEC_DOT(vec_dot_q5_K_q8_K_tiled_avx2); /* ggml's tiled matmul, 8+ rows */
 COLI_DECLARE_VEC_DOT(vec_dot_q6_K_q8_K_mm_avx2); /* tiled K-quant matmul */
 /* Q2_K / Q3_K (quant_avx2.c "Q2_K / Q3_K"): ggml's tiled matmul (8+ rows, weights as
- * stored), and Q2_K repacked q2_K_8x8 on AVX-512 builds: its gemv (one row) and gemm (groups of 4) */
+ * stored), and Q2_K repacked q2_K_8x8 on AVX-512 builds: its gemm (groups of 4 rows; its
+ * gemv is quant_avx512.c's) */
 COLI_DECLARE_VEC_DOT(vec_dot_q2_K_q8_K_tiled_avx2);
 COLI_DECLARE_VEC_DOT(vec_dot_q3_K_q8_K_tiled_avx2);
-COLI_DECLARE_VEC_DOT(vec_dot_q2_K_q8_K_gemv_avx2);
 COLI_DECLARE_VEC_DOT(vec_dot_q2_K_q8_K_gemm_avx2);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q2_K_q8_K_tiled_16w_avx2); /* tiled, 16 weight rows, 8 per ymm */
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q3_K_q8_K_tiled_16w_avx2);
 void quantize_row_q8_0_avx2(const float *x, void *y, int64_t n);
 void quantize_row_q8_1_avx2(const float *x, void *y, int64_t n);
 void quantize_row_f16_avx2(const float *x, void *y, int64_t n);

@@ -1123,9 +1123,9 @@ TGT void vec_dot_q6_K_q8_K_mm_avx2(int n, const void *w, const void *a, size_t a
  *       r = float(s1) * d - dmin * float(s2) (one fnmadd), acc = fma(r, dy, acc);
  *   Q2_K repacked (q2_K_8x8, AVX-512 builds, n_out % 8 == 0): gemv (one row)
  *       acc = fma(float(s1), d * dy, acc), accm = fma(float(s2), dmin * dy, accm)
- *       per super-block, gemm (groups of 4 rows) the same per 128 elements
- *       (8 sub-blocks), acc - accm at the end. */
-enum { LOWK_VEC_DOT, LOWK_TILED, LOWK_GEMV, LOWK_GEMM };
+ *       per super-block (quant_avx512.c), gemm (groups of 4 rows) the same per
+ *       128 elements (8 sub-blocks), acc - accm at the end. */
+enum { LOWK_VEC_DOT, LOWK_TILED, LOWK_GEMM };
 
 /* ggml's get_scale_shuffle_q3k: 16-bit scale 2k to the low 128 bits, 2k + 1 to the high */
 INL __m256i q3k_scale_shuffle(int k) {
@@ -1191,9 +1191,6 @@ INL void q2_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_
             } else if (mode == LOWK_TILED) {
                 const float res = fmaf(-dminx, (float)hsum_i32_8(prod), (float)hsum_i32_8(sumi) * dx);
                 acc1[r] = fmaf(res, y->d, acc1[r]);
-            } else if (mode == LOWK_GEMV) {
-                acc1[r] = fmaf((float)hsum_i32_8(sumi), dx * y->d, acc1[r]);
-                accm[r] = fmaf((float)hsum_i32_8(prod), dminx * y->d, accm[r]);
             } else {
                 const float dd = dx * y->d, dm = dminx * y->d;
                 for (int j = 0; j < 2; j++) {
@@ -1262,14 +1259,136 @@ INL void q3_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_
     for (int r = 0; r < nr; r++) s[(size_t)r * ss] = tiled ? acc1[r] : hsum_f32_8(acc[r]);
 }
 
+/* ggml's tiled arithmetic (batches of 8+ rows, weights as stored) for 16
+ * weight rows, 8 per ymm, rows in lanes (see q6_K_8w): per super-block and
+ * lane the exact s1 = sum of scale * (q . y) over the 16 sub-blocks (Q3_K: q
+ * biased to 0..7, and 4 * sum of scale * bsum taken out) and Q2_K's s2 = sum
+ * of min * bsum, then r = float(s1) * d - dmin * float(s2), acc = fma(r, dy,
+ * acc). The quants times the Q8_K bytes by maddubs (at most 2 * 7 * 128 per
+ * 16-bit lane, four of them summed stay below 32767), the scale by madd in
+ * both halves of each 32-bit lane, the bsums by madd of (x0 | x1 << 16) pairs. */
+/* the 32-bit word at p + j * wst for the 8 rows j (unaligned, inside each row's block) */
+INL __m256i words8(const char *p, size_t wst) {
+    int32_t v[8];
+    for (int j = 0; j < 8; j++) memcpy(&v[j], p + (size_t)j * wst, 4);
+    return _mm256_loadu_si256((const __m256i *)v);
+}
+
+INL void lowk_8w(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
+                 const int three) {
+    const size_t bsize = three ? sizeof(block_q3_K) : sizeof(block_q2_K);
+    const size_t qs_off = three ? offsetof(block_q3_K, qs) : offsetof(block_q2_K, qs);
+    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), lo16 = _mm256_set1_epi32(0xFFFF);
+    __m256i cq[64]; /* [h][j][l]: codes of elements 128h + 32l + 4j .. +3 of the 8 rows */
+    float acc[Q4_0_ROWS][8];
+    for (int r0 = 0; r0 < nr; r0 += Q4_0_ROWS) {
+        const int rn = nr - r0 < Q4_0_ROWS ? nr - r0 : Q4_0_ROWS;
+        memset(acc, 0, (size_t)rn * sizeof acc[0]);
+        const int pf_lines = r0 == 0 ? (int)((8 * wst + 63) / 64) : 0; /* the next 8 rows */
+        for (int i = 0; i < nb; i++) {
+            const char *base = w + (size_t)i * bsize;
+            for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++) _mm_prefetch(w + 8 * wst + 64 * (size_t)l, _MM_HINT_T0);
+            __m256 dx, dmx = _mm256_setzero_ps();
+            __m256i sc[16], scp[8], mnp[8]; /* sc[b]: scale b in both 16-bit halves; scp / mnp: pairs 2t | 2t + 1 << 16 */
+            if (three) {
+                dx = halves8(base + offsetof(block_q3_K, d), wst);
+                const __m256i kmask1 = _mm256_set1_epi32(0x03030303), kmask2 = _mm256_set1_epi32(0x0f0f0f0f);
+                const __m256i a0 = words8(base + offsetof(block_q3_K, scales), wst);
+                const __m256i a1 = words8(base + offsetof(block_q3_K, scales) + 4, wst);
+                const __m256i a2 = words8(base + offsetof(block_q3_K, scales) + 8, wst);
+                __m256i u[4]; /* q3_K_scales8's words, in lanes */
+                u[0] = _mm256_or_si256(_mm256_and_si256(a0, kmask2), _mm256_slli_epi32(_mm256_and_si256(a2, kmask1), 4));
+                u[1] = _mm256_or_si256(_mm256_and_si256(a1, kmask2), _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(a2, 2), kmask1), 4));
+                u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(a0, 4), kmask2), _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(a2, 4), kmask1), 4));
+                u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(a1, 4), kmask2), _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(a2, 6), kmask1), 4));
+                for (int k = 0; k < 4; k++)
+                    for (int b = 0; b < 4; b++) {
+                        const __m256i v = _mm256_sub_epi32(_mm256_and_si256(_mm256_srli_epi32(u[k], 8 * b), _mm256_set1_epi32(0x3F)),
+                                                           _mm256_set1_epi32(32));
+                        sc[4 * k + b] = _mm256_or_si256(_mm256_and_si256(v, lo16), _mm256_slli_epi32(v, 16));
+                    }
+                for (int t = 0; t < 8; t++)
+                    scp[t] = _mm256_or_si256(_mm256_and_si256(sc[2 * t], lo16), _mm256_slli_epi32(sc[2 * t + 1], 16));
+            } else {
+                dx = halves8(base + offsetof(block_q2_K, d), wst);
+                dmx = halves8(base + offsetof(block_q2_K, dmin), wst);
+                __m256i sw[4];
+                transpose8x4(base + offsetof(block_q2_K, scales), wst, sw);
+                const __m256i mf = _mm256_set1_epi32(0xF);
+                for (int k = 0; k < 4; k++)
+                    for (int b = 0; b < 4; b++) {
+                        const __m256i v = _mm256_and_si256(_mm256_srli_epi32(sw[k], 8 * b), mf);
+                        sc[4 * k + b] = _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+                    }
+                for (int k = 0; k < 4; k++)
+                    for (int t = 0; t < 2; t++) /* mins of sub-blocks 4k + 2t, 4k + 2t + 1: high nibbles of bytes 2t, 2t + 1 */
+                        mnp[2 * k + t] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(sw[k], 16 * t + 4), mf),
+                                                         _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(sw[k], 16 * t + 12), mf), 16));
+            }
+            __m256i hq[8];
+            if (three) {
+                for (int r = 0; r < 8; r++) hq[r] = _mm256_loadu_si256((const __m256i *)(base + (size_t)r * wst));
+                transpose8(hq); /* word j: hmask[4j .. +3] */
+            }
+            for (int h = 0; h < 2; h++) {
+                __m256i q[8];
+                for (int r = 0; r < 8; r++) q[r] = _mm256_loadu_si256((const __m256i *)(base + (size_t)r * wst + qs_off + 32 * h));
+                transpose8(q); /* word j: qs[32h + 4j .. +3] */
+                for (int j = 0; j < 8; j++)
+                    for (int l = 0; l < 4; l++) {
+                        __m256i c = _mm256_and_si256(_mm256_srli_epi16(q[j], 2 * l), m3);
+                        if (three)
+                            c = _mm256_or_si256(c, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hq[j], 4 * h + l), one), 2));
+                        cq[32 * h + 4 * j + l] = c;
+                    }
+            }
+            for (int r = 0; r < rn; r++) {
+                const block_q8_K *y = (const block_q8_K *)(a + (size_t)(r0 + r) * as) + i;
+                __m256i isum = _mm256_setzero_si256(), corr = _mm256_setzero_si256();
+                for (int h = 0; h < 2; h++)
+                    for (int l = 0; l < 4; l++) {
+                        /* sub-blocks 8h + 2l (j < 4) and 8h + 2l + 1 (j >= 4) */
+                        __m256i p[2];
+                        for (int j = 0; j < 8; j++) {
+                            int32_t q8;
+                            memcpy(&q8, y->qs + 128 * h + 32 * l + 4 * j, 4);
+                            const __m256i m = _mm256_maddubs_epi16(cq[32 * h + 4 * j + l], _mm256_set1_epi32(q8));
+                            p[j / 4] = j % 4 ? _mm256_add_epi16(p[j / 4], m) : m;
+                        }
+                        const int sb = 8 * h + 2 * l;
+                        isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(p[0], sc[sb]), _mm256_madd_epi16(p[1], sc[sb + 1])));
+                    }
+                for (int t = 0; t < 8; t++) {
+                    const uint32_t bp = (uint32_t)(uint16_t)y->bsums[2 * t] | (uint32_t)(uint16_t)y->bsums[2 * t + 1] << 16;
+                    corr = _mm256_add_epi32(corr, _mm256_madd_epi16(three ? scp[t] : mnp[t], _mm256_set1_epi32((int)bp)));
+                }
+                __m256 res;
+                if (three) {
+                    res = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum, _mm256_slli_epi32(corr, 2))), dx);
+                } else {
+                    res = _mm256_fnmadd_ps(dmx, _mm256_cvtepi32_ps(corr), _mm256_mul_ps(_mm256_cvtepi32_ps(isum), dx));
+                }
+                _mm256_storeu_ps(acc[r], _mm256_fmadd_ps(res, _mm256_set1_ps(y->d), _mm256_loadu_ps(acc[r])));
+            }
+        }
+        for (int r = 0; r < rn; r++) memcpy(s + (size_t)(r0 + r) * ss, acc[r], sizeof acc[r]);
+    }
+}
+
+TGT void vec_dot_q2_K_q8_K_tiled_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                          size_t ss, int nr) {
+    for (int g = 0; g < 16; g += 8) lowk_8w(n / QK_K, (const char *)w + (size_t)g * wst, wst, a, as, s + g, ss, nr, 0);
+}
+TGT void vec_dot_q3_K_q8_K_tiled_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                          size_t ss, int nr) {
+    for (int g = 0; g < 16; g += 8) lowk_8w(n / QK_K, (const char *)w + (size_t)g * wst, wst, a, as, s + g, ss, nr, 1);
+}
+
 TGT void vec_dot_q2_K_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
     COLI_DISPATCH_NR(nr, q2_K_nr, n, w, (const char *)a, as, s, ss, LOWK_VEC_DOT);
 }
 TGT void vec_dot_q2_K_q8_K_tiled_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
     COLI_DISPATCH_NR(nr, q2_K_nr, n, w, (const char *)a, as, s, ss, LOWK_TILED);
-}
-TGT void vec_dot_q2_K_q8_K_gemv_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    COLI_DISPATCH_NR(nr, q2_K_nr, n, w, (const char *)a, as, s, ss, LOWK_GEMV);
 }
 TGT void vec_dot_q2_K_q8_K_gemm_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
     COLI_DISPATCH_NR(nr, q2_K_nr, n, w, (const char *)a, as, s, ss, LOWK_GEMM);

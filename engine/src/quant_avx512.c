@@ -1328,11 +1328,30 @@ INL void q2_K_z(int n, const char *w, size_t wst, const char *a, size_t as, floa
             lowk_z_codes(x->qs, shift, codes);
             for (int c = 0; c < 4; c++) q[j][c] = _mm512_shuffle_epi8(_mm512_permutexvar_epi32(tidx[c], tabs), codes[c]);
         }
+        const __m128 dx4 = _mm_setr_ps(dx[0], dx[W > 1 ? 1 : 0], dx[W > 2 ? 2 : 0], dx[W > 3 ? 3 : 0]);
+        const __m128 dm4 = _mm_setr_ps(dminx[0], dminx[W > 1 ? 1 : 0], dminx[W > 2 ? 2 : 0], dminx[W > 3 ? 3 : 0]);
         for (int r = 0; r < nr; r++) {
             const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
             const __m256i bsums = _mm256_loadu_si256((const __m256i *)y->bsums);
             __m512i q8[4];
             for (int c = 0; c < 4; c++) q8[c] = _mm512_loadu_si512(y->qs + 64 * c);
+            if (gemv && W == 4) { /* the four rows' sums reduced together: [s1 of rows 0..3], [s2 of rows 0..3] */
+                __m256i zf[4], pr[4];
+                for (int j = 0; j < 4; j++) {
+                    __m512i z = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[j][0], q8[0]);
+                    for (int c = 1; c < 4; c++) z = _mm512_dpbusd_epi32(z, q[j][c], q8[c]);
+                    zf[j] = fold_i32x16(z);
+                    pr[j] = _mm256_madd_epi16(mins[j], bsums);
+                }
+                const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(zf[0], zf[1]), _mm256_hadd_epi32(zf[2], zf[3]));
+                const __m256i h2 = _mm256_hadd_epi32(_mm256_hadd_epi32(pr[0], pr[1]), _mm256_hadd_epi32(pr[2], pr[3]));
+                const __m128i s1 = _mm_add_epi32(_mm256_castsi256_si128(h1), _mm256_extracti128_si256(h1, 1));
+                const __m128i s2 = _mm_add_epi32(_mm256_castsi256_si128(h2), _mm256_extracti128_si256(h2, 1));
+                const __m128 dy = _mm_set1_ps(y->d);
+                am[0][r] = _mm_fmadd_ps(_mm_cvtepi32_ps(s1), _mm_mul_ps(dx4, dy), am[0][r]);
+                am[1][r] = _mm_fmadd_ps(_mm_cvtepi32_ps(s2), _mm_mul_ps(dm4, dy), am[1][r]);
+                continue;
+            }
             for (int j = 0; j < W; j++) {
                 const __m256i prod = _mm256_madd_epi16(mins[j], bsums);
                 if (!gemv) acc[j][r] = _mm256_fmadd_ps(_mm256_set1_ps(-y->d * dminx[j]), _mm256_cvtepi32_ps(prod), acc[j][r]);
@@ -1349,9 +1368,14 @@ INL void q2_K_z(int n, const char *w, size_t wst, const char *a, size_t as, floa
             }
         }
     }
-    for (int r = 0; r < nr; r++)
+    for (int r = 0; r < nr; r++) {
+        if (gemv && W == 4) { /* am[0]: acc of rows 0..3, am[1]: their accm */
+            _mm_storeu_ps(s + (size_t)r * ss, _mm_sub_ps(am[0][r], am[1][r]));
+            continue;
+        }
         for (int j = 0; j < W; j++)
             s[(size_t)r * ss + j] = gemv ? _mm_cvtss_f32(am[j][r]) - _mm_cvtss_f32(_mm_movehdup_ps(am[j][r])) : hsum8(acc[j][r]);
+    }
 }
 
 /* 16 weight rows, four at a time, against any number of activation rows */
