@@ -63,9 +63,12 @@ INL void nl_codes16(const char *qs, size_t wst, __m512i lut, __m512i c[8]) {
 INL __m512i dot32(const __m512i *c, const int8_t *y) {
     int32_t yd[8];
     memcpy(yd, y, 32);
-    __m512i s = _mm512_setzero_si512();
-    for (int k = 0; k < 8; k++) s = _mm512_dpbusd_epi32(s, c[k], _mm512_set1_epi32(yd[k]));
-    return s;
+    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512(); /* two chains: dpbusd latency */
+    for (int k = 0; k < 4; k++) {
+        s0 = _mm512_dpbusd_epi32(s0, c[k], _mm512_set1_epi32(yd[k]));
+        s1 = _mm512_dpbusd_epi32(s1, c[4 + k], _mm512_set1_epi32(yd[4 + k]));
+    }
+    return _mm512_add_epi32(s0, s1);
 }
 
 INL int sum32_i8(const int8_t *y) {
@@ -320,6 +323,13 @@ TGT void vec_dot_iq1_m_q8_K_tiled_16w_avx512(int n, const void *w, size_t wst, c
 
 
 
+INL int hsum_i32_8x(__m256i a) {
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+    t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
+    return _mm_cvtsi128_si32(t);
+}
+
 INL float hsum8f(__m256 x) {
     __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
     r = _mm_add_ps(r, _mm_movehl_ps(r, r));
@@ -348,12 +358,16 @@ BMI void iq1_s_nr512(int n, const void *w, const char *a, size_t as, float *s, s
     }
     for (int i = 0; i < nb; i++) {
         const block_iq1_s *x = (const block_iq1_s *)w + i;
+        /* sumi1 = sum over blocks of ls * delta * (its two bsums): each block's
+         * ls * delta in both 16-bit halves of a 32-bit lane, madd against the
+         * bsums, then the 8 lanes added (exact) */
+        const __m128i qh8 = _mm_loadu_si128((const __m128i *)x->qh);
+        const __m128i ls8 = _mm_add_epi16(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh8, 12), _mm_set1_epi16(7)), 1), _mm_set1_epi16(1));
+        const __m128i neg8 = _mm_srai_epi16(qh8, 15);
+        const __m128i lsd8 = _mm_sub_epi16(_mm_xor_si128(ls8, neg8), neg8);
+        const __m256i lsd = _mm256_set_m128i(_mm_unpackhi_epi16(lsd8, lsd8), _mm_unpacklo_epi16(lsd8, lsd8));
         __m256i sumi[COLI_MAX_NR];
-        int sumi1[COLI_MAX_NR];
-        for (int r = 0; r < nr; r++) {
-            sumi[r] = _mm256_setzero_si256();
-            sumi1[r] = 0;
-        }
+        for (int r = 0; r < nr; r++) sumi[r] = _mm256_setzero_si256();
         const uint8_t *qs = x->qs;
         for (int ib = 0; ib < QK_K / 32; ib += 2, qs += 8) {
             uint32_t q0, q1;
@@ -362,9 +376,8 @@ BMI void iq1_s_nr512(int n, const void *w, const char *a, size_t as, float *s, s
             const uint16_t qh0 = x->qh[ib], qh1 = x->qh[ib + 1];
             const __m256i g1 = grid4p(_pdep_u64(q0, 0x00ff00ff00ff00ffULL) | _pdep_u64(qh0, 0x0700070007000700ULL));
             const __m256i g2 = grid4p(_pdep_u64(q1, 0x00ff00ff00ff00ffULL) | _pdep_u64(qh1, 0x0700070007000700ULL));
-            const int16_t ls1 = (int16_t)(2 * ((qh0 >> 12) & 7) + 1), ls2 = (int16_t)(2 * ((qh1 >> 12) & 7) + 1);
-            const int d1 = qh0 & 0x8000 ? -ls1 : ls1, d2 = qh1 & 0x8000 ? -ls2 : ls2;
-            const __m256i sc1 = _mm256_set1_epi16(ls1), sc2 = _mm256_set1_epi16(ls2);
+            const __m256i sc1 = _mm256_set1_epi16((int16_t)(2 * ((qh0 >> 12) & 7) + 1));
+            const __m256i sc2 = _mm256_set1_epi16((int16_t)(2 * ((qh1 >> 12) & 7) + 1));
             for (int r = 0; r < nr; r++) {
                 const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;
                 const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * ib));
@@ -372,14 +385,15 @@ BMI void iq1_s_nr512(int n, const void *w, const char *a, size_t as, float *s, s
                 const __m256i p1 = _mm256_madd_epi16(mul_add_epi8(g1, y1), sc1);
                 const __m256i p2 = _mm256_madd_epi16(mul_add_epi8(g2, y2), sc2);
                 sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(p1, p2));
-                sumi1[r] += (y->bsums[2 * ib] + y->bsums[2 * ib + 1]) * d1 + (y->bsums[2 * ib + 2] + y->bsums[2 * ib + 3]) * d2;
             }
         }
         const float dx = _cvtsh_ss(x->d);
         for (int r = 0; r < nr; r++) {
-            const float d = ((const block_q8_K *)(a + r * as) + i)->d * dx;
+            const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;
+            const int sumi1 = hsum_i32_8x(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), lsd));
+            const float d = y->d * dx;
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-            acc1[r] = fmaf(d, (float)sumi1[r], acc1[r]);
+            acc1[r] = fmaf(d, (float)sumi1, acc1[r]);
         }
     }
     for (int r = 0; r < nr; r++) s[r * ss] = hsum8f(acc[r]) + IQ1S_DELTA * acc1[r];
