@@ -80,6 +80,20 @@ INL int sum32_i8(const int8_t *y) {
     return _mm_cvtsi128_si32(s);
 }
 
+INL int hsum_i32_8x(__m256i a) {
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+    t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
+    return _mm_cvtsi128_si32(t);
+}
+
+INL float hsum8f(__m256 x) {
+    __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
 /* ---- IQ4_NL / MXFP4, repacked ------------------------------------------------------------- */
 
 enum { NL_IQ4 = 0, NL_MXFP4 = 1 };
@@ -169,6 +183,78 @@ TGT void vec_dot_iq4_nl_q8_0_repacked_16w_avx512(int n, const void *w, size_t ws
 TGT void vec_dot_mxfp4_q8_0_repacked_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
                                                 size_t ss, int nr) {
     nl_16w_avx512(n, w, wst, a, as, s, ss, nr, NL_MXFP4);
+}
+
+/* ---- IQ4_NL / MXFP4 as stored: ggml_vec_dot and tinyBLAS, per weight row --------------------- */
+
+/* The AVX2 kernel's arithmetic (quant_iq14_avx2.c nl_nr) with its 8 lanes by
+ * one 256-bit dpbusd of |w| and sign(y, w) (exact: no 16-bit step). */
+INL __m256i lanes_vnni(__m256i w, __m256i y) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(y, w));
+}
+
+INL __m256i nl_bytes256(const uint8_t *qs, __m128i lut) {
+    const __m128i q = _mm_loadu_si128((const __m128i *)qs), m4 = _mm_set1_epi8(0x0f);
+    return _mm256_set_m128i(_mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(q, 4), m4)),
+                            _mm_shuffle_epi8(lut, _mm_and_si128(q, m4)));
+}
+
+/* tinyblas 0: ggml_vec_dot (even / odd accumulators, scalar odd tail); 1: tinyBLAS */
+INL void nl_vnni_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int kind, const int tinyblas,
+                    const int nr) {
+    const int nb = n / QK8_0;
+    const size_t bsz = kind == NL_IQ4 ? sizeof(block_iq4_nl) : sizeof(block_mxfp4);
+    const size_t qoff = kind == NL_IQ4 ? offsetof(block_iq4_nl, qs) : offsetof(block_mxfp4, qs);
+    const __m128i lut = _mm_loadu_si128((const __m128i *)(kind == NL_IQ4 ? coli_kvalues_iq4nl : coli_kvalues_mxfp4));
+    const char *wb = w;
+    __m256 acc1[COLI_MAX_NR], acc2[COLI_MAX_NR];
+    float accs[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) {
+        acc1[r] = acc2[r] = _mm256_setzero_ps();
+        accs[r] = 0.0f;
+    }
+#define NL_D(ib) (kind == NL_IQ4 ? _cvtsh_ss(*(const coli_half *)(wb + (size_t)(ib) * bsz)) \
+                                 : coli_e8m0_to_fp32_half((uint8_t)wb[(size_t)(ib) * bsz]))
+    int ib = 0;
+    if (!tinyblas) {
+        for (; ib + 1 < nb; ib += 2) {
+            const __m256i w1 = nl_bytes256((const uint8_t *)(wb + (size_t)ib * bsz + qoff), lut);
+            const __m256i w2 = nl_bytes256((const uint8_t *)(wb + (size_t)(ib + 1) * bsz + qoff), lut);
+            const float dx1 = NL_D(ib), dx2 = NL_D(ib + 1);
+            for (int r = 0; r < nr; r++) {
+                const block_q8_0 *y = (const block_q8_0 *)(a + r * as) + ib;
+                const __m256i p1 = lanes_vnni(w1, _mm256_loadu_si256((const __m256i *)y[0].qs));
+                const __m256i p2 = lanes_vnni(w2, _mm256_loadu_si256((const __m256i *)y[1].qs));
+                acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(y[0].d) * dx1), _mm256_cvtepi32_ps(p1), acc1[r]);
+                acc2[r] = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(y[1].d) * dx2), _mm256_cvtepi32_ps(p2), acc2[r]);
+            }
+        }
+        for (int r = 0; r < nr; r++) accs[r] = hsum8f(_mm256_add_ps(acc1[r], acc2[r]));
+    }
+    for (; ib < nb; ib++) {
+        const __m256i wv = nl_bytes256((const uint8_t *)(wb + (size_t)ib * bsz + qoff), lut);
+        const float dx = NL_D(ib);
+        for (int r = 0; r < nr; r++) {
+            const block_q8_0 *y = (const block_q8_0 *)(a + r * as) + ib;
+            const __m256i p = lanes_vnni(wv, _mm256_loadu_si256((const __m256i *)y->qs));
+            if (tinyblas)
+                acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(dx * _cvtsh_ss(y->d)), _mm256_cvtepi32_ps(p), acc1[r]);
+            else
+                accs[r] = fmaf((float)hsum_i32_8x(p), _cvtsh_ss(y->d) * dx, accs[r]);
+        }
+    }
+#undef NL_D
+    for (int r = 0; r < nr; r++) s[r * ss] = tinyblas ? hsum8f(acc1[r]) : accs[r];
+}
+
+TGT void vec_dot_iq4_nl_q8_0_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, nl_vnni_nr, n, w, (const char *)a, as, s, ss, NL_IQ4, 0);
+}
+TGT void vec_dot_mxfp4_q8_0_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, nl_vnni_nr, n, w, (const char *)a, as, s, ss, NL_MXFP4, 0);
+}
+TGT void vec_dot_iq4_nl_q8_0_tinyblas_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, nl_vnni_nr, n, w, (const char *)a, as, s, ss, NL_IQ4, 1);
 }
 
 /* ---- IQ4_XS, IQ1_S, IQ1_M: the tiled matmul ---------------------------------------------------- */
@@ -323,19 +409,6 @@ TGT void vec_dot_iq1_m_q8_K_tiled_16w_avx512(int n, const void *w, size_t wst, c
 
 
 
-INL int hsum_i32_8x(__m256i a) {
-    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
-    t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
-    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
-    return _mm_cvtsi128_si32(t);
-}
-
-INL float hsum8f(__m256 x) {
-    __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    return _mm_cvtss_f32(r);
-}
 
 /* The integer work of ggml's AVX2 kernel as it compiles with BMI2 (which
  * every AVX-512 CPU has): grid indices of two blocks by pdep, two blocks a step. */
