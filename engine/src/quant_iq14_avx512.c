@@ -1,15 +1,17 @@
-/* quant_iq14_avx512.c — AVX-512 VNNI kernels for IQ1_S, IQ1_M, IQ4_NL,
- * IQ4_XS and MXFP4 batches: 16 weight rows at once, one per 32-bit lane, so
- * that a block's weights are decoded once for every activation row of the
- * call and each 4-element step is one dpbusd.
+/* quant_iq14_avx512.c — kernels for the AVX-512 table (F/BW/VL/DQ/VNNI):
+ * the bits of the AVX2 kernels they stand for (quant_iq14_avx2.c), faster.
  *
- * The bits are those of the AVX2 kernels they stand for (quant_iq14_avx2.c):
- * each lane ends on its row's exact integer (the codes biased by +128 to be
- * dpbusd's unsigned operand, 128 * sum(activation) subtracted again), then
- * the same float steps:
+ * Batches: 16 weight rows at once, one per 32-bit lane, so that a block's
+ * weights are decoded once for every activation row of the call and each
+ * 4-element step is one dpbusd. Each lane ends on its row's exact integer
+ * (the codes biased by +128 to be dpbusd's unsigned operand, 128 * the
+ * activation's sum subtracted again), then the same float steps:
  *   repacked (IQ4_NL, MXFP4):  per block acc = fma(float(isum), dw * dy, acc);
  *   tiled (IQ1_S, IQ1_M, IQ4_XS): per super-block isum = sum over sub-blocks of
- *     scale * (codes . q8), acc = fma(float(isum) * d0, dy, acc). */
+ *     scale * (codes . q8), acc = fma(float(isum) * d0, dy, acc).
+ * One row: ggml's AVX2 kernels as they compile with BMI2 (IQ1_S, IQ1_M: grid
+ * indices and delta signs by pdep), and IQ4_NL / MXFP4's one-row and tinyBLAS
+ * lanes by 256-bit dpbusd (no 16-bit intermediate: the same exact integers). */
 #include "quant_iq14.h"
 
 #ifdef COLI_X86
