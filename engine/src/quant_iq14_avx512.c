@@ -126,19 +126,53 @@ INL __m512 nl_scales16(const char *b, size_t wst, const int kind) {
     return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), norm, den));
 }
 
-/* up to COLI_MAX_NR activation rows, accumulators in registers */
+/* up to COLI_MAX_NR activation rows, accumulators in registers. Row 4g + t
+ * of the 16 is addressed as grp[g] + t * wst (four group pointers, three
+ * multiples of wst): with 16 row pointers the compiler spills them. */
 INL void nl_16w_few(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int kind,
                     const int nr) {
     const size_t bsz = kind == NL_IQ4 ? sizeof(block_iq4_nl) : sizeof(block_mxfp4);
     const size_t qoff = kind == NL_IQ4 ? offsetof(block_iq4_nl, qs) : offsetof(block_mxfp4, qs);
     const __m512i lut = biased_lut(kind == NL_IQ4 ? coli_kvalues_iq4nl : coli_kvalues_mxfp4);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const size_t w1 = wst, w2 = 2 * wst, w3 = 3 * wst;
+    const char *g0 = w, *g1 = w + 4 * wst, *g2 = w + 8 * wst, *g3 = w + 12 * wst;
     __m512 acc[COLI_MAX_NR];
     for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
-    for (int ib = 0; ib < nb; ib++) {
-        const char *b = w + (size_t)ib * bsz;
-        const __m512 dw = nl_scales16(b, wst, kind);
+    for (int ib = 0; ib < nb; ib++, g0 += bsz, g1 += bsz, g2 += bsz, g3 += bsz) {
+        const char *grp[4] = {g0, g1, g2, g3};
+        const size_t off[4] = {0, w1, w2, w3};
+        __m512 dw;
+        if (kind == NL_IQ4) {
+            coli_half h[16];
+            for (int g = 0; g < 4; g++)
+                for (int t = 0; t < 4; t++) memcpy(&h[4 * g + t], grp[g] + off[t], 2);
+            dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
+        } else {
+            uint8_t eb[16];
+            for (int g = 0; g < 4; g++)
+                for (int t = 0; t < 4; t++) eb[4 * g + t] = (uint8_t)grp[g][off[t]];
+            const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)eb));
+            const __m512i norm = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+            const __m512i den = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+            dw = _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), norm, den));
+        }
+        __m512i A[4];
+        for (int t = 0; t < 4; t++) { /* 128-bit lane g of A[t]: row 4g + t */
+            __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(g0 + off[t] + qoff)));
+            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(g1 + off[t] + qoff)), 1);
+            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(g2 + off[t] + qoff)), 2);
+            A[t] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(g3 + off[t] + qoff)), 3);
+        }
+        const __m512i t0 = _mm512_unpacklo_epi32(A[0], A[1]), t1 = _mm512_unpackhi_epi32(A[0], A[1]);
+        const __m512i t2 = _mm512_unpacklo_epi32(A[2], A[3]), t3 = _mm512_unpackhi_epi32(A[2], A[3]);
+        const __m512i q[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2), _mm512_unpacklo_epi64(t1, t3),
+                              _mm512_unpackhi_epi64(t1, t3)};
         __m512i c[8];
-        nl_codes16(b + qoff, wst, lut, c);
+        for (int k = 0; k < 4; k++) {
+            c[k] = _mm512_shuffle_epi8(lut, _mm512_and_si512(q[k], m4));
+            c[4 + k] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(q[k], 4), m4));
+        }
         for (int r = 0; r < nr; r++) {
             const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)r * as) + ib;
             const __m512i isum = _mm512_sub_epi32(dot32(c, y->qs), _mm512_set1_epi32(128 * sum32_i8(y->qs)));
