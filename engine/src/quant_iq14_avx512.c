@@ -61,14 +61,16 @@ INL void nl_codes16(const char *qs, size_t wst, __m512i lut, __m512i c[8]) {
     }
 }
 
-/* sum(c[k] * y[k]) over the 8 dwords of a 32-element run, lanes = weight rows */
+/* sum(c[k] * y[k]) over the 8 dwords of a 32-element run, lanes = weight rows
+ * (each activation dword broadcast from memory: a load, not a shuffle) */
 INL __m512i dot32(const __m512i *c, const int8_t *y) {
-    int32_t yd[8];
-    memcpy(yd, y, 32);
     __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512(); /* two chains: dpbusd latency */
     for (int k = 0; k < 4; k++) {
-        s0 = _mm512_dpbusd_epi32(s0, c[k], _mm512_set1_epi32(yd[k]));
-        s1 = _mm512_dpbusd_epi32(s1, c[4 + k], _mm512_set1_epi32(yd[4 + k]));
+        int32_t y0, y1;
+        memcpy(&y0, y + 4 * k, 4);
+        memcpy(&y1, y + 16 + 4 * k, 4);
+        s0 = _mm512_dpbusd_epi32(s0, c[k], _mm512_set1_epi32(y0));
+        s1 = _mm512_dpbusd_epi32(s1, c[4 + k], _mm512_set1_epi32(y1));
     }
     return _mm512_add_epi32(s0, s1);
 }
@@ -143,11 +145,20 @@ INL void nl_16w_few(int nb, const char *w, size_t wst, const char *a, size_t as,
         const char *grp[4] = {g0, g1, g2, g3};
         const size_t off[4] = {0, w1, w2, w3};
         __m512 dw;
-        if (kind == NL_IQ4) {
-            coli_half h[16];
-            for (int g = 0; g < 4; g++)
-                for (int t = 0; t < 4; t++) memcpy(&h[4 * g + t], grp[g] + off[t], 2);
-            dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
+        if (kind == NL_IQ4) { /* the 16 fp16 inserted in registers (a store / reload would not forward) */
+            __m128i h[2];
+            for (int hh = 0; hh < 2; hh++) {
+                __m128i v = _mm_setzero_si128();
+                v = _mm_insert_epi16(v, *(const uint16_t *)(grp[2 * hh] + off[0]), 0);
+                v = _mm_insert_epi16(v, *(const uint16_t *)(grp[2 * hh] + off[1]), 1);
+                v = _mm_insert_epi16(v, *(const uint16_t *)(grp[2 * hh] + off[2]), 2);
+                v = _mm_insert_epi16(v, *(const uint16_t *)(grp[2 * hh] + off[3]), 3);
+                v = _mm_insert_epi16(v, *(const uint16_t *)(grp[2 * hh + 1] + off[0]), 4);
+                v = _mm_insert_epi16(v, *(const uint16_t *)(grp[2 * hh + 1] + off[1]), 5);
+                v = _mm_insert_epi16(v, *(const uint16_t *)(grp[2 * hh + 1] + off[2]), 6);
+                h[hh] = _mm_insert_epi16(v, *(const uint16_t *)(grp[2 * hh + 1] + off[3]), 7);
+            }
+            dw = _mm512_cvtph_ps(_mm256_set_m128i(h[1], h[0]));
         } else {
             uint8_t eb[16];
             for (int g = 0; g < 4; g++)
