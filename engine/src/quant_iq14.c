@@ -400,7 +400,9 @@ void coli_kernels_fill_iq14(coli_kernel_table *t, int isa) {
     set_batch(mx, vec_dot_mxfp4_q8_0_repacked_avx2, 1, QK_MXFP4, 8, 1);
     nl->vec_dot_mm_16w = vec_dot_iq4_nl_q8_0_repacked_16w_avx2;
     mx->vec_dot_mm_16w = vec_dot_mxfp4_q8_0_repacked_16w_avx2;
-    if (isa == COLI_ISA_AVX512) { /* 16 weight rows a zmm, dpbusd: the same integers and floats */
+    if (isa == COLI_ISA_AVX512) {
+        /* the same integers and floats, faster: batches 16 weight rows a zmm
+         * by dpbusd; one row with BMI2 index decoding (IQ1) or 256-bit dpbusd lanes */
         nl->vec_dot_mm_16w = vec_dot_iq4_nl_q8_0_repacked_16w_avx512;
         mx->vec_dot_mm_16w = vec_dot_mxfp4_q8_0_repacked_16w_avx512;
         s1->vec_dot_mm_16w = vec_dot_iq1_s_q8_K_tiled_16w_avx512;
@@ -408,6 +410,9 @@ void coli_kernels_fill_iq14(coli_kernel_table *t, int isa) {
         xs->vec_dot_mm_16w = vec_dot_iq4_xs_q8_K_tiled_16w_avx512;
         s1->vec_dot = vec_dot_iq1_s_q8_K_avx512;
         m1->vec_dot = vec_dot_iq1_m_q8_K_avx512;
+        nl->vec_dot = nlu->vec_dot = vec_dot_iq4_nl_q8_0_avx512;
+        mx->vec_dot = mxu->vec_dot = vec_dot_mxfp4_q8_0_avx512;
+        nlu->vec_dot_mm = vec_dot_iq4_nl_q8_0_tinyblas_avx512;
     }
 #endif
 }

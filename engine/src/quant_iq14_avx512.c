@@ -1,15 +1,17 @@
-/* quant_iq14_avx512.c — AVX-512 VNNI kernels for IQ1_S, IQ1_M, IQ4_NL,
- * IQ4_XS and MXFP4 batches: 16 weight rows at once, one per 32-bit lane, so
- * that a block's weights are decoded once for every activation row of the
- * call and each 4-element step is one dpbusd.
+/* quant_iq14_avx512.c — kernels for the AVX-512 table (F/BW/VL/DQ/VNNI):
+ * the bits of the AVX2 kernels they stand for (quant_iq14_avx2.c), faster.
  *
- * The bits are those of the AVX2 kernels they stand for (quant_iq14_avx2.c):
- * each lane ends on its row's exact integer (the codes biased by +128 to be
- * dpbusd's unsigned operand, 128 * sum(activation) subtracted again), then
- * the same float steps:
+ * Batches: 16 weight rows at once, one per 32-bit lane, so that a block's
+ * weights are decoded once for every activation row of the call and each
+ * 4-element step is one dpbusd. Each lane ends on its row's exact integer
+ * (the codes biased by +128 to be dpbusd's unsigned operand, 128 * the
+ * activation's sum subtracted again), then the same float steps:
  *   repacked (IQ4_NL, MXFP4):  per block acc = fma(float(isum), dw * dy, acc);
  *   tiled (IQ1_S, IQ1_M, IQ4_XS): per super-block isum = sum over sub-blocks of
- *     scale * (codes . q8), acc = fma(float(isum) * d0, dy, acc). */
+ *     scale * (codes . q8), acc = fma(float(isum) * d0, dy, acc).
+ * One row: ggml's AVX2 kernels as they compile with BMI2 (IQ1_S, IQ1_M: grid
+ * indices and delta signs by pdep), and IQ4_NL / MXFP4's one-row and tinyBLAS
+ * lanes by 256-bit dpbusd (no 16-bit intermediate: the same exact integers). */
 #include "quant_iq14.h"
 
 #ifdef COLI_X86
@@ -59,13 +61,18 @@ INL void nl_codes16(const char *qs, size_t wst, __m512i lut, __m512i c[8]) {
     }
 }
 
-/* sum(c[k] * y[k]) over the 8 dwords of a 32-element run, lanes = weight rows */
+/* sum(c[k] * y[k]) over the 8 dwords of a 32-element run, lanes = weight rows
+ * (each activation dword broadcast from memory: a load, not a shuffle) */
 INL __m512i dot32(const __m512i *c, const int8_t *y) {
-    int32_t yd[8];
-    memcpy(yd, y, 32);
-    __m512i s = _mm512_setzero_si512();
-    for (int k = 0; k < 8; k++) s = _mm512_dpbusd_epi32(s, c[k], _mm512_set1_epi32(yd[k]));
-    return s;
+    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512(); /* two chains: dpbusd latency */
+    for (int k = 0; k < 4; k++) {
+        int32_t y0, y1;
+        memcpy(&y0, y + 4 * k, 4);
+        memcpy(&y1, y + 16 + 4 * k, 4);
+        s0 = _mm512_dpbusd_epi32(s0, c[k], _mm512_set1_epi32(y0));
+        s1 = _mm512_dpbusd_epi32(s1, c[4 + k], _mm512_set1_epi32(y1));
+    }
+    return _mm512_add_epi32(s0, s1);
 }
 
 INL int sum32_i8(const int8_t *y) {
@@ -75,6 +82,20 @@ INL int sum32_i8(const int8_t *y) {
     s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
     return _mm_cvtsi128_si32(s);
+}
+
+INL int hsum_i32_8x(__m256i a) {
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+    t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
+    return _mm_cvtsi128_si32(t);
+}
+
+INL float hsum8f(__m256 x) {
+    __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
 }
 
 /* ---- IQ4_NL / MXFP4, repacked ------------------------------------------------------------- */
@@ -107,19 +128,62 @@ INL __m512 nl_scales16(const char *b, size_t wst, const int kind) {
     return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), norm, den));
 }
 
-/* up to COLI_MAX_NR activation rows, accumulators in registers */
+/* up to COLI_MAX_NR activation rows, accumulators in registers. Row 4g + t
+ * of the 16 is addressed as grp[g] + t * wst (four group pointers, three
+ * multiples of wst): with 16 row pointers the compiler spills them. */
 INL void nl_16w_few(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int kind,
                     const int nr) {
     const size_t bsz = kind == NL_IQ4 ? sizeof(block_iq4_nl) : sizeof(block_mxfp4);
     const size_t qoff = kind == NL_IQ4 ? offsetof(block_iq4_nl, qs) : offsetof(block_mxfp4, qs);
     const __m512i lut = biased_lut(kind == NL_IQ4 ? coli_kvalues_iq4nl : coli_kvalues_mxfp4);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const size_t w1 = wst, w2 = 2 * wst, w3 = 3 * wst;
+    const char *g0 = w, *g1 = w + 4 * wst, *g2 = w + 8 * wst, *g3 = w + 12 * wst;
     __m512 acc[COLI_MAX_NR];
     for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
-    for (int ib = 0; ib < nb; ib++) {
-        const char *b = w + (size_t)ib * bsz;
-        const __m512 dw = nl_scales16(b, wst, kind);
+    for (int ib = 0; ib < nb; ib++, g0 += bsz, g1 += bsz, g2 += bsz, g3 += bsz) {
+        const char *grp[4] = {g0, g1, g2, g3};
+        const size_t off[4] = {0, w1, w2, w3};
+        __m512 dw;
+        if (kind == NL_IQ4) { /* the 16 fp16 inserted in registers (a store / reload would not forward) */
+            __m128i h[2];
+            for (int hh = 0; hh < 2; hh++) {
+                __m128i v = _mm_setzero_si128();
+                v = _mm_insert_epi16(v, *(const uint16_t *)(grp[2 * hh] + off[0]), 0);
+                v = _mm_insert_epi16(v, *(const uint16_t *)(grp[2 * hh] + off[1]), 1);
+                v = _mm_insert_epi16(v, *(const uint16_t *)(grp[2 * hh] + off[2]), 2);
+                v = _mm_insert_epi16(v, *(const uint16_t *)(grp[2 * hh] + off[3]), 3);
+                v = _mm_insert_epi16(v, *(const uint16_t *)(grp[2 * hh + 1] + off[0]), 4);
+                v = _mm_insert_epi16(v, *(const uint16_t *)(grp[2 * hh + 1] + off[1]), 5);
+                v = _mm_insert_epi16(v, *(const uint16_t *)(grp[2 * hh + 1] + off[2]), 6);
+                h[hh] = _mm_insert_epi16(v, *(const uint16_t *)(grp[2 * hh + 1] + off[3]), 7);
+            }
+            dw = _mm512_cvtph_ps(_mm256_set_m128i(h[1], h[0]));
+        } else {
+            uint8_t eb[16];
+            for (int g = 0; g < 4; g++)
+                for (int t = 0; t < 4; t++) eb[4 * g + t] = (uint8_t)grp[g][off[t]];
+            const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)eb));
+            const __m512i norm = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+            const __m512i den = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+            dw = _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), norm, den));
+        }
+        __m512i A[4];
+        for (int t = 0; t < 4; t++) { /* 128-bit lane g of A[t]: row 4g + t */
+            __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(g0 + off[t] + qoff)));
+            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(g1 + off[t] + qoff)), 1);
+            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(g2 + off[t] + qoff)), 2);
+            A[t] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(g3 + off[t] + qoff)), 3);
+        }
+        const __m512i t0 = _mm512_unpacklo_epi32(A[0], A[1]), t1 = _mm512_unpackhi_epi32(A[0], A[1]);
+        const __m512i t2 = _mm512_unpacklo_epi32(A[2], A[3]), t3 = _mm512_unpackhi_epi32(A[2], A[3]);
+        const __m512i q[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2), _mm512_unpacklo_epi64(t1, t3),
+                              _mm512_unpackhi_epi64(t1, t3)};
         __m512i c[8];
-        nl_codes16(b + qoff, wst, lut, c);
+        for (int k = 0; k < 4; k++) {
+            c[k] = _mm512_shuffle_epi8(lut, _mm512_and_si512(q[k], m4));
+            c[4 + k] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(q[k], 4), m4));
+        }
         for (int r = 0; r < nr; r++) {
             const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)r * as) + ib;
             const __m512i isum = _mm512_sub_epi32(dot32(c, y->qs), _mm512_set1_epi32(128 * sum32_i8(y->qs)));
@@ -166,6 +230,78 @@ TGT void vec_dot_iq4_nl_q8_0_repacked_16w_avx512(int n, const void *w, size_t ws
 TGT void vec_dot_mxfp4_q8_0_repacked_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
                                                 size_t ss, int nr) {
     nl_16w_avx512(n, w, wst, a, as, s, ss, nr, NL_MXFP4);
+}
+
+/* ---- IQ4_NL / MXFP4 as stored: ggml_vec_dot and tinyBLAS, per weight row --------------------- */
+
+/* The AVX2 kernel's arithmetic (quant_iq14_avx2.c nl_nr) with its 8 lanes by
+ * one 256-bit dpbusd of |w| and sign(y, w) (exact: no 16-bit step). */
+INL __m256i lanes_vnni(__m256i w, __m256i y) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(y, w));
+}
+
+INL __m256i nl_bytes256(const uint8_t *qs, __m128i lut) {
+    const __m128i q = _mm_loadu_si128((const __m128i *)qs), m4 = _mm_set1_epi8(0x0f);
+    return _mm256_set_m128i(_mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(q, 4), m4)),
+                            _mm_shuffle_epi8(lut, _mm_and_si128(q, m4)));
+}
+
+/* tinyblas 0: ggml_vec_dot (even / odd accumulators, scalar odd tail); 1: tinyBLAS */
+INL void nl_vnni_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int kind, const int tinyblas,
+                    const int nr) {
+    const int nb = n / QK8_0;
+    const size_t bsz = kind == NL_IQ4 ? sizeof(block_iq4_nl) : sizeof(block_mxfp4);
+    const size_t qoff = kind == NL_IQ4 ? offsetof(block_iq4_nl, qs) : offsetof(block_mxfp4, qs);
+    const __m128i lut = _mm_loadu_si128((const __m128i *)(kind == NL_IQ4 ? coli_kvalues_iq4nl : coli_kvalues_mxfp4));
+    const char *wb = w;
+    __m256 acc1[COLI_MAX_NR], acc2[COLI_MAX_NR];
+    float accs[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) {
+        acc1[r] = acc2[r] = _mm256_setzero_ps();
+        accs[r] = 0.0f;
+    }
+#define NL_D(ib) (kind == NL_IQ4 ? _cvtsh_ss(*(const coli_half *)(wb + (size_t)(ib) * bsz)) \
+                                 : coli_e8m0_to_fp32_half((uint8_t)wb[(size_t)(ib) * bsz]))
+    int ib = 0;
+    if (!tinyblas) {
+        for (; ib + 1 < nb; ib += 2) {
+            const __m256i w1 = nl_bytes256((const uint8_t *)(wb + (size_t)ib * bsz + qoff), lut);
+            const __m256i w2 = nl_bytes256((const uint8_t *)(wb + (size_t)(ib + 1) * bsz + qoff), lut);
+            const float dx1 = NL_D(ib), dx2 = NL_D(ib + 1);
+            for (int r = 0; r < nr; r++) {
+                const block_q8_0 *y = (const block_q8_0 *)(a + r * as) + ib;
+                const __m256i p1 = lanes_vnni(w1, _mm256_loadu_si256((const __m256i *)y[0].qs));
+                const __m256i p2 = lanes_vnni(w2, _mm256_loadu_si256((const __m256i *)y[1].qs));
+                acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(y[0].d) * dx1), _mm256_cvtepi32_ps(p1), acc1[r]);
+                acc2[r] = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(y[1].d) * dx2), _mm256_cvtepi32_ps(p2), acc2[r]);
+            }
+        }
+        for (int r = 0; r < nr; r++) accs[r] = hsum8f(_mm256_add_ps(acc1[r], acc2[r]));
+    }
+    for (; ib < nb; ib++) {
+        const __m256i wv = nl_bytes256((const uint8_t *)(wb + (size_t)ib * bsz + qoff), lut);
+        const float dx = NL_D(ib);
+        for (int r = 0; r < nr; r++) {
+            const block_q8_0 *y = (const block_q8_0 *)(a + r * as) + ib;
+            const __m256i p = lanes_vnni(wv, _mm256_loadu_si256((const __m256i *)y->qs));
+            if (tinyblas)
+                acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(dx * _cvtsh_ss(y->d)), _mm256_cvtepi32_ps(p), acc1[r]);
+            else
+                accs[r] = fmaf((float)hsum_i32_8x(p), _cvtsh_ss(y->d) * dx, accs[r]);
+        }
+    }
+#undef NL_D
+    for (int r = 0; r < nr; r++) s[r * ss] = tinyblas ? hsum8f(acc1[r]) : accs[r];
+}
+
+TGT void vec_dot_iq4_nl_q8_0_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, nl_vnni_nr, n, w, (const char *)a, as, s, ss, NL_IQ4, 0);
+}
+TGT void vec_dot_mxfp4_q8_0_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, nl_vnni_nr, n, w, (const char *)a, as, s, ss, NL_MXFP4, 0);
+}
+TGT void vec_dot_iq4_nl_q8_0_tinyblas_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, nl_vnni_nr, n, w, (const char *)a, as, s, ss, NL_IQ4, 1);
 }
 
 /* ---- IQ4_XS, IQ1_S, IQ1_M: the tiled matmul ---------------------------------------------------- */
@@ -320,12 +456,6 @@ TGT void vec_dot_iq1_m_q8_K_tiled_16w_avx512(int n, const void *w, size_t wst, c
 
 
 
-INL float hsum8f(__m256 x) {
-    __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    return _mm_cvtss_f32(r);
-}
 
 /* The integer work of ggml's AVX2 kernel as it compiles with BMI2 (which
  * every AVX-512 CPU has): grid indices of two blocks by pdep, two blocks a step. */
@@ -348,12 +478,16 @@ BMI void iq1_s_nr512(int n, const void *w, const char *a, size_t as, float *s, s
     }
     for (int i = 0; i < nb; i++) {
         const block_iq1_s *x = (const block_iq1_s *)w + i;
+        /* sumi1 = sum over blocks of ls * delta * (its two bsums): each block's
+         * ls * delta in both 16-bit halves of a 32-bit lane, madd against the
+         * bsums, then the 8 lanes added (exact) */
+        const __m128i qh8 = _mm_loadu_si128((const __m128i *)x->qh);
+        const __m128i ls8 = _mm_add_epi16(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh8, 12), _mm_set1_epi16(7)), 1), _mm_set1_epi16(1));
+        const __m128i neg8 = _mm_srai_epi16(qh8, 15);
+        const __m128i lsd8 = _mm_sub_epi16(_mm_xor_si128(ls8, neg8), neg8);
+        const __m256i lsd = _mm256_set_m128i(_mm_unpackhi_epi16(lsd8, lsd8), _mm_unpacklo_epi16(lsd8, lsd8));
         __m256i sumi[COLI_MAX_NR];
-        int sumi1[COLI_MAX_NR];
-        for (int r = 0; r < nr; r++) {
-            sumi[r] = _mm256_setzero_si256();
-            sumi1[r] = 0;
-        }
+        for (int r = 0; r < nr; r++) sumi[r] = _mm256_setzero_si256();
         const uint8_t *qs = x->qs;
         for (int ib = 0; ib < QK_K / 32; ib += 2, qs += 8) {
             uint32_t q0, q1;
@@ -362,9 +496,8 @@ BMI void iq1_s_nr512(int n, const void *w, const char *a, size_t as, float *s, s
             const uint16_t qh0 = x->qh[ib], qh1 = x->qh[ib + 1];
             const __m256i g1 = grid4p(_pdep_u64(q0, 0x00ff00ff00ff00ffULL) | _pdep_u64(qh0, 0x0700070007000700ULL));
             const __m256i g2 = grid4p(_pdep_u64(q1, 0x00ff00ff00ff00ffULL) | _pdep_u64(qh1, 0x0700070007000700ULL));
-            const int16_t ls1 = (int16_t)(2 * ((qh0 >> 12) & 7) + 1), ls2 = (int16_t)(2 * ((qh1 >> 12) & 7) + 1);
-            const int d1 = qh0 & 0x8000 ? -ls1 : ls1, d2 = qh1 & 0x8000 ? -ls2 : ls2;
-            const __m256i sc1 = _mm256_set1_epi16(ls1), sc2 = _mm256_set1_epi16(ls2);
+            const __m256i sc1 = _mm256_set1_epi16((int16_t)(2 * ((qh0 >> 12) & 7) + 1));
+            const __m256i sc2 = _mm256_set1_epi16((int16_t)(2 * ((qh1 >> 12) & 7) + 1));
             for (int r = 0; r < nr; r++) {
                 const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;
                 const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * ib));
@@ -372,14 +505,15 @@ BMI void iq1_s_nr512(int n, const void *w, const char *a, size_t as, float *s, s
                 const __m256i p1 = _mm256_madd_epi16(mul_add_epi8(g1, y1), sc1);
                 const __m256i p2 = _mm256_madd_epi16(mul_add_epi8(g2, y2), sc2);
                 sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(p1, p2));
-                sumi1[r] += (y->bsums[2 * ib] + y->bsums[2 * ib + 1]) * d1 + (y->bsums[2 * ib + 2] + y->bsums[2 * ib + 3]) * d2;
             }
         }
         const float dx = _cvtsh_ss(x->d);
         for (int r = 0; r < nr; r++) {
-            const float d = ((const block_q8_K *)(a + r * as) + i)->d * dx;
+            const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;
+            const int sumi1 = hsum_i32_8x(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), lsd));
+            const float d = y->d * dx;
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-            acc1[r] = fmaf(d, (float)sumi1[r], acc1[r]);
+            acc1[r] = fmaf(d, (float)sumi1, acc1[r]);
         }
     }
     for (int r = 0; r < nr; r++) s[r * ss] = hsum8f(acc[r]) + IQ1S_DELTA * acc1[r];

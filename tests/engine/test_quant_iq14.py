@@ -19,13 +19,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.engine.ggml_ref import check_real_rows, ggml, lib, ours  # noqa: F401 (ggml: the fixture)
+from tests.engine.ggml_ref import check_real_rows, ffi, ggml, lib, ours  # noqa: F401 (ggml: the fixture)
 
 gguf = pytest.importorskip("gguf")
 from gguf import GGMLQuantizationType as T  # noqa: E402
 from gguf.constants import GGML_QUANT_SIZES  # noqa: E402
 
-ffi = __import__("colibri._engine", fromlist=["ffi"]).ffi
 
 TYPES = {"IQ1_S": T.IQ1_S, "IQ1_M": T.IQ1_M, "IQ4_NL": T.IQ4_NL, "IQ4_XS": T.IQ4_XS, "MXFP4": T.MXFP4}
 PARTNER = {T.IQ1_S: T.Q8_K, T.IQ1_M: T.Q8_K, T.IQ4_XS: T.Q8_K, T.IQ4_NL: T.Q8_0, T.MXFP4: T.Q8_0}
