@@ -113,19 +113,6 @@ def ggml():
     g.ggml_backend_free(g.backend)
 
 
-@pytest.fixture(scope="module")
-def ggml():
-    mod = llama_cpp()
-    g = Ggml(Path(mod.__file__).parent / "lib")
-    if not (g.ggml_cpu_has_avx512() and g.ggml_cpu_has_avx512_vnni()):
-        pytest.skip("the reference is not an AVX-512 VNNI build: its arithmetic is not the one mirrored")
-    if lib.colibri_kernel_set_isa(b"avx512") != 0:
-        pytest.skip("this CPU has no AVX-512")
-    lib.colibri_kernel_set_isa(b"auto")
-    yield g
-    g.ggml_backend_free(g.backend)
-
-
 def ours(wtype, w, n_in, n_out, x):
     y = np.empty((x.shape[0], n_out), np.float32)
     rc = lib.colibri_kernel_matmul(wtype, ffi.from_buffer(w), w.nbytes, n_in, n_out,
