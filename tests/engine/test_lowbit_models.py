@@ -58,9 +58,9 @@ def test_matches_llama_cpp(kind):
     """matches_llama_cpp's checks; where every type is mirrored, the same bits as
     llama.cpp when both split the prompt alike. (matches_llama_cpp runs ours in
     batches of 128 against llama.cpp's of 512, and llama.cpp's own logits depend
-    on that split: an expert given 7 rows of a batch adds up with its vec_dot,
-    given 8 with its tiled matmul. On the UD-like file that moves a few logits by
-    an ulp, in llama.cpp against itself as in ours against it.)"""
+    on that split, as the rows each expert gets decide its arithmetic (e.g. under
+    8 rows ggml's vec_dot, from 8 its tiled matmul). On the UD-like file that
+    moves a few logits by an ulp, in llama.cpp against itself as in ours against it.)"""
     path = fixture(kind)
     types = require_kernels(path)
     ours, theirs = matches_llama_cpp(path, POSITIONS, kind)
