@@ -106,6 +106,12 @@ static void build_tables(void) {
     set_mm(&t->type[GGML_TYPE_Q6_K], vec_dot_q6_K_q8_K_mm_avx2, 8, 1, QK_K, 1);
     t->type[GGML_TYPE_Q6_K].mm_id_min_rows = 8;
     t->type[GGML_TYPE_Q6_K].vec_dot_mm_16w = vec_dot_q6_K_q8_K_mm_16w_avx2;
+    /* Q2_K / Q3_K: ggml's AVX2 vec_dot (its AVX-512 build's too), tiled from 8 rows;
+     * an AVX2-only ggml does not repack Q2_K */
+    set_mm(&t->type[GGML_TYPE_Q2_K], vec_dot_q2_K_q8_K_tiled_avx2, 8, 1, QK_K, 1);
+    t->type[GGML_TYPE_Q2_K].mm_id_min_rows = 8;
+    set_mm(&t->type[GGML_TYPE_Q3_K], vec_dot_q3_K_q8_K_tiled_avx2, 8, 1, QK_K, 1);
+    t->type[GGML_TYPE_Q3_K].mm_id_min_rows = 8;
     set_q4_0_plain(t);
     t = &g_tables[2]; /* AVX2 + AVX-VNNI: the same bits, 256-bit dpbusd */
     *t = g_tables[1];
@@ -149,6 +155,23 @@ static void build_tables(void) {
      * stays as a spare); Q6_K: ggml's AVX2 vec_dot for one row, tiled for batches */
     set_mm(&t->type[GGML_TYPE_Q6_K], vec_dot_q6_K_q8_K_mm_avx512, 8, 1, QK_K, 1);
     t->type[GGML_TYPE_Q6_K].vec_dot_mm_16w = vec_dot_q6_K_q8_K_mm_16w_avx512;
+    /* Q2_K: repacked q2_K_8x8 when n_out % 8 == 0: its gemv for every row but whole
+     * groups of 4 (its gemm), also for experts (mul_mat_id runs the gemv on each
+     * row); as stored otherwise: the AVX2 table's vec_dot and tiled matmul */
+    t->unpacked[GGML_TYPE_Q2_K] = t->type[GGML_TYPE_Q2_K];
+    t->unpacked[GGML_TYPE_Q2_K].vec_dot = vec_dot_q2_K_q8_K_avx512;
+    t->unpacked[GGML_TYPE_Q2_K].vec_dot_mm_16w = vec_dot_q2_K_q8_K_tiled_16w_avx512;
+    t->type[GGML_TYPE_Q2_K].vec_dot = vec_dot_q2_K_q8_K_gemv_avx512;
+    set_mm(&t->type[GGML_TYPE_Q2_K], vec_dot_q2_K_q8_K_gemm_avx2, 4, 4, QK_K, 8);
+    t->type[GGML_TYPE_Q2_K].mm_id_min_rows = 0;
+    t->type[GGML_TYPE_Q2_K].vec_dot_mm_16w = vec_dot_q2_K_q8_K_gemm_16w_avx512;
+    /* Q3_K: ggml's AVX2 vec_dot for one row (two chunks per zmm here), tiled (16 rows at a time) for batches */
+    t->type[GGML_TYPE_Q3_K].vec_dot = vec_dot_q3_K_q8_K_avx512;
+    t->type[GGML_TYPE_Q2_K].vec_dot_2w = vec_dot_q2_K_q8_K_gemv_2w_avx512;
+    t->unpacked[GGML_TYPE_Q2_K].vec_dot_2w = vec_dot_q2_K_q8_K_2w_avx512;
+    t->type[GGML_TYPE_Q2_K].vec_dot_16w = vec_dot_q2_K_q8_K_gemv_16w_avx512;
+    t->unpacked[GGML_TYPE_Q2_K].vec_dot_16w = vec_dot_q2_K_q8_K_16w_avx512;
+    t->type[GGML_TYPE_Q3_K].vec_dot_mm_16w = vec_dot_q3_K_q8_K_tiled_16w_avx512;
 #endif
 #ifdef COLI_X86
     const int n_tables = COLI_ISA_COUNT;

@@ -586,7 +586,7 @@ static float dot1_q2_K(int n, const void *vw, const void *va) {
                 isum += d * isuml;
             }
         }
-        sumf += dall * isum - dmin * summs;
+        sumf += fmaf(dall, (float)isum, -(dmin * (float)summs)); /* ggml's build fuses the first product */
     }
     return sumf;
 }
@@ -613,7 +613,7 @@ static float dot1_q3_K(int n, const void *vw, const void *va) {
             for (int h = 0; h < 2; h++, q8 += 8, a += 8)
                 for (int l = 0; l < 8; l++) aux32[l] += (scales[j] - 32) * (int16_t)(q8[l] * a[l]);
         const float d = coli_fp16_to_fp32(x[i].d) * y[i].d;
-        for (int l = 0; l < 8; l++) sums[l] += d * aux32[l];
+        for (int l = 0; l < 8; l++) sums[l] = fmaf(d, (float)aux32[l], sums[l]); /* fused in ggml's build */
     }
     float sumf = 0;
     for (int l = 0; l < 8; l++) sumf += sums[l];

@@ -296,6 +296,12 @@ COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_plain_avx2); /* ggml_vec_dot_q4_K_q8_K (n
 COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_tiled_avx2); /* ggml's tiled matmul, Q4_K not repacked, 8+ rows */
 COLI_DECLARE_VEC_DOT(vec_dot_q5_K_q8_K_tiled_avx2); /* ggml's tiled matmul, 8+ rows */
 COLI_DECLARE_VEC_DOT(vec_dot_q6_K_q8_K_mm_avx2); /* tiled K-quant matmul */
+/* Q2_K / Q3_K (quant_avx2.c "Q2_K / Q3_K"): ggml's tiled matmul (8+ rows, weights as
+ * stored), and Q2_K repacked q2_K_8x8 on AVX-512 builds: its gemv (one row) and gemm (groups of 4) */
+COLI_DECLARE_VEC_DOT(vec_dot_q2_K_q8_K_tiled_avx2);
+COLI_DECLARE_VEC_DOT(vec_dot_q3_K_q8_K_tiled_avx2);
+COLI_DECLARE_VEC_DOT(vec_dot_q2_K_q8_K_gemv_avx2);
+COLI_DECLARE_VEC_DOT(vec_dot_q2_K_q8_K_gemm_avx2);
 void quantize_row_q8_0_avx2(const float *x, void *y, int64_t n);
 void quantize_row_q8_1_avx2(const float *x, void *y, int64_t n);
 void quantize_row_f16_avx2(const float *x, void *y, int64_t n);
@@ -342,6 +348,18 @@ COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_K_q8_K_mm_16w_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_q5_K_q8_K_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_q6_K_q8_K_mm_avx512);  /* tiled K-quant matmul */
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q6_K_q8_K_mm_16w_avx512);
+/* Q2_K / Q3_K for 16 weight rows (their sums in lanes): tiled, Q2_K's repacked gemm */
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q2_K_q8_K_tiled_16w_avx512);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q2_K_q8_K_gemm_16w_avx512);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q3_K_q8_K_tiled_16w_avx512);
+/* ... and one row at a time (ggml's AVX2 vec_dot / Q2_K's gemv arithmetic, two chunks per zmm) */
+COLI_DECLARE_VEC_DOT(vec_dot_q2_K_q8_K_avx512);
+COLI_DECLARE_VEC_DOT(vec_dot_q2_K_q8_K_gemv_avx512);
+COLI_DECLARE_VEC_DOT(vec_dot_q3_K_q8_K_avx512);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q2_K_q8_K_2w_avx512); /* the same, two weight rows a call */
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q2_K_q8_K_gemv_2w_avx512);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q2_K_q8_K_16w_avx512); /* ... sixteen */
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q2_K_q8_K_gemv_16w_avx512);
 #endif
 
 #endif

@@ -1108,12 +1108,177 @@ TGT void vec_dot_q6_K_q8_K_mm_avx2(int n, const void *w, const void *a, size_t a
     COLI_DISPATCH_NR(nr, q6_K_nr, n, w, (const char *)a, as, s, ss, 1);
 }
 
-/* Q2_K / Q3_K: no hand-written kernel yet; the scalar code compiled for AVX2. */
+/* ---- Q2_K / Q3_K ------------------------------------------------------------------------ */
+
+/* Q2_K and Q3_K as llama.cpp multiplies them on x86 (Q8_K activations):
+ *   vec_dot (ggml_vec_dot_q{2,3}_K_q8_K, AVX2; the AVX-512 build runs it too):
+ *       per super-block 8 int32 lanes, lane L holding the 4-byte groups 4L..4L+3
+ *       of each 32-byte quant vector times their 16-element sub-block's scale;
+ *       Q2_K: acc = fma(-dy * dmin, float(mins . bsums, 8 lanes), acc) first,
+ *       then acc = fma(dy * d, float(lanes), acc); Q3_K the latter only;
+ *       hsum_float_8 at the end;
+ *   tiled (its tiled K-quant matmul, batches of 8+ rows, weights not repacked):
+ *       the exact integer sums s1 = sum of scale * (q . y) (Q3_K: q biased by
+ *       4, the 4 * bsum taken out: the same integer), s2 = sum of min * bsum,
+ *       r = float(s1) * d - dmin * float(s2) (one fnmadd), acc = fma(r, dy, acc);
+ *   Q2_K repacked (q2_K_8x8, AVX-512 builds, n_out % 8 == 0): gemv (one row)
+ *       acc = fma(float(s1), d * dy, acc), accm = fma(float(s2), dmin * dy, accm)
+ *       per super-block, gemm (groups of 4 rows) the same per 128 elements
+ *       (8 sub-blocks), acc - accm at the end. */
+enum { LOWK_VEC_DOT, LOWK_TILED, LOWK_GEMV, LOWK_GEMM };
+
+/* ggml's get_scale_shuffle_q3k: 16-bit scale 2k to the low 128 bits, 2k + 1 to the high */
+INL __m256i q3k_scale_shuffle(int k) {
+    const char a = (char)(4 * k), b = (char)(4 * k + 1), c = (char)(4 * k + 2), d = (char)(4 * k + 3);
+    return _mm256_setr_epi8(a, b, a, b, a, b, a, b, a, b, a, b, a, b, a, b, c, d, c, d, c, d, c, d, c, d, c, d, c, d, c, d);
+}
+
+/* 16 signed 16-bit scales of a super-block -> the 8 vectors ggml multiplies
+ * the 32-byte product vector (j, k) with: sub-block 8j + 2k in the low
+ * 128 bits, 8j + 2k + 1 in the high */
+INL void lowk_scales(__m128i scales8, __m256i sc[8]) {
+    const __m256i all = _mm256_cvtepi8_epi16(scales8);
+    const __m128i l = _mm256_castsi256_si128(all), h = _mm256_extracti128_si256(all, 1);
+    const __m256i half[2] = {_mm256_inserti128_si256(_mm256_castsi128_si256(l), l, 1),
+                             _mm256_inserti128_si256(_mm256_castsi128_si256(h), h, 1)};
+    for (int j = 0; j < 2; j++)
+        for (int k = 0; k < 4; k++) sc[4 * j + k] = _mm256_shuffle_epi8(half[j], q3k_scale_shuffle(k));
+}
+
+/* int32 lanes 4j..4j+3 of v summed (the sub-blocks 8j..8j+7 of a 16-lane madd) */
+INL int hsum_i32_half(__m256i v, int j) {
+    __m128i x = j ? _mm256_extracti128_si256(v, 1) : _mm256_castsi256_si128(v);
+    x = _mm_add_epi32(x, _mm_unpackhi_epi64(x, x));
+    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(x);
+}
+
+#define LOWK_PREFETCH 2048 /* rows lie end to end: stream ahead of the hardware prefetcher's 4 KiB pages */
+
+INL void q2_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int mode, const int nr) {
+    const int nb = n / QK_K;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m128i m4 = _mm_set1_epi8(0xF);
+    __m256 acc[COLI_MAX_NR];
+    float acc1[COLI_MAX_NR], accm[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) { acc[r] = _mm256_setzero_ps(); acc1[r] = accm[r] = 0.0f; }
+    for (int i = 0; i < nb; i++) {
+        const block_q2_K *x = (const block_q2_K *)w + i;
+        _mm_prefetch((const char *)x + LOWK_PREFETCH, _MM_HINT_T0);
+        const float dx = h2f(x->d), dminx = h2f(x->dmin);
+        const __m128i mins_and_scales = _mm_loadu_si128((const __m128i *)x->scales);
+        const __m256i mins = _mm256_cvtepi8_epi16(_mm_and_si128(_mm_srli_epi16(mins_and_scales, 4), m4));
+        __m256i sc[8], q[8];
+        lowk_scales(_mm_and_si128(mins_and_scales, m4), sc);
+        for (int j = 0; j < 2; j++) {
+            const __m256i bits = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
+            for (int k = 0; k < 4; k++) q[4 * j + k] = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), m3);
+        }
+        for (int r = 0; r < nr; r++) {
+            const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
+            const __m256i prod = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)y->bsums));
+            if (mode == LOWK_VEC_DOT) acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-y->d * dminx), _mm256_cvtepi32_ps(prod), acc[r]);
+            __m256i half[2];
+            for (int j = 0; j < 2; j++) {
+                __m256i p[4];
+                for (int k = 0; k < 4; k++)
+                    p[k] = _mm256_madd_epi16(sc[4 * j + k], _mm256_maddubs_epi16(q[4 * j + k], _mm256_loadu_si256((const __m256i *)(y->qs + 128 * j + 32 * k))));
+                half[j] = _mm256_add_epi32(_mm256_add_epi32(p[0], p[1]), _mm256_add_epi32(p[2], p[3]));
+            }
+            const __m256i sumi = _mm256_add_epi32(half[0], half[1]);
+            if (mode == LOWK_VEC_DOT) {
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * dx), _mm256_cvtepi32_ps(sumi), acc[r]);
+            } else if (mode == LOWK_TILED) {
+                const float res = fmaf(-dminx, (float)hsum_i32_8(prod), (float)hsum_i32_8(sumi) * dx);
+                acc1[r] = fmaf(res, y->d, acc1[r]);
+            } else if (mode == LOWK_GEMV) {
+                acc1[r] = fmaf((float)hsum_i32_8(sumi), dx * y->d, acc1[r]);
+                accm[r] = fmaf((float)hsum_i32_8(prod), dminx * y->d, accm[r]);
+            } else {
+                const float dd = dx * y->d, dm = dminx * y->d;
+                for (int j = 0; j < 2; j++) {
+                    acc1[r] = fmaf((float)hsum_i32_8(half[j]), dd, acc1[r]);
+                    accm[r] = fmaf((float)hsum_i32_half(prod, j), dm, accm[r]);
+                }
+            }
+        }
+    }
+    for (int r = 0; r < nr; r++)
+        s[(size_t)r * ss] = mode == LOWK_VEC_DOT ? hsum_f32_8(acc[r]) : mode == LOWK_TILED ? acc1[r] : acc1[r] - accm[r];
+}
+
+/* The 16 Q3_K scales (6 bits, biased by 32), as ggml's AVX2 kernel unpacks them */
+INL __m128i q3_K_scales8(const uint8_t *packed) {
+    const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+    uint32_t aux[3];
+    memcpy(aux, packed, 12);
+    const __m128i s = _mm_set_epi32((int)(((aux[1] >> 4) & kmask2) | (((aux[2] >> 6) & kmask1) << 4)),
+                                    (int)(((aux[0] >> 4) & kmask2) | (((aux[2] >> 4) & kmask1) << 4)),
+                                    (int)((aux[1] & kmask2) | (((aux[2] >> 2) & kmask1) << 4)),
+                                    (int)((aux[0] & kmask2) | (((aux[2] >> 0) & kmask1) << 4)));
+    return _mm_sub_epi8(s, _mm_set1_epi8(32));
+}
+
+INL void q3_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int tiled, const int nr) {
+    const int nb = n / QK_K;
+    const __m256i m3 = _mm256_set1_epi8(3), mone = _mm256_set1_epi8(1);
+    __m256 acc[COLI_MAX_NR];
+    float acc1[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) { acc[r] = _mm256_setzero_ps(); acc1[r] = 0.0f; }
+    for (int i = 0; i < nb; i++) {
+        const block_q3_K *x = (const block_q3_K *)w + i;
+        _mm_prefetch((const char *)x + LOWK_PREFETCH, _MM_HINT_T0);
+        const float dx = h2f(x->d);
+        __m256i sc[8], ql[8], qh[8];
+        lowk_scales(q3_K_scales8(x->scales), sc);
+        const __m256i hbits = _mm256_loadu_si256((const __m256i *)x->hmask);
+        for (int j = 0; j < 2; j++) {
+            const __m256i bits = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
+            for (int k = 0; k < 4; k++) {
+                const int bit = 4 * j + k;
+                ql[4 * j + k] = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), m3);
+                /* 4 where the high bit is clear: the value is ql - 4 */
+                qh[4 * j + k] = _mm256_slli_epi16(_mm256_srli_epi16(_mm256_andnot_si256(hbits, _mm256_slli_epi16(mone, bit)), bit), 2);
+            }
+        }
+        for (int r = 0; r < nr; r++) {
+            const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
+            __m256i sumi = _mm256_setzero_si256();
+            for (int j = 0; j < 2; j++) {
+                __m256i p[4];
+                for (int k = 0; k < 4; k++) {
+                    const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y->qs + 128 * j + 32 * k));
+                    const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(ql[4 * j + k], q8), _mm256_maddubs_epi16(qh[4 * j + k], q8));
+                    p[k] = _mm256_madd_epi16(sc[4 * j + k], p16);
+                }
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_add_epi32(p[0], p[1]), _mm256_add_epi32(p[2], p[3])));
+            }
+            if (tiled)
+                acc1[r] = fmaf((float)hsum_i32_8(sumi) * dx, y->d, acc1[r]);
+            else
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * dx), _mm256_cvtepi32_ps(sumi), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) s[(size_t)r * ss] = tiled ? acc1[r] : hsum_f32_8(acc[r]);
+}
+
 TGT void vec_dot_q2_K_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    vec_dot_q2_K_q8_K_generic(n, w, a, as, s, ss, nr);
+    COLI_DISPATCH_NR(nr, q2_K_nr, n, w, (const char *)a, as, s, ss, LOWK_VEC_DOT);
+}
+TGT void vec_dot_q2_K_q8_K_tiled_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, q2_K_nr, n, w, (const char *)a, as, s, ss, LOWK_TILED);
+}
+TGT void vec_dot_q2_K_q8_K_gemv_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, q2_K_nr, n, w, (const char *)a, as, s, ss, LOWK_GEMV);
+}
+TGT void vec_dot_q2_K_q8_K_gemm_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, q2_K_nr, n, w, (const char *)a, as, s, ss, LOWK_GEMM);
 }
 TGT void vec_dot_q3_K_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    vec_dot_q3_K_q8_K_generic(n, w, a, as, s, ss, nr);
+    COLI_DISPATCH_NR(nr, q3_K_nr, n, w, (const char *)a, as, s, ss, 0);
+}
+TGT void vec_dot_q3_K_q8_K_tiled_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, q3_K_nr, n, w, (const char *)a, as, s, ss, 1);
 }
 
 #else

@@ -1255,6 +1255,348 @@ TGT void vec_dot_q6_K_q8_K_mm_16w_avx512(int n, const void *w, size_t wst, const
     q6_K_16w(n, w, wst, a, as, s, ss, nr);
 }
 
+/* ---- Q2_K / Q3_K: one weight row, two 32-byte chunks per zmm ---------------------------- */
+
+/* ggml's AVX2 Q2_K / Q3_K vec_dot (see quant_avx2.c) with each zmm holding two
+ * of its 32-byte product vectors: chunks (h, 2p) and (h, 2p + 1) of a
+ * super-block side by side, against the 64 activation bytes that follow each
+ * other; the two halves' int32 lanes added at the end of a super-block give
+ * ggml's 8 lanes, the same integers (exact sums), then ggml's float steps.
+ * Q2_K's repacked gemv takes the lanes' total instead (reduce). */
+#ifndef LOWK_PF_DIST
+#define LOWK_PF_DIST 2048 /* rows lie end to end: stream ahead of the hardware prefetcher's 4 KiB pages */
+#endif
+#define LOWK_PF(p) do { if (LOWK_PF_DIST) _mm_prefetch((p) + LOWK_PF_DIST, _MM_HINT_T0); } while (0)
+
+INL void lowk_z_consts(__m512i shift[2], __m512i sidx[4]) {
+    for (int p = 0; p < 2; p++) /* 16-bit shift counts: 4p in the low 256 bits, 4p + 2 in the high */
+        shift[p] = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * p)), _mm256_set1_epi16((short)(4 * p + 2)), 1);
+    for (int c = 0; c < 4; c++) { /* 16-bit lane i of zmm c: scale of sub-block 4c + i / 8 */
+        const __m256i lo = _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+        const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), _mm256_add_epi16(lo, _mm256_set1_epi16(2)), 1);
+        sidx[c] = _mm512_add_epi16(v, _mm512_set1_epi16((short)(4 * c)));
+    }
+}
+
+/* the 2-bit fields of a super-block's 64 bytes qs: zmm 2h + p = chunks (h, 2p) | (h, 2p + 1) */
+INL void lowk_z_codes(const uint8_t *qs, const __m512i shift[2], __m512i q[4]) {
+    const __m512i m3 = _mm512_set1_epi8(3);
+    for (int h = 0; h < 2; h++) {
+        const __m512i b = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * h)));
+        for (int p = 0; p < 2; p++) q[2 * h + p] = _mm512_and_si512(_mm512_srlv_epi16(b, shift[p]), m3);
+    }
+}
+
+INL __m256i fold_i32x16(__m512i z) { return _mm256_add_epi32(_mm512_castsi512_si256(z), _mm512_extracti64x4_epi64(z, 1)); }
+
+/* Q2_K: each 2-bit quant times its sub-block's 4-bit scale is at most 45, a
+ * byte: the scaled quants are looked up per 128-bit lane (pshufb of the
+ * lane's [0, s, 2s, 3s]) and dotted with the activation by dpbusd, whose
+ * int32 lanes are then exactly ggml's scale * (4-byte sums) (lane i of zmm c
+ * holds sub-block 4c + i). W (1..4) weight rows, wst bytes apart, against nr
+ * activation rows: s[r * ss + j] for weight row j (several rows: independent
+ * chains, the call and set-up shared). */
+INL void q2_K_z(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int gemv,
+                const int W, const int nr) {
+    const int nb = n / QK_K;
+    const __m128i m4 = _mm_set1_epi8(0xF);
+    __m512i shift[2], sidx[4], tidx[4];
+    lowk_z_consts(shift, sidx);
+    for (int c = 0; c < 4; c++) /* dword 0 of 128-bit lane i: the table of sub-block 4c + i */
+        tidx[c] = _mm512_add_epi32(_mm512_set1_epi32(4 * c), _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
+    __m256 acc[4][COLI_MAX_NR];
+    __m128 am[4][COLI_MAX_NR]; /* gemv: lane 0 acc, lane 1 accm (lanes 2, 3 unused) */
+    for (int j = 0; j < W; j++)
+        for (int r = 0; r < nr; r++) { acc[j][r] = _mm256_setzero_ps(); am[j][r] = _mm_setzero_ps(); }
+    for (int i = 0; i < nb; i++) {
+        __m512i q[4][4];
+        __m256i mins[4];
+        float dx[4], dminx[4];
+        __m128 dd2[4];
+        for (int j = 0; j < W; j++) {
+            const block_q2_K *x = (const block_q2_K *)(w + (size_t)j * wst) + i;
+            LOWK_PF((const char *)x);
+            dx[j] = h2f(x->d);
+            dminx[j] = h2f(x->dmin);
+            int32_t ddm;
+            memcpy(&ddm, &x->d, 4); /* d | dmin << 16 */
+            dd2[j] = _mm_cvtph_ps(_mm_cvtsi32_si128(ddm));
+            const __m128i ms = _mm_loadu_si128((const __m128i *)x->scales);
+            mins[j] = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(ms, 4), m4));
+            const __m512i tabs = _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(ms, m4)), _mm512_set1_epi32(0x03020100));
+            __m512i codes[4];
+            lowk_z_codes(x->qs, shift, codes);
+            for (int c = 0; c < 4; c++) q[j][c] = _mm512_shuffle_epi8(_mm512_permutexvar_epi32(tidx[c], tabs), codes[c]);
+        }
+        for (int r = 0; r < nr; r++) {
+            const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
+            const __m256i bsums = _mm256_loadu_si256((const __m256i *)y->bsums);
+            __m512i q8[4];
+            for (int c = 0; c < 4; c++) q8[c] = _mm512_loadu_si512(y->qs + 64 * c);
+            for (int j = 0; j < W; j++) {
+                const __m256i prod = _mm256_madd_epi16(mins[j], bsums);
+                if (!gemv) acc[j][r] = _mm256_fmadd_ps(_mm256_set1_ps(-y->d * dminx[j]), _mm256_cvtepi32_ps(prod), acc[j][r]);
+                __m512i z = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[j][0], q8[0]);
+                for (int c = 1; c < 4; c++) z = _mm512_dpbusd_epi32(z, q[j][c], q8[c]);
+                if (gemv) { /* [s1, s2] reduced together, then [acc, accm] = fma([s1, s2], [d, dmin] * dy, ...) */
+                    __m256i t = _mm256_hadd_epi32(fold_i32x16(z), prod);
+                    t = _mm256_hadd_epi32(t, t);
+                    const __m128i st = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+                    am[j][r] = _mm_fmadd_ps(_mm_cvtepi32_ps(st), _mm_mul_ps(dd2[j], _mm_set1_ps(y->d)), am[j][r]);
+                } else {
+                    acc[j][r] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * dx[j]), _mm256_cvtepi32_ps(fold_i32x16(z)), acc[j][r]);
+                }
+            }
+        }
+    }
+    for (int r = 0; r < nr; r++)
+        for (int j = 0; j < W; j++)
+            s[(size_t)r * ss + j] = gemv ? _mm_cvtss_f32(am[j][r]) - _mm_cvtss_f32(_mm_movehdup_ps(am[j][r])) : hsum8(acc[j][r]);
+}
+
+/* 16 weight rows, four at a time, against any number of activation rows */
+INL void q2_K_z16(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr, const int gemv) {
+    for (int r0 = 0; r0 < nr; r0 += COLI_MAX_NR) {
+        const int rn = nr - r0 < COLI_MAX_NR ? nr - r0 : COLI_MAX_NR;
+        for (int g = 0; g < 16; g += 4)
+            COLI_DISPATCH_NR(rn, q2_K_z, n, w + (size_t)g * wst, wst, a + (size_t)r0 * as, as, s + (size_t)r0 * ss + g, ss,
+                             gemv, 4);
+    }
+}
+
+/* The 16 Q3_K scales (6 bits, less 32), as ggml's AVX2 kernel unpacks them */
+INL __m128i q3_K_scales8_z(const uint8_t *packed) {
+    const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+    uint32_t aux[3];
+    memcpy(aux, packed, 12);
+    const __m128i s = _mm_set_epi32((int)(((aux[1] >> 4) & kmask2) | (((aux[2] >> 6) & kmask1) << 4)),
+                                    (int)(((aux[0] >> 4) & kmask2) | (((aux[2] >> 4) & kmask1) << 4)),
+                                    (int)((aux[1] & kmask2) | (((aux[2] >> 2) & kmask1) << 4)),
+                                    (int)((aux[0] & kmask2) | (((aux[2] >> 0) & kmask1) << 4)));
+    return _mm_sub_epi8(s, _mm_set1_epi8(32));
+}
+
+/* (W = 1 only in the table: two rows' 12 vectors each spill) */
+INL void q3_K_z(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int W,
+                const int nr) {
+    const int nb = n / QK_K;
+    __m512i shift[2], sidx[4], hsel[4];
+    lowk_z_consts(shift, sidx);
+    for (int c = 0; c < 4; c++) /* the hmask bit of chunk (h, l) is 4h + l: zmm 2h + p holds l = 2p, 2p + 1 */
+        hsel[c] = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * c))), _mm256_set1_epi8((char)(1 << (2 * c + 1))), 1);
+    __m256 acc[2][COLI_MAX_NR];
+    for (int j = 0; j < W; j++)
+        for (int r = 0; r < nr; r++) acc[j][r] = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        __m512i ql[2][4], qh[2][4], sc[2][4];
+        float dx[2];
+        for (int j = 0; j < W; j++) {
+            const block_q3_K *x = (const block_q3_K *)(w + (size_t)j * wst) + i;
+            LOWK_PF((const char *)x);
+            dx[j] = h2f(x->d);
+            const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(q3_K_scales8_z(x->scales)));
+            const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x->hmask));
+            lowk_z_codes(x->qs, shift, ql[j]);
+            for (int c = 0; c < 4; c++) {
+                sc[j][c] = _mm512_permutexvar_epi16(sidx[c], sc16);
+                /* 4 where the high bit is clear: the value is ql - 4 */
+                qh[j][c] = _mm512_maskz_mov_epi8(_mm512_testn_epi8_mask(hb, hsel[c]), _mm512_set1_epi8(4));
+            }
+        }
+        for (int r = 0; r < nr; r++) {
+            const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
+            __m512i q8[4];
+            for (int c = 0; c < 4; c++) q8[c] = _mm512_loadu_si512(y->qs + 64 * c);
+            for (int j = 0; j < W; j++) {
+                __m512i z = _mm512_setzero_si512();
+                for (int c = 0; c < 4; c++) {
+                    const __m512i p16 = _mm512_sub_epi16(_mm512_maddubs_epi16(ql[j][c], q8[c]), _mm512_maddubs_epi16(qh[j][c], q8[c]));
+                    z = _mm512_add_epi32(z, _mm512_madd_epi16(sc[j][c], p16));
+                }
+                acc[j][r] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * dx[j]), _mm256_cvtepi32_ps(fold_i32x16(z)), acc[j][r]);
+            }
+        }
+    }
+    for (int r = 0; r < nr; r++)
+        for (int j = 0; j < W; j++) s[(size_t)r * ss + j] = hsum8(acc[j][r]);
+}
+
+TGT void vec_dot_q2_K_q8_K_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, q2_K_z, n, (const char *)w, 0, (const char *)a, as, s, ss, 0, 1);
+}
+TGT void vec_dot_q2_K_q8_K_gemv_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, q2_K_z, n, (const char *)w, 0, (const char *)a, as, s, ss, 1, 1);
+}
+TGT void vec_dot_q3_K_q8_K_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, q3_K_z, n, (const char *)w, 0, (const char *)a, as, s, ss, 1);
+}
+TGT void vec_dot_q2_K_q8_K_2w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                     int nr) {
+    COLI_DISPATCH_NR(nr, q2_K_z, n, (const char *)w, wst, (const char *)a, as, s, ss, 0, 2);
+}
+TGT void vec_dot_q2_K_q8_K_gemv_2w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                          size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, q2_K_z, n, (const char *)w, wst, (const char *)a, as, s, ss, 1, 2);
+}
+TGT void vec_dot_q2_K_q8_K_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                      int nr) {
+    q2_K_z16(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 0);
+}
+TGT void vec_dot_q2_K_q8_K_gemv_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                           size_t ss, int nr) {
+    q2_K_z16(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 1);
+}
+
+/* ---- Q2_K / Q3_K: 16 weight rows, one per lane ----------------------------------------- */
+
+/* The arithmetic of quant_avx2.c's Q2_K / Q3_K kernels whose float steps take
+ * a super-block's (or half super-block's) whole integer sums in batches:
+ * ggml's tiled matmul (Q2_K, Q3_K), Q2_K's repacked gemm (see quant_avx2.c). As
+ * q6_K_16w: the 16 rows' 2-bit quants transposed (lane r: row r), the 3-bit
+ * codes of Q3_K as q + 4 * hbit (the value plus 4), each 16-element sub-block
+ * an exact dpbusd sum against the activation's bytes (Q3_K: less 4 * its
+ * bsum), times the row's scale; Q2_K's mins against the bsums by pairs
+ * (madd). Then the float steps of the mode, lane by lane. */
+enum { LOWK16_TILED, LOWK16_GEMM };
+#define LOWK_ROWS 64 /* activation rows per pass over a 16-row weight tile */
+
+INL void lowk_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
+                  const int three, const int mode) {
+    const int nb = n / QK_K;
+    const size_t bsize = three ? sizeof(block_q3_K) : sizeof(block_q2_K);
+    const size_t qs_off = three ? offsetof(block_q3_K, qs) : offsetof(block_q2_K, qs);
+    const __m512i m3 = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1), mf = _mm512_set1_epi32(0xF);
+    const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)wst));
+    const int pf_lines = (int)((16 * wst + 63) / 64);
+    __m512i cq[64]; /* [h][j][l]: codes of elements 128h + 32l + 4j .. +3 of the 16 rows */
+    float acc[LOWK_ROWS][2][16];
+    for (int r0 = 0; r0 < nr; r0 += LOWK_ROWS) {
+        const int rn = nr - r0 < LOWK_ROWS ? nr - r0 : LOWK_ROWS;
+        memset(acc, 0, (size_t)rn * sizeof acc[0]);
+        for (int i = 0; i < nb; i++) {
+            const char *base = w + (size_t)i * bsize;
+            if (r0 == 0) /* the next tile, spread over the super-blocks */
+                for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++)
+                    _mm_prefetch(w + 16 * wst + 64 * (size_t)l, _MM_HINT_T0);
+            __m512 dx, dmx = _mm512_setzero_ps();
+            __m512i sc[16], mnp[8];
+            if (three) {
+                /* bytes 106..109: scales[10], scales[11], d */
+                dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(
+                    _mm512_i32gather_epi32(off, base + offsetof(block_q3_K, d) - 2, 1), 16)));
+                const __m512i kmask1 = _mm512_set1_epi32(0x03030303), kmask2 = _mm512_set1_epi32(0x0f0f0f0f);
+                const __m512i a0 = _mm512_i32gather_epi32(off, base + offsetof(block_q3_K, scales), 1);
+                const __m512i a1 = _mm512_i32gather_epi32(off, base + offsetof(block_q3_K, scales) + 4, 1);
+                const __m512i a2 = _mm512_i32gather_epi32(off, base + offsetof(block_q3_K, scales) + 8, 1);
+                __m512i u[4]; /* q3_K_scales8's words, in lanes */
+                u[0] = _mm512_or_si512(_mm512_and_si512(a0, kmask2), _mm512_slli_epi32(_mm512_and_si512(a2, kmask1), 4));
+                u[1] = _mm512_or_si512(_mm512_and_si512(a1, kmask2), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a2, 2), kmask1), 4));
+                u[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(a0, 4), kmask2), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a2, 4), kmask1), 4));
+                u[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(a1, 4), kmask2), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a2, 6), kmask1), 4));
+                for (int k = 0; k < 4; k++)
+                    for (int b = 0; b < 4; b++)
+                        sc[4 * k + b] = _mm512_sub_epi32(_mm512_and_si512(_mm512_srli_epi32(u[k], 8 * b), _mm512_set1_epi32(0x3F)),
+                                                         _mm512_set1_epi32(32));
+            } else {
+                const __m512i dd = _mm512_i32gather_epi32(off, base + offsetof(block_q2_K, d), 1); /* d | dmin << 16 */
+                dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+                dmx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+                __m512i mn[16];
+                for (int k = 0; k < 4; k++) {
+                    const __m512i wd = _mm512_i32gather_epi32(off, base + offsetof(block_q2_K, scales) + 4 * k, 1);
+                    for (int b = 0; b < 4; b++) {
+                        sc[4 * k + b] = _mm512_and_si512(_mm512_srli_epi32(wd, 8 * b), mf);
+                        mn[4 * k + b] = _mm512_and_si512(_mm512_srli_epi32(wd, 8 * b + 4), mf);
+                    }
+                }
+                for (int t = 0; t < 8; t++) mnp[t] = _mm512_or_si512(mn[2 * t], _mm512_slli_epi32(mn[2 * t + 1], 16));
+            }
+            __m512i q[16], hq[16];
+            for (int r = 0; r < 16; r++) q[r] = _mm512_loadu_si512(base + (size_t)r * wst + qs_off);
+            transpose16(q); /* word 8h + j: qs[32h + 4j .. +3] */
+            if (three) {
+                for (int r = 0; r < 16; r++)
+                    hq[r] = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(base + (size_t)r * wst)));
+                transpose16(hq); /* words 0..7: hmask[4j .. +3] */
+            }
+            for (int h = 0; h < 2; h++)
+                for (int j = 0; j < 8; j++)
+                    for (int l = 0; l < 4; l++) {
+                        __m512i c = _mm512_and_si512(_mm512_srli_epi16(q[8 * h + j], 2 * l), m3);
+                        if (three)
+                            c = _mm512_or_si512(c, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hq[j], 4 * h + l), one), 2));
+                        cq[32 * h + 4 * j + l] = c;
+                    }
+            for (int r = 0; r < rn; r++) {
+                const block_q8_K *y = (const block_q8_K *)(a + (size_t)(r0 + r) * as) + i;
+                __m512i isum[2], imin[2];
+                for (int h = 0; h < 2; h++) {
+                    isum[h] = _mm512_setzero_si512();
+                    for (int l = 0; l < 4; l++) {
+                        /* sub-blocks 8h + 2l (j < 4) and 8h + 2l + 1 (j >= 4) */
+                        __m512i d0 = _mm512_setzero_si512(), d1 = _mm512_setzero_si512();
+                        for (int j = 0; j < 8; j++) {
+                            int32_t q8;
+                            memcpy(&q8, y->qs + 128 * h + 32 * l + 4 * j, 4);
+                            if (j < 4) d0 = _mm512_dpbusd_epi32(d0, cq[32 * h + 4 * j + l], _mm512_set1_epi32(q8));
+                            else d1 = _mm512_dpbusd_epi32(d1, cq[32 * h + 4 * j + l], _mm512_set1_epi32(q8));
+                        }
+                        const int sb = 8 * h + 2 * l;
+                        if (three) {
+                            d0 = _mm512_sub_epi32(d0, _mm512_set1_epi32(4 * y->bsums[sb]));
+                            d1 = _mm512_sub_epi32(d1, _mm512_set1_epi32(4 * y->bsums[sb + 1]));
+                        }
+                        isum[h] = _mm512_add_epi32(isum[h], _mm512_add_epi32(_mm512_mullo_epi32(d0, sc[sb]), _mm512_mullo_epi32(d1, sc[sb + 1])));
+                    }
+                    imin[h] = _mm512_setzero_si512();
+                    if (!three)
+                        for (int t = 4 * h; t < 4 * h + 4; t++) {
+                            const uint32_t bp = (uint32_t)(uint16_t)y->bsums[2 * t] | (uint32_t)(uint16_t)y->bsums[2 * t + 1] << 16;
+                            imin[h] = _mm512_add_epi32(imin[h], _mm512_madd_epi16(mnp[t], _mm512_set1_epi32((int)bp)));
+                        }
+                }
+                const __m512 dy = _mm512_set1_ps(y->d);
+                __m512 fa = _mm512_loadu_ps(acc[r][0]);
+                if (mode == LOWK16_TILED) {
+                    __m512 res = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(isum[0], isum[1])), dx);
+                    if (!three) res = _mm512_fnmadd_ps(dmx, _mm512_cvtepi32_ps(_mm512_add_epi32(imin[0], imin[1])), res);
+                    fa = _mm512_fmadd_ps(res, dy, fa);
+                } else {
+                    __m512 fm = _mm512_loadu_ps(acc[r][1]);
+                    const __m512 dd = _mm512_mul_ps(dx, dy), dm = _mm512_mul_ps(dmx, dy);
+                    for (int h = 0; h < 2; h++) {
+                        fa = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[h]), dd, fa);
+                        fm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin[h]), dm, fm);
+                    }
+                    _mm512_storeu_ps(acc[r][1], fm);
+                }
+                _mm512_storeu_ps(acc[r][0], fa);
+            }
+        }
+        for (int r = 0; r < rn; r++) {
+            float out[16];
+            __m512 v = _mm512_loadu_ps(acc[r][0]);
+            if (mode != LOWK16_TILED) v = _mm512_sub_ps(v, _mm512_loadu_ps(acc[r][1]));
+            _mm512_storeu_ps(out, v);
+            memcpy(s + (size_t)(r0 + r) * ss, out, sizeof out);
+        }
+    }
+}
+
+TGT void vec_dot_q2_K_q8_K_tiled_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                            size_t ss, int nr) {
+    lowk_16w(n, w, wst, a, as, s, ss, nr, 0, LOWK16_TILED);
+}
+TGT void vec_dot_q2_K_q8_K_gemm_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                           size_t ss, int nr) {
+    lowk_16w(n, w, wst, a, as, s, ss, nr, 0, LOWK16_GEMM);
+}
+TGT void vec_dot_q3_K_q8_K_tiled_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                            size_t ss, int nr) {
+    lowk_16w(n, w, wst, a, as, s, ss, nr, 1, LOWK16_TILED);
+}
+
 #else
 typedef int coli_quant_avx512_unused;
 #endif

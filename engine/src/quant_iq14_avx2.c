@@ -1,0 +1,404 @@
+/* quant_iq14_avx2.c — AVX2 + FMA + F16C kernels for IQ1_S, IQ1_M, IQ4_NL,
+ * IQ4_XS and MXFP4 (target attributes per function; called only after
+ * coli_cpu_can_avx2()).
+ *
+ * Each kernel takes 1..COLI_MAX_NR activation rows against one weight row,
+ * decodes the weight once and runs, for every activation row, the floats of
+ * the llama.cpp path it mirrors (quant_iq14.h):
+ *   one row    ggml_vec_dot_<t>_<partner> of ggml-cpu/arch/x86/quants.c: its
+ *              8 int32 lanes (elements 4k..4k+3 of each block of 32) are the
+ *              same integers here, and its float steps are taken in its order
+ *              (its scalar `x += a * b` fused, as GCC builds it);
+ *   tiled      ggml's tiled matmul: the exact integer sum of a super-block,
+ *              acc = fma(float(isum) * d, dy, acc);
+ *   repacked   the iq4_nl_8x8 / mxfp4_8x8 gemv and gemm: acc = fma(float(isum), dw * dy, acc) per block;
+ *   tinyBLAS   llamafile's tinyBLAS_Q0_AVX: the 8 lanes as the one-row kernel, one accumulator.
+ * Integer sums are exact (the same integers however they are formed). */
+#include "quant_iq14.h"
+
+#ifdef COLI_X86
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "iq_grids.h"
+
+#define TGT __attribute__((target("avx2,fma,f16c")))
+#define INL static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+
+#include "quant_avx2_inl.h"
+
+/* the 8 int32 lanes of sum(w * y) over 32 int8 pairs, w in [-127, 127]: ggml's mul_add_epi8 then madd by 1 */
+INL __m256i lanes_i8(__m256i w, __m256i y) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(y, w)), _mm256_set1_epi16(1));
+}
+
+/* 32 codebook bytes of a 4-bit block: elements 0..15 from the low nibbles, 16..31 from the high */
+INL __m256i nl_bytes(const uint8_t *qs, __m128i lut) {
+    const __m128i q = _mm_loadu_si128((const __m128i *)qs), m4 = _mm_set1_epi8(0x0f);
+    return _mm256_set_m128i(_mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(q, 4), m4)),
+                            _mm_shuffle_epi8(lut, _mm_and_si128(q, m4)));
+}
+
+/* ---- IQ4_NL / MXFP4 against Q8_0 -------------------------------------------------------- */
+
+enum { NL_IQ4 = 0, NL_MXFP4 = 1 };
+enum { NL_VEC_DOT = 0, NL_REPACKED = 1, NL_TINYBLAS = 2 };
+
+INL const uint8_t *nl_qs(const void *w, int ib, const int kind) {
+    return kind == NL_IQ4 ? ((const block_iq4_nl *)w)[ib].qs : ((const block_mxfp4 *)w)[ib].qs;
+}
+INL float nl_d(const void *w, int ib, const int kind) {
+    return kind == NL_IQ4 ? h2f(((const block_iq4_nl *)w)[ib].d) : coli_e8m0_to_fp32_half(((const block_mxfp4 *)w)[ib].e);
+}
+
+/* mode NL_VEC_DOT: ggml_vec_dot_{iq4_nl,mxfp4}_q8_0 — blocks in pairs into
+ * two accumulators (even, odd), fma(dy * dx, lanes), then the hsum of their
+ * sum, then an odd last block as sumf = fma(float(isum), d, sumf).
+ * NL_TINYBLAS: one accumulator over every block, hsum. NL_REPACKED: per block
+ * acc = fma(float(isum), dw * dy, acc). */
+INL void nl_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int kind, const int mode,
+               const int nr) {
+    const int nb = n / QK8_0;
+    const __m128i lut = _mm_loadu_si128((const __m128i *)(kind == NL_IQ4 ? coli_kvalues_iq4nl : coli_kvalues_mxfp4));
+    __m256 acc1[COLI_MAX_NR], acc2[COLI_MAX_NR];
+    float accs[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) {
+        acc1[r] = acc2[r] = _mm256_setzero_ps();
+        accs[r] = 0.0f;
+    }
+    int ib = 0;
+    if (mode == NL_VEC_DOT) {
+        for (; ib + 1 < nb; ib += 2) {
+            const __m256i w1 = nl_bytes(nl_qs(w, ib, kind), lut), w2 = nl_bytes(nl_qs(w, ib + 1, kind), lut);
+            const float dx1 = nl_d(w, ib, kind), dx2 = nl_d(w, ib + 1, kind);
+            for (int r = 0; r < nr; r++) {
+                const block_q8_0 *y = (const block_q8_0 *)(a + r * as) + ib;
+                const __m256i p1 = lanes_i8(w1, _mm256_loadu_si256((const __m256i *)y[0].qs));
+                const __m256i p2 = lanes_i8(w2, _mm256_loadu_si256((const __m256i *)y[1].qs));
+                acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(y[0].d) * dx1), _mm256_cvtepi32_ps(p1), acc1[r]);
+                acc2[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(y[1].d) * dx2), _mm256_cvtepi32_ps(p2), acc2[r]);
+            }
+        }
+        for (int r = 0; r < nr; r++) accs[r] = hsum_f32_8(_mm256_add_ps(acc1[r], acc2[r]));
+    }
+    for (; ib < nb; ib++) {
+        const __m256i wb = nl_bytes(nl_qs(w, ib, kind), lut);
+        const float dx = nl_d(w, ib, kind);
+        for (int r = 0; r < nr; r++) {
+            const block_q8_0 *y = (const block_q8_0 *)(a + r * as) + ib;
+            const __m256i p = lanes_i8(wb, _mm256_loadu_si256((const __m256i *)y->qs));
+            if (mode == NL_TINYBLAS)
+                acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(dx * h2f(y->d)), _mm256_cvtepi32_ps(p), acc1[r]);
+            else if (mode == NL_REPACKED)
+                accs[r] = fmaf((float)hsum_i32_8(p), dx * h2f(y->d), accs[r]);
+            else
+                accs[r] = fmaf((float)hsum_i32_8(p), h2f(y->d) * dx, accs[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) s[r * ss] = mode == NL_TINYBLAS ? hsum_f32_8(acc1[r]) : accs[r];
+}
+
+TGT void vec_dot_iq4_nl_q8_0_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, nl_nr, n, w, (const char *)a, as, s, ss, NL_IQ4, NL_VEC_DOT);
+}
+TGT void vec_dot_mxfp4_q8_0_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, nl_nr, n, w, (const char *)a, as, s, ss, NL_MXFP4, NL_VEC_DOT);
+}
+TGT void vec_dot_iq4_nl_q8_0_repacked_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, nl_nr, n, w, (const char *)a, as, s, ss, NL_IQ4, NL_REPACKED);
+}
+TGT void vec_dot_mxfp4_q8_0_repacked_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, nl_nr, n, w, (const char *)a, as, s, ss, NL_MXFP4, NL_REPACKED);
+}
+TGT void vec_dot_iq4_nl_q8_0_tinyblas_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, nl_nr, n, w, (const char *)a, as, s, ss, NL_IQ4, NL_TINYBLAS);
+}
+
+/* The repacked arithmetic for 16 weight rows, 8 per ymm (lane j = weight row
+ * j of the group, as ggml's 8x8 layout has them): a block's 16 nibble bytes of
+ * 8 rows transposed in registers (row j's dword k -> lane j of q[k]), each
+ * nibble through the codebook, times the activation's 4 bytes broadcast
+ * (sign trick, pairs by maddubs, then madd: exact), so each lane ends on its
+ * row's integer sum of the block; acc = fma(float(isum), dw * dy, acc). */
+INL void nl_transpose8x4(const char *b, size_t wst, __m256i q[4]) {
+    __m256i A[4];
+    for (int t = 0; t < 4; t++) /* lane g of A[t]: the 16 bytes of row 4g + t */
+        A[t] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(b + (size_t)t * wst))),
+                                       _mm_loadu_si128((const __m128i *)(b + (size_t)(t + 4) * wst)), 1);
+    const __m256i t0 = _mm256_unpacklo_epi32(A[0], A[1]), t1 = _mm256_unpackhi_epi32(A[0], A[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(A[2], A[3]), t3 = _mm256_unpackhi_epi32(A[2], A[3]);
+    q[0] = _mm256_unpacklo_epi64(t0, t2); /* half g: rows 4g..4g+3 */
+    q[1] = _mm256_unpackhi_epi64(t0, t2);
+    q[2] = _mm256_unpacklo_epi64(t1, t3);
+    q[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+/* the block scales of 8 rows (w: the block of row 0, rows wst apart) */
+INL __m256 nl_scales8(const char *w, size_t wst, const int kind) {
+    if (kind == NL_IQ4) {
+        coli_half h[8];
+        for (int j = 0; j < 8; j++) memcpy(&h[j], w + (size_t)j * wst, 2);
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+    }
+    /* E8M0 -> 2^(e - 128): (e - 1) << 23, the denormals for e < 2 */
+    const __m256i e = _mm256_setr_epi32((uint8_t)w[0], (uint8_t)w[wst], (uint8_t)w[2 * wst], (uint8_t)w[3 * wst],
+                                        (uint8_t)w[4 * wst], (uint8_t)w[5 * wst], (uint8_t)w[6 * wst], (uint8_t)w[7 * wst]);
+    const __m256i norm = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i den = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(norm, den, small));
+}
+
+/* 8 weight rows against nr (<= COLI_MAX_NR) activation rows; s[r * ss + j] */
+INL void nl_8w(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int kind,
+               const int nr) {
+    const size_t bsz = kind == NL_IQ4 ? sizeof(block_iq4_nl) : sizeof(block_mxfp4);
+    const size_t qoff = kind == NL_IQ4 ? offsetof(block_iq4_nl, qs) : offsetof(block_mxfp4, qs);
+    const __m256i lut = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128((const __m128i *)(kind == NL_IQ4 ? coli_kvalues_iq4nl : coli_kvalues_mxfp4)));
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    __m256 acc[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+    for (int ib = 0; ib < nb; ib++) {
+        const char *b = w + (size_t)ib * bsz;
+        const __m256 dw = nl_scales8(b, wst, kind);
+        __m256i q[4], lo[4], hi[4], alo[4], ahi[4];
+        nl_transpose8x4(b + qoff, wst, q);
+        for (int k = 0; k < 4; k++) {
+            lo[k] = _mm256_shuffle_epi8(lut, _mm256_and_si256(q[k], m4));
+            hi[k] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(q[k], 4), m4));
+            alo[k] = _mm256_sign_epi8(lo[k], lo[k]);
+            ahi[k] = _mm256_sign_epi8(hi[k], hi[k]);
+        }
+        for (int r = 0; r < nr; r++) {
+            const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)r * as) + ib;
+            __m256i isum = _mm256_setzero_si256();
+            for (int k = 0; k < 4; k++) {
+                int yl, yh;
+                memcpy(&yl, y->qs + 4 * k, 4);
+                memcpy(&yh, y->qs + 16 + 4 * k, 4);
+                const __m256i pl = _mm256_maddubs_epi16(alo[k], _mm256_sign_epi8(_mm256_set1_epi32(yl), lo[k]));
+                const __m256i ph = _mm256_maddubs_epi16(ahi[k], _mm256_sign_epi8(_mm256_set1_epi32(yh), hi[k]));
+                isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(pl, ones), _mm256_madd_epi16(ph, ones)));
+            }
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(h2f(y->d))), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) _mm256_storeu_ps(s + (size_t)r * ss, acc[r]);
+}
+
+INL void nl_16w(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss, int nr, const int kind) {
+    for (int r0 = 0; r0 < nr; r0 += COLI_MAX_NR) {
+        const int rn = nr - r0 < COLI_MAX_NR ? nr - r0 : COLI_MAX_NR;
+        for (int g = 0; g < 16; g += 8)
+            COLI_DISPATCH_NR(rn, nl_8w, n / QK8_0, (const char *)w + (size_t)g * wst, wst,
+                             (const char *)a + (size_t)r0 * as, as, s + (size_t)r0 * ss + g, ss, kind);
+    }
+}
+
+TGT void vec_dot_iq4_nl_q8_0_repacked_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                               size_t ss, int nr) {
+    nl_16w(n, w, wst, a, as, s, ss, nr, NL_IQ4);
+}
+TGT void vec_dot_mxfp4_q8_0_repacked_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                              size_t ss, int nr) {
+    nl_16w(n, w, wst, a, as, s, ss, nr, NL_MXFP4);
+}
+
+/* ---- IQ4_XS against Q8_K ------------------------------------------------------------------ */
+
+/* Per super-block, block pair (ib, ib + 1): the codebook bytes times the
+ * activation, pairs by maddubs, then madd by the block's scale ls - 32: ggml's
+ * 8 lanes. One row: acc = fma(dx * dy, float(lanes), acc), hsum at the end;
+ * tiled: the lanes' sum isum, acc = fma(float(isum) * dx, dy, acc). */
+INL void iq4_xs_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int tiled, const int nr) {
+    const int nb = n / QK_K;
+    const __m128i lut = _mm_loadu_si128((const __m128i *)coli_kvalues_iq4nl);
+    __m256 acc[COLI_MAX_NR];
+    float acc1[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) {
+        acc[r] = _mm256_setzero_ps();
+        acc1[r] = 0.0f;
+    }
+    for (int i = 0; i < nb; i++) {
+        const block_iq4_xs *x = (const block_iq4_xs *)w + i;
+        _mm_prefetch((const char *)x + 2048, _MM_HINT_T0);
+        _mm_prefetch((const char *)x + 2048 + 64, _MM_HINT_T0);
+        __m256i sumi[COLI_MAX_NR];
+        for (int r = 0; r < nr; r++) sumi[r] = _mm256_setzero_si256();
+        uint16_t sh = x->scales_h;
+        for (int ib = 0; ib < QK_K / 32; ib += 2) {
+            const __m256i w1 = nl_bytes(x->qs + 16 * ib, lut), w2 = nl_bytes(x->qs + 16 * ib + 16, lut);
+            const __m256i aw1 = _mm256_sign_epi8(w1, w1), aw2 = _mm256_sign_epi8(w2, w2);
+            const int16_t ls1 = (int16_t)(((x->scales_l[ib / 2] & 0xf) | ((sh << 4) & 0x30)) - 32);
+            const int16_t ls2 = (int16_t)(((x->scales_l[ib / 2] >> 4) | ((sh << 2) & 0x30)) - 32);
+            sh >>= 4;
+            const __m256i sc1 = _mm256_set1_epi16(ls1), sc2 = _mm256_set1_epi16(ls2);
+            for (int r = 0; r < nr; r++) {
+                const int8_t *q8 = ((const block_q8_K *)(a + r * as) + i)->qs + 32 * ib;
+                const __m256i p1 = _mm256_maddubs_epi16(aw1, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)q8), w1));
+                const __m256i p2 = _mm256_maddubs_epi16(aw2, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(q8 + 32)), w2));
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(_mm256_madd_epi16(p1, sc1), _mm256_madd_epi16(p2, sc2)));
+            }
+        }
+        const float dx = h2f(x->d);
+        for (int r = 0; r < nr; r++) {
+            const float dy = ((const block_q8_K *)(a + r * as) + i)->d;
+            if (tiled)
+                acc1[r] = fmaf((float)hsum_i32_8(sumi[r]) * dx, dy, acc1[r]);
+            else
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dx * dy), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) s[r * ss] = tiled ? acc1[r] : hsum_f32_8(acc[r]);
+}
+
+TGT void vec_dot_iq4_xs_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, iq4_xs_nr, n, w, (const char *)a, as, s, ss, 0);
+}
+TGT void vec_dot_iq4_xs_q8_K_tiled_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, iq4_xs_nr, n, w, (const char *)a, as, s, ss, 1);
+}
+
+/* ---- IQ1_S / IQ1_M against Q8_K -------------------------------------------------------------- */
+
+/* 32 grid values (-1/0/+1 bytes) of 4 groups of 8 */
+INL __m256i grid4(int i0, int i1, int i2, int i3) {
+    return _mm256_set_epi64x((long long)coli_iq1s_grid[i3], (long long)coli_iq1s_grid[i2], (long long)coli_iq1s_grid[i1],
+                             (long long)coli_iq1s_grid[i0]);
+}
+
+/* IQ1_S. Lanes: sum over blocks of ls * (grid . q8) per 4 elements (ggml's
+ * sumi), and one integer sumi1 = sum of ls * delta * (the block's two bsums).
+ * One row (ggml_vec_dot_iq1_s_q8_K): d = dy * dx, acc = fma(d, float(lanes),
+ * acc), accum1 = fma(d, float(sumi1), accum1); result hsum(acc) + accum1 / 8.
+ * Tiled: isum = 8 * sum(lanes) + sumi1 (the codes 8 * grid + delta),
+ * acc = fma(float(isum) * (dx / 8), dy, acc). */
+INL void iq1_s_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int tiled, const int nr) {
+    const int nb = n / QK_K;
+    __m256 acc[COLI_MAX_NR];
+    float acc1[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) {
+        acc[r] = _mm256_setzero_ps();
+        acc1[r] = 0.0f;
+    }
+    for (int i = 0; i < nb; i++) {
+        const block_iq1_s *x = (const block_iq1_s *)w + i;
+        _mm_prefetch((const char *)x + 1024, _MM_HINT_T0);
+        __m256i sumi[COLI_MAX_NR];
+        int sumi1[COLI_MAX_NR];
+        for (int r = 0; r < nr; r++) {
+            sumi[r] = _mm256_setzero_si256();
+            sumi1[r] = 0;
+        }
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const uint16_t qh = x->qh[ib];
+            const uint8_t *qs = x->qs + 4 * ib;
+            const __m256i g = grid4(qs[0] | ((qh << 8) & 0x700), qs[1] | ((qh << 5) & 0x700), qs[2] | ((qh << 2) & 0x700),
+                                    qs[3] | ((qh >> 1) & 0x700));
+            const __m256i ag = _mm256_sign_epi8(g, g);
+            const int ls = 2 * ((qh >> 12) & 7) + 1;
+            const int neg = -(qh >> 15); /* 0 or -1: ls * delta without a branch */
+            const int lsd = (ls ^ neg) - neg;
+            const __m256i sc = _mm256_set1_epi16((int16_t)ls);
+            for (int r = 0; r < nr; r++) {
+                const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;
+                const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * ib));
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(ag, _mm256_sign_epi8(q8, g)), sc));
+                sumi1[r] += (y->bsums[2 * ib] + y->bsums[2 * ib + 1]) * lsd;
+            }
+        }
+        const float dx = h2f(x->d);
+        for (int r = 0; r < nr; r++) {
+            const float dy = ((const block_q8_K *)(a + r * as) + i)->d;
+            if (tiled) {
+                acc1[r] = fmaf((float)(8 * hsum_i32_8(sumi[r]) + sumi1[r]) * (dx * 0.125f), dy, acc1[r]);
+            } else {
+                const float d = dy * dx;
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+                acc1[r] = fmaf(d, (float)sumi1[r], acc1[r]);
+            }
+        }
+    }
+    for (int r = 0; r < nr; r++) s[r * ss] = tiled ? acc1[r] : hsum_f32_8(acc[r]) + IQ1S_DELTA * acc1[r];
+}
+
+TGT void vec_dot_iq1_s_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, iq1_s_nr, n, w, (const char *)a, as, s, ss, 0);
+}
+TGT void vec_dot_iq1_s_q8_K_tiled_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, iq1_s_nr, n, w, (const char *)a, as, s, ss, 1);
+}
+
+/* IQ1_M. Lanes sumi1: sum over halves of 16 of ls * (grid . q8) per 4
+ * elements; sumi2: the same of ls * delta * sum(q8) (delta per group of 8).
+ * One row (ggml_vec_dot_iq1_m_q8_K): acc1 = fma(d, float(sumi1), acc1),
+ * acc2 likewise, result fma(hsum(acc2), 1/8, hsum(acc1)). Tiled: isum =
+ * 8 * sum(sumi1) + sum(sumi2), acc = fma(float(isum) * (d16 / 8), dy, acc). */
+INL void iq1_m_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int tiled, const int nr) {
+    const int nb = n / QK_K;
+    __m256 acc1[COLI_MAX_NR], acc2[COLI_MAX_NR];
+    float acct[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) {
+        acc1[r] = acc2[r] = _mm256_setzero_ps();
+        acct[r] = 0.0f;
+    }
+    const __m256i mone8 = _mm256_set1_epi8(1);
+    for (int i = 0; i < nb; i++) {
+        const block_iq1_m *x = (const block_iq1_m *)w + i;
+        _mm_prefetch((const char *)x + 1024, _MM_HINT_T0);
+        uint64_t sc64;
+        memcpy(&sc64, x->scales, 8);
+        __m256i sumi1[COLI_MAX_NR], sumi2[COLI_MAX_NR];
+        for (int r = 0; r < nr; r++) sumi1[r] = sumi2[r] = _mm256_setzero_si256();
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const uint8_t *qs = x->qs + 4 * ib;
+            uint16_t qh16;
+            memcpy(&qh16, x->qh + 2 * ib, 2);
+            const __m256i g = grid4(qs[0] | ((qh16 << 8) & 0x700), qs[1] | ((qh16 << 4) & 0x700), qs[2] | (qh16 & 0x700),
+                                    qs[3] | ((qh16 >> 4) & 0x700));
+            const __m256i ag = _mm256_sign_epi8(g, g);
+            /* delta signs: 0x01 or 0xff in each byte of group l's 8 */
+            /* (branch-free: the signs are random bits) */
+            const long long one8 = 0x0101010101010101LL;
+            const __m256i dl = _mm256_set_epi64x(one8 | -(long long)((qh16 >> 15) & 1), one8 | -(long long)((qh16 >> 11) & 1),
+                                                 one8 | -(long long)((qh16 >> 7) & 1), one8 | -(long long)((qh16 >> 3) & 1));
+            const uint16_t word = (uint16_t)(sc64 >> 16 * (ib / 2));
+            const int sh = 6 * (ib % 2);
+            const __m256i sc = _mm256_set_m128i(_mm_set1_epi16((int16_t)(2 * ((word >> (sh + 3)) & 7) + 1)),
+                                                _mm_set1_epi16((int16_t)(2 * ((word >> sh) & 7) + 1)));
+            for (int r = 0; r < nr; r++) {
+                const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;
+                const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * ib));
+                sumi1[r] = _mm256_add_epi32(sumi1[r], _mm256_madd_epi16(_mm256_maddubs_epi16(ag, _mm256_sign_epi8(q8, g)), sc));
+                sumi2[r] = _mm256_add_epi32(sumi2[r], _mm256_madd_epi16(_mm256_maddubs_epi16(mone8, _mm256_sign_epi8(q8, dl)), sc));
+            }
+        }
+        const float dx = h2f(coli_iq1m_scale(x));
+        for (int r = 0; r < nr; r++) {
+            const float dy = ((const block_q8_K *)(a + r * as) + i)->d;
+            if (tiled) {
+                const int isum = 8 * hsum_i32_8(sumi1[r]) + hsum_i32_8(sumi2[r]);
+                acct[r] = fmaf((float)isum * (dx * 0.125f), dy, acct[r]);
+            } else {
+                const __m256 d = _mm256_set1_ps(dy * dx);
+                acc1[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi1[r]), acc1[r]);
+                acc2[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi2[r]), acc2[r]);
+            }
+        }
+    }
+    for (int r = 0; r < nr; r++)
+        s[r * ss] = tiled ? acct[r] : fmaf(hsum_f32_8(acc2[r]), IQ1M_DELTA, hsum_f32_8(acc1[r]));
+}
+
+TGT void vec_dot_iq1_m_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, iq1_m_nr, n, w, (const char *)a, as, s, ss, 0);
+}
+TGT void vec_dot_iq1_m_q8_K_tiled_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, iq1_m_nr, n, w, (const char *)a, as, s, ss, 1);
+}
+
+#else
+typedef int coli_quant_iq14_avx2_unused;
+#endif

@@ -1,0 +1,453 @@
+/* quant_iq14_avx512.c — AVX-512 VNNI kernels for IQ1_S, IQ1_M, IQ4_NL,
+ * IQ4_XS and MXFP4 batches: 16 weight rows at once, one per 32-bit lane, so
+ * that a block's weights are decoded once for every activation row of the
+ * call and each 4-element step is one dpbusd.
+ *
+ * The bits are those of the AVX2 kernels they stand for (quant_iq14_avx2.c):
+ * each lane ends on its row's exact integer (the codes biased by +128 to be
+ * dpbusd's unsigned operand, 128 * sum(activation) subtracted again), then
+ * the same float steps:
+ *   repacked (IQ4_NL, MXFP4):  per block acc = fma(float(isum), dw * dy, acc);
+ *   tiled (IQ1_S, IQ1_M, IQ4_XS): per super-block isum = sum over sub-blocks of
+ *     scale * (codes . q8), acc = fma(float(isum) * d0, dy, acc). */
+#include "quant_iq14.h"
+
+#ifdef COLI_X86
+#include <immintrin.h>
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "iq_grids.h"
+
+#define ISA "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
+#define TGT __attribute__((target(ISA)))
+#define INL static inline __attribute__((always_inline, target(ISA)))
+
+#define PASS_ROWS 64 /* activation rows per pass over a 16-row weight tile */
+
+/* q[k], lane j: 32-bit word k of the 16 bytes at b + j * wst (a 16 x 4 transpose) */
+INL void tr16x4(const char *b, size_t wst, __m512i q[4]) {
+    __m512i A[4];
+    for (int t = 0; t < 4; t++) { /* 128-bit lane g of A[t]: the 16 bytes of row 4g + t */
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(b + (size_t)t * wst)));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(b + (size_t)(t + 4) * wst)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(b + (size_t)(t + 8) * wst)), 2);
+        A[t] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(b + (size_t)(t + 12) * wst)), 3);
+    }
+    const __m512i t0 = _mm512_unpacklo_epi32(A[0], A[1]), t1 = _mm512_unpackhi_epi32(A[0], A[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(A[2], A[3]), t3 = _mm512_unpackhi_epi32(A[2], A[3]);
+    q[0] = _mm512_unpacklo_epi64(t0, t2);
+    q[1] = _mm512_unpackhi_epi64(t0, t2);
+    q[2] = _mm512_unpacklo_epi64(t1, t3);
+    q[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+/* a 16-entry signed codebook + 128, in every 128-bit lane */
+INL __m512i biased_lut(const int8_t *kv) {
+    return _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)kv)), _mm512_set1_epi8((char)0x80));
+}
+
+/* 4-bit blocks of 16 rows -> 8 vectors of biased codes: c[k] elements 4k..4k+3, c[4 + k] elements 16 + 4k.. */
+INL void nl_codes16(const char *qs, size_t wst, __m512i lut, __m512i c[8]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512i q[4];
+    tr16x4(qs, wst, q);
+    for (int k = 0; k < 4; k++) {
+        c[k] = _mm512_shuffle_epi8(lut, _mm512_and_si512(q[k], m4));
+        c[4 + k] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(q[k], 4), m4));
+    }
+}
+
+/* sum(c[k] * y[k]) over the 8 dwords of a 32-element run, lanes = weight rows */
+INL __m512i dot32(const __m512i *c, const int8_t *y) {
+    int32_t yd[8];
+    memcpy(yd, y, 32);
+    __m512i s = _mm512_setzero_si512();
+    for (int k = 0; k < 8; k++) s = _mm512_dpbusd_epi32(s, c[k], _mm512_set1_epi32(yd[k]));
+    return s;
+}
+
+INL int sum32_i8(const int8_t *y) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)y);
+    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), v), _mm256_set1_epi16(1));
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* ---- IQ4_NL / MXFP4, repacked ------------------------------------------------------------- */
+
+enum { NL_IQ4 = 0, NL_MXFP4 = 1 };
+
+/* the 16 rows' 32-bit words at byte offset off of their block (b: row 0's block) */
+INL __m512i words16(const char *b, size_t wst, int off) {
+    const __m512i vidx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32((int)wst));
+    return _mm512_i32gather_epi32(vidx, (const void *)(b + off), 1);
+}
+
+/* the fp16 at the start of 16 rows' blocks, as floats (scalar loads: a
+ * gather of 16 dwords costs more here) */
+INL __m512 halves16(const char *b, size_t wst) {
+    coli_half h[16];
+    for (int j = 0; j < 16; j++) memcpy(&h[j], b + (size_t)j * wst, 2);
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
+}
+
+INL __m512 nl_scales16(const char *b, size_t wst, const int kind) {
+    if (kind == NL_IQ4) return halves16(b, wst);
+    /* E8M0 -> 2^(e - 128): (e - 1) << 23, the denormals 2^-128, 2^-127 for e < 2 */
+    uint8_t eb[16];
+    for (int j = 0; j < 16; j++) eb[j] = (uint8_t)b[(size_t)j * wst];
+    const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)eb));
+    const __m512i norm = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i den = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), norm, den));
+}
+
+/* up to COLI_MAX_NR activation rows, accumulators in registers */
+INL void nl_16w_few(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int kind,
+                    const int nr) {
+    const size_t bsz = kind == NL_IQ4 ? sizeof(block_iq4_nl) : sizeof(block_mxfp4);
+    const size_t qoff = kind == NL_IQ4 ? offsetof(block_iq4_nl, qs) : offsetof(block_mxfp4, qs);
+    const __m512i lut = biased_lut(kind == NL_IQ4 ? coli_kvalues_iq4nl : coli_kvalues_mxfp4);
+    __m512 acc[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
+    for (int ib = 0; ib < nb; ib++) {
+        const char *b = w + (size_t)ib * bsz;
+        const __m512 dw = nl_scales16(b, wst, kind);
+        __m512i c[8];
+        nl_codes16(b + qoff, wst, lut, c);
+        for (int r = 0; r < nr; r++) {
+            const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)r * as) + ib;
+            const __m512i isum = _mm512_sub_epi32(dot32(c, y->qs), _mm512_set1_epi32(128 * sum32_i8(y->qs)));
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(_cvtsh_ss(y->d))), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) _mm512_storeu_ps(s + (size_t)r * ss, acc[r]);
+}
+
+INL void nl_16w_avx512(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
+                       const int kind) {
+    const int nb = n / QK8_0;
+    if (nr <= COLI_MAX_NR) {
+        COLI_DISPATCH_NR(nr, nl_16w_few, nb, w, wst, a, as, s, ss, kind);
+        return;
+    }
+    const size_t bsz = kind == NL_IQ4 ? sizeof(block_iq4_nl) : sizeof(block_mxfp4);
+    const size_t qoff = kind == NL_IQ4 ? offsetof(block_iq4_nl, qs) : offsetof(block_mxfp4, qs);
+    const __m512i lut = biased_lut(kind == NL_IQ4 ? coli_kvalues_iq4nl : coli_kvalues_mxfp4);
+    __m512 acc[PASS_ROWS];
+    for (int r0 = 0; r0 < nr; r0 += PASS_ROWS) {
+        const int rn = nr - r0 < PASS_ROWS ? nr - r0 : PASS_ROWS;
+        for (int r = 0; r < rn; r++) acc[r] = _mm512_setzero_ps();
+        for (int ib = 0; ib < nb; ib++) {
+            const char *b = w + (size_t)ib * bsz;
+            const __m512 dw = nl_scales16(b, wst, kind);
+            __m512i c[8];
+            nl_codes16(b + qoff, wst, lut, c);
+            for (int r = 0; r < rn; r++) {
+                const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)(r0 + r) * as) + ib;
+                const __m512i isum = _mm512_sub_epi32(dot32(c, y->qs), _mm512_set1_epi32(128 * sum32_i8(y->qs)));
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(_cvtsh_ss(y->d))),
+                                         acc[r]);
+            }
+        }
+        for (int r = 0; r < rn; r++) _mm512_storeu_ps(s + (size_t)(r0 + r) * ss, acc[r]);
+    }
+}
+
+TGT void vec_dot_iq4_nl_q8_0_repacked_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                                 size_t ss, int nr) {
+    nl_16w_avx512(n, w, wst, a, as, s, ss, nr, NL_IQ4);
+}
+TGT void vec_dot_mxfp4_q8_0_repacked_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                                size_t ss, int nr) {
+    nl_16w_avx512(n, w, wst, a, as, s, ss, nr, NL_MXFP4);
+}
+
+/* ---- IQ4_XS, IQ1_S, IQ1_M: the tiled matmul ---------------------------------------------------- */
+
+enum { T_IQ4_XS = 0, T_IQ1_S = 1, T_IQ1_M = 2 };
+
+/* One super-block of 16 rows, decoded: c[64] the biased codes (dword k of
+ * the 256 values; lanes = rows), ls[16] the sub-block scales (8 of 32 values,
+ * or 16 of 16 for IQ1_M), d0 the tile's d. */
+typedef struct {
+    __m512i c[64];
+    __m512i ls[16];
+    __m512 d0;
+} tile16;
+
+INL void decode_iq4_xs(const char *b, size_t wst, tile16 *t) {
+    const __m512i lut = biased_lut(coli_kvalues_iq4nl);
+    coli_half h[16];
+    int32_t ls[8][16];
+    for (int j = 0; j < 16; j++) {
+        const block_iq4_xs *x = (const block_iq4_xs *)(b + (size_t)j * wst);
+        h[j] = x->d;
+        for (int ib = 0; ib < 8; ib++)
+            ls[ib][j] = (((x->scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((x->scales_h >> 2 * ib) & 3) << 4)) - 32;
+    }
+    t->d0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
+    for (int ib = 0; ib < 8; ib++) {
+        t->ls[ib] = _mm512_loadu_si512(ls[ib]);
+        nl_codes16(b + offsetof(block_iq4_xs, qs) + 16 * ib, wst, lut, t->c + 8 * ib);
+    }
+}
+
+/* biased ternary codes 128 + delta + 8 * g of one group of 8 values for 16
+ * rows: idx the grid indices, bias the bytes 128 + delta (lanes = rows) ->
+ * c[0] the first 4 values, c[1] the last 4 */
+INL void tern16(__m512i idx, __m512i bias, __m512i c[2]) {
+    const __m512i g0 = _mm512_i32gather_epi64(_mm512_castsi512_si256(idx), (const void *)coli_iq1s_grid, 8);
+    const __m512i g1 = _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(idx, 1), (const void *)coli_iq1s_grid, 8);
+    const __m512i lo = _mm512_permutex2var_epi32(g0, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), g1);
+    const __m512i hi = _mm512_permutex2var_epi32(g0, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), g1);
+    const __m512i l2 = _mm512_add_epi8(lo, lo), h2 = _mm512_add_epi8(hi, hi);
+    const __m512i l4 = _mm512_add_epi8(l2, l2), h4 = _mm512_add_epi8(h2, h2);
+    c[0] = _mm512_add_epi8(_mm512_add_epi8(l4, l4), bias);
+    c[1] = _mm512_add_epi8(_mm512_add_epi8(h4, h4), bias);
+}
+
+
+INL void decode_iq1_s(const char *b, size_t wst, tile16 *t) {
+    t->d0 = _mm512_mul_ps(halves16(b, wst), _mm512_set1_ps(0.125f));
+    const __m512i m7 = _mm512_set1_epi32(7), m8 = _mm512_set1_epi32(0xff);
+    for (int ib = 0; ib < 8; ib++) {
+        /* qh[ib] (offset 34 + 2ib) as the high half of the word at 32 + 2ib: in the block */
+        const __m512i qh = _mm512_srli_epi32(words16(b, wst, 32 + 2 * ib), 16);
+        const __m512i qs = words16(b, wst, 2 + 4 * ib);
+        t->ls[ib] = _mm512_add_epi32(_mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(qh, 12), m7), 1), _mm512_set1_epi32(1));
+        const __mmask16 neg = _mm512_test_epi32_mask(qh, _mm512_set1_epi32(0x8000));
+        const __m512i bias = _mm512_mask_blend_epi32(neg, _mm512_set1_epi32(0x81818181), _mm512_set1_epi32(0x7f7f7f7f));
+        for (int l = 0; l < 4; l++) {
+            const __m512i idx = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(qs, 8 * l), m8),
+                                                _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(qh, 3 * l), m7), 8));
+            tern16(idx, bias, t->c + 8 * ib + 2 * l);
+        }
+    }
+}
+
+INL void decode_iq1_m(const char *b, size_t wst, tile16 *t) {
+    coli_half h[16];
+    for (int j = 0; j < 16; j++) h[j] = coli_iq1m_scale((const block_iq1_m *)(b + (size_t)j * wst));
+    t->d0 = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h)), _mm512_set1_ps(0.125f));
+    const __m512i m7 = _mm512_set1_epi32(7), m8 = _mm512_set1_epi32(0xff);
+    for (int ib = 0; ib < 8; ib++) {
+        const __m512i qh = words16(b, wst, 32 + 2 * ib);           /* qh bytes 2ib, 2ib + 1 in the low half */
+        const __m512i qs = words16(b, wst, 4 * ib);
+        const __m512i sc = _mm512_srli_epi32(words16(b, wst, 46 + 2 * (ib / 2)), 16); /* scale word ib / 2 */
+        const int sh = 6 * (ib % 2);
+        for (int hf = 0; hf < 2; hf++)
+            t->ls[2 * ib + hf] = _mm512_add_epi32(
+                _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(sc, sh + 3 * hf), m7), 1), _mm512_set1_epi32(1));
+        for (int l = 0; l < 4; l++) {
+            const __m512i nib = _mm512_srli_epi32(qh, 4 * l); /* group l's nibble in bits 0..3 */
+            const __m512i idx = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(qs, 8 * l), m8),
+                                                _mm512_slli_epi32(_mm512_and_si512(nib, m7), 8));
+            const __mmask16 neg = _mm512_test_epi32_mask(nib, _mm512_set1_epi32(8));
+            const __m512i bias = _mm512_mask_blend_epi32(neg, _mm512_set1_epi32(0x81818181), _mm512_set1_epi32(0x7f7f7f7f));
+            tern16(idx, bias, t->c + 8 * ib + 2 * l);
+        }
+    }
+}
+
+INL void tiled_16w_avx512(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
+                          const int kind) {
+    const int nb = n / QK_K;
+    const size_t bsz = kind == T_IQ4_XS ? sizeof(block_iq4_xs) : kind == T_IQ1_S ? sizeof(block_iq1_s) : sizeof(block_iq1_m);
+    __m512 acc[PASS_ROWS];
+    tile16 t;
+    for (int r0 = 0; r0 < nr; r0 += PASS_ROWS) {
+        const int rn = nr - r0 < PASS_ROWS ? nr - r0 : PASS_ROWS;
+        for (int r = 0; r < rn; r++) acc[r] = _mm512_setzero_ps();
+        for (int i = 0; i < nb; i++) {
+            const char *b = w + (size_t)i * bsz;
+            if (kind == T_IQ4_XS) decode_iq4_xs(b, wst, &t);
+            else if (kind == T_IQ1_S) decode_iq1_s(b, wst, &t);
+            else decode_iq1_m(b, wst, &t);
+            for (int r = 0; r < rn; r++) {
+                const block_q8_K *y = (const block_q8_K *)(a + (size_t)(r0 + r) * as) + i;
+                __m512i isum = _mm512_setzero_si512();
+                if (kind == T_IQ1_M) {
+                    for (int hf = 0; hf < 16; hf++) { /* sub-blocks of 16: 4 dwords each */
+                        int32_t yd[4];
+                        memcpy(yd, y->qs + 16 * hf, 16);
+                        __m512i raw = _mm512_set1_epi32(-128 * y->bsums[hf]);
+                        for (int k = 0; k < 4; k++) raw = _mm512_dpbusd_epi32(raw, t.c[4 * hf + k], _mm512_set1_epi32(yd[k]));
+                        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(raw, t.ls[hf]));
+                    }
+                } else {
+                    for (int ib = 0; ib < 8; ib++) {
+                        const __m512i raw = _mm512_sub_epi32(dot32(t.c + 8 * ib, y->qs + 32 * ib),
+                                                             _mm512_set1_epi32(128 * (y->bsums[2 * ib] + y->bsums[2 * ib + 1])));
+                        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(raw, t.ls[ib]));
+                    }
+                }
+                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(isum), t.d0), _mm512_set1_ps(y->d), acc[r]);
+            }
+        }
+        for (int r = 0; r < rn; r++) _mm512_storeu_ps(s + (size_t)(r0 + r) * ss, acc[r]);
+    }
+}
+
+TGT void vec_dot_iq4_xs_q8_K_tiled_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                              size_t ss, int nr) {
+    tiled_16w_avx512(n, w, wst, a, as, s, ss, nr, T_IQ4_XS);
+}
+TGT void vec_dot_iq1_s_q8_K_tiled_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                             size_t ss, int nr) {
+    tiled_16w_avx512(n, w, wst, a, as, s, ss, nr, T_IQ1_S);
+}
+TGT void vec_dot_iq1_m_q8_K_tiled_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                             size_t ss, int nr) {
+    tiled_16w_avx512(n, w, wst, a, as, s, ss, nr, T_IQ1_M);
+}
+
+/* ---- IQ1_S / IQ1_M one row (ggml_vec_dot_iq1_{s,m}_q8_K), two blocks of 32 a zmm ----------- */
+
+/* ggml's 8 int32 lanes per super-block (lane k: elements 4k..4k+3 of every
+ * block of 32, times its scale) formed here for two blocks at once: the 8
+ * grid points of blocks ib, ib + 1 gathered into a zmm (64 values, in order),
+ * biased by +128 for dpbusd against the 64 activation bytes, started from
+ * -128 * the lane's 4 activation bytes; lanes 0..7 belong to block ib, 8..15
+ * to ib + 1, and are folded together (exact integers) before ggml's float
+ * steps, which are those of the AVX2 kernels. */
+
+
+
+
+INL float hsum8f(__m256 x) {
+    __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
+/* The integer work of ggml's AVX2 kernel as it compiles with BMI2 (which
+ * every AVX-512 CPU has): grid indices of two blocks by pdep, two blocks a step. */
+#define BMI static inline __attribute__((always_inline, target(ISA ",bmi2")))
+
+BMI __m256i grid4p(uint64_t packed) {
+    return _mm256_set_epi64x((long long)coli_iq1s_grid[packed >> 48], (long long)coli_iq1s_grid[(packed >> 32) & 0xffff],
+                             (long long)coli_iq1s_grid[(packed >> 16) & 0xffff], (long long)coli_iq1s_grid[packed & 0xffff]);
+}
+
+BMI __m256i mul_add_epi8(__m256i x, __m256i y) { return _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x)); }
+
+BMI void iq1_s_nr512(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
+    const int nb = n / QK_K;
+    __m256 acc[COLI_MAX_NR];
+    float acc1[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) {
+        acc[r] = _mm256_setzero_ps();
+        acc1[r] = 0.0f;
+    }
+    for (int i = 0; i < nb; i++) {
+        const block_iq1_s *x = (const block_iq1_s *)w + i;
+        __m256i sumi[COLI_MAX_NR];
+        int sumi1[COLI_MAX_NR];
+        for (int r = 0; r < nr; r++) {
+            sumi[r] = _mm256_setzero_si256();
+            sumi1[r] = 0;
+        }
+        const uint8_t *qs = x->qs;
+        for (int ib = 0; ib < QK_K / 32; ib += 2, qs += 8) {
+            uint32_t q0, q1;
+            memcpy(&q0, qs, 4);
+            memcpy(&q1, qs + 4, 4);
+            const uint16_t qh0 = x->qh[ib], qh1 = x->qh[ib + 1];
+            const __m256i g1 = grid4p(_pdep_u64(q0, 0x00ff00ff00ff00ffULL) | _pdep_u64(qh0, 0x0700070007000700ULL));
+            const __m256i g2 = grid4p(_pdep_u64(q1, 0x00ff00ff00ff00ffULL) | _pdep_u64(qh1, 0x0700070007000700ULL));
+            const int16_t ls1 = (int16_t)(2 * ((qh0 >> 12) & 7) + 1), ls2 = (int16_t)(2 * ((qh1 >> 12) & 7) + 1);
+            const int d1 = qh0 & 0x8000 ? -ls1 : ls1, d2 = qh1 & 0x8000 ? -ls2 : ls2;
+            const __m256i sc1 = _mm256_set1_epi16(ls1), sc2 = _mm256_set1_epi16(ls2);
+            for (int r = 0; r < nr; r++) {
+                const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;
+                const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * ib));
+                const __m256i y2 = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * ib + 32));
+                const __m256i p1 = _mm256_madd_epi16(mul_add_epi8(g1, y1), sc1);
+                const __m256i p2 = _mm256_madd_epi16(mul_add_epi8(g2, y2), sc2);
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(p1, p2));
+                sumi1[r] += (y->bsums[2 * ib] + y->bsums[2 * ib + 1]) * d1 + (y->bsums[2 * ib + 2] + y->bsums[2 * ib + 3]) * d2;
+            }
+        }
+        const float dx = _cvtsh_ss(x->d);
+        for (int r = 0; r < nr; r++) {
+            const float d = ((const block_q8_K *)(a + r * as) + i)->d * dx;
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            acc1[r] = fmaf(d, (float)sumi1[r], acc1[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) s[r * ss] = hsum8f(acc[r]) + IQ1S_DELTA * acc1[r];
+}
+
+BMI void iq1_m_nr512(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
+    const int nb = n / QK_K;
+    const __m256i mask = _mm256_set1_epi16(0x7), mone = _mm256_set1_epi16(1), mone8 = _mm256_set1_epi8(1);
+    const __m256i mtwo8 = _mm256_set1_epi8(2);
+    const __m256i scales_shift = _mm256_set_epi64x(9, 3, 6, 0); /* odd shifts to the upper 128 bits */
+    __m256 acc1[COLI_MAX_NR], acc2[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) acc1[r] = acc2[r] = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        const block_iq1_m *x = (const block_iq1_m *)w + i;
+        const uint8_t *qs = x->qs, *qh = x->qh;
+        uint64_t sc64;
+        memcpy(&sc64, x->scales, 8);
+        __m256i scales = _mm256_srlv_epi64(_mm256_set1_epi64x((long long)sc64), scales_shift);
+        scales = _mm256_add_epi16(_mm256_slli_epi16(_mm256_and_si256(scales, mask), 1), mone);
+        __m256i idx1 = _mm256_set1_epi16(0x0100), idx2 = _mm256_add_epi8(idx1, _mm256_set1_epi8(8));
+        __m256i sumi1[COLI_MAX_NR], sumi2[COLI_MAX_NR];
+        for (int r = 0; r < nr; r++) sumi1[r] = sumi2[r] = _mm256_setzero_si256();
+        for (int ib = 0; ib < QK_K / 32; ib += 2, qs += 8, qh += 4) {
+            uint32_t q0, q1, h32;
+            uint16_t h0, h1;
+            memcpy(&q0, qs, 4);
+            memcpy(&q1, qs + 4, 4);
+            memcpy(&h0, qh, 2);
+            memcpy(&h1, qh + 2, 2);
+            memcpy(&h32, qh, 4);
+            const __m256i g1 = grid4p(_pdep_u64(q0, 0x00ff00ff00ff00ffULL) | _pdep_u64(h0 & 0x7777u, 0x0f000f000f000f00ULL));
+            const __m256i g2 = grid4p(_pdep_u64(q1, 0x00ff00ff00ff00ffULL) | _pdep_u64(h1 & 0x7777u, 0x0f000f000f000f00ULL));
+            /* delta signs: bytes 0x81 (negative) or 0x01 */
+            const uint64_t dsign = _pdep_u64(h32 & 0x88888888u, 0xf0f0f0f0f0f0f0f0ULL);
+            const __m256i dl1 = _mm256_or_si256(mone8, _mm256_cvtepi8_epi64(_mm_set1_epi32((int)dsign)));
+            const __m256i dl2 = _mm256_or_si256(mone8, _mm256_cvtepi8_epi64(_mm_set1_epi32((int)(dsign >> 32))));
+            const __m256i sc1 = _mm256_shuffle_epi8(scales, idx1), sc2 = _mm256_shuffle_epi8(scales, idx2);
+            idx1 = _mm256_add_epi8(idx1, mtwo8);
+            idx2 = _mm256_add_epi8(idx2, mtwo8);
+            for (int r = 0; r < nr; r++) {
+                const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;
+                const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * ib));
+                const __m256i y2 = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * ib + 32));
+                const __m256i p1 = _mm256_madd_epi16(mul_add_epi8(g1, y1), sc1);
+                const __m256i p2 = _mm256_madd_epi16(mul_add_epi8(g2, y2), sc2);
+                const __m256i p3 = _mm256_madd_epi16(_mm256_maddubs_epi16(mone8, _mm256_sign_epi8(y1, dl1)), sc1);
+                const __m256i p4 = _mm256_madd_epi16(_mm256_maddubs_epi16(mone8, _mm256_sign_epi8(y2, dl2)), sc2);
+                sumi1[r] = _mm256_add_epi32(sumi1[r], _mm256_add_epi32(p1, p2));
+                sumi2[r] = _mm256_add_epi32(sumi2[r], _mm256_add_epi32(p3, p4));
+            }
+        }
+        const float dx = _cvtsh_ss(coli_iq1m_scale(x));
+        for (int r = 0; r < nr; r++) {
+            const __m256 d = _mm256_set1_ps(((const block_q8_K *)(a + r * as) + i)->d * dx);
+            acc1[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi1[r]), acc1[r]);
+            acc2[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi2[r]), acc2[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) s[r * ss] = fmaf(hsum8f(acc2[r]), IQ1M_DELTA, hsum8f(acc1[r]));
+}
+
+__attribute__((target(ISA ",bmi2"))) void vec_dot_iq1_s_q8_K_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, iq1_s_nr512, n, w, (const char *)a, as, s, ss);
+}
+__attribute__((target(ISA ",bmi2"))) void vec_dot_iq1_m_q8_K_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, iq1_m_nr512, n, w, (const char *)a, as, s, ss);
+}
+
+#else
+typedef int coli_quant_iq14_avx512_unused;
+#endif

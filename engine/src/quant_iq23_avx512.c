@@ -1,0 +1,345 @@
+/* quant_iq23_avx512.c — AVX-512 (F/BW/VL/DQ/VNNI) kernels of the grid i-quants, with the bits of the
+ * AVX2 ones (quant_iq23_avx2.c: ggml's AVX2 vec_dot for one row, its tiled matmul for batches).
+ *
+ * A super-block is decoded at once: its grid points looked up into four zmm (64 weights each),
+ * its sign bits made four 64-bit masks
+ * (the 7-bit sign codes of IQ2_XXS/IQ2_XS/IQ3_XXS completed with their parity bit by a nibble
+ * table), which negate the activation bytes by a masked subtract, and its scales spread over
+ * 16-bit lanes by a permute. Each zmm then carries two 32-weight groups: maddubs, madd by the
+ * scales, and at the end of the super-block the two 256-bit halves added: lane k of the sum holds
+ * weights 4k..4k+3 of every group, the integers of ggml's AVX2 lanes. */
+#include "quant_iq23.h"
+
+#ifdef COLI_X86
+#include <immintrin.h>
+#include <math.h>
+
+#include "iq_grids.h"
+
+#define ISA "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
+#define TGT __attribute__((target(ISA)))
+#define INL static inline __attribute__((always_inline, target(ISA)))
+
+#define IQ23_PREFETCH 2048 /* bytes ahead of the super-block in use: weight rows lie end to end */
+
+INL float h2f(coli_half h) { return _cvtsh_ss(h); }
+
+/* hsum_float_8 of ggml (x86/quants.c) */
+INL float hsum8(__m256 x) {
+    __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
+/* 32 bytes of 7-bit sign codes -> ksigns_iq2xs: bit 7 set where the code has odd parity */
+INL __m256i with_parity(__m256i t) {
+    const __m256i odd = _mm256_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0,
+                                         0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
+    const __m256i m4 = _mm256_set1_epi8(15);
+    const __m256i p = _mm256_xor_si256(_mm256_shuffle_epi8(odd, _mm256_and_si256(t, m4)),
+                                       _mm256_shuffle_epi8(odd, _mm256_and_si256(_mm256_srli_epi16(t, 4), m4)));
+    return _mm256_or_si256(t, p);
+}
+
+/* 8 u32 of 4 x 7-bit sign codes (bits 0..27) -> the 32 sign bytes, in weight order */
+INL __m256i sign_codes(__m256i s) {
+    const __m256i m = _mm256_set1_epi32(0x7f);
+    __m256i t = _mm256_and_si256(s, m);
+    t = _mm256_or_si256(t, _mm256_and_si256(_mm256_slli_epi32(s, 1), _mm256_slli_epi32(m, 8)));
+    t = _mm256_or_si256(t, _mm256_and_si256(_mm256_slli_epi32(s, 2), _mm256_slli_epi32(m, 16)));
+    t = _mm256_or_si256(t, _mm256_and_si256(_mm256_slli_epi32(s, 3), _mm256_slli_epi32(m, 24)));
+    return with_parity(t);
+}
+
+/* 32 sign bytes (weight j's sign at bit j % 8 of byte j / 8) -> one mask per 64 weights */
+INL void sign_masks(__m256i sb, __mmask64 m[4]) {
+    m[0] = _cvtu64_mask64((uint64_t)_mm256_extract_epi64(sb, 0));
+    m[1] = _cvtu64_mask64((uint64_t)_mm256_extract_epi64(sb, 1));
+    m[2] = _cvtu64_mask64((uint64_t)_mm256_extract_epi64(sb, 2));
+    m[3] = _cvtu64_mask64((uint64_t)_mm256_extract_epi64(sb, 3));
+}
+INL void sign_masks_mem(const uint8_t *p, __mmask64 m[4]) {
+    uint64_t v[4];
+    memcpy(v, p, 32);
+    for (int j = 0; j < 4; j++) m[j] = _cvtu64_mask64(v[j]);
+}
+
+/* scales s (int32 lanes, 2 * ls + 1) -> the 16-bit lanes of zmm j: per-32 scales (8 of them)
+ * for the groups 2j, 2j + 1; per-16 scales (16) for the sub-blocks 4j .. 4j + 3 */
+INL void scales32(__m256i s, __m512i sc[4]) {
+    const __m512i w = _mm512_castsi256_si512(_mm256_or_si256(s, _mm256_slli_epi32(s, 16)));
+    for (int j = 0; j < 4; j++)
+        sc[j] = _mm512_permutexvar_epi32(_mm512_set_epi32(2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1,
+                                                          2 * j + 1, 2 * j + 1, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j,
+                                                          2 * j, 2 * j), w);
+}
+INL void scales16(const uint8_t b[8], __m512i sc[4]) {
+    uint64_t v;
+    memcpy(&v, b, 8);
+    const __m128i bb = _mm_set1_epi64x((int64_t)v);
+    __m512i s = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(bb, bb)); /* b0 b0 b1 b1 ... */
+    s = _mm512_and_si512(_mm512_srlv_epi32(s, _mm512_set_epi32(4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0)),
+                         _mm512_set1_epi32(15));
+    s = _mm512_add_epi32(_mm512_slli_epi32(s, 1), _mm512_set1_epi32(1));
+    s = _mm512_or_si512(s, _mm512_slli_epi32(s, 16));
+    for (int j = 0; j < 4; j++)
+        sc[j] = _mm512_permutexvar_epi32(_mm512_set_epi32(4 * j + 3, 4 * j + 3, 4 * j + 3, 4 * j + 3, 4 * j + 2, 4 * j + 2,
+                                                          4 * j + 2, 4 * j + 2, 4 * j + 1, 4 * j + 1, 4 * j + 1, 4 * j + 1,
+                                                          4 * j, 4 * j, 4 * j, 4 * j), s);
+}
+
+/* The grid lookups read their indices with scalar loads straight from the block, as ggml's
+ * kernels do where an index is a byte or a masked u16 of the block; gathers were slower on the
+ * machine measured (Zen 5, bench/bench_iq23.c). */
+/* Indices computed in vectors (IQ2_S, IQ3_S) go through memory, as ggml's index_t union does:
+ * the barrier keeps the compiler from turning the reloads back into vpextrd. */
+#define REREAD(a) __asm__ volatile("" : : "r"(a) : "memory")
+
+INL __m512i grid8x8(const uint64_t *g, const int32_t i[8]) {
+    return _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_set_epi64x((int64_t)g[i[3]], (int64_t)g[i[2]], (int64_t)g[i[1]], (int64_t)g[i[0]])),
+        _mm256_set_epi64x((int64_t)g[i[7]], (int64_t)g[i[6]], (int64_t)g[i[5]], (int64_t)g[i[4]]), 1);
+}
+INL __m512i grid4x16(const uint32_t *g, const uint16_t i[16]) {
+    return _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_set_epi32((int)g[i[7]], (int)g[i[6]], (int)g[i[5]], (int)g[i[4]], (int)g[i[3]],
+                                                (int)g[i[2]], (int)g[i[1]], (int)g[i[0]])),
+        _mm256_set_epi32((int)g[i[15]], (int)g[i[14]], (int)g[i[13]], (int)g[i[12]], (int)g[i[11]], (int)g[i[10]],
+                         (int)g[i[9]], (int)g[i[8]]), 1);
+}
+
+/* ---- one super-block: magnitudes g, sign masks m, scales sc (for zmm j = weights 64j..64j+63) */
+
+INL void dec_iq2_xxs(const block_iq2_xxs *x, __m512i g[4], __mmask64 m[4], __m512i sc[4]) {
+    const uint8_t *q8 = (const uint8_t *)x->qs; /* u32 pairs: 4 index bytes, sign word */
+    for (int j = 0; j < 4; j++) {
+        int32_t i[8];
+        for (int k = 0; k < 8; k++) i[k] = q8[16 * j + 8 * (k / 4) + k % 4];
+        g[j] = grid8x8(coli_iq2xxs_grid, i);
+    }
+    const __m512i q = _mm512_loadu_si512((const void *)x->qs);
+    const __m256i sw = _mm512_castsi512_si256(
+        _mm512_permutexvar_epi32(_mm512_set_epi32(14, 12, 10, 8, 6, 4, 2, 0, 15, 13, 11, 9, 7, 5, 3, 1), q));
+    sign_masks(sign_codes(sw), m);
+    scales32(_mm256_add_epi32(_mm256_slli_epi32(_mm256_srli_epi32(sw, 28), 1), _mm256_set1_epi32(1)), sc);
+}
+
+INL void dec_iq2_xs(const block_iq2_xs *x, __m512i g[4], __mmask64 m[4], __m512i sc[4]) {
+    for (int j = 0; j < 4; j++) {
+        int32_t i[8];
+        for (int k = 0; k < 8; k++) i[k] = x->qs[8 * j + k] & 511;
+        g[j] = grid8x8(coli_iq2xs_grid, i);
+    }
+    const __m512i q = _mm512_loadu_si512((const void *)x->qs); /* 32 u16: index (9 bits) | sign code << 9 */
+    sign_masks(with_parity(_mm512_cvtepi16_epi8(_mm512_srli_epi16(q, 9))), m);
+    scales16(x->scales, sc);
+}
+
+INL void dec_iq2_s(const block_iq2_s *x, __m512i g[4], __mmask64 m[4], __m512i sc[4]) {
+    for (int j = 0; j < 4; j++) {
+        int32_t i[8];
+        for (int k = 0; k < 8; k++) i[k] = x->qs[8 * j + k] | (x->qh[2 * j + k / 4] << (8 - 2 * (k % 4)) & 0x300);
+        g[j] = grid8x8(coli_iq2s_grid, i);
+    }
+    sign_masks_mem(x->qs + QK_K / 8, m);
+    scales16(x->scales, sc);
+}
+
+INL void dec_iq3_xxs(const block_iq3_xxs *x, __m512i g[4], __mmask64 m[4], __m512i sc[4]) {
+    for (int j = 0; j < 4; j++) {
+        uint16_t i[16];
+        for (int k = 0; k < 16; k++) i[k] = x->qs[16 * j + k];
+        g[j] = grid4x16(coli_iq3xxs_grid, i);
+    }
+    const __m256i sw = _mm256_loadu_si256((const __m256i *)(x->qs + QK_K / 4));
+    sign_masks(sign_codes(sw), m);
+    scales32(_mm256_add_epi32(_mm256_slli_epi32(_mm256_srli_epi32(sw, 28), 1), _mm256_set1_epi32(1)), sc);
+}
+
+INL void dec_iq3_s(const block_iq3_s *x, __m512i g[4], __mmask64 m[4], __m512i sc[4]) {
+    uint64_t qh;
+    memcpy(&qh, x->qh, 8); /* bit k: bit 8 of index k */
+    const __m256i b8 = _mm256_set1_epi16(256);
+    uint16_t i[64];
+    for (int j = 0; j < 4; j++) {
+        const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(x->qs + 16 * j)));
+        _mm256_storeu_si256((__m256i *)(i + 16 * j), _mm256_mask_add_epi16(v, (__mmask16)(qh >> 16 * j), v, b8));
+    }
+    REREAD(i);
+    for (int j = 0; j < 4; j++) g[j] = grid4x16(coli_iq3s_grid, i + 16 * j);
+    sign_masks_mem(x->signs, m);
+    uint32_t sb;
+    memcpy(&sb, x->scales, 4);
+    const __m256i s = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sb), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                                       _mm256_set1_epi32(15));
+    scales32(_mm256_add_epi32(_mm256_slli_epi32(s, 1), _mm256_set1_epi32(1)), sc);
+}
+
+/* One weight row against nr activation rows, tiled = 0 / 1 as in quant_iq23_avx2.c. */
+#define IQ23_NR(t, kf)                                                                                               \
+    INL void t##_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int tiled,           \
+                    const int nr) {                                                                                  \
+        const block_##t *x = w;                                                                                      \
+        __m256 acc[COLI_MAX_NR];                                                                                     \
+        float acc1[COLI_MAX_NR];                                                                                     \
+        for (int r = 0; r < nr; r++) {                                                                               \
+            acc[r] = _mm256_setzero_ps();                                                                            \
+            acc1[r] = 0.0f;                                                                                          \
+        }                                                                                                            \
+        for (int i = 0; i < n / QK_K; i++) {                                                                         \
+            for (int l = 0; l < (int)sizeof(block_##t); l += 64)                                                     \
+                _mm_prefetch((const char *)(x + i) + IQ23_PREFETCH + l, _MM_HINT_T0);                                \
+            __m512i g[4], sc[4];                                                                                     \
+            __mmask64 m[4];                                                                                          \
+            dec_##t(x + i, g, m, sc);                                                                                \
+            for (int r = 0; r < nr; r++) {                                                                           \
+                const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;                                          \
+                __m512i sum = _mm512_setzero_si512();                                                                \
+                for (int j = 0; j < 4; j++) {                                                                        \
+                    const __m512i q8 = _mm512_loadu_si512((const void *)(y->qs + 64 * j));                           \
+                    const __m512i q8s = _mm512_mask_sub_epi8(q8, m[j], _mm512_setzero_si512(), q8);                  \
+                    sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(g[j], q8s), sc[j]);                              \
+                }                                                                                                    \
+                if (tiled) {                                                                                         \
+                    const float d0 = h2f(x[i].d) * kf;                                                               \
+                    acc1[r] = fmaf((float)_mm512_reduce_add_epi32(sum) * d0, y->d, acc1[r]);                         \
+                } else {                                                                                             \
+                    const __m256i l8 = _mm256_add_epi32(_mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64(sum, 1)); \
+                    acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y->d), _mm256_cvtepi32_ps(l8), acc[r]);    \
+                }                                                                                                    \
+            }                                                                                                        \
+        }                                                                                                            \
+        for (int r = 0; r < nr; r++) s[r * ss] = tiled ? acc1[r] : kf * hsum8(acc[r]);                               \
+    }                                                                                                                \
+    TGT void vec_dot_##t##_q8_K_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) { \
+        COLI_DISPATCH_NR(nr, t##_nr, n, w, (const char *)a, as, s, ss, 0);                                           \
+    }                                                                                                                \
+    TGT void vec_dot_##t##_q8_K_tiled_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss,    \
+                                             int nr) {                                                               \
+        COLI_DISPATCH_NR(nr, t##_nr, n, w, (const char *)a, as, s, ss, 1);                                           \
+    }
+
+IQ23_NR(iq2_xxs, 0.125f)
+IQ23_NR(iq2_xs, 0.125f)
+IQ23_NR(iq2_s, 0.125f)
+IQ23_NR(iq3_xxs, 0.25f)
+IQ23_NR(iq3_s, 1.0f)
+
+/* 16 weight rows against nr activation rows (vec_dot_16w / vec_dot_mm_16w), each output with
+ * the arithmetic of t##_nr. Up to COLI_MAX_NR rows: t##_nr row by row. More rows (batches, an
+ * expert given many rows): IQ23_WR weight rows at a time, their super-blocks decoded once into
+ * a buffer as signed bytes, and every activation row loaded once for all of them, biased by
+ * +128 (as ggml's tiled AVX2 kernel does) so that one maddubs takes it against the signed
+ * weights (255 * 62 * 2 < 32767) and one dpwssd applies the scales; the bias, sum over the
+ * groups of scale * 128 * (sum of 4 weights) per lane, is taken off per super-block: the same
+ * integer lanes as t##_nr. */
+#define IQ23_SB 8    /* super-blocks decoded per pass */
+#define IQ23_WR 4    /* weight rows per pass */
+#define IQ23_ROWS 64 /* activation rows per pass */
+typedef struct {
+    __m512i w[4], sc[4]; /* signed weights; scales per 16-bit lane */
+    __m256i corr;        /* the bias per lane (8 lanes, as t##_nr's) */
+} iq23_sbw;
+
+/* the sums of four zmm of int32 -> xmm [sum(a), sum(b), sum(c), sum(d)] */
+INL __m128i reduce4(__m512i a, __m512i b, __m512i c, __m512i d) {
+    const __m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+    const __m512i cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));
+    const __m512i v = _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
+    const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+#define IQ23_16W(t, kf)                                                                                              \
+    INL void t##_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,       \
+                     const int tiled) {                                                                              \
+        if (nr <= COLI_MAX_NR) {                                                                                     \
+            for (int j = 0; j < 16; j++) COLI_DISPATCH_NR(nr, t##_nr, n, w + j * wst, a, as, s + j, ss, tiled);     \
+            return;                                                                                                  \
+        }                                                                                                            \
+        const int nb = n / QK_K;                                                                                     \
+        const __m512i b128 = _mm512_set1_epi8(-128);                                                                 \
+        iq23_sbw D[IQ23_SB][IQ23_WR];                                                                                \
+        int32_t corr1[IQ23_SB][IQ23_WR];                                                                             \
+        float dw[IQ23_SB][IQ23_WR];                                                                                  \
+        __m256 acc[IQ23_ROWS][IQ23_WR];                                                                              \
+        __m128 acc4[IQ23_ROWS];                                                                                      \
+        for (int j0 = 0; j0 < 16; j0 += IQ23_WR)                                                                     \
+            for (int r0 = 0; r0 < nr; r0 += IQ23_ROWS) {                                                             \
+                const int rn = nr - r0 < IQ23_ROWS ? nr - r0 : IQ23_ROWS;                                            \
+                for (int r = 0; r < rn; r++) {                                                                       \
+                    acc4[r] = _mm_setzero_ps();                                                                      \
+                    for (int jj = 0; jj < IQ23_WR; jj++) acc[r][jj] = _mm256_setzero_ps();                           \
+                }                                                                                                    \
+                for (int i0 = 0; i0 < nb; i0 += IQ23_SB) {                                                           \
+                    const int ib = nb - i0 < IQ23_SB ? nb - i0 : IQ23_SB;                                            \
+                    for (int jj = 0; jj < IQ23_WR; jj++)                                                             \
+                        for (int k = 0; k < ib; k++) {                                                               \
+                            const block_##t *x = (const block_##t *)(w + (size_t)(j0 + jj) * wst) + i0 + k;          \
+                            iq23_sbw *o = &D[k][jj];                                                                 \
+                            __m512i g[4];                                                                            \
+                            __mmask64 m[4];                                                                          \
+                            dec_##t(x, g, m, o->sc);                                                                 \
+                            __m512i c = _mm512_setzero_si512();                                                      \
+                            for (int q = 0; q < 4; q++) {                                                            \
+                                o->w[q] = _mm512_mask_sub_epi8(g[q], m[q], _mm512_setzero_si512(), g[q]);            \
+                                c = _mm512_dpwssd_epi32(c, _mm512_maddubs_epi16(b128, o->w[q]), o->sc[q]);           \
+                            }                                                                                        \
+                            o->corr = _mm256_add_epi32(_mm512_castsi512_si256(c), _mm512_extracti64x4_epi64(c, 1));  \
+                            corr1[k][jj] = _mm512_reduce_add_epi32(c);                                               \
+                            dw[k][jj] = tiled ? h2f(x->d) * kf : h2f(x->d);                                          \
+                        }                                                                                            \
+                    for (int r = 0; r < rn; r++) {                                                                   \
+                        const block_q8_K *y = (const block_q8_K *)(a + (size_t)(r0 + r) * as) + i0;                  \
+                        for (int k = 0; k < ib; k++) {                                                               \
+                            __m512i yb[4], sum[IQ23_WR];                                                             \
+                            for (int q = 0; q < 4; q++)                                                              \
+                                yb[q] = _mm512_xor_si512(_mm512_loadu_si512((const void *)(y[k].qs + 64 * q)), b128); \
+                            for (int jj = 0; jj < IQ23_WR; jj++) {                                                   \
+                                sum[jj] = _mm512_setzero_si512();                                                    \
+                                for (int q = 0; q < 4; q++)                                                          \
+                                    sum[jj] = _mm512_dpwssd_epi32(sum[jj], _mm512_maddubs_epi16(yb[q], D[k][jj].w[q]), D[k][jj].sc[q]); \
+                            }                                                                                        \
+                            if (tiled) { /* the four weight rows' float ops side by side, each as t##_nr's */        \
+                                const __m128i isum = _mm_sub_epi32(reduce4(sum[0], sum[1], sum[2], sum[3]),          \
+                                                                   _mm_loadu_si128((const __m128i *)corr1[k]));      \
+                                const __m128 f = _mm_mul_ps(_mm_cvtepi32_ps(isum), _mm_loadu_ps(dw[k]));             \
+                                acc4[r] = _mm_fmadd_ps(f, _mm_set1_ps(y[k].d), acc4[r]);                             \
+                            } else {                                                                                 \
+                                for (int jj = 0; jj < IQ23_WR; jj++) {                                               \
+                                    const __m256i l8 = _mm256_sub_epi32(_mm256_add_epi32(_mm512_castsi512_si256(sum[jj]), \
+                                                                        _mm512_extracti64x4_epi64(sum[jj], 1)), D[k][jj].corr); \
+                                    acc[r][jj] = _mm256_fmadd_ps(_mm256_set1_ps(dw[k][jj] * y[k].d), _mm256_cvtepi32_ps(l8), acc[r][jj]); \
+                                }                                                                                    \
+                            }                                                                                        \
+                        }                                                                                            \
+                    }                                                                                                \
+                }                                                                                                    \
+                for (int r = 0; r < rn; r++) {                                                                       \
+                    float *o = s + (size_t)(r0 + r) * ss + j0;                                                       \
+                    if (tiled)                                                                                       \
+                        _mm_storeu_ps(o, acc4[r]);                                                                   \
+                    else                                                                                             \
+                        for (int jj = 0; jj < IQ23_WR; jj++) o[jj] = kf * hsum8(acc[r][jj]);                         \
+                }                                                                                                    \
+            }                                                                                                        \
+    }                                                                                                                \
+    TGT void vec_dot_##t##_q8_K_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,    \
+                                           size_t ss, int nr) {                                                      \
+        t##_16w(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 0);                                         \
+    }                                                                                                                \
+    TGT void vec_dot_##t##_q8_K_mm_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s, \
+                                              size_t ss, int nr) {                                                   \
+        t##_16w(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 1);                                         \
+    }
+
+IQ23_16W(iq2_xxs, 0.125f)
+IQ23_16W(iq2_xs, 0.125f)
+IQ23_16W(iq2_s, 0.125f)
+IQ23_16W(iq3_xxs, 0.25f)
+IQ23_16W(iq3_s, 1.0f)
+
+#else
+typedef int coli_quant_iq23_avx512_unused;
+#endif
