@@ -27,9 +27,10 @@ POSITIONS = 600  # teacher-forced, one sequence
 KINDS = [f"exp:{t}" for t in mm.LOWBIT_TYPES] + [f"mix:{m}" for m in mm.MIXES]
 
 # Types whose kernels give ggml's bits on every path a model takes (one row, batches,
-# experts through mul_mat_id; tests/engine/test_matmul.py checks each kernel): on a
-# file using only these, our logits equal llama.cpp's where arithmetic_mirrored().
-MIRRORED = {"F32", "F16", "Q8_0", "Q4_0", "Q4_K", "Q6_K"}
+# experts through mul_mat_id; tests/engine/test_matmul.py and test_quant_{ternary,iq23,iq14}.py
+# check each kernel): on a file using only these, our logits equal llama.cpp's where
+# arithmetic_mirrored(). Every low-bit type since the lowk, iq23 and iq14 kernels.
+MIRRORED = {"F32", "F16", "Q8_0", "Q4_0", "Q4_K", "Q6_K"} | set(mm.LOWBIT_TYPES)
 
 
 def fixture(kind: str):
