@@ -8,8 +8,11 @@ against this machine's measured memory read bandwidth.
 Children, interleaving and medians are bench_engine.py's (the same child code
 runs here). The files are generated on first use into COLI_FIXTURE_DIR (or
 ~/.cache/colibri/fixtures): about 1.4 GB (Q4_0) and 2.7 GB (Q8_0), a minute each.
+`--quants UD-IQ2_XXS` is the same model as an Unsloth dynamic quant: routed
+experts IQ2_XXS (any low-bit type: UD-<type>), attention and embeddings Q4_K,
+output Q6_K; 0.7 GB, written by llama.cpp's quantizer in about a minute and a half.
 
-    python bench/bench_moe.py [--arch qwen3moe] [--quants Q4_0,Q8_0] [--threads 2]
+    python bench/bench_moe.py [--arch qwen3moe] [--quants Q4_0,Q8_0|UD-IQ2_XXS] [--threads 2]
                               [--reps 3] [--isa avx2] [--peer-only] [--flash-attn off|on|both]
                               [--ctx 512 --prompt-tokens 256] [--json out.json]
 """
@@ -209,7 +212,9 @@ def bench_file(model: str, args, bw: float) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arch", default="qwen3moe", choices=moe_models.ARCHS)
-    ap.add_argument("--quants", default="Q4_0,Q8_0", help="comma-separated ggml types of the matrices")
+    ap.add_argument("--quants", default="Q4_0,Q8_0",
+                    help="comma-separated ggml types of the matrices, or UD-<type>: experts of that low-bit type in "
+                         "an Unsloth-like mix (UD-IQ2_XXS)")
     ap.add_argument("--model", default=None, help="benchmark this GGUF file instead of the generated ones")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--isa", choices=("scalar", "avx2", "avxvnni", "avx512"), default=None,
@@ -233,7 +238,7 @@ def main() -> int:
         models = []
         for q in args.quants.split(","):
             g0 = time.time()
-            path = moe_models.bench_size(args.arch, q.strip())
+            path = moe_models.bench_preset(args.arch, q.strip())
             print(f"{path} ready ({time.time() - g0:.0f} s)", file=sys.stderr, flush=True)
             models.append(str(path))
     load0 = os.getloadavg()[0]

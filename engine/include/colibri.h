@@ -99,8 +99,9 @@ const void *colibri_gguf_tensor_data(const colibri_gguf *g, int64_t i);
 /* Summary for `coli models info` as JSON (keys: arch, name, n_layer, n_embd,
  * n_head, n_head_kv, n_ff, n_expert, n_expert_used, n_ctx_train, rope_freq_base,
  * tokenizer_model, tokenizer_pre, vocab_size, has_chat_template, n_tensors,
- * n_params, tensor_types {type: count}, tensor_bytes {type: bytes}, file_bytes,
- * gguf_version, alignment). Same buffer rules as colibri_gguf_kv_json. */
+ * n_params, tensor_types {type: count}, tensor_bytes {type: bytes},
+ * tensor_computes {type: whether this build's kernels compute with it},
+ * file_bytes, gguf_version, alignment). Same buffer rules as colibri_gguf_kv_json. */
 int64_t colibri_gguf_describe(const colibri_gguf *g, char *out, size_t cap);
 
 /* ---- kernels (section owned by kernel_api.c and matmul.c; for tests and benchmarks) ---- */

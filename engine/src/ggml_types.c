@@ -33,6 +33,11 @@ static const ggml_type_traits TYPES[GGML_TYPE_COUNT] = {
     [GGML_TYPE_TQ1_0] = {"TQ1_0", 256, 54},
     [GGML_TYPE_TQ2_0] = {"TQ2_0", 256, 66},
     [GGML_TYPE_MXFP4] = {"MXFP4", 32, 17},
+    /* ggml-common.h: block_nvfp4 (4 UE4M3 scales + 32 bytes of E2M1 pairs per 64),
+     * block_q1_0 (f16 d + 1 bit per value, 128), block_q2_0 (f16 d + 2 bits, 64) */
+    [GGML_TYPE_NVFP4] = {"NVFP4", 64, 36},
+    [GGML_TYPE_Q1_0] = {"Q1_0", 128, 18},
+    [GGML_TYPE_Q2_0] = {"Q2_0", 64, 18},
 };
 
 const ggml_type_traits *ggml_type_get(uint32_t type) {

@@ -1,6 +1,9 @@
 /* ggml tensor types as GGUF files name them: ids, block sizes, bytes per block.
- * The ids are part of the file format (ggml.h `enum ggml_type`); gaps are ids
- * that llama.cpp retired and a file must not use. */
+ * The ids are part of the file format (ggml.h `enum ggml_type`, as of ggml
+ * 0.3.36); gaps are ids that llama.cpp retired and a file must not use. A type
+ * known here is one the reader can size and name; which of them colibri can
+ * compute with is the kernel tables' business (kernels.h: a NULL vec_dot), so a
+ * file using a known type without kernels is refused by name, not as corrupt. */
 #ifndef COLI_GGML_TYPES_H
 #define COLI_GGML_TYPES_H
 
@@ -40,7 +43,10 @@ enum ggml_type {
     GGML_TYPE_TQ1_0 = 34,
     GGML_TYPE_TQ2_0 = 35,
     GGML_TYPE_MXFP4 = 39,
-    GGML_TYPE_COUNT = 40,
+    GGML_TYPE_NVFP4 = 40, /* known by name and size only: no kernels (yet) */
+    GGML_TYPE_Q1_0 = 41,  /* ditto */
+    GGML_TYPE_Q2_0 = 42,  /* ditto */
+    GGML_TYPE_COUNT = 43,
 };
 
 typedef struct {

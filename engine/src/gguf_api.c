@@ -8,6 +8,7 @@
 #include "ggml_types.h"
 #include "gguf.h"
 #include "jsonbuf.h"
+#include "kernels.h"
 
 #define AS_FILE(g) ((const gguf_file *)(const void *)(g))
 
@@ -208,8 +209,11 @@ int64_t colibri_gguf_describe(const colibri_gguf *g, char *out, size_t cap) {
         bytes[t->type] += t->nbytes;
     }
     jb_printf(&b, ",\"n_tensors\":%" PRId64 ",\"n_params\":%" PRId64, gguf_n_tensors(f), n_params);
-    const char *maps[2] = {"tensor_types", "tensor_bytes"};
-    for (int m = 0; m < 2; m++) {
+    /* per type: tensors, bytes, and whether this build's kernels compute with it
+     * (model.c refuses a matrix of a type without a vec_dot, by name) */
+    const char *maps[3] = {"tensor_types", "tensor_bytes", "tensor_computes"};
+    const coli_kernel_table *kt = coli_kernels();
+    for (int m = 0; m < 3; m++) {
         jb_puts(&b, ",");
         jb_key(&b, maps[m]);
         jb_puts(&b, "{");
@@ -221,8 +225,10 @@ int64_t colibri_gguf_describe(const colibri_gguf *g, char *out, size_t cap) {
             jb_key(&b, ggml_type_get(t)->name);
             if (m == 0)
                 jb_printf(&b, "%" PRId64, counts[t]);
-            else
+            else if (m == 1)
                 jb_printf(&b, "%" PRIu64, bytes[t]);
+            else
+                jb_puts(&b, kt->type[t].vec_dot ? "true" : "false");
         }
         jb_puts(&b, "}");
     }

@@ -12,6 +12,8 @@ import pytest
 from colibri._engine import lib
 from colibri.engine import Engine
 from colibri.errors import EngineError
+from tests.engine.test_lowbit_models import fixture as lowbit_fixture
+from tests.engine.test_lowbit_models import require_kernels
 from tests.engine.tiny_models import FAMILIES, write_tiny
 from tests.fixtures import moe_models
 
@@ -24,6 +26,10 @@ def model_path(kind: str, tmp_path, default_model):
     if kind == "default":
         return default_model
     family, _, quant = kind.partition(":")
+    if family in ("exp", "mix"):  # low-bit experts (test_lowbit_models), once their kernels are merged
+        path = lowbit_fixture(kind)
+        require_kernels(path)
+        return path
     if family in MOE_ARCHS:
         return moe_models.tiny(family, quant or "Q8_0")
     return write_tiny(tmp_path / f"{family}.gguf", family=family, quant=8, seed=3)
@@ -50,7 +56,8 @@ def run_alone(e: Engine, slot: int, prompt: list[int], max_tokens: int) -> tuple
     return tokens, finish
 
 
-KINDS = ["default"] + [f for f in FAMILIES] + [f"{a}:Q8_0" for a in MOE_ARCHS] + ["qwen3moe:Q4_0", "llama:Q4_0"]
+KINDS = (["default"] + [f for f in FAMILIES] + [f"{a}:Q8_0" for a in MOE_ARCHS] + ["qwen3moe:Q4_0", "llama:Q4_0"]
+         + ["exp:IQ2_XXS", "mix:ud"])  # low-bit experts: batched arithmetic (tiled IQ matmul) per slot as alone
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -1,7 +1,7 @@
 """Expert streaming changes speed, never tokens: with a cache of one expert
 per layer (everything streamed), a middling one, O_DIRECT, no prefetch, and
-pinned experts, every MoE architecture decodes exactly the tokens it decodes
-with all experts resident. Also: routing heat, tiers, counters and the
+pinned experts, every MoE architecture, and experts of every low-bit type,
+decode exactly the tokens they decode with all experts resident. Also: routing heat, tiers, counters and the
 per-turn records the dashboard reads."""
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ import math
 import pytest
 
 from colibri.engine import Engine
+from tests.engine.test_lowbit_models import KINDS as LOWBIT_KINDS
+from tests.engine.test_lowbit_models import fixture as lowbit_fixture
+from tests.engine.test_lowbit_models import require_kernels
 from tests.fixtures import moe_models
 
 pytest.importorskip("gguf")
@@ -39,7 +42,22 @@ def prompts_for(e: Engine) -> list[list[int]]:
 @pytest.mark.parametrize("quant", ["Q8_0", "Q4_0"])
 @pytest.mark.parametrize("arch", ARCHS)
 def test_streamed_tokens_equal_resident(arch, quant):
-    path = moe_models.tiny(arch, quant)
+    streamed_equals_resident(moe_models.tiny(arch, quant), f"{arch} {quant}")
+
+
+@pytest.mark.parametrize("kind", LOWBIT_KINDS)
+def test_low_bit_streamed_tokens_equal_resident(kind):
+    """Experts of every low-bit type, and the mixed files: an expert is a whole
+    number of rows of whole blocks (256-value super-blocks for the IQ, TQ and K
+    types; 17-byte MXFP4 blocks make rows of odd size in the gpt-oss-like file),
+    sliced by its byte stride, and an O_DIRECT read keeps the file offset's
+    alignment (mod 4096) in the buffer, so a streamed expert lies as the mapped one."""
+    path = lowbit_fixture(kind)
+    require_kernels(path)
+    streamed_equals_resident(path, kind)
+
+
+def streamed_equals_resident(path, label: str) -> None:
     with Engine(path, n_slots=2, n_ctx=128, n_batch=16, n_threads=2) as e:
         want = decode(e, prompts_for(e), 12)
         per_token = e.stats()["n_layer"]  # only to check the engine answers before streaming
@@ -50,7 +68,7 @@ def test_streamed_tokens_equal_resident(arch, quant):
         with Engine(path, n_slots=2, n_ctx=128, n_batch=16, n_threads=2, **kw) as e:
             got = decode(e, prompts_for(e), 12)
             st = e.stats()
-        assert got == want, f"{arch} {quant} {kw}"
+        assert got == want, f"{label} {kw}"
         assert st["streaming"] == 1 and st["loads"] > 0 and st["bytes_read"] > 0
         assert st["hits"] + st["misses"] > 0
 

@@ -99,7 +99,9 @@ def format_info(info: dict) -> str:
     ]
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
-    lines.append("tensor types:")
+    computes = info.get("tensor_computes", {})
+    lines.append("tensor types (tensors, bytes, whether this build computes with it):")
     for t, count in sorted(info["tensor_types"].items(), key=lambda kv: -info["tensor_bytes"][kv[0]]):
-        lines.append(f"  {t:<8} {count:5d} tensors  {_human_bytes(info['tensor_bytes'][t]):>10}")
+        can = {True: "yes", False: "no: colibri cannot compute with it yet (refused at load)"}.get(computes.get(t), "-")
+        lines.append(f"  {t:<8} {count:5d} tensors  {_human_bytes(info['tensor_bytes'][t]):>10}  {can}")
     return "\n".join(lines)
