@@ -160,7 +160,7 @@ static void bench(uint32_t t, int64_t n_in, int64_t n_out, int64_t n_rows, int r
     for (char *q = fname + 13; *q && q < fname + 13 + strlen(c.name); q++) *q = (char)(*q >= 'A' && *q <= 'Z' ? *q + 32 : *q);
     *(void **)&c.gdot = sym(G.cpu, fname);
     if (n_rows) {
-        c.gctx = G.init((struct ggml_init_params){wbytes + sizeof(float) * n_in * rows * 3 + (64u << 20), NULL, false});
+        c.gctx = G.init((struct ggml_init_params){wbytes + sizeof(float) * n_in * rows * 3 + (160u << 20), NULL, false});
         void *wt = G.new_tensor_2d(c.gctx, (int)t, n_in, n_out);
         memcpy(G.get_data(wt), c.w, wbytes);
         void *xt = G.new_tensor_2d(c.gctx, GGML_TYPE_F32, n_in, n_rows);

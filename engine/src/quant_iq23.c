@@ -257,7 +257,7 @@ void coli_kernels_fill_iq23(coli_kernel_table *t, int isa) {
     case COLI_ISA_AVXVNNI: EACH(SET_AVX2) break;
     case COLI_ISA_AVX512: EACH(SET_AVX512) break;
 #endif
-    default: EACH(SET_SCALAR) break;  /* non-x86 ggml: the _generic dot for every row */
+    default: EACH(SET_SCALAR) break;  /* ggml's _generic dot for every row (its build without SIMD kernels) */
     }
 #undef EACH
 }

@@ -14,8 +14,14 @@
  *   vec_dot_<t>_q8_K_tiled_<isa>  batches of 8 rows or more: ggml's tiled
  *       matmul, the whole integer sum of a super-block at once,
  *       acc = fma(float(isum) * (d(x) * k), d(y), acc).
- * The scalar twins (_generic) are ggml-cpu/quants.c's: sum = fma(d(x) * d(y),
- * float(isum), sum), k * sum at the end. */
+ * The AVX2-only build's tiled microkernel computes the same floats as the
+ * AVX-512 VNNI one (d0 * float(s1), then one fma into the output), so the
+ * avx2 / avxvnni sets match both builds. vec_dot_16w / vec_dot_mm_16w: the
+ * same two arithmetics for 16 weight rows, each weight super-block decoded
+ * once for up to 64 activation rows (batches, experts given many rows).
+ * The scalar twins (_generic) are ggml-cpu/quants.c's, bit for bit with the
+ * exported ggml_vec_dot_<t>_q8_K_generic: sum = fma(d(x) * d(y), float(isum),
+ * sum), k * sum at the end; the scalar set uses them for every row. */
 #ifndef COLI_QUANT_IQ23_H
 #define COLI_QUANT_IQ23_H
 
