@@ -258,12 +258,8 @@ INL __m128i reduce4(__m512i a, __m512i b, __m512i c, __m512i d) {
 }
 
 #define IQ23_16W(t, kf)                                                                                              \
-    INL void t##_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,       \
-                     const int tiled) {                                                                              \
-        if (nr <= COLI_MAX_NR) {                                                                                     \
-            for (int j = 0; j < 16; j++) COLI_DISPATCH_NR(nr, t##_nr, n, w + j * wst, a, as, s + j, ss, tiled);     \
-            return;                                                                                                  \
-        }                                                                                                            \
+    static __attribute__((noinline, target(ISA))) void t##_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, \
+                                                size_t ss, int nr, const int tiled) {                     \
         const int nb = n / QK_K;                                                                                     \
         const __m512i b128 = _mm512_set1_epi8(-128);                                                                 \
         iq23_sbw D[IQ23_SB][IQ23_WR];                                                                                \
@@ -335,10 +331,18 @@ INL __m128i reduce4(__m512i a, __m512i b, __m512i c, __m512i d) {
     }                                                                                                                \
     TGT void vec_dot_##t##_q8_K_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,    \
                                            size_t ss, int nr) {                                                      \
+        if (nr <= COLI_MAX_NR) { /* decode: the one-row kernel per weight row (no batch frame) */          \
+            for (int j = 0; j < 16; j++) vec_dot_##t##_q8_K_avx512(n, (const char *)w + j * wst, a, as, s + j, ss, nr); \
+            return;                                                                                          \
+        }                                                                                                    \
         t##_16w(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 0);                                         \
     }                                                                                                                \
     TGT void vec_dot_##t##_q8_K_mm_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s, \
                                               size_t ss, int nr) {                                                   \
+        if (nr <= COLI_MAX_NR) { /* decode: the one-row kernel per weight row (no batch frame) */          \
+            for (int j = 0; j < 16; j++) vec_dot_##t##_q8_K_tiled_avx512(n, (const char *)w + j * wst, a, as, s + j, ss, nr); \
+            return;                                                                                          \
+        }                                                                                                    \
         t##_16w(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 1);                                         \
     }
 
