@@ -41,10 +41,12 @@ gguf() {
     fi
     end=$(date +%s)
     grep '^stat::' "$scratch/fuzz.log"
-    local total cov
+    local total replay edges features
     total="$(grep -o 'Loaded 1 modules *([0-9]*' "$scratch/fuzz.log" | grep -o '[0-9]*$' | head -n1)"
-    cov="$("$ROOT/engine/build/fuzz/fuzz_gguf" -runs=0 "$corpus" 2>&1 | grep -o 'cov: [0-9]* ft: [0-9]*' | tail -n1)"
-    echo "GGUF: 0 crashes, $(grep -o 'number_of_executed_units: *[0-9]*' "$scratch/fuzz.log" | grep -o '[0-9]*$') executions in $((end - start)) s, corpus $(ls "$corpus" | wc -l) files, $cov of $total edges"
+    replay="$("$ROOT/engine/build/fuzz/fuzz_gguf" -runs=0 "$corpus" 2>&1 | grep -o 'cov: [0-9]* ft: [0-9]*' | tail -n1)"
+    edges="$(echo "$replay" | cut -d' ' -f2)"
+    features="$(echo "$replay" | cut -d' ' -f4)"
+    echo "GGUF: 0 crashes, $(grep -o 'number_of_executed_units: *[0-9]*' "$scratch/fuzz.log" | grep -o '[0-9]*$') executions in $((end - start)) s, corpus $(ls "$corpus" | wc -l) files, $edges of $total edges covered ($((100 * edges / total))%), $features features"
     [ -n "${GGUF_CORPUS:-}" ] || rm -rf "$scratch"
 }
 

@@ -62,6 +62,8 @@ def test_fuzzing_reached_its_count(server):
     with a body answered 2xx for at least one case in twenty (the generated requests reach the
     model, not only the validators: many fields the vendors allow are refused by name here,
     serve-api.md's penalties, `n`, `best_of`, `suffix` ...)."""
+    if not TALLY.cases:
+        pytest.skip("counts the cases of test_vendor_schema_fuzzing, which did not run")
     summary = TALLY.summary()
     print("\nfuzz_api:", summary, TALLY.statuses())
     print("4xx codes:", {f"{p} {s} {c}": n for (p, s, c), n in TALLY.codes.most_common()})
