@@ -344,6 +344,7 @@ def main(argv: list[str]) -> int:
             print(f"{operation_.method.upper()} {operation_.path}: {tally.summary()}", flush=True)
         alive = srv.proc.poll() is None
     print("statuses:", json.dumps(tally.statuses()))
+    print("4xx codes:", json.dumps({f"{p} {s} {c}": n for (p, s, c), n in tally.codes.most_common()}))
     for p in tally.problems[:50]:
         print("PROBLEM", p)
     print("RESULT", tally.summary(), "server alive" if alive else "SERVER DIED")
