@@ -15,6 +15,11 @@ vendor's schema, and a share of invalid ones. What colibri must do with each:
   vendor's schema allows but colibri refuses by name (serve-api.md: images, n > 1 ...) is
   not a failure.
 
+Where the vendor's API says more than its schema, the check follows the API (DEVIATIONS,
+STREAM_EVENT): an echoed prompt's first token has a null log probability, and a legacy
+completions chunk before the last has `finish_reason: null` (and `usage: null` with
+`include_usage`), as the vendor's own stream example and `stream_options` text show.
+
 Seven cases in eight keep only the top-level fields the vendor names (JSON Schema leaves the
 objects open, and a made-up field is refused first). `max_tokens` (and
 `max_completion_tokens`) are overridden to 1-3 tokens when the generated
@@ -75,6 +80,24 @@ DEVIATIONS = {
 }
 
 
+# The legacy completions stream is documented as a series of CreateCompletionResponse objects,
+# whose schema has no room for what a chunk before the last carries and the vendor's own
+# documents show: `finish_reason: null` (the stream example of POST /completions), and
+# `usage: null` on every chunk while `stream_options.include_usage` is on (that option's
+# description). The chunk schema colibri's completion stream is checked against says so.
+COMPLETION_CHUNK = "x-CreateCompletionResponseChunk"
+STREAM_EVENT = {"/v1/completions": f"#/components/schemas/{COMPLETION_CHUNK}"}
+
+
+def completion_chunk(schemas: dict) -> dict:
+    chunk = json.loads(json.dumps(schemas["CreateCompletionResponse"]))
+    reason = chunk["properties"]["choices"]["items"]["properties"]["finish_reason"]
+    reason["type"] = [reason["type"], "null"]
+    reason["enum"] = reason["enum"] + [None]
+    chunk["properties"]["usage"] = {"anyOf": [chunk["properties"]["usage"], {"type": "null"}]}
+    return chunk
+
+
 def with_deviations(schemas: dict) -> dict:
     schemas = json.loads(json.dumps(schemas))
     for (name, *fields), patch in DEVIATIONS.items():
@@ -84,6 +107,7 @@ def with_deviations(schemas: dict) -> dict:
             node = node.get("items", node)
             node = next((b for b in node.get("anyOf", []) if b.get("type") == "object"), node)
         node["properties"][fields[-1]].update(patch)
+    schemas[COMPLETION_CHUNK] = completion_chunk(schemas)
     return schemas
 
 
@@ -221,7 +245,7 @@ def check_stream(path: str, op: dict, text: str) -> list[str]:
     events, problem = sse_payloads(text)
     if problem:
         return [problem]
-    ref = op["x-stream-event"]["$ref"]
+    ref = STREAM_EVENT.get(path, op["x-stream-event"]["$ref"])
     probs = []
     if path == "/v1/messages":
         names = [n for n, _ in events]
