@@ -139,7 +139,7 @@ class Tally:
         self.by_status: collections.Counter = collections.Counter()
         self.codes: collections.Counter = collections.Counter()  # (path, status, error code) of the 4xx
         self.problems: list[str] = []
-        self.started = time.monotonic()
+        self.started: float | None = None  # at the first case
         self.slowest = 0.0
 
     @property
@@ -152,7 +152,7 @@ class Tally:
         for (path, status), n in self.by_status.items():
             per_op[path] += n
             per_class[f"{status // 100}xx"] += n
-        wall = time.monotonic() - self.started
+        wall = time.monotonic() - self.started if self.started is not None else 0.0
         return (f"{self.cases} cases in {wall:.0f} s ({self.cases / max(wall, 1e-9):.1f}/s; slowest "
                 f"{self.slowest:.1f} s): {dict(sorted(per_class.items()))}, by operation {dict(per_op)}, "
                 f"{len(self.problems)} problems")
@@ -316,6 +316,8 @@ def run_case(case, base: str, model_id: str, tally: Tally) -> list[str]:
     """Send one case, check its reply, count it; the problems found (also kept in the tally)."""
     tweak(case, model_id)
     t0 = time.monotonic()
+    if tally.started is None:
+        tally.started = t0
     try:
         resp = case.call(base_url=base, timeout=REQUEST_TIMEOUT)
     except Exception as exc:  # noqa: BLE001 - a hang (timeout) or a dropped connection is a failure
