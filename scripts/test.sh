@@ -95,12 +95,25 @@ ensure_chromium() {
     apt_install chromium
 }
 
+ensure_fuzzer() {
+    # clang with libFuzzer for the coverage-guided GGUF fuzzer (make -C engine fuzz,
+    # tests/engine/test_fuzz_gguf_cov.py): Debian's clang-14 and its runtime (~15 s)
+    local cc
+    cc="$(command -v clang || command -v clang-14 || true)"
+    if [ -n "$cc" ] && echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }' |
+        "$cc" -x c -fsanitize=fuzzer -o /dev/null - 2>/dev/null; then
+        return
+    fi
+    apt_install clang-14 libclang-rt-14-dev
+}
+
 ensure_llama_cpp
 ensure_chromium
+ensure_fuzzer
 ensure_codex
 ensure_claude_code
-say "building the sanitizer build of the engine (make -C engine asan)"
-make -s -C "$ROOT/engine" asan
+say "building the sanitizer builds of the engine (make -C engine asan fuzz)"
+make -s -C "$ROOT/engine" asan fuzz
 cd "$ROOT"
 # the reference is installed above: a test that cannot import it must fail, not skip
 export COLI_REQUIRE_REFERENCE=1
@@ -112,6 +125,8 @@ done
 export COLI_REQUIRE_REAL_MODELS=1
 # chromium is installed above: the browser tests must fail, not skip, without it
 export COLI_REQUIRE_CHROMIUM=1
+# and so is clang's libFuzzer: the GGUF fuzz test must fail, not skip, without it
+export COLI_REQUIRE_FUZZER=1
 "$PY" -m pytest "$@"
 [ $# -gt 0 ] && exit 0
 

@@ -667,13 +667,22 @@ double gguf_arr_f64(const gguf_kv *kv, uint64_t i) {
     return neg ? (double)(int64_t)v : (double)v;
 }
 
+/* A float element as an integer: truncated, saturated at the int64 range, NaN as 0 (a plain
+ * cast of NaN or of 1e30 is undefined behaviour: found by tools/fuzz_gguf.c). */
+static int64_t f64_to_i64(double v) {
+    if (v != v) return 0;
+    if (v >= 9223372036854775807.0) return INT64_MAX;
+    if (v <= -9223372036854775808.0) return INT64_MIN;
+    return (int64_t)v;
+}
+
 int64_t gguf_arr_i64(const gguf_kv *kv, uint64_t i) {
     if (kv->type != GGUF_TYPE_ARRAY || i >= kv->arr_n) return 0;
     uint64_t sz = fixed_size(kv->arr_type);
     if (!sz) return 0;
     const uint8_t *p = kv->data + i * sz;
-    if (kv->arr_type == GGUF_TYPE_FLOAT32) { float v; memcpy(&v, p, 4); return (int64_t)v; }
-    if (kv->arr_type == GGUF_TYPE_FLOAT64) { double v; memcpy(&v, p, 8); return (int64_t)v; }
+    if (kv->arr_type == GGUF_TYPE_FLOAT32) { float v; memcpy(&v, p, 4); return f64_to_i64(v); }
+    if (kv->arr_type == GGUF_TYPE_FLOAT64) { double v; memcpy(&v, p, 8); return f64_to_i64(v); }
     int neg;
     return (int64_t)load_int(p, kv->arr_type, &neg);
 }

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from colibri.api.errors import ApiError, bad_request
-from colibri.api.fields import opt_bool, opt_int, out_of_range, sampling, wrong_type
+from colibri.api.fields import opt_bool, opt_int, out_of_range, sampling, top_k_of, wrong_type
 from colibri.chat.messages import Message, Thinking
 from colibri.serving.requests import ChatRequest, Limits, Options, ToolChoice, Tools
 
@@ -50,7 +50,7 @@ def parse_messages_request(body: dict, limits: Limits, counting: bool = False) -
             raise bad_request("missing_required_parameter", "max_tokens: Field required", "max_tokens")
         max_tokens = opt_int(body, "max_tokens", lo=1)
     temperature, top_p = sampling(body, limits.temperature, limits.top_p, max_temperature=1.0)
-    top_k = opt_int(body, "top_k", lo=0, default=0)  # 0: off
+    top_k = top_k_of(body, lo=0)  # 0: off
     output_config(body.get("output_config"))
     cache_slot = opt_int(body, "cache_slot")
     if cache_slot is not None and not 0 <= cache_slot < limits.kv_slots:

@@ -98,4 +98,19 @@ def sampling(body: dict, temperature: float, top_p: float, max_temperature: floa
     p = opt_number(body, "top_p", top_p)
     if not 0.0 < p <= 1.0:
         raise out_of_range("top_p", "in (0, 1]", body.get("top_p"))
-    return t, p
+    # the engine samples in single precision, where a top_p below 1.4e-45 would be 0 (and
+    # refused as out of range): at least the smallest positive float, the same choice
+    # (the most likely token alone)
+    return t, max(p, FLOAT32_TRUE_MIN)
+
+
+FLOAT32_TRUE_MIN = 1.401298464324817e-45  # the smallest positive single-precision float
+INT32_MAX = 2**31 - 1
+
+
+def top_k_of(body: dict, lo: int | None = None) -> int:
+    """`top_k`, 0 (off) when absent; negative values are refused with lo=0 (Anthropic's) or
+    mean off (llama.cpp's extension on the OpenAI routes). A k past every vocabulary keeps
+    every token, as off does: kept as INT32_MAX, which the engine's int holds."""
+    k = opt_int(body, "top_k", lo=lo, default=0)
+    return min(max(k, 0), INT32_MAX)

@@ -10,8 +10,8 @@ import json
 import re
 
 from colibri.api.errors import ApiError, bad_request
-from colibri.api.fields import (opt_bool, opt_int, opt_number, opt_object, opt_str, out_of_range, sampling, type_name,
-                                wrong_type)
+from colibri.api.fields import (opt_bool, opt_int, opt_number, opt_object, opt_str, out_of_range, sampling, top_k_of,
+                                type_name, wrong_type)
 from colibri.chat.messages import Message, Thinking
 from colibri.serving.requests import ChatRequest, CompletionRequest, Limits, Options, ToolChoice, Tools
 
@@ -63,7 +63,7 @@ def parse_options(body: dict, limits: Limits) -> Options:
     legacy = opt_int(body, "max_tokens", lo=1)
     max_tokens = budget if budget is not None else legacy if legacy is not None else limits.max_tokens
     temperature, top_p = sampling(body, limits.temperature, limits.top_p, max_temperature=2.0)
-    top_k = max(opt_int(body, "top_k", default=0), 0)  # llama.cpp's server's extension; <= 0: off, as there
+    top_k = top_k_of(body)  # llama.cpp's server's extension; <= 0: off, as there
     seed = body.get("seed")  # accepted unvalidated; an integer one is honoured (docs/openai-api.md#seed)
     seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else None
     n = opt_int(body, "n", lo=1)

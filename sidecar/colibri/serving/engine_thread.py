@@ -365,6 +365,11 @@ class EngineThread:
         except EngineError as e:
             self._deliver(job, e)
             return
+        except Exception as e:  # noqa: BLE001 - a value the engine's C types cannot hold, say:
+            # that request fails; the thread, which serves every other one, goes on
+            log.exception("submitting a request failed")
+            self._deliver(job, e)
+            return
         self._running[slot] = job
 
     def _cancel(self, job: _Job) -> None:
