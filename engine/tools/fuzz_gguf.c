@@ -23,6 +23,15 @@
 
 #include "colibri.h"
 #include "gguf.h" /* the typed getters the engine reads a model's metadata with */
+#include "kernels.h"
+
+/* colibri_gguf_describe asks the kernel tables which tensor types this build
+ * computes with; the fuzz build links the reader alone (its coverage is the
+ * GGUF code), so here no type has kernels: an empty table. */
+const coli_kernel_table *coli_kernels(void) {
+    static coli_kernel_table none;
+    return &none;
+}
 
 static const char *KEYS[] = {
     "general.architecture", "general.name", "general.alignment", "tokenizer.ggml.model", "tokenizer.ggml.tokens",

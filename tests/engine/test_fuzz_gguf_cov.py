@@ -89,5 +89,5 @@ def test_seeds_open_and_are_small(tmp_path, asan_gguf_check):
     assert out.returncode == 0, out.stderr[-4000:]
     errors = {line.split(" ", 3)[2].rstrip(":").rsplit("/", 1)[-1]: line.split(" ", 2)[1]
               for line in out.stdout.splitlines() if line.startswith("ERR")}
-    assert errors == {"empty.gguf": "truncated", "magic.gguf": "truncated", "newer_type.gguf": "corrupt"}, out.stdout
+    assert errors == {"empty.gguf": "truncated", "magic.gguf": "truncated"}, out.stdout
     assert len(paths) - len(errors) >= 7
