@@ -35,19 +35,28 @@ def build_fuzzer() -> Path:
     return FUZZER
 
 
+def spawned(argv: list[str], timeout: float) -> list[str]:
+    """argv run as a child of timeout(1): Linux keeps a process's peak RSS across exec, so the
+    fuzzer exec'd straight from pytest would inherit pytest's peak (GBs after the model tests)
+    and libFuzzer's -rss_limit_mb would fire on its first check; a process forked from the
+    small timeout(1) starts counting from its own size."""
+    return ["timeout", "--kill-after=10", str(int(timeout)), *argv]
+
+
 def run_fuzzer(corpus: Path, seeds: Path, *limits: str, timeout: float) -> tuple[subprocess.CompletedProcess, dict]:
     env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0",
            "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
-    proc = subprocess.run([str(FUZZER), *limits, "-print_final_stats=1", "-timeout=10", "-rss_limit_mb=2048",
-                           f"-artifact_prefix={corpus.parent}/", str(corpus), str(seeds)],
-                          capture_output=True, text=True, errors="replace", env=env, timeout=timeout)
+    argv = [str(FUZZER), *limits, "-print_final_stats=1", "-timeout=10", "-rss_limit_mb=2048",
+            f"-artifact_prefix={corpus.parent}/", str(corpus), str(seeds)]
+    proc = subprocess.run(spawned(argv, timeout), capture_output=True, text=True, errors="replace", env=env,
+                          timeout=timeout + 30)
     return proc, {k: int(v) for k, v in STATS.findall(proc.stderr)}
 
 
 def coverage(corpus: Path) -> tuple[int, int, int]:
     """(edges covered, features, edges instrumented) of the reader by a corpus, replayed once."""
-    proc = subprocess.run([str(FUZZER), "-runs=0", str(corpus)], capture_output=True, text=True, errors="replace",
-                          env={**os.environ, "ASAN_OPTIONS": "detect_leaks=0"}, timeout=300)
+    proc = subprocess.run(spawned([str(FUZZER), "-runs=0", str(corpus)], 300), capture_output=True, text=True,
+                          errors="replace", env={**os.environ, "ASAN_OPTIONS": "detect_leaks=0"}, timeout=330)
     total = int(re.search(r"Loaded 1 modules\s+\((\d+) inline 8-bit counters\)", proc.stderr).group(1))
     m = re.findall(r"(?:INITED|DONE)\s+cov: (\d+) ft: (\d+)", proc.stderr)
     return int(m[-1][0]), int(m[-1][1]), total
