@@ -3,11 +3,13 @@
 The Gemma 3 template is Google's own (the instruction-tuned checkpoints'
 tokenizer_config.json), kept byte for byte: the default Gemma 3 270M GGUF
 has no tokenizer.chat_template, and Gemma's prompts are not interchangeable
-with any other family's. DeepSeek's and GLM-5's are in templates_deepseek_glm.py.
+with any other family's. DeepSeek's and GLM-5's are in templates_deepseek_glm.py, gpt-oss's
+in templates_harmony.py.
 """
 from __future__ import annotations
 
 from colibri.chat.templates_deepseek_glm import DEEPSEEK_V31, DEEPSEEK_V32, GLM5
+from colibri.chat.templates_harmony import GPT_OSS
 
 GEMMA3 = (
     "{{ bos_token }}\n"
@@ -68,6 +70,7 @@ BY_ARCH = {
     "deepseek2": DEEPSEEK_V31,  # V3, R1, V3.1 (and Kimi K2, whose files carry their own)
     "deepseek32": DEEPSEEK_V32,
     "glm-dsa": GLM5,
+    "gpt-oss": GPT_OSS,  # harmony (chat/harmony.py)
 }
 
 # Tokens that open a new turn: a model that writes one has finished its own

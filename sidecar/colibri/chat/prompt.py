@@ -28,6 +28,7 @@ class Prompt:
     text: str
     continued: bool = False  # ends inside the last assistant turn
     in_reasoning: bool = False  # ends inside an open <think> block
+    harmony_tail: str | None = None  # harmony (gpt-oss): the text from the last <|start|>, where the reply goes on
 
 
 class ChatFormat:
@@ -108,6 +109,10 @@ class ChatFormat:
         d: dict = {"role": m.role, "content": None if empty_call and self.template.none_for_no_content else m.content}
         if m.reasoning_content is not None and self.has_reasoning:
             d["reasoning_content"] = m.reasoning_content
+            if self.template.harmony:  # gpt-oss's template reads a turn's analysis as `thinking`, as llama.cpp
+                d["thinking"] = m.reasoning_content  # passes it, and refuses both beside a call: the call keeps it
+                if m.tool_calls:
+                    d["content"] = ""
         if m.tool_calls:  # only when present: some templates test `tool_calls is defined`
             as_text = self.template.arguments_as_text
             d["tool_calls"] = [_with_text_arguments(c) if as_text else _with_object_arguments(c) for c in m.tool_calls]
@@ -124,6 +129,8 @@ class ChatFormat:
                          "reasoning_effort" if thinking.effort not in (None, "none") else "preserve_thinking")
                 raise InvalidRequest("unsupported_parameter", "this model family has no reasoning mode", param=param)
             return {}
+        if self.template.harmony:
+            return {"reasoning_effort": _harmony_effort(thinking)}
         kwargs: dict = {}
         enable = thinking.enable
         if enable is None and thinking.effort is not None:
@@ -142,9 +149,22 @@ class ChatFormat:
     def _finish(self, text: str, continued: bool = False) -> Prompt:
         # a cue that ends in <think> (DeepSeek R1, V3.1 and V3.2 thinking, GLM-4.7 and 5) starts the reply
         # inside the reasoning block; a continued turn, where its own text left a block open
+        if self.template.harmony:  # channels, not <think>: the reply goes on from the last header
+            return Prompt(text=text, continued=continued, harmony_tail=text[text.rfind("<|start|>"):])
         tail = text.rstrip()
         opened = tail.rfind("<think>") > tail.rfind("</think>") if continued else tail.endswith("<think>")
         return Prompt(text=text, continued=continued, in_reasoning=self.has_reasoning and opened)
+
+
+def _harmony_effort(thinking: Thinking) -> str:
+    """gpt-oss's `Reasoning:` line: low, medium (its default) or high. It always reasons, so
+    "none", "minimal" and thinking turned off ask for the least, "xhigh" and "max" for the most."""
+    effort = thinking.effort
+    if effort in ("none", "minimal") or (effort is None and thinking.enable is False):
+        return "low"
+    if effort in ("xhigh", "max"):
+        return "high"
+    return effort if effort in ("low", "high") else "medium"
 
 
 def _with_object_arguments(call: dict) -> dict:

@@ -16,6 +16,8 @@ from jinja2 import nodes
 from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
+from colibri.chat.harmony import is_harmony
+
 
 # `... + tool['function']['arguments'] + ...`: the template adds the arguments to text (DeepSeek's own)
 ARGUMENTS_AS_TEXT = re.compile(r"""\[['"]arguments['"]\]\s*\+"""
@@ -107,8 +109,14 @@ class ChatTemplate:
 
     @property
     def has_reasoning(self) -> bool:
-        """The family's template knows a <think> block (Qwen3, DeepSeek-R1, GLM...)."""
-        return "<think>" in self.source
+        """The family's template knows a <think> block (Qwen3, DeepSeek-R1, GLM...) or harmony's
+        analysis channel (gpt-oss)."""
+        return "<think>" in self.source or self.harmony
+
+    @property
+    def harmony(self) -> bool:
+        """It speaks gpt-oss's harmony format (chat/harmony.py): channels, not <think> blocks."""
+        return is_harmony(self.source)
 
     def render(self, messages: list[dict], add_generation_prompt: bool, tools: list[dict] | None = None,
                **kwargs: Any) -> str:

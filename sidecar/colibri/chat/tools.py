@@ -1,7 +1,7 @@
 """Tool calls in each family's native format: which format a chat template speaks, and
 the calls parsed back out of a generated reply.
 
-    fmt = tool_format(template_source)     # HERMES (Qwen2.5, Qwen3), QWEN3_CODER, GLM45, MISTRAL(_V11),
+    fmt = tool_format(template_source)     # HERMES (Qwen2.5, Qwen3), QWEN3_CODER, GLM45, MISTRAL(_V11), HARMONY,
                                            # DEEPSEEK_V3, DEEPSEEK_V31, DEEPSEEK_DSML, KIMI_K2, or None
     calls = fmt.parse(section)             # section: the reply after fmt.opener
     fmt.call_opening("f")                  # a call to f written up to its arguments (a forced call)
@@ -14,6 +14,7 @@ Formats, as the families' own templates ask the model to write them:
                   [TOOL_CALLS]f[ARGS]{...}                                 (v11+, repeated)
   GLM-4.7, GLM-5  GLM-4.5's, without the newlines
   DeepSeek, Kimi  their special-token sections (tools_deepseek.py, tools_kimi.py)
+  gpt-oss         harmony messages addressed to functions.NAME (harmony.py)
 Everything from the first opener on is the tool section: the answer is the text
 before it, and calls come after all text (docs/openai-api.md#tool-calls). A format may
 know other texts that start a section too (`openers`: Qwen3-Coder's models often drop the
@@ -33,6 +34,7 @@ import string
 from typing import Any
 
 from colibri.chat.schema import problems
+from colibri.chat.harmony import HARMONY, is_harmony
 from colibri.chat.tool_calls import ParsedCall, Section, ToolFormat, first, skip_space
 from colibri.chat.tool_calls import decode_arguments as _decode_arguments
 from colibri.chat.tools_deepseek import DEEPSEEK_DSML, DEEPSEEK_V3, DEEPSEEK_V4_DSML, DEEPSEEK_V31, DSML
@@ -398,6 +400,8 @@ def tool_format(template_source: str | None) -> ToolFormat | None:
     """The tool-call format a chat template teaches its model, or None (no tools)."""
     if not template_source:
         return None
+    if is_harmony(template_source):  # gpt-oss
+        return HARMONY
     if "<arg_key>" in template_source:  # GLM-4.5 to GLM-5
         return GLM45
     if DSML in template_source:  # DeepSeek V3.2 (V4 names its block tool_calls)

@@ -54,7 +54,7 @@ class ServingCore:
         if check_fits:
             served.check_fits(tokens, "messages")
         return Prepared(tokens, req.options, in_reasoning=prompt.in_reasoning, reasoning=fmt.has_reasoning,
-                        tools=tools)
+                        tools=tools, harmony_tail=prompt.harmony_tail)
 
     def prepare_completion(self, req: CompletionRequest) -> Prepared:
         tokens = self.served.tokenize_completion(req.prompt)

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import AsyncIterator
 
+from colibri.chat.harmony import HarmonySplitter
 from colibri.chat.reasoning import ReasoningSplitter
 from colibri.chat.spans import Spans
 from colibri.chat.stops import StopFilter
@@ -62,6 +63,7 @@ class Prepared:
     in_reasoning: bool = False  # the prompt ends inside an open reasoning block
     reasoning: bool = False  # the family reasons: split its reasoning from the answer
     tools: ToolSetup | None = None
+    harmony_tail: str | None = None  # gpt-oss: the prompt from its last <|start|> (chat/harmony.py)
 
 
 @dataclass
@@ -137,7 +139,12 @@ class Session:
         detok = Detokenizer(served.token_bytes)
         stops = StopFilter(options.stop, ignore_leading=options.ignore_leading_stop)
         opened = tools.opened if tools else ""
-        split = ReasoningSplitter(prepared.in_reasoning) if prepared.reasoning and not opened else None
+        if opened:
+            split = None
+        elif prepared.harmony_tail is not None:  # channels: reasoning, answer and calls by message
+            split = HarmonySplitter(prepared.harmony_tail, tools=tools is not None)
+        else:
+            split = ReasoningSplitter(prepared.in_reasoning) if prepared.reasoning else None
         section = StopFilter(list(tools.format.openers)) if tools else None  # the answer ends where calls begin
         if opened:  # a forced call: the reply starts inside the tool section
             section.assume_matched(tools.format.opener, opened[len(tools.format.opener):])
@@ -183,7 +190,7 @@ class Session:
                     delta = stage(text)
                     if delta.content or delta.reasoning:
                         yield _record(outcome, delta)
-                if stops.matched is not None:
+                if stops.matched is not None or getattr(split, "ended", False):  # a stop, or another role's turn
                     outcome.finish_reason = "stop"
                     ended = True
                     generation.cancel()  # read on to its Finish: reuse, read-out
