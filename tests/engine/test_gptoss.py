@@ -88,6 +88,17 @@ def test_the_window_slides(tmp_path):
     assert (np.abs(sliding[n_swa:] - full[n_swa:]).max(-1) > 1e-3).mean() > 0.9
 
 
+@pytest.mark.parametrize("pattern", [dict(swa_period=3), dict(swa_period=0), dict(swa_layers=(False, True, True, False))],
+                         ids=["period-3", "period-0", "per-layer"])
+def test_the_files_sliding_window_pattern(pattern):
+    """attention.sliding_window_pattern, as a period (0: every layer slides) or one flag per
+    layer, decides which layers slide as in llama.cpp (load_swa_pattern)."""
+    path = mm.tiny(ARCH, "Q8_0", **pattern)
+    ours, theirs = matches_llama_cpp(path, 200, f"{ARCH} {pattern}", n_greedy=8)
+    if arithmetic_mirrored():
+        assert np.array_equal(ours, theirs)
+
+
 @pytest.mark.parametrize("label", ["Q4_0", "MXFP4"])
 def test_streamed_tokens_equal_resident(label):
     streamed_equals_resident(fixture(label), f"{ARCH} {label}")
