@@ -70,16 +70,22 @@ typedef struct {
     coli_pv_rows_fn pv_rows;  /* MLA: P.V straight from the latent rows of K (no transposed copy), or NULL */
 } attn_job;
 
-/* Scores sc[c0..c1) of cells [lo, hi] (the rest masked) -> probabilities ph (f16). */
-static void softmax_f16(const attn_job *J, float *sc, coli_half *ph, int c0, int c1, int lo, int hi, float kq_scale) {
+/* Scores sc[c0..c1) of cells [lo, hi] (the rest masked) -> probabilities ph (f16).
+ * sink (gpt-oss; NULL: none): a logit in the denominator only, as ggml's soft_max
+ * with sinks: it raises the max, and its expf(sink - max) joins the double sum. */
+static void softmax_f16(const attn_job *J, float *sc, coli_half *ph, int c0, int c1, int lo, int hi, float kq_scale,
+                        const float *sink) {
     float max = -INFINITY;
     for (int c = lo; c <= hi; c++) {
         if (kq_scale != 1.0f) sc[c - c0] *= kq_scale;
         if (sc[c - c0] > max) max = sc[c - c0];
     }
+    if (sink && *sink > max) max = *sink;
     for (int c = c0; c < lo; c++) sc[c - c0] = -INFINITY;
     for (int c = hi + 1; c < c1; c++) sc[c - c0] = -INFINITY;
-    const float inv = (float)(1.0 / J->exp_sum(sc, c1 - c0, max));
+    double sum = J->exp_sum(sc, c1 - c0, max);
+    if (sink) sum += (double)expf(*sink - max);
+    const float inv = (float)(1.0 / sum);
     for (int c = c0; c < c1; c++) sc[c - c0] *= inv;
     J->to_f16(sc, ph, c1 - c0);
 }
@@ -137,7 +143,8 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
         }
     }
     for (int g = 0; g < ng; g++)
-        softmax_f16(J, sc + (size_t)g * cstride, ph + (size_t)g * cstride, c0, c1, lo, p, hp->kq_scale);
+        softmax_f16(J, sc + (size_t)g * cstride, ph + (size_t)g * cstride, c0, c1, lo, p, hp->kq_scale,
+                    L->attn_sinks ? L->attn_sinks + h0 + g : NULL);
     /* kqv: one V row (value dimension) against the probabilities of every head */
     float *out = s->att + ((size_t)i * hp->n_head + h0) * hdv;
     const size_t ph_stride = cstride * sizeof(coli_half);

@@ -67,6 +67,7 @@ static int family_hparams(coli_hparams *hp, const char *arch) {
     hp->attn_scale = 1.0f;
     hp->kq_scale = 1.0f / sqrtf((float)hp->head_dim);
     hp->act = COLI_ACT_SILU;
+    hp->exp_act = COLI_ACT_SILU;
     if (strcmp(arch, "gemma3") == 0) {
         hp->rope_type = COLI_ROPE_NEOX;
         hp->act = COLI_ACT_GELU;
@@ -124,9 +125,21 @@ static int family_hparams(coli_hparams *hp, const char *arch) {
         if (glm) hp->gating = COLI_GATE_SIGMOID; /* its default when expert_gating_func is absent */
         return 0;
     }
+    if (strcmp(arch, "gpt-oss") == 0) { /* src/models/openai-moe.cpp */
+        hp->rope_type = COLI_ROPE_NEOX;
+        hp->swa_pattern = 2; /* even layers slide, odd ones are global (load_swa_pattern(ml, 2)) */
+        hp->swa_rope_global = true; /* rope_freq_scale_train_swa = rope_freq_scale_train; YaRN everywhere */
+        hp->rope_base_swa = hp->rope_base;
+        hp->attn_sinks = true;
+        hp->ffn_norm_post_attn = true; /* attn_post_norm: the FFN's input norm */
+        hp->gating = COLI_GATE_SOFTMAX_WEIGHT;
+        hp->exp_act = COLI_ACT_SWIGLU_OAI;
+        hp->kq_scale = 1.0f / sqrtf((float)hp->n_rot);
+        return 0;
+    }
     return coli_fail(COLI_E_UNSUPPORTED,
                      "unsupported: architecture '%s' (colibri runs gemma3, llama (incl. Mixtral), qwen2, qwen3, qwen3moe, "
-                     "olmoe, glm4moe, deepseek2, deepseek32 and glm-dsa today)", arch);
+                     "olmoe, glm4moe, deepseek2, deepseek32, glm-dsa and gpt-oss today)", arch);
 }
 
 /* MLA's ranks and head sizes. The converters write the absorbed layout: one
@@ -350,13 +363,14 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
     if (hp->n_expert > 0) { /* keys only some MoE families write */
         int gating = 0, shared = 0, nextn = 0, norm_w = hp->expert_norm_w;
         if ((rc = get_u32_opt(f, a, "expert_gating_func", &gating))) return rc;
-        if (gating == 1) hp->gating = COLI_GATE_SOFTMAX;
+        if (hp->gating == COLI_GATE_SOFTMAX_WEIGHT) { /* gpt-oss: its graph fixes the gating, whatever the key says */
+        } else if (gating == 1) hp->gating = COLI_GATE_SOFTMAX;
         else if (gating == 2) hp->gating = COLI_GATE_SIGMOID;
         else if (gating != 0)
             return coli_fail(COLI_E_UNSUPPORTED, "unsupported: expert gating function %d (softmax or sigmoid)", gating);
         snprintf(key, sizeof key, "%s.expert_weights_norm", a);
         if (gguf_get_bool(f, key, &norm_w) < 0) return colibri_last_error_code();
-        hp->expert_norm_w = norm_w != 0;
+        hp->expert_norm_w = norm_w != 0 && hp->gating != COLI_GATE_SOFTMAX_WEIGHT; /* gpt-oss's graph: never */
         if ((rc = get_u32_opt(f, a, "expert_shared_count", &shared))) return rc;
         hp->n_ff_shexp = shared * hp->n_ff_exp;
         if ((rc = get_u32_opt(f, a, "leading_dense_block_count", &hp->n_layer_dense_lead))) return rc;
@@ -542,6 +556,54 @@ static int load_dsa_layer(coli_model *m, const gguf_file *f, int il) {
     return 0;
 }
 
+/* Whether layer il slides: llama.cpp's load_swa_pattern(ml, family's period): the
+ * file's attention.sliding_window_pattern as one flag per layer, or as the period
+ * (0: every layer), else the family's period (il % period < period - 1 slide). */
+static int layer_slides(const gguf_file *f, const coli_model *m, int il, bool *swa) {
+    const coli_hparams *hp = &m->hp;
+    *swa = false;
+    if (hp->n_swa <= 0 || hp->swa_pattern <= 0) return 0;
+    char key[160];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", m->arch);
+    const gguf_kv *kv = gguf_get(f, key);
+    int64_t n = hp->swa_pattern;
+    if (kv && kv->type == GGUF_TYPE_ARRAY) {
+        const uint32_t t = kv->arr_type;
+        if (t != GGUF_TYPE_BOOL && t != GGUF_TYPE_UINT32 && t != GGUF_TYPE_INT32)
+            return coli_fail(COLI_E_CORRUPT, "corrupt: '%s' is an array of %s (bool or integers)", key,
+                             gguf_type_name(t));
+        *swa = (uint64_t)il < kv->arr_n && gguf_arr_i64(kv, (uint64_t)il) != 0;
+        return 0;
+    }
+    if (kv) {
+        uint32_t v;
+        if (gguf_get_u32(f, key, &v) < 0) return colibri_last_error_code();
+        n = v;
+    }
+    *swa = n == 0 || il % n < n - 1;
+    return 0;
+}
+
+/* A [rows][n] F32 (or F16...) matrix of per-expert biases as owned f32 (gpt-oss's expert biases). */
+static int bind_rows(float **out, const gguf_file *f, const char *name, int64_t n, int64_t rows) {
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    if (!t) return coli_fail(COLI_E_MISSING, "missing: tensor '%s' is not in the file", name);
+    if (t->ne[0] != n || t->ne[1] != rows || t->ne[2] != 1 || t->ne[3] != 1)
+        return coli_fail(COLI_E_CORRUPT,
+                         "corrupt: tensor '%s' has shape [%" PRId64 ", %" PRId64 ", %" PRId64 "], expected [%" PRId64
+                         ", %" PRId64 "]",
+                         name, t->ne[0], t->ne[1], t->ne[2], n, rows);
+    coli_to_float_fn to_float = coli_kernels()->type[t->type].to_float;
+    if (!to_float)
+        return coli_fail(COLI_E_UNSUPPORTED, "unsupported: tensor '%s' has type %s", name,
+                         ggml_type_get(t->type)->name);
+    *out = malloc((size_t)n * (size_t)rows * sizeof(float));
+    if (!*out) return coli_fail(COLI_E_NOMEM, "out of memory");
+    const size_t rb = coli_row_size(t->type, n);
+    for (int64_t r = 0; r < rows; r++) to_float((const char *)t->data + (size_t)r * rb, *out + (size_t)r * n, n);
+    return 0;
+}
+
 static int load_layer(coli_model *m, const gguf_file *f, int il) {
     const coli_hparams *hp = &m->hp;
     coli_layer *L = &m->layers[il];
@@ -577,7 +639,8 @@ static int load_layer(coli_model *m, const gguf_file *f, int il) {
         if ((rc = bind_vec(&L->bq, f, T("attn_q.bias"), q_dim, true))) return rc;
         if ((rc = bind_vec(&L->bk, f, T("attn_k.bias"), k_dim, true))) return rc;
         if ((rc = bind_vec(&L->bv, f, T("attn_v.bias"), v_dim, true))) return rc;
-        if ((rc = bind_vec(&L->bo, f, T("attn_output.bias"), hp->n_embd, true))) return rc;
+        if ((rc = bind_vec(&L->bo, f, T("attn_output.bias"), hp->n_embd, !hp->attn_sinks))) return rc;
+        if (hp->attn_sinks && (rc = bind_vec(&L->attn_sinks, f, T("attn_sinks.weight"), hp->n_head, false))) return rc;
     }
     L->is_moe = hp->n_expert > 0 && il >= hp->n_layer_dense_lead;
     if (L->is_moe) {
@@ -588,6 +651,12 @@ static int load_layer(coli_model *m, const gguf_file *f, int il) {
         if ((rc = bind_mat(&L->ffn_gate_inp, f, name, hp->n_embd, hp->n_expert))) return rc;
         if ((rc = bind_vec(&L->exp_probs_b, f, T("exp_probs_b.bias"), hp->n_expert, true))) return rc;
         if ((rc = bind_experts(&L->exps, f, il, hp->n_embd, hp->n_ff_exp, hp->n_expert))) return rc;
+        if (hp->gating == COLI_GATE_SOFTMAX_WEIGHT) { /* gpt-oss: router and per-expert biases, all required */
+            if ((rc = bind_vec(&L->ffn_gate_inp_b, f, T("ffn_gate_inp.bias"), hp->n_expert, false))) return rc;
+            if ((rc = bind_rows(&L->gate_exps_b, f, T("ffn_gate_exps.bias"), hp->n_ff_exp, hp->n_expert))) return rc;
+            if ((rc = bind_rows(&L->up_exps_b, f, T("ffn_up_exps.bias"), hp->n_ff_exp, hp->n_expert))) return rc;
+            if ((rc = bind_rows(&L->down_exps_b, f, T("ffn_down_exps.bias"), hp->n_embd, hp->n_expert))) return rc;
+        }
         if (hp->n_ff_shexp > 0) {
             if ((rc = bind_mat(&L->gate_shexp, f, T("ffn_gate_shexp.weight"), hp->n_embd, hp->n_ff_shexp))) return rc;
             if ((rc = bind_mat(&L->up_shexp, f, T("ffn_up_shexp.weight"), hp->n_embd, hp->n_ff_shexp))) return rc;
@@ -599,12 +668,13 @@ static int load_layer(coli_model *m, const gguf_file *f, int il) {
         if ((rc = bind_mat(&L->ffn_down, f, T("ffn_down.weight"), hp->n_ff, hp->n_embd))) return rc;
     }
 #undef T
-    L->is_swa = hp->n_swa > 0 && hp->swa_pattern > 0 && (il % hp->swa_pattern) < hp->swa_pattern - 1;
+    if ((rc = layer_slides(f, m, il, &L->is_swa))) return rc;
     coli_rope_params *r = &L->rope;
+    const bool scaled = !L->is_swa || hp->swa_rope_global; /* the global layers' scaling and YaRN */
     r->base = L->is_swa ? hp->rope_base_swa : hp->rope_base;
-    r->freq_scale = L->is_swa ? 1.0f : hp->rope_scale;
-    r->ext_factor = L->is_swa ? 0.0f : hp->yarn_ext_factor;
-    r->attn_factor = L->is_swa ? 1.0f : hp->yarn_attn_factor;
+    r->freq_scale = scaled ? hp->rope_scale : 1.0f;
+    r->ext_factor = scaled ? hp->yarn_ext_factor : 0.0f;
+    r->attn_factor = scaled ? hp->yarn_attn_factor : 1.0f;
     r->type = hp->rope_type;
     /* ggml_rope_yarn_corr_dims */
     const float lo = floorf(yarn_corr_dim(hp->n_rot, hp->n_ctx_orig_yarn, hp->yarn_beta_fast, r->base));
@@ -673,6 +743,11 @@ void coli_model_free(coli_model *m) {
             free(L->bv);
             free(L->bo);
             free(L->exp_probs_b);
+            free(L->ffn_gate_inp_b);
+            free(L->gate_exps_b);
+            free(L->up_exps_b);
+            free(L->down_exps_b);
+            free(L->attn_sinks);
             free(L->q_a_norm);
             free(L->kv_a_norm);
             free(L->idx_k_norm);

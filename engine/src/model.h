@@ -15,7 +15,7 @@
 #include "threadpool.h"
 
 typedef enum { COLI_ROPE_NORM = 0, COLI_ROPE_NEOX = 2 } coli_rope_type; /* adjacent pairs / two halves */
-typedef enum { COLI_ACT_SILU, COLI_ACT_GELU } coli_act;
+typedef enum { COLI_ACT_SILU, COLI_ACT_GELU, COLI_ACT_SWIGLU_OAI } coli_act; /* SWIGLU_OAI: gpt-oss's clamped SwiGLU */
 
 /* One layer's RoPE, as ggml_rope_ext's arguments. */
 typedef struct {
@@ -43,7 +43,8 @@ typedef struct {
     uint64_t gate_off, up_off, down_off;        /* file offsets of expert 0's matrices (streaming reads) */
 } coli_layer_experts;
 
-typedef enum { COLI_GATE_SOFTMAX, COLI_GATE_SIGMOID } coli_gating;
+/* SOFTMAX_WEIGHT (gpt-oss): top-k on the raw router logits, then a softmax over the k chosen */
+typedef enum { COLI_GATE_SOFTMAX, COLI_GATE_SIGMOID, COLI_GATE_SOFTMAX_WEIGHT } coli_gating;
 
 #define COLI_MAX_EXPERT_USED 64 /* top-k per token, at most */
 
@@ -63,6 +64,9 @@ typedef struct {
     float rope_scale;      /* 1 / linear scaling factor, global layers */
     int n_swa;             /* sliding window in tokens, 0: none */
     int swa_pattern;       /* layer il slides when il % pattern < pattern - 1; 0: none */
+    bool swa_rope_global;  /* sliding-window layers rotate with the global layers' scaling and YaRN (gpt-oss) */
+    bool attn_sinks;       /* a learned per-head logit joins each softmax's denominator (gpt-oss) */
+    coli_act exp_act;      /* the routed experts' activation (act unless a family differs) */
     coli_rope_type rope_type;
     coli_act act;
     float embd_scale;      /* embeddings are multiplied by this (Gemma: sqrt(n_embd)) */
@@ -130,6 +134,10 @@ typedef struct {
     bool is_moe;
     coli_mat ffn_gate_inp;   /* n_embd -> n_expert */
     float *exp_probs_b;      /* (n_expert) selection bias or NULL */
+    float *ffn_gate_inp_b;   /* (n_expert) router logit bias or NULL (gpt-oss) */
+    float *gate_exps_b, *up_exps_b; /* [n_expert][n_ff_exp] per-expert biases or NULL (gpt-oss), resident */
+    float *down_exps_b;      /* [n_expert][n_embd] or NULL */
+    float *attn_sinks;       /* (n_head) sink logits or NULL (gpt-oss) */
     coli_layer_experts exps;
     coli_mat gate_shexp, up_shexp, down_shexp; /* n_in == 0 when absent */
     bool is_swa;             /* sliding-window attention in this layer */

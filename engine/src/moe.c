@@ -65,10 +65,12 @@ static int route(const coli_model *m, coli_state *s, int il, int n) {
     float sel[4096], masked[4096];
     for (int i = 0; i < n; i++) {
         float *p = s->router + (size_t)i * E;
+        if (L->ffn_gate_inp_b) /* gpt-oss: the router's bias, on the logits (ggml_add) */
+            for (int e = 0; e < E; e++) p[e] += L->ffn_gate_inp_b[e];
         if (hp->gating == COLI_GATE_SIGMOID)
             for (int e = 0; e < E; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
-        else
-            coli_softmax_ggml(p, E);
+        else if (hp->gating == COLI_GATE_SOFTMAX)
+            coli_softmax_ggml(p, E); /* SOFTMAX_WEIGHT: the logits choose, the softmax comes after the top-k */
         const float *choose = p;
         if (L->exp_probs_b) { /* the bias steers the choice, not the weights */
             for (int e = 0; e < E; e++) sel[e] = p[e] + L->exp_probs_b[e];
@@ -82,6 +84,7 @@ static int route(const coli_model *m, coli_state *s, int il, int n) {
         }
         top_k(choose, E, K, ids);
         for (int k = 0; k < K; k++) w[k] = p[ids[k]];
+        if (hp->gating == COLI_GATE_SOFTMAX_WEIGHT) coli_softmax_ggml(w, K); /* over the chosen, in rank order */
         if (hp->expert_norm_w) {
             double sum = 0.0;
             for (int k = 0; k < K; k++) sum += (double)w[k];
@@ -248,10 +251,19 @@ static void compute_wave(const coli_model *m, coli_state *s, int il, const int32
     job.n_items = nw * 2 * ((F + job.chunk - 1) / job.chunk);
     atomic_init(&job.next, 0);
     coli_pool_run(s->pool, moe_worker, &job);
+    const coli_layer *L = &m->layers[il];
     for (int g = 0; g < nw; g++) {
         const int e = wave[g];
         for (int slot = s->counts[e]; slot < s->counts[e + 1]; slot++) {
-            coli_swiglu(s->hg + (size_t)slot * F, s->hg2 + (size_t)slot * F, F);
+            float *gate = s->hg + (size_t)slot * F, *up = s->hg2 + (size_t)slot * F;
+            if (L->up_exps_b) /* gpt-oss: each expert's biases (ggml_add_id) */
+                for (int j = 0; j < F; j++) up[j] += L->up_exps_b[(size_t)e * F + j];
+            if (L->gate_exps_b)
+                for (int j = 0; j < F; j++) gate[j] += L->gate_exps_b[(size_t)e * F + j];
+            if (hp->exp_act == COLI_ACT_SWIGLU_OAI)
+                coli_swiglu_oai(gate, up, F, 1.702f, 7.0f); /* build_moe_ffn's alpha and limit */
+            else
+                coli_swiglu(gate, up, F);
             to_vec_dot_type(le->down.type, s->hg + (size_t)slot * F, (char *)s->xq_mid + (size_t)slot * s->xq_mid_stride,
                             F);
         }
@@ -261,6 +273,15 @@ static void compute_wave(const coli_model *m, coli_state *s, int il, const int32
     job.n_items = nw * ((D + job.chunk - 1) / job.chunk);
     atomic_store(&job.next, 0);
     coli_pool_run(s->pool, moe_worker, &job);
+    if (L->down_exps_b)
+        for (int g = 0; g < nw; g++) {
+            const int e = wave[g];
+            const float *b = L->down_exps_b + (size_t)e * D;
+            for (int slot = s->counts[e]; slot < s->counts[e + 1]; slot++) {
+                float *y = s->yg + (size_t)slot * D;
+                for (int d = 0; d < D; d++) y[d] += b[d];
+            }
+        }
 }
 
 /* Every chosen expert of the batch, in waves: first those already in RAM
@@ -320,6 +341,8 @@ static void predict_next(const coli_model *m, coli_state *s, coli_expert_store *
     const int k = K < 64 ? K : 64;
     for (int i = 0; i < n; i++) {
         float *r = s->router_next + (size_t)i * E;
+        if (N->ffn_gate_inp_b)
+            for (int e = 0; e < E; e++) r[e] += N->ffn_gate_inp_b[e];
         if (N->exp_probs_b) /* GLM: sigmoid scores plus the selection bias choose */
             for (int e = 0; e < E; e++) r[e] = 1.0f / (1.0f + expf(-r[e])) + N->exp_probs_b[e];
         top_k(r, E, k, ids); /* softmax keeps the order of the logits */

@@ -168,6 +168,15 @@ static float reduce_add16(const float *a) {
     return (t6[0] + t6[2]) + (t6[1] + t6[3]);
 }
 
+void coli_swiglu_oai(float *x, const float *g, int n, float alpha, float limit) {
+    for (int k = 0; k < n; k++) {
+        const float a = limit < x[k] ? limit : x[k];                              /* std::min(x, limit) */
+        const float b = g[k] < -limit ? -limit : (limit < g[k] ? limit : g[k]); /* std::clamp */
+        const float glu = a / (1.0f + expf(alpha * (-a)));
+        x[k] = glu * (b + 1.0f);
+    }
+}
+
 void coli_softmax_ggml(float *x, int n) {
     float max = -INFINITY;
     for (int i = 0; i < n; i++) max = x[i] > max ? x[i] : max;

@@ -19,6 +19,9 @@ void coli_layernorm(float *y, const float *x, const float *w, const float *b, in
 void coli_geglu(float *x, const float *g, int n);
 /* x = silu(x) * g, as ggml's AVX-512 or AVX2 build computes it (the kernel table's f32_lanes). */
 void coli_swiglu(float *x, const float *g, int n);
+/* x = min(x, limit) * sigmoid(alpha * min(x, limit)) * (clamp(g, -limit, limit) + 1): gpt-oss's
+ * clamped SwiGLU as ggml's swiglu_oai computes it (scalar, libm expf); alpha 1.702, limit 7. */
+void coli_swiglu_oai(float *x, const float *g, int n, float alpha, float limit);
 /* RoPE of the first n_rot values of each of n_heads vectors head_stride apart,
  * at position pos, as ggml_rope_ext computes it (YaRN included). */
 void coli_rope(float *x, int n_heads, int head_stride, int n_rot, int pos, const coli_rope_params *p);
