@@ -212,3 +212,49 @@ def test_a_tiny_model_wearing_the_template_serves_plain_forced_and_streamed_requ
     assert "tool_calls" not in message and message["content"].startswith(opening), message  # random weights
     events = [json.loads(b[6:]) for b in streamed.split("\n\n")[:-1] if b[6:] != "[DONE]"]
     assert "".join(e["choices"][0]["delta"].get("content") or "" for e in events) == message["content"]
+
+
+@pytest.fixture(scope="module")
+def gpt_oss_served():
+    """The gpt-oss fixture (harmony's control tokens in its vocabulary, eos <|return|>, no template)."""
+    cfg = ServeConfig(model_id="tiny-gpt-oss", kv_slots=1, ctx=4096, threads=2, kv_persist=False)
+    s: ServedModel = open_served(cfg, tiny("gpt-oss", "Q8_0"))
+    yield s, cfg
+    close_served(s)
+
+
+def test_a_gpt_oss_file_without_a_template_speaks_harmony_with_its_control_tokens(gpt_oss_served):
+    served, cfg = gpt_oss_served
+    assert served.chat_format.template.source == GPT_OSS  # the built-in, for the arch
+    engine = served.engine
+    tok = {t: engine.tokenize(t, add_bos=False, special=True) for t in ("<|start|>", "<|end|>", "<|return|>",
+                                                                         "<|call|>", "<|channel|>", "<|message|>")}
+    assert all(len(ids) == 1 for ids in tok.values()), tok
+    # llama.cpp's end-of-generation list for harmony: <|return|> and <|call|>, and <|end|> taken off it
+    assert engine.is_eog(tok["<|return|>"][0]) and engine.is_eog(tok["<|call|>"][0])
+    assert not engine.is_eog(tok["<|end|>"][0])
+    # the parsers see the markers as text: llama.cpp renders <|start|>, <|channel|>, <|message|>, <|constrain|>
+    # (and <|end|>, once off the end-of-generation list) as user-defined tokens, and so does the engine
+    for t in ("<|start|>", "<|end|>", "<|channel|>", "<|message|>"):
+        assert served.token_bytes(tok[t][0]) == t.encode()
+    prompt = served.chat_format.render([Message("user", "Hi")], tools=[WEATHER])
+    ids = served.tokenize_chat(prompt.text, [Message("user", "Hi")])
+    assert ids.count(tok["<|start|>"][0]) == prompt.text.count("<|start|>") >= 3
+    assert served.token_bytes(tok["<|channel|>"][0]) == b"<|channel|>"
+
+    async def body(c, _):
+        out = []
+        for extra in ({"reasoning_effort": "high"}, {"stream": True},
+                      {"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}):
+            r = await c.post("/v1/chat/completions", json={
+                "model": cfg.model_id, "messages": [{"role": "user", "content": "Weather in Oslo?"}],
+                "max_tokens": 12, "temperature": 0, **extra})
+            out.append((r.status, await r.text()))
+        return out
+
+    results = run_app(served, body, cfg)
+    assert [s for s, _ in results] == [200, 200, 200], results
+    reply = json.loads(results[0][1])["choices"][0]
+    assert reply["finish_reason"] in ("stop", "length")
+    for marker in ("<|channel|>", "<|message|>", "<|start|>", "<|end|>"):  # structure, never text (random weights:
+        assert marker not in (reply["message"].get("reasoning_content") or ""), reply  # whatever it wrote)
