@@ -413,6 +413,9 @@ void coli_kernels_fill_iq14(coli_kernel_table *t, int isa) {
         nl->vec_dot = nlu->vec_dot = vec_dot_iq4_nl_q8_0_avx512;
         mx->vec_dot = mxu->vec_dot = vec_dot_mxfp4_q8_0_avx512;
         nlu->vec_dot_mm = vec_dot_iq4_nl_q8_0_tinyblas_avx512;
+        nlu->vec_dot_16w = vec_dot_iq4_nl_q8_0_16w_avx512;
+        nlu->vec_dot_mm_16w = vec_dot_iq4_nl_q8_0_tinyblas_16w_avx512;
+        mxu->vec_dot_16w = vec_dot_mxfp4_q8_0_16w_avx512;
     }
 #endif
 }
