@@ -343,20 +343,19 @@ INL void nl_vd_16w(int n, const char *w, size_t wst, const char *a, size_t as, f
         const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)r * as);
         __m512 acc[2][8];
         for (int p = 0; p < 8; p++) acc[0][p] = acc[1][p] = _mm512_setzero_ps();
-        const int nb2 = nb & ~1;
-        for (int ib = 0; ib < nb2; ib++) {
-            const char *b = w + (size_t)ib * bsz;
-            const __m512 dx = nl_scales16(b, wst, kind);
-            const __m512i yv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y[ib].qs));
-            const __m512i nc = neg_bias(yv);
-            const __m512 dy = _mm512_set1_ps(_cvtsh_ss(y[ib].d));
-            const int e = ib & 1;
-            for (int p = 0; p < 8; p++) {
-                const __m512i c = nl_pair_codes(b + 2 * p * wst + qoff, b + (2 * p + 1) * wst + qoff, lut);
-                const __m512i isum = _mm512_dpbusd_epi32(nc, c, yv);
-                acc[e][p] = _mm512_fmadd_ps(_mm512_mul_ps(dy, pair_bcast(dx, p)), _mm512_cvtepi32_ps(isum), acc[e][p]);
+        for (int ib = 0; ib + 1 < nb; ib += 2)
+            for (int e = 0; e < 2; e++) { /* e: the even / odd chain (unrolled: acc stays in registers) */
+                const char *b = w + (size_t)(ib + e) * bsz;
+                const __m512 dx = nl_scales16(b, wst, kind);
+                const __m512i yv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y[ib + e].qs));
+                const __m512i nc = neg_bias(yv);
+                const __m512 dy = _mm512_set1_ps(_cvtsh_ss(y[ib + e].d));
+                for (int p = 0; p < 8; p++) {
+                    const __m512i c = nl_pair_codes(b + 2 * p * wst + qoff, b + (2 * p + 1) * wst + qoff, lut);
+                    const __m512i isum = _mm512_dpbusd_epi32(nc, c, yv);
+                    acc[e][p] = _mm512_fmadd_ps(_mm512_mul_ps(dy, pair_bcast(dx, p)), _mm512_cvtepi32_ps(isum), acc[e][p]);
+                }
             }
-        }
         float sums[16];
         for (int p = 0; p < 8; p++) {
             const __m512 t = _mm512_add_ps(acc[0][p], acc[1][p]);
