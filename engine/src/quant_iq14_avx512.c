@@ -434,6 +434,63 @@ TGT void vec_dot_iq4_nl_q8_0_tinyblas_16w_avx512(int n, const void *w, size_t ws
         }
 }
 
+/* ---- IQ4_XS one row (ggml_vec_dot_iq4_xs_q8_K), two sub-blocks a zmm ---------------------------- */
+
+/* ggml's AVX2 arithmetic: lane k = sum over sub-blocks of (ls - 32) * (elements 4k..4k+3 of the
+ * codebook bytes times the activation, |w| by sign(y, w) through maddubs, madd by the scale);
+ * here lanes 0..7 of a zmm take sub-block 2j, lanes 8..15 sub-block 2j + 1, and the two halves
+ * are added (exact integers) before the same float steps. */
+INL void iq4_xs_nr512(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
+    const int nb = n / QK_K;
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)coli_kvalues_iq4nl));
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m256 acc[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        const block_iq4_xs *x = (const block_iq4_xs *)w + i;
+        _mm_prefetch((const char *)x + 2048, _MM_HINT_T0);
+        _mm_prefetch((const char *)x + 2048 + 64, _MM_HINT_T0);
+        uint32_t sl;
+        memcpy(&sl, x->scales_l, 4);
+        const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                                            _mm256_set1_epi32(0xf));
+        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(x->scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                                            _mm256_set1_epi32(3));
+        const __m256i ls = _mm256_and_si256(_mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32)),
+                                            _mm256_set1_epi32(0xffff));
+        const __m512i ls2 = _mm512_castsi256_si512(_mm256_or_si256(ls, _mm256_slli_epi32(ls, 16))); /* both words of dword ib */
+        __m512i sum[COLI_MAX_NR];
+        for (int r = 0; r < nr; r++) sum[r] = _mm512_setzero_si512();
+        for (int j = 0; j < 4; j++) {
+            const __m512i sc = _mm512_permutexvar_epi32(_mm512_set_epi32(2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1,
+                                                                         2 * j + 1, 2 * j + 1, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j,
+                                                                         2 * j, 2 * j), ls2);
+            __m512i q = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(x->qs + 32 * j)));
+            q = _mm512_mask_broadcast_i32x4(q, 0xff00, _mm_loadu_si128((const __m128i *)(x->qs + 32 * j + 16)));
+            q = _mm512_mask_srli_epi16(q, 0xff00ff00u, q, 4);
+            const __m512i c = _mm512_shuffle_epi8(lut, _mm512_and_si512(q, m4));
+            const __m512i ac = _mm512_abs_epi8(c);
+            const __mmask64 neg = _mm512_movepi8_mask(c);
+            for (int r = 0; r < nr; r++) {
+                const __m512i y = _mm512_loadu_si512((const void *)(((const block_q8_K *)(a + r * as) + i)->qs + 64 * j));
+                const __m512i ys = _mm512_mask_sub_epi8(y, neg, _mm512_setzero_si512(), y);
+                sum[r] = _mm512_add_epi32(sum[r], _mm512_madd_epi16(_mm512_maddubs_epi16(ac, ys), sc));
+            }
+        }
+        const float dx = _cvtsh_ss(x->d);
+        for (int r = 0; r < nr; r++) {
+            const float dy = ((const block_q8_K *)(a + r * as) + i)->d;
+            const __m256i l8 = _mm256_add_epi32(_mm512_castsi512_si256(sum[r]), _mm512_extracti64x4_epi64(sum[r], 1));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dx * dy), _mm256_cvtepi32_ps(l8), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) s[r * ss] = hsum8f(acc[r]);
+}
+
+TGT void vec_dot_iq4_xs_q8_K_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, iq4_xs_nr512, n, w, (const char *)a, as, s, ss);
+}
+
 /* ---- IQ4_XS, IQ1_S, IQ1_M: the tiled matmul ---------------------------------------------------- */
 
 enum { T_IQ4_XS = 0, T_IQ1_S = 1, T_IQ1_M = 2 };
