@@ -410,9 +410,13 @@ void coli_kernels_fill_iq14(coli_kernel_table *t, int isa) {
         xs->vec_dot_mm_16w = vec_dot_iq4_xs_q8_K_tiled_16w_avx512;
         s1->vec_dot = vec_dot_iq1_s_q8_K_avx512;
         m1->vec_dot = vec_dot_iq1_m_q8_K_avx512;
+        xs->vec_dot = vec_dot_iq4_xs_q8_K_avx512;
         nl->vec_dot = nlu->vec_dot = vec_dot_iq4_nl_q8_0_avx512;
         mx->vec_dot = mxu->vec_dot = vec_dot_mxfp4_q8_0_avx512;
         nlu->vec_dot_mm = vec_dot_iq4_nl_q8_0_tinyblas_avx512;
+        nlu->vec_dot_16w = vec_dot_iq4_nl_q8_0_16w_avx512;
+        nlu->vec_dot_mm_16w = vec_dot_iq4_nl_q8_0_tinyblas_16w_avx512;
+        mxu->vec_dot_16w = vec_dot_mxfp4_q8_0_16w_avx512;
     }
 #endif
 }

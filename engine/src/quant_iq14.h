@@ -135,9 +135,14 @@ COLI_DECLARE_VEC_DOT_2W(vec_dot_iq1_s_q8_K_tiled_16w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_iq1_m_q8_K_tiled_16w_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_iq1_s_q8_K_avx512); /* ggml's AVX2 one-row bits, lanes formed 64 values a step */
 COLI_DECLARE_VEC_DOT(vec_dot_iq1_m_q8_K_avx512);
+COLI_DECLARE_VEC_DOT(vec_dot_iq4_xs_q8_K_avx512); /* ggml's AVX2 one-row bits, two sub-blocks a zmm */
 COLI_DECLARE_VEC_DOT(vec_dot_iq4_nl_q8_0_avx512); /* the AVX2 kernels' bits, lanes by 256-bit dpbusd */
 COLI_DECLARE_VEC_DOT(vec_dot_mxfp4_q8_0_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_iq4_nl_q8_0_tinyblas_avx512);
+/* as stored, 16 weight rows at once (two a zmm): ggml_vec_dot's and tinyBLAS's bits */
+COLI_DECLARE_VEC_DOT_2W(vec_dot_iq4_nl_q8_0_16w_avx512);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_mxfp4_q8_0_16w_avx512);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_iq4_nl_q8_0_tinyblas_16w_avx512);
 #endif
 
 #endif

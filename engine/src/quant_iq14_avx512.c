@@ -304,6 +304,193 @@ TGT void vec_dot_iq4_nl_q8_0_tinyblas_avx512(int n, const void *w, const void *a
     COLI_DISPATCH_NR(nr, nl_vnni_nr, n, w, (const char *)a, as, s, ss, NL_IQ4, 1);
 }
 
+/* ---- IQ4_NL / MXFP4 as stored, 16 weight rows at once ------------------------------------------ */
+
+/* The per-row arithmetic of nl_vnni_nr (ggml_vec_dot's even / odd block
+ * chains, or tinyBLAS's 8 lanes) with two weight rows per zmm: lanes 0..7
+ * hold row 2p's 8 lane sums, lanes 8..15 row 2p + 1's, each the exact
+ * integer of its 4 elements (biased codes by dpbusd, started from -128 * the
+ * activation's 4-byte sums), then the same float steps lane by lane. */
+
+/* the biased codes of one block of rows j (q0) and j + 1 (q1): 128-bit lanes
+ * lut(q0 & 15), lut(q0 >> 4), lut(q1 & 15), lut(q1 >> 4) */
+INL __m512i nl_pair_codes(const char *q0, const char *q1, __m512i lut) {
+    __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)q0));
+    v = _mm512_mask_broadcast_i32x4(v, 0xff00, _mm_loadu_si128((const __m128i *)q1));
+    v = _mm512_mask_srli_epi16(v, 0xff00ff00u, v, 4);
+    return _mm512_shuffle_epi8(lut, _mm512_and_si512(v, _mm512_set1_epi8(0x0f)));
+}
+
+/* [s[2p] x 8, s[2p + 1] x 8] */
+INL __m512 pair_bcast(__m512 s16, int p) {
+    return _mm512_permutexvar_ps(_mm512_set_epi32(2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1,
+                                                  2 * p + 1, 2 * p + 1, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p),
+                                 s16);
+}
+
+/* -128 * the sums of the 4-byte groups of an activation block, in both 256-bit halves */
+INL __m512i neg_bias(__m512i y) {
+    return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), y));
+}
+
+/* ggml_vec_dot for 16 weight rows, one activation row at a time */
+INL void nl_vd_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr, const int kind) {
+    const int nb = n / QK8_0;
+    const size_t bsz = kind == NL_IQ4 ? sizeof(block_iq4_nl) : sizeof(block_mxfp4);
+    const size_t qoff = kind == NL_IQ4 ? offsetof(block_iq4_nl, qs) : offsetof(block_mxfp4, qs);
+    const __m512i lut = biased_lut(kind == NL_IQ4 ? coli_kvalues_iq4nl : coli_kvalues_mxfp4);
+    for (int r = 0; r < nr; r++) {
+        const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)r * as);
+        __m512 acc[2][8];
+        for (int p = 0; p < 8; p++) acc[0][p] = acc[1][p] = _mm512_setzero_ps();
+        for (int ib = 0; ib + 1 < nb; ib += 2)
+            for (int e = 0; e < 2; e++) { /* e: the even / odd chain (unrolled: acc stays in registers) */
+                const char *b = w + (size_t)(ib + e) * bsz;
+                const __m512 dx = nl_scales16(b, wst, kind);
+                const __m512i yv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y[ib + e].qs));
+                const __m512i nc = neg_bias(yv);
+                const __m512 dy = _mm512_set1_ps(_cvtsh_ss(y[ib + e].d));
+                for (int p = 0; p < 8; p++) {
+                    const __m512i c = nl_pair_codes(b + 2 * p * wst + qoff, b + (2 * p + 1) * wst + qoff, lut);
+                    const __m512i isum = _mm512_dpbusd_epi32(nc, c, yv);
+                    acc[e][p] = _mm512_fmadd_ps(_mm512_mul_ps(dy, pair_bcast(dx, p)), _mm512_cvtepi32_ps(isum), acc[e][p]);
+                }
+            }
+        float sums[16];
+        for (int p = 0; p < 8; p++) {
+            const __m512 t = _mm512_add_ps(acc[0][p], acc[1][p]);
+            sums[2 * p] = hsum8f(_mm512_castps512_ps256(t));
+            sums[2 * p + 1] = hsum8f(_mm512_extractf32x8_ps(t, 1));
+        }
+        if (nb & 1) { /* the odd last block: one integer a row, the scalar fma */
+            const int ib = nb - 1;
+            const char *b = w + (size_t)ib * bsz;
+            float dx[16];
+            _mm512_storeu_ps(dx, nl_scales16(b, wst, kind));
+            const __m512i yv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y[ib].qs));
+            const __m512i nc = neg_bias(yv);
+            const float dy = _cvtsh_ss(y[ib].d);
+            for (int p = 0; p < 8; p++) {
+                const __m512i isum = _mm512_dpbusd_epi32(nc, nl_pair_codes(b + 2 * p * wst + qoff, b + (2 * p + 1) * wst + qoff, lut), yv);
+                const int i0 = hsum_i32_8x(_mm512_castsi512_si256(isum)), i1 = hsum_i32_8x(_mm512_extracti64x4_epi64(isum, 1));
+                sums[2 * p] = fmaf((float)i0, dy * dx[2 * p], sums[2 * p]);
+                sums[2 * p + 1] = fmaf((float)i1, dy * dx[2 * p + 1], sums[2 * p + 1]);
+            }
+        }
+        memcpy(s + (size_t)r * ss, sums, sizeof sums);
+    }
+}
+
+/* tinyBLAS for 16 weight rows: 8 rows (4 zmm of codes) x R activation rows a pass */
+INL void nl_tb_8w(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int R) {
+    const size_t bsz = sizeof(block_iq4_nl), qoff = offsetof(block_iq4_nl, qs);
+    const __m512i lut = biased_lut(coli_kvalues_iq4nl);
+    __m512 acc[4][COLI_MAX_NR];
+    for (int p = 0; p < 4; p++)
+        for (int r = 0; r < R; r++) acc[p][r] = _mm512_setzero_ps();
+    for (int ib = 0; ib < nb; ib++) {
+        const char *b = w + (size_t)ib * bsz;
+        coli_half h[8];
+        for (int j = 0; j < 8; j++) memcpy(&h[j], b + (size_t)j * wst, 2);
+        const __m512 dx = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)));
+        __m512i c[4];
+        __m512 dw[4];
+        for (int p = 0; p < 4; p++) {
+            c[p] = nl_pair_codes(b + 2 * p * wst + qoff, b + (2 * p + 1) * wst + qoff, lut);
+            dw[p] = pair_bcast(dx, p);
+        }
+        for (int r = 0; r < R; r++) {
+            const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)r * as) + ib;
+            const __m512i yv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y->qs));
+            const __m512i nc = neg_bias(yv);
+            const __m512 dy = _mm512_set1_ps(_cvtsh_ss(y->d));
+            for (int p = 0; p < 4; p++)
+                acc[p][r] = _mm512_fmadd_ps(_mm512_mul_ps(dw[p], dy), _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(nc, c[p], yv)), acc[p][r]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int p = 0; p < 4; p++) {
+            s[(size_t)r * ss + 2 * p] = hsum8f(_mm512_castps512_ps256(acc[p][r]));
+            s[(size_t)r * ss + 2 * p + 1] = hsum8f(_mm512_extractf32x8_ps(acc[p][r], 1));
+        }
+}
+
+TGT void vec_dot_iq4_nl_q8_0_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                        int nr) {
+    nl_vd_16w(n, w, wst, a, as, s, ss, nr, NL_IQ4);
+}
+TGT void vec_dot_mxfp4_q8_0_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                       int nr) {
+    nl_vd_16w(n, w, wst, a, as, s, ss, nr, NL_MXFP4);
+}
+TGT void vec_dot_iq4_nl_q8_0_tinyblas_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                                 size_t ss, int nr) {
+    const int nb = n / QK8_0;
+    for (int h = 0; h < 2; h++)
+        for (int r0 = 0; r0 < nr; r0 += COLI_MAX_NR) {
+            const int rn = nr - r0 < COLI_MAX_NR ? nr - r0 : COLI_MAX_NR;
+            COLI_DISPATCH_NR(rn, nl_tb_8w, nb, (const char *)w + (size_t)8 * h * wst, wst, (const char *)a + (size_t)r0 * as,
+                             as, s + (size_t)r0 * ss + 8 * h, ss);
+        }
+}
+
+/* ---- IQ4_XS one row (ggml_vec_dot_iq4_xs_q8_K), two sub-blocks a zmm ---------------------------- */
+
+/* ggml's AVX2 arithmetic: lane k = sum over sub-blocks of (ls - 32) * (elements 4k..4k+3 of the
+ * codebook bytes times the activation, |w| by sign(y, w) through maddubs, madd by the scale);
+ * here lanes 0..7 of a zmm take sub-block 2j, lanes 8..15 sub-block 2j + 1, and the two halves
+ * are added (exact integers) before the same float steps. */
+INL void iq4_xs_nr512(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
+    const int nb = n / QK_K;
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)coli_kvalues_iq4nl));
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m256 acc[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        const block_iq4_xs *x = (const block_iq4_xs *)w + i;
+        _mm_prefetch((const char *)x + 2048, _MM_HINT_T0);
+        _mm_prefetch((const char *)x + 2048 + 64, _MM_HINT_T0);
+        uint32_t sl;
+        memcpy(&sl, x->scales_l, 4);
+        const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                                            _mm256_set1_epi32(0xf));
+        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(x->scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                                            _mm256_set1_epi32(3));
+        const __m256i ls = _mm256_and_si256(_mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32)),
+                                            _mm256_set1_epi32(0xffff));
+        const __m512i ls2 = _mm512_castsi256_si512(_mm256_or_si256(ls, _mm256_slli_epi32(ls, 16))); /* both words of dword ib */
+        __m512i sum[COLI_MAX_NR];
+        for (int r = 0; r < nr; r++) sum[r] = _mm512_setzero_si512();
+        for (int j = 0; j < 4; j++) {
+            const __m512i sc = _mm512_permutexvar_epi32(_mm512_set_epi32(2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1,
+                                                                         2 * j + 1, 2 * j + 1, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j,
+                                                                         2 * j, 2 * j), ls2);
+            __m512i q = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(x->qs + 32 * j)));
+            q = _mm512_mask_broadcast_i32x4(q, 0xff00, _mm_loadu_si128((const __m128i *)(x->qs + 32 * j + 16)));
+            q = _mm512_mask_srli_epi16(q, 0xff00ff00u, q, 4);
+            const __m512i c = _mm512_shuffle_epi8(lut, _mm512_and_si512(q, m4));
+            const __m512i ac = _mm512_abs_epi8(c);
+            const __mmask64 neg = _mm512_movepi8_mask(c);
+            for (int r = 0; r < nr; r++) {
+                const __m512i y = _mm512_loadu_si512((const void *)(((const block_q8_K *)(a + r * as) + i)->qs + 64 * j));
+                const __m512i ys = _mm512_mask_sub_epi8(y, neg, _mm512_setzero_si512(), y);
+                sum[r] = _mm512_add_epi32(sum[r], _mm512_madd_epi16(_mm512_maddubs_epi16(ac, ys), sc));
+            }
+        }
+        const float dx = _cvtsh_ss(x->d);
+        for (int r = 0; r < nr; r++) {
+            const float dy = ((const block_q8_K *)(a + r * as) + i)->d;
+            const __m256i l8 = _mm256_add_epi32(_mm512_castsi512_si256(sum[r]), _mm512_extracti64x4_epi64(sum[r], 1));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dx * dy), _mm256_cvtepi32_ps(l8), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) s[r * ss] = hsum8f(acc[r]);
+}
+
+TGT void vec_dot_iq4_xs_q8_K_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, iq4_xs_nr512, n, w, (const char *)a, as, s, ss);
+}
+
 /* ---- IQ4_XS, IQ1_S, IQ1_M: the tiled matmul ---------------------------------------------------- */
 
 enum { T_IQ4_XS = 0, T_IQ1_S = 1, T_IQ1_M = 2 };
