@@ -846,25 +846,25 @@ INL void q4_K_16w_few(int nb, const char *w, size_t wst, const char *a, size_t a
     for (int r = 0; r < nr; r++) fa[r] = fm[r] = _mm512_setzero_ps();
     for (int i = 0; i < nb; i++) {
         const char *base = w + (size_t)i * sizeof(block_q4_K);
+#ifndef NOPF
         for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++)
             _mm_prefetch(w + 16 * wst + 64 * (size_t)l, _MM_HINT_T0);
+#endif
         __m512 dx, dmx;
         __m512i sc[8], mn[8];
         q4_K_scales16(base, wst, &dx, &dmx, sc, mn);
         __m512i itot[COLI_MAX_NR], mtot[COLI_MAX_NR];
         for (int r = 0; r < nr; r++) itot[r] = mtot[r] = _mm512_setzero_si512();
-        for (int h = 0; h < 2; h++) { /* words 16h..16h+15: groups g = 2h, 2h + 1 */
-            __m512i q[16];
-            for (int r = 0; r < 16; r++)
-                q[r] = _mm512_loadu_si512(base + (size_t)r * wst + offsetof(block_q4_K, qs) + 64 * h);
-            transpose16(q);
-            for (int gg = 0; gg < 2; gg++) {
-                const int g = 2 * h + gg;
-                __m512i lo[COLI_MAX_NR], hi[COLI_MAX_NR];
-                for (int r = 0; r < nr; r++) lo[r] = hi[r] = _mm512_setzero_si512();
-                for (int j = 0; j < 8; j++) {
-                    const __m512i nl = _mm512_and_si512(q[8 * gg + j], m4);
-                    const __m512i nh = _mm512_and_si512(_mm512_srli_epi16(q[8 * gg + j], 4), m4);
+        for (int g = 0; g < 4; g++) { /* words 8g..8g+7: sub-blocks 2g (low nibbles), 2g + 1 (high) */
+            __m512i lo[COLI_MAX_NR], hi[COLI_MAX_NR];
+            for (int r = 0; r < nr; r++) lo[r] = hi[r] = _mm512_setzero_si512();
+            for (int c = 0; c < 2; c++) {
+                __m512i q[4];  /* words 8g + 4c + k of the 16 rows: 128-bit loads, no 16x16 transpose */
+                transpose16x4(base + offsetof(block_q4_K, qs) + 32 * g + 16 * c, wst, q);
+                for (int k = 0; k < 4; k++) {
+                    const int j = 4 * c + k;
+                    const __m512i nl = _mm512_and_si512(q[k], m4);
+                    const __m512i nh = _mm512_and_si512(_mm512_srli_epi16(q[k], 4), m4);
                     for (int r = 0; r < nr; r++) {
                         const int32_t *q8 = (const int32_t *)((const block_q8_K *)(a + (size_t)r * as) + i)->qs;
                         int32_t ql, qh;
@@ -874,20 +874,20 @@ INL void q4_K_16w_few(int nb, const char *w, size_t wst, const char *a, size_t a
                         hi[r] = _mm512_dpbusd_epi32(hi[r], nh, _mm512_set1_epi32(qh));
                     }
                 }
-                for (int r = 0; r < nr; r++) {
-                    const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
-                    const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(lo[r], sc[2 * g]), _mm512_mullo_epi32(hi[r], sc[2 * g + 1]));
-                    const int b0 = y->bsums[4 * g] + y->bsums[4 * g + 1], b1 = y->bsums[4 * g + 2] + y->bsums[4 * g + 3];
-                    const __m512i imin = _mm512_add_epi32(_mm512_mullo_epi32(mn[2 * g], _mm512_set1_epi32(b0)),
-                                                          _mm512_mullo_epi32(mn[2 * g + 1], _mm512_set1_epi32(b1)));
-                    if (gemm) {
-                        const __m512 dy = _mm512_set1_ps(y->d);
-                        fa[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dx, dy), fa[r]);
-                        fm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), _mm512_mul_ps(dmx, dy), fm[r]);
-                    } else {
-                        itot[r] = _mm512_add_epi32(itot[r], isum);
-                        mtot[r] = _mm512_add_epi32(mtot[r], imin);
-                    }
+            }
+            for (int r = 0; r < nr; r++) {
+                const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
+                const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(lo[r], sc[2 * g]), _mm512_mullo_epi32(hi[r], sc[2 * g + 1]));
+                const int b0 = y->bsums[4 * g] + y->bsums[4 * g + 1], b1 = y->bsums[4 * g + 2] + y->bsums[4 * g + 3];
+                const __m512i imin = _mm512_add_epi32(_mm512_mullo_epi32(mn[2 * g], _mm512_set1_epi32(b0)),
+                                                      _mm512_mullo_epi32(mn[2 * g + 1], _mm512_set1_epi32(b1)));
+                if (gemm) {
+                    const __m512 dy = _mm512_set1_ps(y->d);
+                    fa[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dx, dy), fa[r]);
+                    fm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), _mm512_mul_ps(dmx, dy), fm[r]);
+                } else {
+                    itot[r] = _mm512_add_epi32(itot[r], isum);
+                    mtot[r] = _mm512_add_epi32(mtot[r], imin);
                 }
             }
         }
