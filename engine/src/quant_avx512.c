@@ -810,6 +810,32 @@ INL void transpose16(__m512i r[16]) {
 }
 
 
+/* q[k], lane j: 32-bit word k of the 32 bytes at b + j * wst (a 16 x 8 transpose
+ * from 256-bit loads: rows t and t + 4 share a register, then 24 shuffles) */
+INL void transpose16x8(const char *b, size_t wst, __m512i q[8]) {
+    __m512i A[8], U[8], W[8];
+    for (int p = 0; p < 8; p++) { /* A[p]: [row t | row t + 4], t = 0..3, 8..11 */
+        const int t = (p & 3) + 8 * (p >> 2);
+        A[p] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b + (size_t)t * wst))),
+                                  _mm256_loadu_si256((const __m256i *)(b + (size_t)(t + 4) * wst)), 1);
+    }
+    for (int p = 0; p < 8; p += 2) {
+        U[p] = _mm512_unpacklo_epi32(A[p], A[p + 1]);
+        U[p + 1] = _mm512_unpackhi_epi32(A[p], A[p + 1]);
+    }
+    /* W[4h + m], 128-bit lane L: word 4 (L & 1) + m of rows 8h + 4 (L >> 1) + 0..3 */
+    for (int h = 0; h < 2; h++) {
+        W[4 * h + 0] = _mm512_unpacklo_epi64(U[4 * h], U[4 * h + 2]);
+        W[4 * h + 1] = _mm512_unpackhi_epi64(U[4 * h], U[4 * h + 2]);
+        W[4 * h + 2] = _mm512_unpacklo_epi64(U[4 * h + 1], U[4 * h + 3]);
+        W[4 * h + 3] = _mm512_unpackhi_epi64(U[4 * h + 1], U[4 * h + 3]);
+    }
+    for (int m = 0; m < 4; m++) {
+        q[m] = _mm512_shuffle_i32x4(W[m], W[4 + m], 0x88);     /* lanes 0, 2 of each */
+        q[4 + m] = _mm512_shuffle_i32x4(W[m], W[4 + m], 0xDD); /* lanes 1, 3 of each */
+    }
+}
+
 /* d, dmin, the 8 scales and 8 mins of super-block i of the 16 rows, in lanes */
 INL void q4_K_scales16(const char *base, size_t wst, __m512 *dx, __m512 *dmx, __m512i sc[8], __m512i mn[8]) {
     const __m512i m8 = _mm512_set1_epi32(0xFF);
@@ -837,7 +863,11 @@ INL void q4_K_scales16(const char *base, size_t wst, __m512 *dx, __m512 *dmx, __
 }
 
 /* 1..4 activation rows (decode): each transposed word is used as it comes,
- * no nibble table; the same integer sums, the same float steps as q4_K_16w. */
+ * no nibble table; the same integer sums, the same float steps as q4_K_16w.
+ * A 32-byte group's words come from 256-bit loads (transpose16x8); the high
+ * nibbles are dotted in place (byte & 0xF0, 16 x the nibble: the sum is
+ * exactly 16 x the nibbles' sum, shifted back once per group), the mins
+ * against the bsum pairs in one madd. */
 INL void q4_K_16w_few(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss,
                       const int gemm, const int nr) {
     const __m512i m4 = _mm512_set1_epi8(0xF);
@@ -846,25 +876,24 @@ INL void q4_K_16w_few(int nb, const char *w, size_t wst, const char *a, size_t a
     for (int r = 0; r < nr; r++) fa[r] = fm[r] = _mm512_setzero_ps();
     for (int i = 0; i < nb; i++) {
         const char *base = w + (size_t)i * sizeof(block_q4_K);
-#ifndef NOPF
         for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++)
             _mm_prefetch(w + 16 * wst + 64 * (size_t)l, _MM_HINT_T0);
-#endif
         __m512 dx, dmx;
         __m512i sc[8], mn[8];
         q4_K_scales16(base, wst, &dx, &dmx, sc, mn);
+        __m512i mnp[4]; /* min 2g | min 2g+1 << 16 */
+        for (int g = 0; g < 4; g++) mnp[g] = _mm512_or_si512(mn[2 * g], _mm512_slli_epi32(mn[2 * g + 1], 16));
         __m512i itot[COLI_MAX_NR], mtot[COLI_MAX_NR];
         for (int r = 0; r < nr; r++) itot[r] = mtot[r] = _mm512_setzero_si512();
         for (int g = 0; g < 4; g++) { /* words 8g..8g+7: sub-blocks 2g (low nibbles), 2g + 1 (high) */
             __m512i lo[COLI_MAX_NR], hi[COLI_MAX_NR];
             for (int r = 0; r < nr; r++) lo[r] = hi[r] = _mm512_setzero_si512();
-            for (int c = 0; c < 2; c++) {
-                __m512i q[4];  /* words 8g + 4c + k of the 16 rows: 128-bit loads, no 16x16 transpose */
-                transpose16x4(base + offsetof(block_q4_K, qs) + 32 * g + 16 * c, wst, q);
-                for (int k = 0; k < 4; k++) {
-                    const int j = 4 * c + k;
-                    const __m512i nl = _mm512_and_si512(q[k], m4);
-                    const __m512i nh = _mm512_and_si512(_mm512_srli_epi16(q[k], 4), m4);
+            {
+                __m512i q[8];  /* words 8g + j of the 16 rows */
+                transpose16x8(base + offsetof(block_q4_K, qs) + 32 * g, wst, q);
+                for (int j = 0; j < 8; j++) {
+                    const __m512i nl = _mm512_and_si512(q[j], m4);
+                    const __m512i nh = _mm512_andnot_si512(m4, q[j]); /* 16 x the high nibble: hi is 16 x its sum */
                     for (int r = 0; r < nr; r++) {
                         const int32_t *q8 = (const int32_t *)((const block_q8_K *)(a + (size_t)r * as) + i)->qs;
                         int32_t ql, qh;
@@ -877,10 +906,11 @@ INL void q4_K_16w_few(int nb, const char *w, size_t wst, const char *a, size_t a
             }
             for (int r = 0; r < nr; r++) {
                 const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
-                const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(lo[r], sc[2 * g]), _mm512_mullo_epi32(hi[r], sc[2 * g + 1]));
+                const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(lo[r], sc[2 * g]),
+                                                      _mm512_mullo_epi32(_mm512_srai_epi32(hi[r], 4), sc[2 * g + 1]));
                 const int b0 = y->bsums[4 * g] + y->bsums[4 * g + 1], b1 = y->bsums[4 * g + 2] + y->bsums[4 * g + 3];
-                const __m512i imin = _mm512_add_epi32(_mm512_mullo_epi32(mn[2 * g], _mm512_set1_epi32(b0)),
-                                                      _mm512_mullo_epi32(mn[2 * g + 1], _mm512_set1_epi32(b1)));
+                /* min 2g * b0 + min 2g+1 * b1 in one madd (mins < 64, |b| < 4096) */
+                const __m512i imin = _mm512_madd_epi16(mnp[g], _mm512_set1_epi32((int)((uint32_t)(uint16_t)b0 | (uint32_t)(uint16_t)b1 << 16)));
                 if (gemm) {
                     const __m512 dy = _mm512_set1_ps(y->d);
                     fa[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dx, dy), fa[r]);
