@@ -1496,10 +1496,6 @@ TGT void vec_dot_q2_K_q8_K_16w_avx512(int n, const void *w, size_t wst, const vo
                                       int nr) {
     q2_K_z16(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 0);
 }
-TGT void vec_dot_q2_K_q8_K_gemv_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
-                                           size_t ss, int nr) {
-    q2_K_z16(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 1);
-}
 
 /* ---- Q2_K / Q3_K: 16 weight rows, one per lane ----------------------------------------- */
 
@@ -1636,6 +1632,90 @@ INL void lowk_16w(int n, const char *w, size_t wst, const char *a, size_t as, fl
             memcpy(s + (size_t)(r0 + r) * ss, out, sizeof out);
         }
     }
+}
+
+/* Q2_K's repacked gemv (ggml_gemv_q2_K_8x8_q8_K: per super-block
+ * acc = fma(isum, d * dy, acc), accm = fma(imin, dmin * dy, accm), result
+ * acc - accm) for 16 weight rows, one per lane, against 1..4 activation rows:
+ * the rows' scale bytes and quants transposed from 128- and 256-bit loads
+ * (transpose16x4, transpose16x8), each 2-bit field dotted in place (byte &
+ * (3 << 2l): 4^l times the code, so each sub-block's dpbusd sum is exactly
+ * 4^l times its own, shifted back once per sub-block), times the row's scale;
+ * the mins against the bsum pairs by madd. The same integer sums as q2_K_z. */
+INL void q2_K_16w_few(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss,
+                      const int nr) {
+    const __m512i mf = _mm512_set1_epi32(0xF), mf2 = _mm512_set1_epi32(0x000F000F);
+    const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)wst));
+    const int pf_lines = (int)((16 * wst + 63) / 64);
+    __m512 fa[COLI_MAX_NR], fm[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) fa[r] = fm[r] = _mm512_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        const char *base = w + (size_t)i * sizeof(block_q2_K);
+        for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++)
+            _mm_prefetch(w + 16 * wst + 64 * (size_t)l, _MM_HINT_T0);
+        const __m512i dd = _mm512_i32gather_epi32(off, base + offsetof(block_q2_K, d), 1); /* d | dmin << 16 */
+        const __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+        const __m512 dmx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+        __m512i u[4]; /* scale bytes 4k..4k+3 of the 16 rows */
+        transpose16x4(base + offsetof(block_q2_K, scales), wst, u);
+        __m512i sc[16], mnp[8]; /* sc[t]: scale of sub-block t; mnp[t]: min 2t | min 2t+1 << 16 */
+        for (int k = 0; k < 4; k++) {
+            for (int b = 0; b < 4; b++) sc[4 * k + b] = _mm512_and_si512(_mm512_srli_epi32(u[k], 8 * b), mf);
+            for (int b = 0; b < 4; b += 2) {
+                const __m512i x = _mm512_srli_epi32(u[k], 8 * b + 4); /* min 4k+b in bits 0..3, min 4k+b+1 in 8..11 */
+                mnp[2 * k + b / 2] = _mm512_and_si512(_mm512_mask_blend_epi16(0xAAAAAAAA, x, _mm512_slli_epi32(x, 8)), mf2);
+            }
+        }
+        __m512i isum[COLI_MAX_NR];
+        for (int r = 0; r < nr; r++) isum[r] = _mm512_setzero_si512();
+        for (int h = 0; h < 2; h++) {
+            __m512i q[8]; /* word j: qs[32h + 4j .. +3] of the 16 rows */
+            transpose16x8(base + offsetof(block_q2_K, qs) + 32 * h, wst, q);
+            for (int l = 0; l < 4; l++) {
+                const __m512i ml = _mm512_set1_epi8((char)(3 << (2 * l)));
+                /* sub-blocks 8h + 2l (j < 4) and 8h + 2l + 1 (j >= 4): elements 128h + 32l + 4j .. +3 */
+                __m512i d0[COLI_MAX_NR], d1[COLI_MAX_NR];
+                for (int r = 0; r < nr; r++) d0[r] = d1[r] = _mm512_setzero_si512();
+                for (int j = 0; j < 8; j++) {
+                    const __m512i c = _mm512_and_si512(q[j], ml);
+                    for (int r = 0; r < nr; r++) {
+                        const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
+                        int32_t q8;
+                        memcpy(&q8, y->qs + 128 * h + 32 * l + 4 * j, 4);
+                        if (j < 4) d0[r] = _mm512_dpbusd_epi32(d0[r], c, _mm512_set1_epi32(q8));
+                        else d1[r] = _mm512_dpbusd_epi32(d1[r], c, _mm512_set1_epi32(q8));
+                    }
+                }
+                const int sb = 8 * h + 2 * l;
+                for (int r = 0; r < nr; r++)
+                    isum[r] = _mm512_add_epi32(isum[r], _mm512_add_epi32(
+                        _mm512_mullo_epi32(_mm512_srai_epi32(d0[r], 2 * l), sc[sb]),
+                        _mm512_mullo_epi32(_mm512_srai_epi32(d1[r], 2 * l), sc[sb + 1])));
+            }
+        }
+        for (int r = 0; r < nr; r++) {
+            const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
+            __m512i imin = _mm512_setzero_si512();
+            for (int t = 0; t < 8; t++) {
+                const uint32_t bp = (uint32_t)(uint16_t)y->bsums[2 * t] | (uint32_t)(uint16_t)y->bsums[2 * t + 1] << 16;
+                imin = _mm512_add_epi32(imin, _mm512_madd_epi16(mnp[t], _mm512_set1_epi32((int)bp)));
+            }
+            const __m512 dy = _mm512_set1_ps(y->d);
+            fa[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r]), _mm512_mul_ps(dx, dy), fa[r]);
+            fm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), _mm512_mul_ps(dmx, dy), fm[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) _mm512_storeu_ps(s + (size_t)r * ss, _mm512_sub_ps(fa[r], fm[r]));
+}
+
+TGT void vec_dot_q2_K_q8_K_gemv_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                           size_t ss, int nr) {
+    if (nr <= COLI_MAX_NR) {
+        COLI_DISPATCH_NR(nr, q2_K_16w_few, n / QK_K, (const char *)w, wst, (const char *)a, as, s, ss);
+        return;
+    }
+    q2_K_z16(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 1);
 }
 
 TGT void vec_dot_q2_K_q8_K_tiled_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
