@@ -1,4 +1,4 @@
-/* bench_lowk.c — Q2_K, Q3_K, TQ1_0, TQ2_0 matmuls, ours against llama.cpp's
+/* bench_lowk.c — Q2_K, Q3_K, Q4_K, TQ1_0, TQ2_0 matmuls, ours against llama.cpp's
  * ggml on the same shapes, one thread each.
  *
  *   gcc -O3 -march=native -std=c11 -ffp-contract=off -pthread -Iengine/include \
@@ -7,13 +7,16 @@
  *
  * ggml's side is a ggml_mul_mat graph on its CPU backend (1 thread), with
  * the weight in the buffer a model load gives it (CPU_REPACK for Q2_K when
- * n_out % 8 == 0 on an AVX-512 machine, as llama.cpp does); ours is
+ * n_out % 8 == 0 on an AVX-512 machine, for Q4_K when n_out % 8 == 0 on an
+ * AVX2 one, as llama.cpp does); ours is
  * coli_matmul on the calling thread. Shapes are a MoE expert's (n_in 2048 /
  * n_out 768 and back) at 1 row (decode) and 8 / 16 / 32 rows (prefill). Each
  * round times both, one after the other (the machine is shared: rounds
  * interleave); reported: the median time per call of each side over the
  * rounds, and ggml / ours (> 1: ours is faster). Thread CPU time.
- * BENCH_TYPES=Q2_K,TQ1_0 picks types; BENCH_SHAPE=n_in,n_out,rows one shape. */
+ * BENCH_TYPES=Q2_K,TQ1_0 picks types; BENCH_SHAPE=n_in,n_out,rows one shape;
+ * BENCH_ATTN=1 adds the attention shapes (2048 -> 2048 / 512 / 4096) and the
+ * row counts 2 and 4; BENCH_ROWS=1,2,4 picks the row counts. */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -120,7 +123,7 @@ typedef struct {
 
 static void ggml_mm_init(ggml_mm *m, uint32_t t, const void *w, size_t wbytes, int64_t n_in, int64_t n_out,
                          const float *x, int64_t n_rows) {
-    const bool repack = t == GGML_TYPE_Q2_K && n_out % 8 == 0 && G.has_avx512();
+    const bool repack = n_out % 8 == 0 && ((t == GGML_TYPE_Q2_K && G.has_avx512()) || t == GGML_TYPE_Q4_K);
     m->cw = G.init((struct ggml_init_params){1 << 20, NULL, true});
     m->cx = G.init((struct ggml_init_params){1 << 22, NULL, true});
     void *wt = G.new_tensor_2d(m->cw, (int)t, n_in, n_out);
@@ -151,6 +154,7 @@ static void fill(uint32_t t, void *w, size_t bytes) {
     switch (t) {
     case GGML_TYPE_Q2_K: off[0] = 80; off[1] = 82; break;
     case GGML_TYPE_Q3_K: off[0] = 108; break;
+    case GGML_TYPE_Q4_K: off[0] = 0; off[1] = 2; break;
     case GGML_TYPE_TQ1_0: off[0] = 52; break;
     case GGML_TYPE_TQ2_0: off[0] = 64; break;
     default: break;
@@ -220,10 +224,25 @@ int main(int argc, char **argv) {
     if (rounds > MAX_ROUNDS) rounds = MAX_ROUNDS;
     const char *only = getenv("BENCH_TYPES"); /* e.g. "Q2_K,TQ1_0" */
     printf("isa %s, cpu: %s\n", colibri_kernel_isa(), colibri_cpu_features());
-    const uint32_t types[] = {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0};
-    int64_t shapes[][2] = {{2048, 768}, {768, 2048}, {2048, 764}};
-    int64_t rows[] = {1, 8, 16, 32};
-    size_t n_shapes = sizeof shapes / sizeof shapes[0], n_rows = sizeof rows / sizeof rows[0];
+    const uint32_t types[] = {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0};
+    int64_t shapes[8][2] = {{2048, 768}, {768, 2048}, {2048, 764}, {2048, 2048}, {2048, 512}, {2048, 4096}};
+    int64_t rows[16] = {1, 8, 16, 32};
+    size_t n_shapes = 3, n_rows = 4;
+    if (getenv("BENCH_ATTN")) {
+        n_shapes = 6;
+        const int64_t r2[] = {1, 2, 4, 8, 16};
+        memcpy(rows, r2, sizeof r2);
+        n_rows = 5;
+    }
+    const char *rl = getenv("BENCH_ROWS"); /* "1,2,4": these row counts */
+    if (rl) {
+        n_rows = 0;
+        for (const char *p = rl; *p && n_rows < 16;) {
+            rows[n_rows++] = strtoll(p, (char **)&p, 10);
+            if (*p == ',') p++;
+            else break;
+        }
+    }
     const char *one = getenv("BENCH_SHAPE"); /* "n_in,n_out,rows": that shape only */
     if (one) {
         long long ni, no, nr;
@@ -237,7 +256,8 @@ int main(int argc, char **argv) {
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         if (only && !strstr(only, ggml_type_get(types[ti])->name)) continue;
         for (size_t si = 0; si < n_shapes; si++) {
-            if (si == 2 && types[ti] != GGML_TYPE_Q2_K) continue; /* Q2_K not repacked (n_out % 8 != 0) */
+            if (si == 2 && types[ti] != GGML_TYPE_Q2_K && types[ti] != GGML_TYPE_Q4_K)
+                continue; /* not repacked (n_out % 8 != 0) */
             for (size_t ri = 0; ri < n_rows; ri++) run(types[ti], shapes[si][0], shapes[si][1], rows[ri], rounds);
         }
     }

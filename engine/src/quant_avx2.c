@@ -827,11 +827,118 @@ INL void transpose8(__m256i r[8]) {
     }
 }
 
-INL void q4_K_8w(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
-                 const int gemm) {
-    const __m256i m4 = _mm256_set1_epi8(0xF), m6 = _mm256_set1_epi32(0x3F);
+/* d, dmin, the scales (sc[k]: scale k in both 16-bit halves) and the min pairs
+ * (mn[g]: min 2g | min 2g+1 << 16) of super-block base of the 8 rows, in lanes */
+INL void q4_K_scales8(const char *base, size_t wst, __m256 *dxp, __m256 *dmxp, __m256i sc[8], __m256i mn[4]) {
+    const __m256i m6 = _mm256_set1_epi32(0x3F);
     const __m256i kmask1 = _mm256_set1_epi32(0x3f3f3f3f), kmask2 = _mm256_set1_epi32(0x0f0f0f0f),
                   kmask3 = _mm256_set1_epi32(0x03030303);
+    __m256i head[4]; /* the first 16 bytes of each row's block: d | dmin << 16, then 12 scale bytes */
+    transpose8x4(base, wst, head);
+    const __m256i dd = head[0];
+    const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
+    const __m256 dx = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(
+        _mm256_packus_epi32(_mm256_and_si256(dd, lo16), _mm256_setzero_si256()), 0x08)));
+    const __m256 dmx = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(
+        _mm256_packus_epi32(_mm256_srli_epi32(dd, 16), _mm256_setzero_si256()), 0x08)));
+    /* the 12 scale bytes of each row, unpacked in lanes as coli_k4_scales_mins does */
+    __m256i u0 = head[1], u1 = head[2];
+    const __m256i u2 = head[3];
+    const __m256i u3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), kmask2),
+                                       _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), kmask3), 4));
+    const __m256i mlo = _mm256_and_si256(u1, kmask1); /* mins 0..3 */
+    u1 = _mm256_or_si256(_mm256_and_si256(u2, kmask2),
+                         _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), kmask3), 4));
+    u0 = _mm256_and_si256(u0, kmask1); /* scales 0..3; u1: scales 4..7; u3: mins 4..7 */
+    for (int k = 0; k < 4; k++) {
+        const __m256i s0 = _mm256_and_si256(_mm256_srli_epi32(u0, 8 * k), m6);
+        const __m256i s1 = _mm256_and_si256(_mm256_srli_epi32(u1, 8 * k), m6);
+        sc[k] = _mm256_or_si256(s0, _mm256_slli_epi32(s0, 16));
+        sc[4 + k] = _mm256_or_si256(s1, _mm256_slli_epi32(s1, 16));
+    }
+    for (int g = 0; g < 2; g++) {
+        const __m256i a0 = _mm256_and_si256(_mm256_srli_epi32(mlo, 16 * g), m6);
+        const __m256i a1 = _mm256_and_si256(_mm256_srli_epi32(mlo, 16 * g + 8), m6);
+        const __m256i b0 = _mm256_and_si256(_mm256_srli_epi32(u3, 16 * g), m6);
+        const __m256i b1 = _mm256_and_si256(_mm256_srli_epi32(u3, 16 * g + 8), m6);
+        mn[g] = _mm256_or_si256(a0, _mm256_slli_epi32(a1, 16));
+        mn[2 + g] = _mm256_or_si256(b0, _mm256_slli_epi32(b1, 16));
+    }
+    *dxp = dx;
+    *dmxp = dmx;
+}
+
+/* 1..4 activation rows (decode): the 8 rows' words transposed from 128-bit
+ * loads (transpose8x4) and used as they come; the same integer sums, the same
+ * float steps as q4_K_8w. */
+INL void q4_K_8w_few(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss,
+                     const int gemm, const int nr) {
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    const int pf_lines = (int)((8 * wst + 63) / 64);
+    __m256 fa[COLI_MAX_NR], fm[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) fa[r] = fm[r] = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        const char *base = w + (size_t)i * sizeof(block_q4_K);
+        for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++)
+            _mm_prefetch(w + 8 * wst + 64 * (size_t)l, _MM_HINT_T0);
+        __m256 dx, dmx;
+        __m256i sc[8], mn[4];
+        q4_K_scales8(base, wst, &dx, &dmx, sc, mn);
+        __m256i itot[COLI_MAX_NR], mtot[COLI_MAX_NR];
+        for (int r = 0; r < nr; r++) itot[r] = mtot[r] = _mm256_setzero_si256();
+        for (int g = 0; g < 4; g++) { /* words 8g..8g+7: sub-blocks 2g (low nibbles), 2g + 1 (high) */
+            __m256i lo[COLI_MAX_NR], hi[COLI_MAX_NR];
+            for (int r = 0; r < nr; r++) lo[r] = hi[r] = _mm256_setzero_si256();
+            for (int c = 0; c < 2; c++) {
+                __m256i q[4]; /* words 8g + 4c + k of the 8 rows */
+                transpose8x4(base + offsetof(block_q4_K, qs) + 32 * g + 16 * c, wst, q);
+                for (int k = 0; k < 4; k++) {
+                    const int j = 4 * c + k;
+                    const __m256i nl = _mm256_and_si256(q[k], m4);
+                    const __m256i nh = _mm256_and_si256(_mm256_srli_epi16(q[k], 4), m4);
+                    for (int r = 0; r < nr; r++) {
+                        const int32_t *q8 = (const int32_t *)((const block_q8_K *)(a + (size_t)r * as) + i)->qs;
+                        int32_t ql, qh;
+                        memcpy(&ql, q8 + 16 * g + j, 4);
+                        memcpy(&qh, q8 + 16 * g + 8 + j, 4);
+                        lo[r] = _mm256_add_epi16(lo[r], _mm256_maddubs_epi16(nl, _mm256_set1_epi32(ql)));
+                        hi[r] = _mm256_add_epi16(hi[r], _mm256_maddubs_epi16(nh, _mm256_set1_epi32(qh)));
+                    }
+                }
+            }
+            for (int r = 0; r < nr; r++) {
+                const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
+                const __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(lo[r], sc[2 * g]), _mm256_madd_epi16(hi[r], sc[2 * g + 1]));
+                const int b0 = y->bsums[4 * g] + y->bsums[4 * g + 1], b1 = y->bsums[4 * g + 2] + y->bsums[4 * g + 3];
+                const __m256i bp = _mm256_set1_epi32((int)((uint32_t)(uint16_t)b0 | (uint32_t)(uint16_t)b1 << 16));
+                const __m256i imin = _mm256_madd_epi16(mn[g], bp);
+                if (gemm) {
+                    const __m256 dy = _mm256_set1_ps(y->d);
+                    fa[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dx, dy), fa[r]);
+                    fm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin), _mm256_mul_ps(dmx, dy), fm[r]);
+                } else {
+                    itot[r] = _mm256_add_epi32(itot[r], isum);
+                    mtot[r] = _mm256_add_epi32(mtot[r], imin);
+                }
+            }
+        }
+        if (!gemm)
+            for (int r = 0; r < nr; r++) {
+                const __m256 dy = _mm256_set1_ps(((const block_q8_K *)(a + (size_t)r * as) + i)->d);
+                fa[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(itot[r]), _mm256_mul_ps(dx, dy), fa[r]);
+                fm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mtot[r]), _mm256_mul_ps(dmx, dy), fm[r]);
+            }
+    }
+    for (int r = 0; r < nr; r++) _mm256_storeu_ps(s + (size_t)r * ss, _mm256_sub_ps(fa[r], fm[r]));
+}
+
+INL void q4_K_8w(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
+                 const int gemm) {
+    if (nr <= COLI_MAX_NR) {
+        COLI_DISPATCH_NR(nr, q4_K_8w_few, nb, w, wst, a, as, s, ss, gemm);
+        return;
+    }
+    const __m256i m4 = _mm256_set1_epi8(0xF);
     __m256i nib[2][32]; /* low / high nibbles of word j of the 8 rows' quants */
     float acc[Q4_0_ROWS][2][8];
     const int pf_lines = (int)((8 * wst + 63) / 64);
@@ -843,38 +950,9 @@ INL void q4_K_8w(int nb, const char *w, size_t wst, const char *a, size_t as, fl
             if (r0 == 0) /* the next 8 rows, spread over the super-blocks */
                 for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++)
                     _mm_prefetch(w + 8 * wst + 64 * (size_t)l, _MM_HINT_T0);
-            __m256i head[4]; /* the first 16 bytes of each row's block: d | dmin << 16, then 12 scale bytes */
-            transpose8x4(base, wst, head);
-            const __m256i dd = head[0];
-            const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
-            const __m256 dx = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(
-                _mm256_packus_epi32(_mm256_and_si256(dd, lo16), _mm256_setzero_si256()), 0x08)));
-            const __m256 dmx = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(
-                _mm256_packus_epi32(_mm256_srli_epi32(dd, 16), _mm256_setzero_si256()), 0x08)));
-            /* the 12 scale bytes of each row, unpacked in lanes as coli_k4_scales_mins does */
-            __m256i u0 = head[1], u1 = head[2];
-            const __m256i u2 = head[3];
-            const __m256i u3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), kmask2),
-                                               _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), kmask3), 4));
-            const __m256i mlo = _mm256_and_si256(u1, kmask1); /* mins 0..3 */
-            u1 = _mm256_or_si256(_mm256_and_si256(u2, kmask2),
-                                 _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), kmask3), 4));
-            u0 = _mm256_and_si256(u0, kmask1); /* scales 0..3; u1: scales 4..7; u3: mins 4..7 */
-            __m256i sc[8], mn[4];  /* sc[k]: scale k in both 16-bit halves; mn[g]: min 2g | min 2g+1 << 16 */
-            for (int k = 0; k < 4; k++) {
-                const __m256i s0 = _mm256_and_si256(_mm256_srli_epi32(u0, 8 * k), m6);
-                const __m256i s1 = _mm256_and_si256(_mm256_srli_epi32(u1, 8 * k), m6);
-                sc[k] = _mm256_or_si256(s0, _mm256_slli_epi32(s0, 16));
-                sc[4 + k] = _mm256_or_si256(s1, _mm256_slli_epi32(s1, 16));
-            }
-            for (int g = 0; g < 2; g++) {
-                const __m256i a0 = _mm256_and_si256(_mm256_srli_epi32(mlo, 16 * g), m6);
-                const __m256i a1 = _mm256_and_si256(_mm256_srli_epi32(mlo, 16 * g + 8), m6);
-                const __m256i b0 = _mm256_and_si256(_mm256_srli_epi32(u3, 16 * g), m6);
-                const __m256i b1 = _mm256_and_si256(_mm256_srli_epi32(u3, 16 * g + 8), m6);
-                mn[g] = _mm256_or_si256(a0, _mm256_slli_epi32(a1, 16));
-                mn[2 + g] = _mm256_or_si256(b0, _mm256_slli_epi32(b1, 16));
-            }
+            __m256 dx, dmx;
+            __m256i sc[8], mn[4];
+            q4_K_scales8(base, wst, &dx, &dmx, sc, mn);
             for (int c = 0; c < 4; c++) {
                 __m256i q[8];
                 for (int r = 0; r < 8; r++)

@@ -810,6 +810,32 @@ INL void transpose16(__m512i r[16]) {
 }
 
 
+/* q[k], lane j: 32-bit word k of the 32 bytes at b + j * wst (a 16 x 8 transpose
+ * from 256-bit loads: rows t and t + 4 share a register, then 24 shuffles) */
+INL void transpose16x8(const char *b, size_t wst, __m512i q[8]) {
+    __m512i A[8], U[8], W[8];
+    for (int p = 0; p < 8; p++) { /* A[p]: [row t | row t + 4], t = 0..3, 8..11 */
+        const int t = (p & 3) + 8 * (p >> 2);
+        A[p] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b + (size_t)t * wst))),
+                                  _mm256_loadu_si256((const __m256i *)(b + (size_t)(t + 4) * wst)), 1);
+    }
+    for (int p = 0; p < 8; p += 2) {
+        U[p] = _mm512_unpacklo_epi32(A[p], A[p + 1]);
+        U[p + 1] = _mm512_unpackhi_epi32(A[p], A[p + 1]);
+    }
+    /* W[4h + m], 128-bit lane L: word 4 (L & 1) + m of rows 8h + 4 (L >> 1) + 0..3 */
+    for (int h = 0; h < 2; h++) {
+        W[4 * h + 0] = _mm512_unpacklo_epi64(U[4 * h], U[4 * h + 2]);
+        W[4 * h + 1] = _mm512_unpackhi_epi64(U[4 * h], U[4 * h + 2]);
+        W[4 * h + 2] = _mm512_unpacklo_epi64(U[4 * h + 1], U[4 * h + 3]);
+        W[4 * h + 3] = _mm512_unpackhi_epi64(U[4 * h + 1], U[4 * h + 3]);
+    }
+    for (int m = 0; m < 4; m++) {
+        q[m] = _mm512_shuffle_i32x4(W[m], W[4 + m], 0x88);     /* lanes 0, 2 of each */
+        q[4 + m] = _mm512_shuffle_i32x4(W[m], W[4 + m], 0xDD); /* lanes 1, 3 of each */
+    }
+}
+
 /* d, dmin, the 8 scales and 8 mins of super-block i of the 16 rows, in lanes */
 INL void q4_K_scales16(const char *base, size_t wst, __m512 *dx, __m512 *dmx, __m512i sc[8], __m512i mn[8]) {
     const __m512i m8 = _mm512_set1_epi32(0xFF);
@@ -837,7 +863,11 @@ INL void q4_K_scales16(const char *base, size_t wst, __m512 *dx, __m512 *dmx, __
 }
 
 /* 1..4 activation rows (decode): each transposed word is used as it comes,
- * no nibble table; the same integer sums, the same float steps as q4_K_16w. */
+ * no nibble table; the same integer sums, the same float steps as q4_K_16w.
+ * A 32-byte group's words come from 256-bit loads (transpose16x8); the high
+ * nibbles are dotted in place (byte & 0xF0, 16 x the nibble: the sum is
+ * exactly 16 x the nibbles' sum, shifted back once per group), the mins
+ * against the bsum pairs in one madd. */
 INL void q4_K_16w_few(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss,
                       const int gemm, const int nr) {
     const __m512i m4 = _mm512_set1_epi8(0xF);
@@ -851,20 +881,19 @@ INL void q4_K_16w_few(int nb, const char *w, size_t wst, const char *a, size_t a
         __m512 dx, dmx;
         __m512i sc[8], mn[8];
         q4_K_scales16(base, wst, &dx, &dmx, sc, mn);
+        __m512i mnp[4]; /* min 2g | min 2g+1 << 16 */
+        for (int g = 0; g < 4; g++) mnp[g] = _mm512_or_si512(mn[2 * g], _mm512_slli_epi32(mn[2 * g + 1], 16));
         __m512i itot[COLI_MAX_NR], mtot[COLI_MAX_NR];
         for (int r = 0; r < nr; r++) itot[r] = mtot[r] = _mm512_setzero_si512();
-        for (int h = 0; h < 2; h++) { /* words 16h..16h+15: groups g = 2h, 2h + 1 */
-            __m512i q[16];
-            for (int r = 0; r < 16; r++)
-                q[r] = _mm512_loadu_si512(base + (size_t)r * wst + offsetof(block_q4_K, qs) + 64 * h);
-            transpose16(q);
-            for (int gg = 0; gg < 2; gg++) {
-                const int g = 2 * h + gg;
-                __m512i lo[COLI_MAX_NR], hi[COLI_MAX_NR];
-                for (int r = 0; r < nr; r++) lo[r] = hi[r] = _mm512_setzero_si512();
+        for (int g = 0; g < 4; g++) { /* words 8g..8g+7: sub-blocks 2g (low nibbles), 2g + 1 (high) */
+            __m512i lo[COLI_MAX_NR], hi[COLI_MAX_NR];
+            for (int r = 0; r < nr; r++) lo[r] = hi[r] = _mm512_setzero_si512();
+            {
+                __m512i q[8];  /* words 8g + j of the 16 rows */
+                transpose16x8(base + offsetof(block_q4_K, qs) + 32 * g, wst, q);
                 for (int j = 0; j < 8; j++) {
-                    const __m512i nl = _mm512_and_si512(q[8 * gg + j], m4);
-                    const __m512i nh = _mm512_and_si512(_mm512_srli_epi16(q[8 * gg + j], 4), m4);
+                    const __m512i nl = _mm512_and_si512(q[j], m4);
+                    const __m512i nh = _mm512_andnot_si512(m4, q[j]); /* 16 x the high nibble: hi is 16 x its sum */
                     for (int r = 0; r < nr; r++) {
                         const int32_t *q8 = (const int32_t *)((const block_q8_K *)(a + (size_t)r * as) + i)->qs;
                         int32_t ql, qh;
@@ -874,20 +903,21 @@ INL void q4_K_16w_few(int nb, const char *w, size_t wst, const char *a, size_t a
                         hi[r] = _mm512_dpbusd_epi32(hi[r], nh, _mm512_set1_epi32(qh));
                     }
                 }
-                for (int r = 0; r < nr; r++) {
-                    const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
-                    const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(lo[r], sc[2 * g]), _mm512_mullo_epi32(hi[r], sc[2 * g + 1]));
-                    const int b0 = y->bsums[4 * g] + y->bsums[4 * g + 1], b1 = y->bsums[4 * g + 2] + y->bsums[4 * g + 3];
-                    const __m512i imin = _mm512_add_epi32(_mm512_mullo_epi32(mn[2 * g], _mm512_set1_epi32(b0)),
-                                                          _mm512_mullo_epi32(mn[2 * g + 1], _mm512_set1_epi32(b1)));
-                    if (gemm) {
-                        const __m512 dy = _mm512_set1_ps(y->d);
-                        fa[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dx, dy), fa[r]);
-                        fm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), _mm512_mul_ps(dmx, dy), fm[r]);
-                    } else {
-                        itot[r] = _mm512_add_epi32(itot[r], isum);
-                        mtot[r] = _mm512_add_epi32(mtot[r], imin);
-                    }
+            }
+            for (int r = 0; r < nr; r++) {
+                const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
+                const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(lo[r], sc[2 * g]),
+                                                      _mm512_mullo_epi32(_mm512_srai_epi32(hi[r], 4), sc[2 * g + 1]));
+                const int b0 = y->bsums[4 * g] + y->bsums[4 * g + 1], b1 = y->bsums[4 * g + 2] + y->bsums[4 * g + 3];
+                /* min 2g * b0 + min 2g+1 * b1 in one madd (mins < 64, |b| < 4096) */
+                const __m512i imin = _mm512_madd_epi16(mnp[g], _mm512_set1_epi32((int)((uint32_t)(uint16_t)b0 | (uint32_t)(uint16_t)b1 << 16)));
+                if (gemm) {
+                    const __m512 dy = _mm512_set1_ps(y->d);
+                    fa[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dx, dy), fa[r]);
+                    fm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), _mm512_mul_ps(dmx, dy), fm[r]);
+                } else {
+                    itot[r] = _mm512_add_epi32(itot[r], isum);
+                    mtot[r] = _mm512_add_epi32(mtot[r], imin);
                 }
             }
         }
@@ -1466,10 +1496,6 @@ TGT void vec_dot_q2_K_q8_K_16w_avx512(int n, const void *w, size_t wst, const vo
                                       int nr) {
     q2_K_z16(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 0);
 }
-TGT void vec_dot_q2_K_q8_K_gemv_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
-                                           size_t ss, int nr) {
-    q2_K_z16(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 1);
-}
 
 /* ---- Q2_K / Q3_K: 16 weight rows, one per lane ----------------------------------------- */
 
@@ -1606,6 +1632,90 @@ INL void lowk_16w(int n, const char *w, size_t wst, const char *a, size_t as, fl
             memcpy(s + (size_t)(r0 + r) * ss, out, sizeof out);
         }
     }
+}
+
+/* Q2_K's repacked gemv (ggml_gemv_q2_K_8x8_q8_K: per super-block
+ * acc = fma(isum, d * dy, acc), accm = fma(imin, dmin * dy, accm), result
+ * acc - accm) for 16 weight rows, one per lane, against 1..4 activation rows:
+ * the rows' scale bytes and quants transposed from 128- and 256-bit loads
+ * (transpose16x4, transpose16x8), each 2-bit field dotted in place (byte &
+ * (3 << 2l): 4^l times the code, so each sub-block's dpbusd sum is exactly
+ * 4^l times its own, shifted back once per sub-block), times the row's scale;
+ * the mins against the bsum pairs by madd. The same integer sums as q2_K_z. */
+INL void q2_K_16w_few(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss,
+                      const int nr) {
+    const __m512i mf = _mm512_set1_epi32(0xF), mf2 = _mm512_set1_epi32(0x000F000F);
+    const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)wst));
+    const int pf_lines = (int)((16 * wst + 63) / 64);
+    __m512 fa[COLI_MAX_NR], fm[COLI_MAX_NR];
+    for (int r = 0; r < nr; r++) fa[r] = fm[r] = _mm512_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        const char *base = w + (size_t)i * sizeof(block_q2_K);
+        for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++)
+            _mm_prefetch(w + 16 * wst + 64 * (size_t)l, _MM_HINT_T0);
+        const __m512i dd = _mm512_i32gather_epi32(off, base + offsetof(block_q2_K, d), 1); /* d | dmin << 16 */
+        const __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+        const __m512 dmx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+        __m512i u[4]; /* scale bytes 4k..4k+3 of the 16 rows */
+        transpose16x4(base + offsetof(block_q2_K, scales), wst, u);
+        __m512i sc[16], mnp[8]; /* sc[t]: scale of sub-block t; mnp[t]: min 2t | min 2t+1 << 16 */
+        for (int k = 0; k < 4; k++) {
+            for (int b = 0; b < 4; b++) sc[4 * k + b] = _mm512_and_si512(_mm512_srli_epi32(u[k], 8 * b), mf);
+            for (int b = 0; b < 4; b += 2) {
+                const __m512i x = _mm512_srli_epi32(u[k], 8 * b + 4); /* min 4k+b in bits 0..3, min 4k+b+1 in 8..11 */
+                mnp[2 * k + b / 2] = _mm512_and_si512(_mm512_mask_blend_epi16(0xAAAAAAAA, x, _mm512_slli_epi32(x, 8)), mf2);
+            }
+        }
+        __m512i isum[COLI_MAX_NR];
+        for (int r = 0; r < nr; r++) isum[r] = _mm512_setzero_si512();
+        for (int h = 0; h < 2; h++) {
+            __m512i q[8]; /* word j: qs[32h + 4j .. +3] of the 16 rows */
+            transpose16x8(base + offsetof(block_q2_K, qs) + 32 * h, wst, q);
+            for (int l = 0; l < 4; l++) {
+                const __m512i ml = _mm512_set1_epi8((char)(3 << (2 * l)));
+                /* sub-blocks 8h + 2l (j < 4) and 8h + 2l + 1 (j >= 4): elements 128h + 32l + 4j .. +3 */
+                __m512i d0[COLI_MAX_NR], d1[COLI_MAX_NR];
+                for (int r = 0; r < nr; r++) d0[r] = d1[r] = _mm512_setzero_si512();
+                for (int j = 0; j < 8; j++) {
+                    const __m512i c = _mm512_and_si512(q[j], ml);
+                    for (int r = 0; r < nr; r++) {
+                        const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
+                        int32_t q8;
+                        memcpy(&q8, y->qs + 128 * h + 32 * l + 4 * j, 4);
+                        if (j < 4) d0[r] = _mm512_dpbusd_epi32(d0[r], c, _mm512_set1_epi32(q8));
+                        else d1[r] = _mm512_dpbusd_epi32(d1[r], c, _mm512_set1_epi32(q8));
+                    }
+                }
+                const int sb = 8 * h + 2 * l;
+                for (int r = 0; r < nr; r++)
+                    isum[r] = _mm512_add_epi32(isum[r], _mm512_add_epi32(
+                        _mm512_mullo_epi32(_mm512_srai_epi32(d0[r], 2 * l), sc[sb]),
+                        _mm512_mullo_epi32(_mm512_srai_epi32(d1[r], 2 * l), sc[sb + 1])));
+            }
+        }
+        for (int r = 0; r < nr; r++) {
+            const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
+            __m512i imin = _mm512_setzero_si512();
+            for (int t = 0; t < 8; t++) {
+                const uint32_t bp = (uint32_t)(uint16_t)y->bsums[2 * t] | (uint32_t)(uint16_t)y->bsums[2 * t + 1] << 16;
+                imin = _mm512_add_epi32(imin, _mm512_madd_epi16(mnp[t], _mm512_set1_epi32((int)bp)));
+            }
+            const __m512 dy = _mm512_set1_ps(y->d);
+            fa[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r]), _mm512_mul_ps(dx, dy), fa[r]);
+            fm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), _mm512_mul_ps(dmx, dy), fm[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) _mm512_storeu_ps(s + (size_t)r * ss, _mm512_sub_ps(fa[r], fm[r]));
+}
+
+TGT void vec_dot_q2_K_q8_K_gemv_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                           size_t ss, int nr) {
+    if (nr <= COLI_MAX_NR) {
+        COLI_DISPATCH_NR(nr, q2_K_16w_few, n / QK_K, (const char *)w, wst, (const char *)a, as, s, ss);
+        return;
+    }
+    q2_K_z16(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 1);
 }
 
 TGT void vec_dot_q2_K_q8_K_tiled_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
