@@ -250,10 +250,18 @@ def test_a_gpt_oss_file_without_a_template_speaks_harmony_with_its_control_token
                 "model": cfg.model_id, "messages": [{"role": "user", "content": "Weather in Oslo?"}],
                 "max_tokens": 12, "temperature": 0, **extra})
             out.append((r.status, await r.text()))
+        r = await c.post("/v1/messages", headers={"anthropic-version": "2023-06-01"}, json={
+            "model": cfg.model_id, "max_tokens": 12, "thinking": {"type": "enabled", "budget_tokens": 1024},
+            "messages": [{"role": "user", "content": "Weather in Oslo?"}], "tools": [{
+                "name": "get_weather", "description": "The weather", "input_schema": WEATHER["function"]["parameters"]}],
+            "tool_choice": {"type": "tool", "name": "get_weather"}})
+        out.append((r.status, await r.text()))
         return out
 
     results = run_app(served, body, cfg)
-    assert [s for s, _ in results] == [200, 200, 200], results
+    assert [s for s, _ in results] == [200, 200, 200, 200], results
+    message = json.loads(results[3][1])  # Anthropic's shape: blocks of text / thinking (random weights: no call)
+    assert message["type"] == "message" and all(b["type"] in ("text", "thinking", "tool_use") for b in message["content"])
     reply = json.loads(results[0][1])["choices"][0]
     assert reply["finish_reason"] in ("stop", "length")
     for marker in ("<|channel|>", "<|message|>", "<|start|>", "<|end|>"):  # structure, never text (random weights:
