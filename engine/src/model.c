@@ -137,6 +137,10 @@ static int family_hparams(coli_hparams *hp, const char *arch) {
         hp->kq_scale = 1.0f / sqrtf((float)hp->n_rot);
         return 0;
     }
+    if (strcmp(arch, "qwen3next") == 0 || strcmp(arch, "qwen35moe") == 0) /* src/models/qwen3next.cpp, qwen35moe.cpp */
+        return coli_fail(COLI_E_UNSUPPORTED,
+                         "unsupported: architecture '%s' (Qwen3-Next / Qwen3.5 MoE: their Gated DeltaNet linear-attention "
+                         "layers are not in colibri yet)", arch);
     return coli_fail(COLI_E_UNSUPPORTED,
                      "unsupported: architecture '%s' (colibri runs gemma3, llama (incl. Mixtral), qwen2, qwen3, qwen3moe, "
                      "olmoe, glm4moe, deepseek2, deepseek32, glm-dsa and gpt-oss today)", arch);
