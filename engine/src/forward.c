@@ -213,8 +213,8 @@ static int attention(const coli_model *m, coli_state *s, int il, int n) {
     for (int i = 0; i < n; i++) {
         const coli_kv *kv = s->rows[i].kv;
         const int pos = s->rows[i].pos;
-        coli_half *kc = kv->k + (size_t)il * kv->n_ctx * k_dim;
-        coli_half *vc = kv->v + (size_t)il * kv->n_ctx * v_dim;
+        coli_half *kc = kv->k + (size_t)L->kv_slot * kv->n_ctx * k_dim;
+        coli_half *vc = kv->v + (size_t)L->kv_slot * kv->n_ctx * v_dim;
         float *q = s->q + (size_t)i * hp->n_head * hd;
         float *k = s->k + (size_t)i * k_dim;
         const float *v = s->v + (size_t)i * v_dim;
@@ -409,7 +409,7 @@ int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n
     if (n <= 0 || n > s->n_batch) return coli_fail(COLI_E_ARG, "a forward batch holds 1..%d rows, got %d", s->n_batch, n);
     for (int i = 0; i < n; i++) {
         const coli_row *r = &rows[i];
-        if (!r->kv || r->kv->n_layer != hp->n_layer) return coli_fail(COLI_E_ARG, "row %d has no KV cache of this model", i);
+        if (!r->kv || r->kv->n_layer != hp->n_kv_layers) return coli_fail(COLI_E_ARG, "row %d has no KV cache of this model", i);
         if (r->pos < 0 || r->pos >= r->kv->n_ctx || r->kv->n_ctx > s->n_ctx)
             return coli_fail(COLI_E_TOO_LONG, "too_long: position %d does not fit the context of %d tokens", r->pos,
                              r->kv->n_ctx);

@@ -54,7 +54,7 @@ static size_t rs_ssm(const coli_hparams *hp) {
 }
 
 static size_t halves_bytes(const coli_hparams *hp, int n_ctx) {
-    const size_t cells = (size_t)hp->n_layer * (size_t)n_ctx;
+    const size_t cells = (size_t)hp->n_kv_layers * (size_t)n_ctx;
     const size_t ik_cells = (size_t)hp->n_idx_layers * (size_t)n_ctx;
     return (cells * ((size_t)hp->kv_k_dim + (size_t)hp->kv_v_dim) + ik_cells * ik_dim(hp)) * sizeof(coli_half);
 }
@@ -67,7 +67,7 @@ size_t coli_kv_bytes(const coli_hparams *hp, int n_ctx) {
 int coli_kv_init(coli_kv *kv, const coli_hparams *hp, int n_ctx) {
     memset(kv, 0, sizeof *kv);
     kv->n_ctx = n_ctx;
-    kv->n_layer = hp->n_layer;
+    kv->n_layer = hp->n_kv_layers;
     kv->k_dim = (size_t)hp->kv_k_dim;
     kv->v_dim = (size_t)hp->kv_v_dim; /* 0 for MLA: the values are the latent, read from K */
     kv->bytes = coli_kv_bytes(hp, n_ctx);
@@ -77,10 +77,10 @@ int coli_kv_init(coli_kv *kv, const coli_hparams *hp, int n_ctx) {
         return coli_fail(COLI_E_NOMEM, "out of memory: a KV cache of %d tokens needs %zu MiB of address space", n_ctx,
                          kv->bytes >> 20);
     kv->k = p;
-    kv->v = kv->k + (size_t)hp->n_layer * n_ctx * kv->k_dim;
+    kv->v = kv->k + (size_t)kv->n_layer * n_ctx * kv->k_dim;
     kv->ik_dim = ik_dim(hp);
     kv->n_ik_layers = hp->dsa ? hp->n_idx_layers : 0;
-    kv->ik = kv->v + (size_t)hp->n_layer * n_ctx * kv->v_dim;
+    kv->ik = kv->v + (size_t)kv->n_layer * n_ctx * kv->v_dim;
     kv->n_rs_layers = hp->gdn ? hp->n_rs_layers : 0;
     kv->rs_conv = rs_conv(hp);
     kv->rs_ssm = rs_ssm(hp);

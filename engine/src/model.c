@@ -737,6 +737,7 @@ static int load_layer(coli_model *m, const gguf_file *f, int il) {
     bool recr = false; /* a Gated DeltaNet layer */
     L->rs_slot = -1;
     if (hp->gdn && (rc = gdn_layer_recurrent(f, m->arch, il, hp->n_layer, &recr))) return rc;
+    L->kv_slot = recr ? -1 : m->hp.n_kv_layers++;
     if ((rc = bind_vec(&L->attn_norm, f, T("attn_norm.weight"), hp->n_embd, false))) return rc;
     if ((rc = bind_vec(&L->ffn_norm, f, hp->ffn_norm_post_attn ? T("post_attention_norm.weight") : T("ffn_norm.weight"),
                        hp->n_embd, false)))

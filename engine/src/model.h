@@ -123,6 +123,7 @@ typedef struct {
     int ssm_d_state;       /* key and value head size */
     int ssm_n_k, ssm_n_v;  /* key heads (ssm.group_count), value heads (ssm.time_step_rank) */
     int n_rs_layers;       /* linear layers: the recurrent state's layers */
+    int n_kv_layers;       /* layers with a KV cache: n_layer, less the linear layers of a Gated DeltaNet model */
 } coli_hparams;
 
 typedef struct {
@@ -166,6 +167,7 @@ typedef struct {
     coli_mat idx_wk;         /* n_embd -> idx_head_dim */
     coli_mat idx_proj;       /* n_embd -> idx_n_head: the per-head weights */
     float *idx_k_norm, *idx_k_norm_b; /* (idx_head_dim) layer norm weight and bias */
+    int kv_slot;             /* the layer's layer in the KV cache (il, but for Gated DeltaNet models; -1: none) */
     /* Gated DeltaNet (hp.gdn): rs_slot >= 0 in a linear layer (its layer in the recurrent state), -1 in a full one */
     int rs_slot;
     coli_mat ssm_qkv;        /* n_embd -> 2 * n_k * S + n_v * S: q, k, v (or ssm_in: q k v z per key-head group) */
@@ -204,7 +206,7 @@ void coli_model_free(coli_model *m);
 typedef struct {
     int n_ctx;       /* positions it holds */
     size_t k_dim, v_dim;
-    int n_layer;
+    int n_layer;     /* cache layers: hp.n_kv_layers (a layer's is coli_layer.kv_slot) */
     coli_half *k;    /* [n_layer][n_ctx][k_dim] */
     coli_half *v;    /* [n_layer][v_dim][n_ctx]: transposed, so P.V is a dot per dimension */
     size_t ik_dim;   /* DSA: the indexer key cache's row (idx_head_dim), else 0 */

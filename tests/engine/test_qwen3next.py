@@ -161,4 +161,13 @@ def test_described_and_loaded(arch):
     with GGUFFile(mm.tiny(arch, "Q8_0")) as g:
         assert g.describe()["arch"] == arch
     with Engine(mm.tiny(arch, "Q8_0"), n_ctx=64, n_threads=1) as e:
-        assert e.model_info()["arch"] == arch
+        info = e.model_info()
+    assert info["arch"] == arch
+    # the KV cache holds the full-attention layers only; the linear ones hold their f32 recurrent state
+    cfg = mm.tiny_config(arch, "Q8_0")
+    full = sum(not cfg.is_recurrent(il) for il in range(cfg.n_layer))
+    kv = full * 64 * 2 * cfg.n_head_kv * cfg.head_dim * 2
+    S = cfg.ssm_d_state
+    conv = (cfg.ssm_d_conv - 1) * S * (2 * cfg.ssm_n_group + cfg.ssm_dt_rank)
+    rs = (cfg.n_layer - full) * (conv + cfg.ssm_dt_rank * S * S) * 4
+    assert info["kv_bytes_per_slot"] == (kv + 63) // 64 * 64 + rs
