@@ -136,6 +136,24 @@ def test_a_cached_prefix_is_reused_only_where_the_state_stands():
     assert reused_branch == 0 and got_branch == want_branch
 
 
+def test_the_same_prompt_again_decodes_alike():
+    """Asked again, a prompt whose generation moved the state past it runs again (no replay of its cached
+    logits from a state that cannot rewind); one whose state still stands there (one token generated, never
+    evaluated) replays them."""
+    path = mm.tiny("qwen35moe", "Q8_0")
+    with Engine(path, n_slots=1, n_ctx=200, n_threads=2) as e:
+        prompt = _tokens(e, 25)
+        first, _ = _run(e, 0, prompt, 10)
+        again, reused = _run(e, 0, prompt, 10)
+        assert again == first and reused == 0
+        one, _ = _run(e, 0, prompt + [3], 1)
+        third, reused = _run(e, 0, prompt + [3], 10)
+        assert third[:1] == one
+        assert reused == len(prompt) + 1
+    with Engine(path, n_slots=1, n_ctx=200, n_threads=2) as e:
+        assert _run(e, 0, prompt + [3], 10)[0] == third
+
+
 def test_a_saved_slot_restores_and_continues_identically(tmp_path):
     path = mm.tiny("qwen35moe", "Q8_0")
     prompt = [1] + list(range(20, 90))
