@@ -71,6 +71,19 @@ def test_decode_matches_llama_cpp_decode(arch):
     assert (ours.argmax(-1) == np.stack(theirs).argmax(-1)).all()
 
 
+@pytest.mark.parametrize("arch", mm.GDN_ARCHS)
+def test_threads_and_chunks_change_no_bit(arch):
+    """The prompt in one batch on 2 threads, in batches of 7 on 1 thread (the state carried between them):
+    the same bits (Q8_0's batched kernels do not depend on the chunking)."""
+    path = mm.tiny(arch, "Q8_0")
+    with Engine(path, n_ctx=96, n_threads=2, n_batch=64) as e:
+        toks = _tokens(e, 50)
+        a = _logits(e, toks)
+    with Engine(path, n_ctx=96, n_threads=1, n_batch=7) as e:
+        b = _logits(e, toks)
+    assert np.array_equal(a, b)
+
+
 def test_the_state_cannot_rewind():
     """A position 0 restarts the state; any other position but where it stands is refused by name."""
     with Engine(mm.tiny("qwen3next", "Q8_0"), n_ctx=64, n_threads=1) as e:
