@@ -347,8 +347,9 @@ static int gdn_hparams(coli_hparams *hp, const gguf_file *f, const char *a) {
                                  sec[0], sec[1], sec[2], sec[3], i);
         }
     }
-    int shexp = hp->n_ff_exp;
+    int shexp = 0; /* absent or 0: feed_forward_length, as load_block_trunk sizes it */
     if ((rc = get_u32_opt(f, a, "expert_shared_feed_forward_length", &shexp))) return rc;
+    if (shexp <= 0) shexp = hp->n_ff;
     hp->n_ff_shexp = shexp;
     return 0;
 }
