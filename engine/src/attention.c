@@ -104,9 +104,9 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
     const size_t cstride = (size_t)ceil_chunk(s->n_ctx) + CHUNK;  /* per head in sc / ph */
     coli_half *qh = scratch_h, *ph = qh + (size_t)ng * hd, *vstage = ph + (size_t)ng * cstride;
     float *sc = scratch_f;
-    const coli_half *kc = kv->k + (size_t)J->il * n_ctx * k_dim + (size_t)kvh * hd;
+    const coli_half *kc = kv->k + (size_t)L->kv_slot * n_ctx * k_dim + (size_t)kvh * hd;
     /* V rows: the cache's, or for MLA the latent transposed out of K (mla_values) */
-    const coli_half *vc = hp->mla ? s->vt_of_row[i] : kv->v + ((size_t)J->il * hp->n_head_kv + kvh) * hdv * n_ctx;
+    const coli_half *vc = hp->mla ? s->vt_of_row[i] : kv->v + ((size_t)L->kv_slot * hp->n_head_kv + kvh) * hdv * n_ctx;
     /* DSA: fewer cells chosen than visible, so only those (s->idx_sel of row i) */
     const int n_sel = hp->dsa ? s->idx_n_sel[i] : 0;
     const int32_t *sel = hp->dsa && n_sel < p + 1 - lo ? s->idx_sel + (size_t)i * hp->idx_top_k : NULL;

@@ -8,6 +8,7 @@
 
 #include "attention.h"
 #include "clock.h"
+#include "deltanet.h"
 #include "error.h"
 #include "experts.h"
 #include "ggml_types.h"
@@ -127,6 +128,11 @@ int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store
         s->mla_kva = take(s, nb * (size_t)(hp->kv_lora_rank + hp->n_rot) * sizeof(float));
         s->mla_kvb = take(s, nb * hp->n_head * (size_t)(hp->head_dim_nope + hp->head_dim_mla_v) * sizeof(float));
     }
+    if (hp->gdn) {
+        s->gdn = take(s, nb * coli_gdn_row_floats(hp) * sizeof(float));
+        s->gq = take(s, nb * 2 * q_dim * sizeof(float));
+        s->attn_gate = take(s, nb * q_dim * sizeof(float));
+    }
     /* the largest activation conversion any matmul of a batch needs */
     size_t need = 0;
     for (int il = 0; il < hp->n_layer; il++) {
@@ -134,7 +140,9 @@ int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store
         const coli_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down,
                                   &L->ffn_gate_inp, &L->exps.gate, &L->exps.up, &L->exps.down, &L->gate_shexp,
                                   &L->up_shexp, &L->down_shexp, &L->wq_a, &L->wq_b, &L->wkv_a, &L->wk_b,
-                                  &L->wv_b, &L->wkv_b, &L->idx_wq_b, &L->idx_wk, &L->idx_proj};
+                                  &L->wv_b, &L->wkv_b, &L->idx_wq_b, &L->idx_wk, &L->idx_proj, &L->ssm_qkv,
+                                  &L->ssm_gate, &L->ssm_ba, &L->ssm_beta, &L->ssm_alpha, &L->ssm_out,
+                                  &L->gate_inp_shexp};
         for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) {
             if (!mats[i]->n_in) continue; /* absent in this layer */
             size_t sz = coli_matmul_scratch_size(mats[i]->type, mats[i]->n_in, n_batch);
@@ -185,7 +193,18 @@ static int attention(const coli_model *m, coli_state *s, int il, int n) {
     const int k_dim = hp->n_head_kv * hd, v_dim = hp->n_head_kv * hdv;
     int rc;
     for (int i = 0; i < n; i++) coli_rmsnorm(s->xn + (size_t)i * E, s->x + (size_t)i * E, L->attn_norm, E, hp->rms_eps);
-    if ((rc = matmul(s, &L->wq, s->xn, n, s->q))) return rc;
+    if (hp->attn_gated) { /* qwen3next: per head [query | output gate] */
+        const int H = hp->n_head;
+        if ((rc = matmul(s, &L->wq, s->xn, n, s->gq))) return rc;
+        for (int i = 0; i < n; i++)
+            for (int h = 0; h < H; h++) {
+                const float *src = s->gq + ((size_t)i * H + h) * 2 * hd;
+                memcpy(s->q + ((size_t)i * H + h) * hd, src, (size_t)hd * sizeof(float));
+                memcpy(s->attn_gate + ((size_t)i * H + h) * hd, src + hd, (size_t)hd * sizeof(float));
+            }
+    } else if ((rc = matmul(s, &L->wq, s->xn, n, s->q))) {
+        return rc;
+    }
     if ((rc = matmul(s, &L->wk, s->xn, n, s->k))) return rc;
     if ((rc = matmul(s, &L->wv, s->xn, n, s->v))) return rc;
     add_bias(s->q, L->bq, n, hp->n_head * hd);
@@ -194,8 +213,8 @@ static int attention(const coli_model *m, coli_state *s, int il, int n) {
     for (int i = 0; i < n; i++) {
         const coli_kv *kv = s->rows[i].kv;
         const int pos = s->rows[i].pos;
-        coli_half *kc = kv->k + (size_t)il * kv->n_ctx * k_dim;
-        coli_half *vc = kv->v + (size_t)il * kv->n_ctx * v_dim;
+        coli_half *kc = kv->k + (size_t)L->kv_slot * kv->n_ctx * k_dim;
+        coli_half *vc = kv->v + (size_t)L->kv_slot * kv->n_ctx * v_dim;
         float *q = s->q + (size_t)i * hp->n_head * hd;
         float *k = s->k + (size_t)i * k_dim;
         const float *v = s->v + (size_t)i * v_dim;
@@ -215,6 +234,11 @@ static int attention(const coli_model *m, coli_state *s, int il, int n) {
         for (int d = 0; d < v_dim; d++) vc[(size_t)d * kv->n_ctx + pos] = coli_fp32_to_fp16(v[d]);
     }
     coli_attention(m, s, il, n);
+    if (hp->attn_gated) { /* attention output times sigmoid(gate) (ggml_sigmoid, ggml_mul) */
+        const size_t w = (size_t)hp->n_head * hdv;
+        coli_sigmoid(s->attn_gate, (int)(n * w));
+        for (size_t j = 0; j < n * w; j++) s->att[j] *= s->attn_gate[j];
+    }
     if ((rc = matmul(s, &L->wo, s->att, n, s->tmp))) return rc;
     add_bias(s->tmp, L->bo, n, E);
     if (L->post_attn_norm)
@@ -385,13 +409,14 @@ int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n
     if (n <= 0 || n > s->n_batch) return coli_fail(COLI_E_ARG, "a forward batch holds 1..%d rows, got %d", s->n_batch, n);
     for (int i = 0; i < n; i++) {
         const coli_row *r = &rows[i];
-        if (!r->kv || r->kv->n_layer != hp->n_layer) return coli_fail(COLI_E_ARG, "row %d has no KV cache of this model", i);
+        if (!r->kv || r->kv->n_layer != hp->n_kv_layers) return coli_fail(COLI_E_ARG, "row %d has no KV cache of this model", i);
         if (r->pos < 0 || r->pos >= r->kv->n_ctx || r->kv->n_ctx > s->n_ctx)
             return coli_fail(COLI_E_TOO_LONG, "too_long: position %d does not fit the context of %d tokens", r->pos,
                              r->kv->n_ctx);
         if (r->token < 0 || r->token >= hp->n_vocab)
             return coli_fail(COLI_E_ARG, "token id %d is outside the vocabulary (0..%d)", r->token, hp->n_vocab - 1);
     }
+    if ((rc = coli_gdn_check_rows(m, rows, n))) return rc;
     s->rows = rows;
     s->rows_mode = rows_mode;
     const coli_to_float_fn embed = coli_kernels()->type[m->tok_embd.type].to_float;
@@ -405,8 +430,10 @@ int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n
     const double t_start = coli_now_s();
     for (int il = 0; il < hp->n_layer; il++) {
         const double t0 = coli_now_s();
-        rc = m->hp.mla ? mla_attention(m, s, il, n) : m->hp.mla_fused ? mla_fused_attention(m, s, il, n)
-                                                                       : attention(m, s, il, n);
+        rc = m->layers[il].rs_slot >= 0 ? coli_gdn_layer(m, s, il, n)
+             : m->hp.mla                ? mla_attention(m, s, il, n)
+             : m->hp.mla_fused          ? mla_fused_attention(m, s, il, n)
+                                        : attention(m, s, il, n);
         if (rc) return rc;
         const double t1 = coli_now_s();
         add_rows(s->x, s->tmp, (size_t)n * E);

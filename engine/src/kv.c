@@ -7,6 +7,8 @@
  *   f16    V of each layer: v_dim rows of n_tokens
  *   f16    DSA models: the indexer keys of each full layer, n_tokens rows of ik_dim
  *          (the model identity fixes their shape, so the header is the same)
+ *   f32    Gated DeltaNet models: the recurrent state after the n_tokens tokens, per linear layer
+ *          (conv state, then delta-rule state; shape fixed by the model identity too)
  * The header carries the model's identity and a checksum of itself and of the
  * payload; a file that fails any check is refused whole, before the cache is
  * marked valid, so a bad file never poisons a slot. */
@@ -43,16 +45,29 @@ typedef struct {
 /* DSA's indexer key cache: one f16 row of idx_head_dim per token and full layer (llama.cpp's kv_lid) */
 static size_t ik_dim(const coli_hparams *hp) { return hp->dsa ? (size_t)hp->idx_head_dim : 0; }
 
-size_t coli_kv_bytes(const coli_hparams *hp, int n_ctx) {
-    const size_t cells = (size_t)hp->n_layer * (size_t)n_ctx;
+/* Gated DeltaNet: floats of one linear layer's conv state and delta-rule state */
+static size_t rs_conv(const coli_hparams *hp) {
+    return hp->gdn ? (size_t)(hp->ssm_d_conv - 1) * (size_t)hp->ssm_d_state * (2 * hp->ssm_n_k + hp->ssm_n_v) : 0;
+}
+static size_t rs_ssm(const coli_hparams *hp) {
+    return hp->gdn ? (size_t)hp->ssm_n_v * hp->ssm_d_state * hp->ssm_d_state : 0;
+}
+
+static size_t halves_bytes(const coli_hparams *hp, int n_ctx) {
+    const size_t cells = (size_t)hp->n_kv_layers * (size_t)n_ctx;
     const size_t ik_cells = (size_t)hp->n_idx_layers * (size_t)n_ctx;
     return (cells * ((size_t)hp->kv_k_dim + (size_t)hp->kv_v_dim) + ik_cells * ik_dim(hp)) * sizeof(coli_half);
+}
+
+size_t coli_kv_bytes(const coli_hparams *hp, int n_ctx) {
+    const size_t rs = (size_t)hp->n_rs_layers * (rs_conv(hp) + rs_ssm(hp)) * sizeof(float);
+    return (halves_bytes(hp, n_ctx) + 63) / 64 * 64 + rs;
 }
 
 int coli_kv_init(coli_kv *kv, const coli_hparams *hp, int n_ctx) {
     memset(kv, 0, sizeof *kv);
     kv->n_ctx = n_ctx;
-    kv->n_layer = hp->n_layer;
+    kv->n_layer = hp->n_kv_layers;
     kv->k_dim = (size_t)hp->kv_k_dim;
     kv->v_dim = (size_t)hp->kv_v_dim; /* 0 for MLA: the values are the latent, read from K */
     kv->bytes = coli_kv_bytes(hp, n_ctx);
@@ -62,10 +77,15 @@ int coli_kv_init(coli_kv *kv, const coli_hparams *hp, int n_ctx) {
         return coli_fail(COLI_E_NOMEM, "out of memory: a KV cache of %d tokens needs %zu MiB of address space", n_ctx,
                          kv->bytes >> 20);
     kv->k = p;
-    kv->v = kv->k + (size_t)hp->n_layer * n_ctx * kv->k_dim;
+    kv->v = kv->k + (size_t)kv->n_layer * n_ctx * kv->k_dim;
     kv->ik_dim = ik_dim(hp);
     kv->n_ik_layers = hp->dsa ? hp->n_idx_layers : 0;
-    kv->ik = kv->v + (size_t)hp->n_layer * n_ctx * kv->v_dim;
+    kv->ik = kv->v + (size_t)kv->n_layer * n_ctx * kv->v_dim;
+    kv->n_rs_layers = hp->gdn ? hp->n_rs_layers : 0;
+    kv->rs_conv = rs_conv(hp);
+    kv->rs_ssm = rs_ssm(hp);
+    kv->rs = (float *)((char *)p + (halves_bytes(hp, n_ctx) + 63) / 64 * 64);
+    kv->rs_pos = 0;
     return 0;
 }
 
@@ -131,6 +151,9 @@ static void sync_dir(const char *path) {
 int coli_kv_save(const coli_kv *kv, uint64_t model_id, const int32_t *tokens, int n_tokens, const char *path) {
     if (!kv || !kv->k || !path || n_tokens < 0 || n_tokens > kv->n_ctx || (n_tokens > 0 && !tokens))
         return coli_fail(COLI_E_ARG, "kv save: bad arguments");
+    if (kv->n_rs_layers && kv->rs_pos != n_tokens)
+        return coli_fail(COLI_E_STATE, "kv save: the recurrent state holds %d tokens, the history %d", kv->rs_pos,
+                         n_tokens);
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
         return coli_fail(COLI_E_ARG, "kv save: path too long");
@@ -162,6 +185,8 @@ int coli_kv_save(const coli_kv *kv, uint64_t model_id, const int32_t *tokens, in
             put(&s, kv->v + ((size_t)il * kv->v_dim + d) * kv->n_ctx, n * sizeof(coli_half));
     for (int l = 0; l < kv->n_ik_layers; l++)
         put(&s, kv->ik + (size_t)l * kv->n_ctx * kv->ik_dim, n * kv->ik_dim * sizeof(coli_half));
+    if (kv->n_rs_layers)
+        put(&s, kv->rs, (size_t)kv->n_rs_layers * (kv->rs_conv + kv->rs_ssm) * sizeof(float));
     h.payload_bytes = s.bytes;
     h.payload_hash = finish_hash(s.hash);
     h.header_hash = header_hash(&h);
@@ -226,8 +251,9 @@ int coli_kv_load(coli_kv *kv, uint64_t model_id, int32_t *tokens, const char *pa
         rc = coli_fail(COLI_E_TOO_LONG, "kv load: %s holds %zu tokens, the context holds %d", path, n, kv->n_ctx);
         goto done;
     }
+    const uint64_t rs_bytes = (uint64_t)kv->n_rs_layers * (kv->rs_conv + kv->rs_ssm) * sizeof(float);
     const uint64_t want = n * sizeof(int32_t) + (uint64_t)kv->n_layer * n * (kv->k_dim + kv->v_dim) * sizeof(coli_half) +
-                          (uint64_t)kv->n_ik_layers * n * kv->ik_dim * sizeof(coli_half);
+                          (uint64_t)kv->n_ik_layers * n * kv->ik_dim * sizeof(coli_half) + rs_bytes;
     if (h.payload_bytes != want || (uint64_t)st.st_size != sizeof h + want) {
         rc = coli_fail((uint64_t)st.st_size < sizeof h + want ? COLI_E_TRUNCATED : COLI_E_CORRUPT,
                        "kv load: %s has %lld bytes, its header declares %llu", path, (long long)st.st_size,
@@ -250,6 +276,8 @@ int coli_kv_load(coli_kv *kv, uint64_t model_id, int32_t *tokens, const char *pa
         }
     for (int l = 0; l < kv->n_ik_layers && !bad; l++)
         bad = get(f, kv->ik + (size_t)l * kv->n_ctx * kv->ik_dim, n * kv->ik_dim * sizeof(coli_half), &hash);
+    kv->rs_pos = -1; /* no state until the file has proved itself (a row at position 0 restarts it) */
+    if (rs_bytes && !bad) bad = get(f, kv->rs, (size_t)rs_bytes, &hash);
     if (bad) {
         rc = coli_fail(COLI_E_TRUNCATED, "kv load: %s ends early", path);
         goto done;
@@ -259,6 +287,7 @@ int coli_kv_load(coli_kv *kv, uint64_t model_id, int32_t *tokens, const char *pa
         goto done;
     }
     rc = (int)n;
+    kv->rs_pos = (int)n;
 done:
     free(stage);
     fclose(f);

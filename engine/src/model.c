@@ -137,9 +137,24 @@ static int family_hparams(coli_hparams *hp, const char *arch) {
         hp->kq_scale = 1.0f / sqrtf((float)hp->n_rot);
         return 0;
     }
+    /* Qwen3-Next, Qwen3-Coder-Next (qwen3next), Qwen3.5/3.6 MoE (qwen35moe): src/models/qwen3next.cpp,
+     * qwen35moe.cpp: Gated DeltaNet layers (deltanet.c) between gated full-attention layers */
+    if (strcmp(arch, "qwen3next") == 0 || strcmp(arch, "qwen35moe") == 0) {
+        /* qwen35moe: IMROPE, which for text (the position in t, h and w, 0 in e) is NEOX wherever every rotated
+         * pair takes t, h or w (checked in gdn_hparams); value head h reads key head h % n_k (ggml's broadcast
+         * in the fused delta-net op), qwen3next's repeat takes h / (n_v / n_k) */
+        hp->gdn_k_modulo = strcmp(arch, "qwen35moe") == 0;
+        hp->rope_type = COLI_ROPE_NEOX;
+        hp->qk_norm = true;
+        hp->expert_norm_w = true;
+        hp->ffn_norm_post_attn = true;
+        hp->gdn = true;
+        hp->attn_gated = true;
+        return 0;
+    }
     return coli_fail(COLI_E_UNSUPPORTED,
                      "unsupported: architecture '%s' (colibri runs gemma3, llama (incl. Mixtral), qwen2, qwen3, qwen3moe, "
-                     "olmoe, glm4moe, deepseek2, deepseek32, glm-dsa and gpt-oss today)", arch);
+                     "olmoe, glm4moe, deepseek2, deepseek32, glm-dsa, gpt-oss, qwen3next and qwen35moe today)", arch);
 }
 
 /* MLA's ranks and head sizes. The converters write the absorbed layout: one
@@ -287,6 +302,78 @@ static float *hadamard(int n) {
     return h;
 }
 
+/* The Gated DeltaNet keys (llama.cpp's load_arch_hparams of qwen3next / qwen35moe); the layer pattern is read per
+ * layer (gdn_layer_recurrent). */
+static int gdn_hparams(coli_hparams *hp, const gguf_file *f, const char *a) {
+    int rc, inner = 0;
+    if ((rc = get_u32_req(f, a, "ssm.conv_kernel", &hp->ssm_d_conv))) return rc;
+    if ((rc = get_u32_req(f, a, "ssm.inner_size", &inner))) return rc;
+    if ((rc = get_u32_req(f, a, "ssm.state_size", &hp->ssm_d_state))) return rc;
+    if ((rc = get_u32_req(f, a, "ssm.time_step_rank", &hp->ssm_n_v))) return rc;
+    if ((rc = get_u32_req(f, a, "ssm.group_count", &hp->ssm_n_k))) return rc;
+    if (hp->ssm_d_conv < 2 || hp->ssm_d_conv > 64 || hp->ssm_d_state <= 0 || hp->ssm_d_state > 1024 ||
+        hp->ssm_n_k <= 0 || hp->ssm_n_v <= 0 || hp->ssm_n_v % hp->ssm_n_k || inner != hp->ssm_d_state * hp->ssm_n_v)
+        return coli_fail(COLI_E_CORRUPT,
+                         "corrupt: Gated DeltaNet shape: conv %d, head size %d, %d key heads, %d value heads, inner "
+                         "size %d (value heads must be a multiple of key heads, inner size their product with the head size)",
+                         hp->ssm_d_conv, hp->ssm_d_state, hp->ssm_n_k, hp->ssm_n_v, inner);
+    if (hp->gdn_k_modulo) { /* qwen35moe: rope.dimension_sections (required), as ggml_mrope_cache_init reads them */
+        char key[160];
+        uint32_t et;
+        uint64_t n;
+        const uint8_t *data;
+        snprintf(key, sizeof key, "%s.rope.dimension_sections", a);
+        rc = gguf_get_arr(f, key, &et, &n, &data);
+        if (rc < 0) return rc;
+        if (rc == 0) return coli_fail(COLI_E_MISSING, "missing: key '%s' (qwen35moe's M-RoPE sections)", key);
+        if ((et != GGUF_TYPE_INT32 && et != GGUF_TYPE_UINT32) || n < 3)
+            return coli_fail(COLI_E_CORRUPT, "corrupt: '%s' is not an array of 3 or 4 integers", key);
+        int sec[4] = {0, 0, 0, 0};
+        for (uint64_t i = 0; i < n && i < 4; i++) {
+            int32_t v;
+            memcpy(&v, data + 4 * i, 4);
+            sec[i] = v;
+        }
+        const int dims = sec[0] + sec[1] + sec[2] + sec[3];
+        if (sec[0] < 0 || sec[1] < 0 || sec[2] < 0 || sec[3] < 0 || dims <= 0 || dims > hp->head_dim / 2)
+            return coli_fail(COLI_E_CORRUPT, "corrupt: M-RoPE sections %d %d %d %d", sec[0], sec[1], sec[2], sec[3]);
+        for (int i = 0; i < hp->n_rot / 2; i++) { /* IMROPE: a pair outside t/h/w would rotate by e's position, 0 */
+            const int sector = i % dims;
+            const bool thw = (sector % 3 == 0 && sector < 3 * sec[0]) || (sector % 3 == 1 && sector < 3 * sec[1]) ||
+                             (sector % 3 == 2 && sector < 3 * sec[2]);
+            if (!thw)
+                return coli_fail(COLI_E_UNSUPPORTED,
+                                 "unsupported: M-RoPE sections %d %d %d %d leave rotary pair %d to the fourth section",
+                                 sec[0], sec[1], sec[2], sec[3], i);
+        }
+    }
+    int shexp = 0; /* absent or 0: feed_forward_length, as load_block_trunk sizes it */
+    if ((rc = get_u32_opt(f, a, "expert_shared_feed_forward_length", &shexp))) return rc;
+    if (shexp <= 0) shexp = hp->n_ff;
+    hp->n_ff_shexp = shexp;
+    return 0;
+}
+
+/* Whether layer il is a linear (Gated DeltaNet) layer: attention.recurrent_layers where the file has it, else
+ * every full_attention_interval-th layer (4 without the key) is full attention. */
+static int gdn_layer_recurrent(const gguf_file *f, const char *a, int il, int n_layer, bool *recr) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.attention.recurrent_layers", a);
+    const gguf_kv *kv = gguf_get(f, key);
+    if (kv) {
+        if (kv->type != GGUF_TYPE_ARRAY || (kv->arr_type != GGUF_TYPE_BOOL && kv->arr_type != GGUF_TYPE_UINT32 &&
+                                            kv->arr_type != GGUF_TYPE_INT32))
+            return coli_fail(COLI_E_CORRUPT, "corrupt: '%s' is not an array of flags", key);
+        *recr = (uint64_t)il < kv->arr_n && gguf_arr_i64(kv, (uint64_t)il) != 0;
+        return 0;
+    }
+    int interval = 4, rc;
+    if ((rc = get_u32_opt(f, a, "full_attention_interval", &interval))) return rc;
+    if (interval <= 0) return coli_fail(COLI_E_CORRUPT, "corrupt: %s.full_attention_interval is 0", a);
+    *recr = il < n_layer && (il + 1) % interval != 0;
+    return 0;
+}
+
 static int load_hparams(coli_model *m, const gguf_file *f) {
     coli_hparams *hp = &m->hp;
     const char *a = m->arch;
@@ -389,6 +476,7 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
         hp->n_layer -= nextn;
     }
     if (hp->dsa && (rc = dsa_hparams(hp, f, a))) return rc;
+    if (hp->gdn && (rc = gdn_hparams(hp, f, a))) return rc;
     return 0;
 }
 
@@ -604,17 +692,58 @@ static int bind_rows(float **out, const gguf_file *f, const char *name, int64_t 
     return 0;
 }
 
+/* A Gated DeltaNet layer's tensors (llama.cpp's load_block_trunk, is_recr branch). */
+static int load_gdn_layer(coli_model *m, const gguf_file *f, int il) {
+    coli_hparams *hp = &m->hp;
+    coli_layer *L = &m->layers[il];
+    const int64_t E = hp->n_embd, S = hp->ssm_d_state, NV = hp->ssm_n_v;
+    const int64_t KD = S * hp->ssm_n_k, VD = S * NV, conv_dim = 2 * KD + VD;
+    char name[96];
+    int rc;
+#define T(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
+    if (gguf_find_tensor(f, T("attn_qkv.weight"))) {
+        if ((rc = bind_mat(&L->ssm_qkv, f, name, E, conv_dim))) return rc;
+        if ((rc = bind_mat(&L->ssm_gate, f, T("attn_gate.weight"), E, VD))) return rc;
+    } else { /* an older qwen3next file: one ssm_in, q k v z per key-head group */
+        if ((rc = bind_mat(&L->ssm_qkv, f, T("ssm_in.weight"), E, conv_dim + VD))) return rc;
+        L->ssm_legacy_in = true;
+    }
+    const gguf_tensor *t = gguf_find_tensor(f, T("ssm_conv1d.weight"));
+    if (!t) return coli_fail(COLI_E_MISSING, "missing: tensor '%s' is not in the file", name);
+    if (t->type != GGML_TYPE_F32 || t->ne[0] != hp->ssm_d_conv || t->ne[1] != conv_dim || t->ne[2] != 1)
+        return coli_fail(COLI_E_CORRUPT, "corrupt: tensor '%s' must be F32 [%d, %" PRId64 "] (llama.cpp's ssm_conv)",
+                         name, hp->ssm_d_conv, conv_dim);
+    if ((rc = bind_rows(&L->ssm_conv1d, f, name, hp->ssm_d_conv, conv_dim))) return rc;
+    if ((rc = bind_vec(&L->ssm_dt, f, T("ssm_dt.bias"), NV, false))) return rc;
+    if ((rc = bind_vec(&L->ssm_a, f, T("ssm_a"), NV, false))) return rc;
+    if (hp->gdn_k_modulo) {
+        if ((rc = bind_mat(&L->ssm_beta, f, T("ssm_beta.weight"), E, NV))) return rc;
+        if ((rc = bind_mat(&L->ssm_alpha, f, T("ssm_alpha.weight"), E, NV))) return rc;
+    } else if ((rc = bind_mat(&L->ssm_ba, f, T("ssm_ba.weight"), E, 2 * NV))) {
+        return rc;
+    }
+    if ((rc = bind_vec(&L->ssm_norm, f, T("ssm_norm.weight"), S, false))) return rc;
+    if ((rc = bind_mat(&L->ssm_out, f, T("ssm_out.weight"), VD, E))) return rc;
+#undef T
+    L->rs_slot = hp->n_rs_layers++;
+    return 0;
+}
+
 static int load_layer(coli_model *m, const gguf_file *f, int il) {
     const coli_hparams *hp = &m->hp;
     coli_layer *L = &m->layers[il];
     char name[96];
     int rc;
 #define T(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
+    bool recr = false; /* a Gated DeltaNet layer */
+    L->rs_slot = -1;
+    if (hp->gdn && (rc = gdn_layer_recurrent(f, m->arch, il, hp->n_layer, &recr))) return rc;
+    L->kv_slot = recr ? -1 : m->hp.n_kv_layers++;
     if ((rc = bind_vec(&L->attn_norm, f, T("attn_norm.weight"), hp->n_embd, false))) return rc;
     if ((rc = bind_vec(&L->ffn_norm, f, hp->ffn_norm_post_attn ? T("post_attention_norm.weight") : T("ffn_norm.weight"),
                        hp->n_embd, false)))
         return rc;
-    if (hp->qk_norm) {
+    if (hp->qk_norm && !recr) {
         const int64_t qn = hp->qk_norm_full ? (int64_t)hp->n_head * hp->head_dim : hp->head_dim;
         const int64_t kn = hp->qk_norm_full ? (int64_t)hp->n_head_kv * hp->head_dim : hp->head_dim;
         if ((rc = bind_vec(&L->q_norm, f, T("attn_q_norm.weight"), qn, hp->qk_norm_optional))) return rc;
@@ -624,14 +753,16 @@ static int load_layer(coli_model *m, const gguf_file *f, int il) {
         if ((rc = bind_vec(&L->post_attn_norm, f, T("post_attention_norm.weight"), hp->n_embd, false))) return rc;
         if ((rc = bind_vec(&L->post_ffn_norm, f, T("post_ffw_norm.weight"), hp->n_embd, false))) return rc;
     }
-    if (hp->mla || hp->mla_fused) {
+    if (recr) {
+        if ((rc = load_gdn_layer(m, f, il))) return rc;
+    } else if (hp->mla || hp->mla_fused) {
         if ((rc = load_mla(m, f, il))) return rc;
         if (hp->dsa && (rc = load_dsa_layer(m, f, il))) return rc;
     } else {
         const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim;
         const int64_t k_dim = (int64_t)hp->n_head_kv * hp->head_dim;
         const int64_t v_dim = (int64_t)hp->n_head_kv * hp->head_dim_v;
-        if ((rc = bind_mat(&L->wq, f, T("attn_q.weight"), hp->n_embd, q_dim))) return rc;
+        if ((rc = bind_mat(&L->wq, f, T("attn_q.weight"), hp->n_embd, hp->attn_gated ? 2 * q_dim : q_dim))) return rc;
         if ((rc = bind_mat(&L->wk, f, T("attn_k.weight"), hp->n_embd, k_dim))) return rc;
         if ((rc = bind_mat(&L->wv, f, T("attn_v.weight"), hp->n_embd, v_dim))) return rc;
         if ((rc = bind_mat(&L->wo, f, T("attn_output.weight"), (int64_t)hp->n_head * hp->head_dim_v, hp->n_embd)))
@@ -658,6 +789,8 @@ static int load_layer(coli_model *m, const gguf_file *f, int il) {
             if ((rc = bind_rows(&L->down_exps_b, f, T("ffn_down_exps.bias"), hp->n_embd, hp->n_expert))) return rc;
         }
         if (hp->n_ff_shexp > 0) {
+            if (hp->gdn && (rc = bind_mat(&L->gate_inp_shexp, f, T("ffn_gate_inp_shexp.weight"), hp->n_embd, 1)))
+                return rc;
             if ((rc = bind_mat(&L->gate_shexp, f, T("ffn_gate_shexp.weight"), hp->n_embd, hp->n_ff_shexp))) return rc;
             if ((rc = bind_mat(&L->up_shexp, f, T("ffn_up_shexp.weight"), hp->n_embd, hp->n_ff_shexp))) return rc;
             if ((rc = bind_mat(&L->down_shexp, f, T("ffn_down_shexp.weight"), hp->n_ff_shexp, hp->n_embd))) return rc;
@@ -752,6 +885,10 @@ void coli_model_free(coli_model *m) {
             free(L->kv_a_norm);
             free(L->idx_k_norm);
             free(L->idx_k_norm_b);
+            free(L->ssm_conv1d);
+            free(L->ssm_dt);
+            free(L->ssm_a);
+            free(L->ssm_norm);
         }
     }
     free(m->layers);

@@ -114,6 +114,16 @@ typedef struct {
     int n_idx_layers;      /* layers with an indexer of their own ("full"): the indexer key cache's layers */
     /* the KV cache's row widths: n_head_kv * head sizes, or the latent for MLA (V read from K) */
     int kv_k_dim, kv_v_dim;
+    /* Gated DeltaNet hybrids (qwen3next, qwen35moe: src/models/qwen3next.cpp, qwen35moe.cpp, delta-net-base.cpp):
+     * linear-attention layers with a recurrent state per sequence between gated full-attention layers */
+    bool gdn;
+    bool attn_gated;       /* attn_q gives per head [query | gate]; the attention output is times sigmoid(gate) */
+    bool gdn_k_modulo;     /* value head h reads key head h % n_k (qwen35moe's broadcast), else h / (n_v / n_k) */
+    int ssm_d_conv;        /* the short causal conv's taps */
+    int ssm_d_state;       /* key and value head size */
+    int ssm_n_k, ssm_n_v;  /* key heads (ssm.group_count), value heads (ssm.time_step_rank) */
+    int n_rs_layers;       /* linear layers: the recurrent state's layers */
+    int n_kv_layers;       /* layers with a KV cache: n_layer, less the linear layers of a Gated DeltaNet model */
 } coli_hparams;
 
 typedef struct {
@@ -157,6 +167,19 @@ typedef struct {
     coli_mat idx_wk;         /* n_embd -> idx_head_dim */
     coli_mat idx_proj;       /* n_embd -> idx_n_head: the per-head weights */
     float *idx_k_norm, *idx_k_norm_b; /* (idx_head_dim) layer norm weight and bias */
+    int kv_slot;             /* the layer's layer in the KV cache (il, but for Gated DeltaNet models; -1: none) */
+    /* Gated DeltaNet (hp.gdn): rs_slot >= 0 in a linear layer (its layer in the recurrent state), -1 in a full one */
+    int rs_slot;
+    coli_mat ssm_qkv;        /* n_embd -> 2 * n_k * S + n_v * S: q, k, v (or ssm_in: q k v z per key-head group) */
+    coli_mat ssm_gate;       /* n_embd -> n_v * S: z, the output gate (n_in 0 with ssm_in) */
+    coli_mat ssm_ba;         /* n_embd -> 2 * n_v: beta and alpha per key-head group (qwen3next) */
+    coli_mat ssm_beta, ssm_alpha; /* n_embd -> n_v each (qwen35moe) */
+    coli_mat ssm_out;        /* n_v * S -> n_embd */
+    bool ssm_legacy_in;      /* ssm_qkv is an older file's ssm_in */
+    float *ssm_conv1d;       /* [conv_dim][d_conv] */
+    float *ssm_dt, *ssm_a;   /* (n_v) */
+    float *ssm_norm;         /* (S) */
+    coli_mat gate_inp_shexp; /* n_embd -> 1: the shared expert's sigmoid gate (n_in 0: ungated) */
 } coli_layer;
 
 typedef struct {
@@ -183,12 +206,19 @@ void coli_model_free(coli_model *m);
 typedef struct {
     int n_ctx;       /* positions it holds */
     size_t k_dim, v_dim;
-    int n_layer;
+    int n_layer;     /* cache layers: hp.n_kv_layers (a layer's is coli_layer.kv_slot) */
     coli_half *k;    /* [n_layer][n_ctx][k_dim] */
     coli_half *v;    /* [n_layer][v_dim][n_ctx]: transposed, so P.V is a dot per dimension */
     size_t ik_dim;   /* DSA: the indexer key cache's row (idx_head_dim), else 0 */
     int n_ik_layers; /* ... and its layers (hp.n_idx_layers) */
     coli_half *ik;   /* [n_ik_layers][n_ctx][ik_dim] f16, as llama.cpp's type_k */
+    /* Gated DeltaNet models: the recurrent state after rs_pos tokens, per linear layer the conv's last
+     * d_conv - 1 inputs per channel ([conv_dim][d_conv - 1]) and the delta rule's state ([n_v][S][S], row j
+     * of head h is column j of its S, as ggml stores it), f32 as llama.cpp's */
+    int n_rs_layers;
+    size_t rs_conv, rs_ssm; /* floats per layer */
+    float *rs;       /* [n_rs_layers][rs_conv + rs_ssm] */
+    int rs_pos;      /* tokens the state holds; a row at another position restarts it (pos 0) or is refused */
     size_t bytes;    /* size of the mapping */
 } coli_kv;
 
@@ -260,6 +290,10 @@ typedef struct {
     int32_t *idx_sel;       /* [n_batch][idx_top_k] the cells each row attends to (the last full layer's) */
     int *idx_n_sel;         /* [n_batch] how many; > pos: every visible cell */
     float *idx_scratch;     /* per thread: coli_indexer_scratch_floats() */
+    /* Gated DeltaNet models (hp.gdn) */
+    float *gdn;             /* [n_batch] x coli_gdn_row_floats() (deltanet.c) */
+    float *gq;              /* hp.attn_gated: [n_batch][n_head * 2 * head_dim] attn_q's output, query | gate per head */
+    float *attn_gate;       /* [n_batch][n_head * head_dim] the gates, then their sigmoids */
     coli_pool *pool;
     int n_threads;
     size_t bytes;    /* memory held by this state */

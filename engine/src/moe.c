@@ -399,6 +399,13 @@ int coli_moe_ffn(const coli_model *m, coli_state *s, coli_expert_store *st, int 
         if ((rc = matmul(s, &L->up_shexp, s->xn, n, s->hg2))) return rc;
         for (int i = 0; i < n; i++) coli_swiglu(s->hg + (size_t)i * FS, s->hg2 + (size_t)i * FS, FS);
         if ((rc = matmul(s, &L->down_shexp, s->hg, n, s->yg))) return rc;
+        if (L->gate_inp_shexp.n_in) { /* qwen3next: times sigmoid(ffn_gate_inp_shexp . x), one per row */
+            float *g = s->router; /* free: the routing is done */
+            if ((rc = matmul(s, &L->gate_inp_shexp, s->xn, n, g))) return rc;
+            coli_sigmoid(g, n);
+            for (int i = 0; i < n; i++)
+                for (int d = 0; d < D; d++) s->yg[(size_t)i * D + d] *= g[i];
+        }
         for (size_t j = 0; j < (size_t)n * D; j++) s->tmp[j] += s->yg[j];
     }
     return 0;

@@ -197,3 +197,20 @@ void coli_softmax_ggml(float *x, int n) {
     const float inv = (float)(1.0 / sum);
     for (int k = 0; k < n; k++) x[k] *= inv;
 }
+
+/* ggml_vec_silu_f32 over one row: the SIMD silu over whole vectors (the kernel table's f32_lanes), libm for the tail. */
+void coli_silu(float *x, int n) {
+    const int lanes = coli_kernels()->f32_lanes;
+    const int simd_end = n - n % lanes;
+    int i = 0;
+    if (lanes == 8)
+        for (; i < simd_end; i++) x[i] = x[i] / (1.0f + coli_ggml_expf_avx2(0.0f - x[i]));
+    else
+        for (; i < simd_end; i++) x[i] = x[i] / (1.0f + coli_ggml_expf(0.0f - x[i]));
+    for (; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+/* ggml_sigmoid: 1 / (1 + expf(-x)), libm, element by element. */
+void coli_sigmoid(float *x, int n) {
+    for (int i = 0; i < n; i++) x[i] = 1.0f / (1.0f + expf(-x[i]));
+}

@@ -32,4 +32,9 @@ void coli_softmax(float *x, int n);
  * ones as its horizontal adds), libm for the tail, the total in double. */
 void coli_softmax_ggml(float *x, int n);
 
+/* x = silu(x) over one row, as ggml_silu computes it (SIMD exp over whole vectors of the
+ * kernel table's f32_lanes, libm for the tail). */
+void coli_silu(float *x, int n);
+/* x = 1 / (1 + expf(-x)), as ggml_sigmoid (scalar, libm). */
+void coli_sigmoid(float *x, int n);
 #endif

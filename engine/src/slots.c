@@ -70,8 +70,12 @@ int colibri_submit(colibri_engine *e, int slot, const int32_t *prompt, int n, co
     while (reuse < sl->n_past && reuse < n && reuse < limit && sl->hist[reuse] == prompt[reuse]) reuse++;
     /* all cached: the first token comes from the logits this very prompt left,
      * not from re-running its last token alone (which would round differently) */
-    const bool replay = reuse == n && sl->prompt_logits_n == n && req->max_tokens > 0;
+    const bool replay = reuse == n && sl->prompt_logits_n == n && req->max_tokens > 0 &&
+                        (!e->model.hp.gdn || sl->kv.rs_pos == n); /* a recurrent state past the prompt cannot rewind */
     if (reuse == n && !replay) reuse = n - 1;
+    /* a Gated DeltaNet model's recurrent state cannot rewind: the cached prefix is reusable only where the
+     * state stands (a continued conversation), otherwise the prompt runs again from position 0 */
+    if (e->model.hp.gdn && !replay && reuse != sl->kv.rs_pos) reuse = 0;
     memcpy(sl->hist, prompt, (size_t)n * sizeof(int32_t));
     sl->n_past = reuse;
     if (!replay) sl->prompt_logits_n = 0;
