@@ -292,21 +292,31 @@ INL void iq1_s_nr(int n, const void *w, const char *a, size_t as, float *s, size
             sumi[r] = _mm256_setzero_si256();
             sumi1[r] = 0;
         }
+        /* ls * delta of the 8 blocks as int16, each twice (one per bsum of 16): sumi1 by two madds */
+        const __m128i qhv = _mm_loadu_si128((const __m128i *)x->qh);
+        const __m128i lsv = _mm_add_epi16(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qhv, 12), _mm_set1_epi16(7)), 1),
+                                          _mm_set1_epi16(1));
+        const __m128i negv = _mm_srai_epi16(qhv, 15);
+        const __m128i lsdv = _mm_sub_epi16(_mm_xor_si128(lsv, negv), negv);
+        const __m128i lsd_lo = _mm_unpacklo_epi16(lsdv, lsdv), lsd_hi = _mm_unpackhi_epi16(lsdv, lsdv);
+        for (int r = 0; r < nr; r++) {
+            const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;
+            const __m128i p = _mm_add_epi32(_mm_madd_epi16(_mm_loadu_si128((const __m128i *)y->bsums), lsd_lo),
+                                            _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(y->bsums + 8)), lsd_hi));
+            const __m128i p2 = _mm_add_epi32(p, _mm_unpackhi_epi64(p, p));
+            sumi1[r] = _mm_cvtsi128_si32(_mm_add_epi32(p2, _mm_shuffle_epi32(p2, 1)));
+        }
         for (int ib = 0; ib < QK_K / 32; ib++) {
             const uint16_t qh = x->qh[ib];
             const uint8_t *qs = x->qs + 4 * ib;
             const __m256i g = grid4(qs[0] | ((qh << 8) & 0x700), qs[1] | ((qh << 5) & 0x700), qs[2] | ((qh << 2) & 0x700),
                                     qs[3] | ((qh >> 1) & 0x700));
             const __m256i ag = _mm256_sign_epi8(g, g);
-            const int ls = 2 * ((qh >> 12) & 7) + 1;
-            const int neg = -(qh >> 15); /* 0 or -1: ls * delta without a branch */
-            const int lsd = (ls ^ neg) - neg;
-            const __m256i sc = _mm256_set1_epi16((int16_t)ls);
+            const __m256i sc = _mm256_set1_epi16((int16_t)(2 * ((qh >> 12) & 7) + 1));
             for (int r = 0; r < nr; r++) {
                 const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;
                 const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * ib));
                 sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(ag, _mm256_sign_epi8(q8, g)), sc));
-                sumi1[r] += (y->bsums[2 * ib] + y->bsums[2 * ib + 1]) * lsd;
             }
         }
         const float dx = h2f(x->d);
