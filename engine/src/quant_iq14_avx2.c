@@ -418,7 +418,8 @@ TGT void vec_dot_iq1_m_q8_K_tiled_avx2(int n, const void *w, const void *a, size
  * 8 * grid + delta (|code| <= 9) with their sub-block scales, then reused by
  * every activation row: isum = sum of ls * (codes . q8) (exact: maddubs pairs
  * stay under 2 * 9 * 127), acc = fma(float(isum) * (dx / 8), dy, acc) as the
- * one-weight-row tiled kernel above; 8 rows' lanes reduced by one hadd tree. */
+ * one-weight-row tiled kernel above; 8 rows' lanes reduced by one hadd tree.
+ * IQ4_XS alike: codebook bytes, scales ls - 32, d0 = dx (its tiled floats). */
 typedef struct {
     __m256i w[16][8], aw[16][8], sc[16][8]; /* codes, |codes|, scales (int16) per row and block of 32 */
     float d0[16];
@@ -469,6 +470,21 @@ INL void iq1m_decode16(const char *b, size_t wst, iq1_tile *t) {
     }
 }
 
+INL void iq4xs_decode16(const char *b, size_t wst, iq1_tile *t) {
+    const __m128i lut = _mm_loadu_si128((const __m128i *)coli_kvalues_iq4nl);
+    for (int j = 0; j < 16; j++) {
+        const block_iq4_xs *x = (const block_iq4_xs *)(b + (size_t)j * wst);
+        t->d0[j] = h2f(x->d);
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const __m256i c = nl_bytes(x->qs + 16 * ib, lut);
+            t->w[j][ib] = c;
+            t->aw[j][ib] = _mm256_sign_epi8(c, c);
+            t->sc[j][ib] = _mm256_set1_epi16(
+                (int16_t)((((x->scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((x->scales_h >> 2 * ib) & 3) << 4)) - 32));
+        }
+    }
+}
+
 /* the 8 lanes of sum over blocks of ls * (codes . q8) for weight row j */
 INL __m256i iq1_row_lanes(const iq1_tile *t, int j, const __m256i q8[8]) {
     __m256i v = _mm256_setzero_si256();
@@ -489,16 +505,17 @@ INL __m256i iq1_isum8(const iq1_tile *t, int j0, const __m256i q8[8]) {
 }
 
 INL void iq1_tiled_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
-                       const int is_m) {
+                       const int kind) {
     const int nb = n / QK_K;
-    const size_t bsz = is_m ? sizeof(block_iq1_m) : sizeof(block_iq1_s);
+    const size_t bsz = kind == 2 ? sizeof(block_iq4_xs) : kind == 1 ? sizeof(block_iq1_m) : sizeof(block_iq1_s);
     iq1_tile t;
     for (int r = 0; r < nr; r++) {
         _mm256_storeu_ps(s + (size_t)r * ss, _mm256_setzero_ps());
         _mm256_storeu_ps(s + (size_t)r * ss + 8, _mm256_setzero_ps());
     }
     for (int i = 0; i < nb; i++) {
-        if (is_m) iq1m_decode16(w + (size_t)i * bsz, wst, &t);
+        if (kind == 2) iq4xs_decode16(w + (size_t)i * bsz, wst, &t);
+        else if (kind == 1) iq1m_decode16(w + (size_t)i * bsz, wst, &t);
         else iq1s_decode16(w + (size_t)i * bsz, wst, &t);
         const __m256 d0a = _mm256_loadu_ps(t.d0), d0b = _mm256_loadu_ps(t.d0 + 8);
         for (int r = 0; r < nr; r++) {
@@ -522,6 +539,10 @@ TGT void vec_dot_iq1_s_q8_K_tiled_16w_avx2(int n, const void *w, size_t wst, con
 TGT void vec_dot_iq1_m_q8_K_tiled_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
                                            int nr) {
     iq1_tiled_16w(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 1);
+}
+TGT void vec_dot_iq4_xs_q8_K_tiled_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                            int nr) {
+    iq1_tiled_16w(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 2);
 }
 
 #else
