@@ -400,6 +400,10 @@ void coli_kernels_fill_iq14(coli_kernel_table *t, int isa) {
     set_batch(mx, vec_dot_mxfp4_q8_0_repacked_avx2, 1, QK_MXFP4, 8, 1);
     nl->vec_dot_mm_16w = vec_dot_iq4_nl_q8_0_repacked_16w_avx2;
     mx->vec_dot_mm_16w = vec_dot_mxfp4_q8_0_repacked_16w_avx2;
+    /* IQ1 / IQ4_XS batches: 16 weight rows decoded once per super-block for every activation row */
+    s1->vec_dot_mm_16w = vec_dot_iq1_s_q8_K_tiled_16w_avx2;
+    m1->vec_dot_mm_16w = vec_dot_iq1_m_q8_K_tiled_16w_avx2;
+    xs->vec_dot_mm_16w = vec_dot_iq4_xs_q8_K_tiled_16w_avx2;
     if (isa == COLI_ISA_AVX512) {
         /* the same integers and floats, faster: batches 16 weight rows a zmm
          * by dpbusd; one row with BMI2 index decoding (IQ1) or 256-bit dpbusd lanes */

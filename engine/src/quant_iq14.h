@@ -127,6 +127,9 @@ COLI_DECLARE_VEC_DOT(vec_dot_mxfp4_q8_0_repacked_avx2);
 COLI_DECLARE_VEC_DOT(vec_dot_iq4_nl_q8_0_tinyblas_avx2);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_iq4_nl_q8_0_repacked_16w_avx2);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_mxfp4_q8_0_repacked_16w_avx2);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_iq1_s_q8_K_tiled_16w_avx2);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_iq1_m_q8_K_tiled_16w_avx2);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_iq4_xs_q8_K_tiled_16w_avx2);
 /* quant_iq14_avx512.c (AVX-512 table): the same bits, faster — batches 16 weight rows at once (VNNI) */
 COLI_DECLARE_VEC_DOT_2W(vec_dot_iq4_nl_q8_0_repacked_16w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_mxfp4_q8_0_repacked_16w_avx512);

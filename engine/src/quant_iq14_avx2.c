@@ -292,21 +292,31 @@ INL void iq1_s_nr(int n, const void *w, const char *a, size_t as, float *s, size
             sumi[r] = _mm256_setzero_si256();
             sumi1[r] = 0;
         }
+        /* ls * delta of the 8 blocks as int16, each twice (one per bsum of 16): sumi1 by two madds */
+        const __m128i qhv = _mm_loadu_si128((const __m128i *)x->qh);
+        const __m128i lsv = _mm_add_epi16(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qhv, 12), _mm_set1_epi16(7)), 1),
+                                          _mm_set1_epi16(1));
+        const __m128i negv = _mm_srai_epi16(qhv, 15);
+        const __m128i lsdv = _mm_sub_epi16(_mm_xor_si128(lsv, negv), negv);
+        const __m128i lsd_lo = _mm_unpacklo_epi16(lsdv, lsdv), lsd_hi = _mm_unpackhi_epi16(lsdv, lsdv);
+        for (int r = 0; r < nr; r++) {
+            const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;
+            const __m128i p = _mm_add_epi32(_mm_madd_epi16(_mm_loadu_si128((const __m128i *)y->bsums), lsd_lo),
+                                            _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(y->bsums + 8)), lsd_hi));
+            const __m128i p2 = _mm_add_epi32(p, _mm_unpackhi_epi64(p, p));
+            sumi1[r] = _mm_cvtsi128_si32(_mm_add_epi32(p2, _mm_shuffle_epi32(p2, 1)));
+        }
         for (int ib = 0; ib < QK_K / 32; ib++) {
             const uint16_t qh = x->qh[ib];
             const uint8_t *qs = x->qs + 4 * ib;
             const __m256i g = grid4(qs[0] | ((qh << 8) & 0x700), qs[1] | ((qh << 5) & 0x700), qs[2] | ((qh << 2) & 0x700),
                                     qs[3] | ((qh >> 1) & 0x700));
             const __m256i ag = _mm256_sign_epi8(g, g);
-            const int ls = 2 * ((qh >> 12) & 7) + 1;
-            const int neg = -(qh >> 15); /* 0 or -1: ls * delta without a branch */
-            const int lsd = (ls ^ neg) - neg;
-            const __m256i sc = _mm256_set1_epi16((int16_t)ls);
+            const __m256i sc = _mm256_set1_epi16((int16_t)(2 * ((qh >> 12) & 7) + 1));
             for (int r = 0; r < nr; r++) {
                 const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;
                 const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * ib));
                 sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(ag, _mm256_sign_epi8(q8, g)), sc));
-                sumi1[r] += (y->bsums[2 * ib] + y->bsums[2 * ib + 1]) * lsd;
             }
         }
         const float dx = h2f(x->d);
@@ -350,8 +360,17 @@ INL void iq1_m_nr(int n, const void *w, const char *a, size_t as, float *s, size
         _mm_prefetch((const char *)x + 1024, _MM_HINT_T0);
         uint64_t sc64;
         memcpy(&sc64, x->scales, 8);
+        /* the 16 scales 2 * s + 1 as int16, ggml's layout: qword lanes shifted by 0, 6, 3, 9, so word k of the
+         * low half holds block 2k's first 16 (qword 0) and block 2k + 1's (qword 1), the high half their second 16 */
+        const __m256i scales = _mm256_add_epi16(
+            _mm256_slli_epi16(_mm256_and_si256(_mm256_srlv_epi64(_mm256_set1_epi64x((long long)sc64), _mm256_set_epi64x(9, 3, 6, 0)),
+                                               _mm256_set1_epi16(7)),
+                              1),
+            _mm256_set1_epi16(1));
+        const __m256i dmask = _mm256_set_epi64x(1 << 15, 1 << 11, 1 << 7, 1 << 3);
         __m256i sumi1[COLI_MAX_NR], sumi2[COLI_MAX_NR];
         for (int r = 0; r < nr; r++) sumi1[r] = sumi2[r] = _mm256_setzero_si256();
+#pragma GCC unroll 8
         for (int ib = 0; ib < QK_K / 32; ib++) {
             const uint8_t *qs = x->qs + 4 * ib;
             uint16_t qh16;
@@ -359,15 +378,10 @@ INL void iq1_m_nr(int n, const void *w, const char *a, size_t as, float *s, size
             const __m256i g = grid4(qs[0] | ((qh16 << 8) & 0x700), qs[1] | ((qh16 << 4) & 0x700), qs[2] | (qh16 & 0x700),
                                     qs[3] | ((qh16 >> 4) & 0x700));
             const __m256i ag = _mm256_sign_epi8(g, g);
-            /* delta signs: 0x01 or 0xff in each byte of group l's 8 */
-            /* (branch-free: the signs are random bits) */
-            const long long one8 = 0x0101010101010101LL;
-            const __m256i dl = _mm256_set_epi64x(one8 | -(long long)((qh16 >> 15) & 1), one8 | -(long long)((qh16 >> 11) & 1),
-                                                 one8 | -(long long)((qh16 >> 7) & 1), one8 | -(long long)((qh16 >> 3) & 1));
-            const uint16_t word = (uint16_t)(sc64 >> 16 * (ib / 2));
-            const int sh = 6 * (ib % 2);
-            const __m256i sc = _mm256_set_m128i(_mm_set1_epi16((int16_t)(2 * ((word >> (sh + 3)) & 7) + 1)),
-                                                _mm_set1_epi16((int16_t)(2 * ((word >> sh) & 7) + 1)));
+            /* delta signs: 0x01 or 0xff in each byte of group l's 8 (qh bit 3 + 4l) */
+            const __m256i dl = _mm256_or_si256(
+                mone8, _mm256_cmpeq_epi64(_mm256_and_si256(_mm256_set1_epi64x(qh16), dmask), dmask));
+            const __m256i sc = _mm256_shuffle_epi8(scales, _mm256_set1_epi16((int16_t)(0x0100 + 0x0202 * (ib / 2) + 0x0808 * (ib % 2))));
             for (int r = 0; r < nr; r++) {
                 const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;
                 const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * ib));
@@ -397,6 +411,138 @@ TGT void vec_dot_iq1_m_q8_K_avx2(int n, const void *w, const void *a, size_t as,
 }
 TGT void vec_dot_iq1_m_q8_K_tiled_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
     COLI_DISPATCH_NR(nr, iq1_m_nr, n, w, (const char *)a, as, s, ss, 1);
+}
+
+/* ---- IQ1_S / IQ1_M: ggml's tiled matmul, 16 weight rows a call (vec_dot_mm_16w) ---------------
+ * Each super-block of the 16 rows is decoded once into the signed codes
+ * 8 * grid + delta (|code| <= 9) with their sub-block scales, then reused by
+ * every activation row: isum = sum of ls * (codes . q8) (exact: maddubs pairs
+ * stay under 2 * 9 * 127), acc = fma(float(isum) * (dx / 8), dy, acc) as the
+ * one-weight-row tiled kernel above; 8 rows' lanes reduced by one hadd tree.
+ * IQ4_XS alike: codebook bytes, scales ls - 32, d0 = dx (its tiled floats). */
+typedef struct {
+    __m256i w[16][8], aw[16][8], sc[16][8]; /* codes, |codes|, scales (int16) per row and block of 32 */
+    float d0[16];
+} iq1_tile;
+
+INL void iq1s_decode16(const char *b, size_t wst, iq1_tile *t) {
+    for (int j = 0; j < 16; j++) {
+        const block_iq1_s *x = (const block_iq1_s *)(b + (size_t)j * wst);
+        t->d0[j] = h2f(x->d) * 0.125f;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const uint16_t qh = x->qh[ib];
+            const uint8_t *qs = x->qs + 4 * ib;
+            const __m256i g = grid4(qs[0] | ((qh << 8) & 0x700), qs[1] | ((qh << 5) & 0x700), qs[2] | ((qh << 2) & 0x700),
+                                    qs[3] | ((qh >> 1) & 0x700));
+            const __m256i g2 = _mm256_add_epi8(g, g), g4 = _mm256_add_epi8(g2, g2);
+            const __m256i c = _mm256_add_epi8(_mm256_add_epi8(g4, g4), _mm256_set1_epi8((qh & 0x8000) ? -1 : 1));
+            t->w[j][ib] = c;
+            t->aw[j][ib] = _mm256_sign_epi8(c, c);
+            t->sc[j][ib] = _mm256_set1_epi16((int16_t)(2 * ((qh >> 12) & 7) + 1));
+        }
+    }
+}
+
+INL void iq1m_decode16(const char *b, size_t wst, iq1_tile *t) {
+    for (int j = 0; j < 16; j++) {
+        const block_iq1_m *x = (const block_iq1_m *)(b + (size_t)j * wst);
+        t->d0[j] = h2f(coli_iq1m_scale(x)) * 0.125f;
+        uint64_t sc64;
+        memcpy(&sc64, x->scales, 8);
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const uint8_t *qs = x->qs + 4 * ib;
+            uint16_t qh16;
+            memcpy(&qh16, x->qh + 2 * ib, 2);
+            const __m256i g = grid4(qs[0] | ((qh16 << 8) & 0x700), qs[1] | ((qh16 << 4) & 0x700), qs[2] | (qh16 & 0x700),
+                                    qs[3] | ((qh16 >> 4) & 0x700));
+            const long long one8 = 0x0101010101010101LL;
+            const __m256i dl = _mm256_set_epi64x(one8 | -(long long)((qh16 >> 15) & 1), one8 | -(long long)((qh16 >> 11) & 1),
+                                                 one8 | -(long long)((qh16 >> 7) & 1), one8 | -(long long)((qh16 >> 3) & 1));
+            const __m256i g2 = _mm256_add_epi8(g, g), g4 = _mm256_add_epi8(g2, g2);
+            const __m256i c = _mm256_add_epi8(_mm256_add_epi8(g4, g4), dl);
+            t->w[j][ib] = c;
+            t->aw[j][ib] = _mm256_sign_epi8(c, c);
+            const uint16_t word = (uint16_t)(sc64 >> 16 * (ib / 2));
+            const int sh = 6 * (ib % 2);
+            t->sc[j][ib] = _mm256_set_m128i(_mm_set1_epi16((int16_t)(2 * ((word >> (sh + 3)) & 7) + 1)),
+                                            _mm_set1_epi16((int16_t)(2 * ((word >> sh) & 7) + 1)));
+        }
+    }
+}
+
+INL void iq4xs_decode16(const char *b, size_t wst, iq1_tile *t) {
+    const __m128i lut = _mm_loadu_si128((const __m128i *)coli_kvalues_iq4nl);
+    for (int j = 0; j < 16; j++) {
+        const block_iq4_xs *x = (const block_iq4_xs *)(b + (size_t)j * wst);
+        t->d0[j] = h2f(x->d);
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const __m256i c = nl_bytes(x->qs + 16 * ib, lut);
+            t->w[j][ib] = c;
+            t->aw[j][ib] = _mm256_sign_epi8(c, c);
+            t->sc[j][ib] = _mm256_set1_epi16(
+                (int16_t)((((x->scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((x->scales_h >> 2 * ib) & 3) << 4)) - 32));
+        }
+    }
+}
+
+/* the 8 lanes of sum over blocks of ls * (codes . q8) for weight row j */
+INL __m256i iq1_row_lanes(const iq1_tile *t, int j, const __m256i q8[8]) {
+    __m256i v = _mm256_setzero_si256();
+    for (int ib = 0; ib < 8; ib++)
+        v = _mm256_add_epi32(v, _mm256_madd_epi16(_mm256_maddubs_epi16(t->aw[j][ib], _mm256_sign_epi8(q8[ib], t->w[j][ib])),
+                                                  t->sc[j][ib]));
+    return v;
+}
+
+/* isum of weight rows j0..j0+7 as 8 int32 lanes */
+INL __m256i iq1_isum8(const iq1_tile *t, int j0, const __m256i q8[8]) {
+    const __m256i h01 = _mm256_hadd_epi32(iq1_row_lanes(t, j0 + 0, q8), iq1_row_lanes(t, j0 + 1, q8));
+    const __m256i h23 = _mm256_hadd_epi32(iq1_row_lanes(t, j0 + 2, q8), iq1_row_lanes(t, j0 + 3, q8));
+    const __m256i h45 = _mm256_hadd_epi32(iq1_row_lanes(t, j0 + 4, q8), iq1_row_lanes(t, j0 + 5, q8));
+    const __m256i h67 = _mm256_hadd_epi32(iq1_row_lanes(t, j0 + 6, q8), iq1_row_lanes(t, j0 + 7, q8));
+    const __m256i lo = _mm256_hadd_epi32(h01, h23), hi = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+INL void iq1_tiled_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
+                       const int kind) {
+    const int nb = n / QK_K;
+    const size_t bsz = kind == 2 ? sizeof(block_iq4_xs) : kind == 1 ? sizeof(block_iq1_m) : sizeof(block_iq1_s);
+    iq1_tile t;
+    for (int r = 0; r < nr; r++) {
+        _mm256_storeu_ps(s + (size_t)r * ss, _mm256_setzero_ps());
+        _mm256_storeu_ps(s + (size_t)r * ss + 8, _mm256_setzero_ps());
+    }
+    for (int i = 0; i < nb; i++) {
+        if (kind == 2) iq4xs_decode16(w + (size_t)i * bsz, wst, &t);
+        else if (kind == 1) iq1m_decode16(w + (size_t)i * bsz, wst, &t);
+        else iq1s_decode16(w + (size_t)i * bsz, wst, &t);
+        const __m256 d0a = _mm256_loadu_ps(t.d0), d0b = _mm256_loadu_ps(t.d0 + 8);
+        for (int r = 0; r < nr; r++) {
+            const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
+            __m256i q8[8];
+            for (int ib = 0; ib < 8; ib++) q8[ib] = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * ib));
+            const __m256 dy = _mm256_set1_ps(y->d);
+            float *o = s + (size_t)r * ss;
+            const __m256 fa = _mm256_mul_ps(_mm256_cvtepi32_ps(iq1_isum8(&t, 0, q8)), d0a);
+            _mm256_storeu_ps(o, _mm256_fmadd_ps(fa, dy, _mm256_loadu_ps(o)));
+            const __m256 fb = _mm256_mul_ps(_mm256_cvtepi32_ps(iq1_isum8(&t, 8, q8)), d0b);
+            _mm256_storeu_ps(o + 8, _mm256_fmadd_ps(fb, dy, _mm256_loadu_ps(o + 8)));
+        }
+    }
+}
+
+TGT void vec_dot_iq1_s_q8_K_tiled_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                           int nr) {
+    iq1_tiled_16w(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 0);
+}
+TGT void vec_dot_iq1_m_q8_K_tiled_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                           int nr) {
+    iq1_tiled_16w(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 1);
+}
+TGT void vec_dot_iq4_xs_q8_K_tiled_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                            int nr) {
+    iq1_tiled_16w(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 2);
 }
 
 #else
