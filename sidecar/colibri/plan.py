@@ -86,7 +86,37 @@ def _indexer_layers(meta: dict, arch: str, n_layer: int, trained: int) -> int:
     return sum(1 for il in range(min(n_layer, 78)) if il < 2 or (il - 2) % 4 == 0)
 
 
+GDN_ARCHS = ("qwen3next", "qwen35moe")  # Gated DeltaNet layers between full-attention ones
+
+
+def _recurrent_layers(meta: dict, arch: str, n_layer: int) -> int:
+    """Gated DeltaNet layers (the engine's model.c gdn_layer_recurrent): attention.recurrent_layers'
+    flags where the file has them, else all but every full_attention_interval-th (4 without the key)."""
+    if arch not in GDN_ARCHS:
+        return 0
+    flags = meta.get(f"{arch}.attention.recurrent_layers")
+    if isinstance(flags, list):
+        return sum(1 for f in flags[:n_layer] if f)
+    interval = int(meta.get(f"{arch}.full_attention_interval") or 4)
+    return sum(1 for il in range(n_layer) if (il + 1) % interval != 0)
+
+
+def _recurrent_state_bytes(meta: dict, arch: str, n_layer: int) -> int:
+    """A slot's f32 state of its linear layers, whatever its context: the short convolution's last
+    conv_kernel - 1 inputs (keys, queries and values) and each value head's state_size^2 matrix."""
+    n = _recurrent_layers(meta, arch, n_layer)
+    if not n:
+        return 0
+    conv = int(meta.get(f"{arch}.ssm.conv_kernel") or 4)
+    head = int(meta.get(f"{arch}.ssm.state_size") or 128)
+    k_heads = int(meta.get(f"{arch}.ssm.group_count") or 16)
+    v_heads = int(meta.get(f"{arch}.ssm.time_step_rank") or 32)
+    return n * ((conv - 1) * head * (2 * k_heads + v_heads) + v_heads * head * head) * 4
+
+
 def _kv_bytes_per_slot(meta: dict, arch: str, n_layer: int, ctx: int, trained: int = 0) -> int:
+    state = _recurrent_state_bytes(meta, arch, n_layer)
+    n_layer -= _recurrent_layers(meta, arch, n_layer)  # the KV cache holds the full-attention layers alone
     n_head = int(meta.get(f"{arch}.attention.head_count") or 1)
     n_head_kv = meta.get(f"{arch}.attention.head_count_kv") or n_head
     if isinstance(n_head_kv, list):  # per-layer counts
@@ -99,7 +129,7 @@ def _kv_bytes_per_slot(meta: dict, arch: str, n_layer: int, ctx: int, trained: i
         # DSA models also cache one f16 indexer key per token and full indexer layer
         indexer = _indexer_layers(meta, arch, n_layer, trained) * int(meta.get(f"{arch}.attention.indexer.key_length") or 0)
         return (n_layer * int(n_head_kv) * k + indexer) * ctx * 2
-    return n_layer * ctx * int(n_head_kv) * (k + v) * 2  # f16 keys and values
+    return n_layer * ctx * int(n_head_kv) * (k + v) * 2 + state  # f16 keys and values
 
 
 def auto_ctx(trained: int, kv_bytes_of, room: int) -> int:
@@ -123,7 +153,9 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
         arch = info.get("arch") or "?"
         keys = ("head_count", "head_count_kv", "key_length", "value_length", "key_length_mla",
                 "indexer.key_length", "indexer.types")
-        meta = {k: g.get(k) for k in [f"{arch}.attention.{x}" for x in keys] + [f"{arch}.embedding_length"]}
+        gdn = ("full_attention_interval", "ssm.conv_kernel", "ssm.state_size", "ssm.group_count", "ssm.time_step_rank")
+        meta = {k: g.get(k) for k in [f"{arch}.attention.{x}" for x in keys + ("recurrent_layers",)]
+                + [f"{arch}.{x}" for x in ("embedding_length",) + gdn]}
         mtp_layers = int(g.get(f"{arch}.nextn_predict_layers") or 0)  # in the file, never run nor cached
         dense = experts = 0
         moe_layers = set()

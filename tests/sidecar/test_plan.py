@@ -49,3 +49,15 @@ def test_the_automatic_context_fits_agents_and_shrinks_only_for_memory(default_m
     plan = make_plan(default_model)  # Gemma 3 270M: 18 KiB of KV per token, trained on 32768
     assert plan.ctx == 32768 and plan.kv_bytes_per_slot == 32768 * 18 * 1024
     assert make_plan(default_model, ctx=100000).ctx == 32768
+
+
+def test_plan_of_a_hybrid_model_counts_full_attention_layers_and_the_recurrent_state():
+    """qwen3next / qwen35moe: the KV cache holds the full-attention layers alone, and each slot the
+    linear layers' f32 state whatever its context: the plan says what the engine maps."""
+    for arch in moe_models.GDN_ARCHS:
+        path = moe_models.tiny(arch, "Q8_0")
+        for ctx in (64, 1024):
+            plan = make_plan(path, ctx=ctx)
+            with Engine(path, n_ctx=ctx, n_threads=1) as e:
+                engine_kv = e.model_info()["kv_bytes_per_slot"]
+            assert abs(plan.kv_bytes_per_slot - engine_kv) < 64, (arch, ctx, plan.kv_bytes_per_slot, engine_kv)
