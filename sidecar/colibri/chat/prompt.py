@@ -150,7 +150,8 @@ class ChatFormat:
         # a cue that ends in <think> (DeepSeek R1, V3.1 and V3.2 thinking, GLM-4.7 and 5) starts the reply
         # inside the reasoning block; a continued turn, where its own text left a block open
         if self.template.harmony:  # channels, not <think>: the reply goes on from the last header
-            return Prompt(text=text, continued=continued, harmony_tail=text[text.rfind("<|start|>"):])
+            start = text.rfind("<|start|>")  # none: a template that writes no header; the reply starts between messages
+            return Prompt(text=text, continued=continued, harmony_tail=text[start:] if start >= 0 else "")
         tail = text.rstrip()
         opened = tail.rfind("<think>") > tail.rfind("</think>") if continued else tail.endswith("<think>")
         return Prompt(text=text, continued=continued, in_reasoning=self.has_reasoning and opened)
