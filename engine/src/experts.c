@@ -442,6 +442,47 @@ int coli_experts_acquire(coli_expert_store *st, int il, int e, coli_expert *out)
     return rc;
 }
 
+int coli_experts_acquire_any(coli_expert_store *st, int il, const int32_t *ids, int n, int *which, coli_expert *out) {
+    if (n <= 0) return coli_fail(COLI_E_ARG, "no expert to acquire in layer %d", il);
+    if (!st->streaming || !st->lc[il].moe) {
+        *which = 0;
+        return coli_experts_acquire(st, il, ids[0], out);
+    }
+    layer_cache *lc = &st->lc[il];
+    pthread_mutex_lock(&st->mu);
+    const double t0 = coli_now_s();
+    int rc = 0, failed = -1;
+    for (;;) {
+        int placed = 0, j;
+        for (j = 0; j < n; j++) {
+            if (take_ready(st, il, ids[j], out)) break;
+            const int idx = lc->where[ids[j]];
+            if (idx >= 0 && lc->ent[idx].state == E_FAILED) failed = j;
+            placed += idx >= 0;
+        }
+        if (j < n) {
+            *which = j;
+            break;
+        }
+        if (failed >= 0) break; /* named below, by the single-expert path */
+        if (!placed) { /* none under way: read the first where there is room */
+            const int v = victim(lc);
+            if (v >= 0) {
+                start_load(st, il, v, ids[0], false);
+                continue;
+            }
+        }
+        pthread_cond_wait(&st->done, &st->mu); /* a read done, or a release that frees room */
+    }
+    st->c.wait_s += coli_now_s() - t0;
+    pthread_mutex_unlock(&st->mu);
+    if (failed >= 0 && rc == 0) {
+        *which = failed;
+        return coli_experts_acquire(st, il, ids[failed], out); /* clears the entry, names the error */
+    }
+    return rc;
+}
+
 void coli_experts_release(coli_expert_store *st, int il, int e) {
     if (!st->streaming || !st->lc[il].moe) return;
     layer_cache *lc = &st->lc[il];

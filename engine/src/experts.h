@@ -70,6 +70,11 @@ void coli_experts_chosen(coli_expert_store *st, int il, const int32_t *ids, int 
 int coli_experts_try_acquire(coli_expert_store *st, int il, int e, coli_expert *out);
 /* Take expert e, reading it and waiting as needed (0 or a named error). */
 int coli_experts_acquire(coli_expert_store *st, int il, int e, coli_expert *out);
+/* Take whichever of the n experts ids reaches RAM first (*which: its index in ids), reading one
+ * where none is under way; 0 or a named error. For a caller that holds none of the layer's
+ * experts: waiting on one the full cache has no room for yet would wait forever, since the
+ * entries that fill it are the other experts the caller needs and only it releases them. */
+int coli_experts_acquire_any(coli_expert_store *st, int il, const int32_t *ids, int n, int *which, coli_expert *out);
 void coli_experts_release(coli_expert_store *st, int il, int e);
 
 /* Load and pin the hottest experts by counts[il * n_expert + e] within the

@@ -309,12 +309,15 @@ static int run_experts(const coli_model *m, coli_state *s, coli_expert_store *st
             else
                 s->active[kept++] = e;
         }
-        if (nw == 0) { /* nothing in RAM yet: wait for the first */
-            const int e = s->active[0];
-            int rc = coli_experts_acquire(st, il, e, &s->ex_of[e]);
+        if (nw == 0) { /* nothing in RAM yet: wait for whichever arrives first */
+            int j = 0;
+            coli_expert got;
+            int rc = coli_experts_acquire_any(st, il, s->active, kept, &j, &got);
             if (rc) return rc;
+            const int e = s->active[j];
+            s->ex_of[e] = got;
             s->wave[nw++] = e;
-            memmove(s->active, s->active + 1, (size_t)(--kept) * sizeof *s->active);
+            memmove(s->active + j, s->active + j + 1, (size_t)(--kept - j) * sizeof *s->active);
         }
         n_left = kept;
         compute_wave(m, s, il, s->wave, nw);
