@@ -13,7 +13,8 @@
  * gemv+gemm / tinyBLAS for batches. Runs alternate ours / ggml's; the median
  * of each and their ratio (ggml time / ours: >= 1 means ours is as fast) are
  * printed, with a check that both gave the same bits. Times are this thread's
- * CPU time. */
+ * CPU time. BENCH_TYPE=IQ4_NL picks a type; with it, BENCH_SHAPE=n_in,n_out,rows
+ * runs that one shape. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -209,6 +210,20 @@ int main(int argc, char **argv) {
         {GGML_TYPE_IQ1_M, 2048, 768},   {GGML_TYPE_IQ1_M, 7168, 2048},
     };
     static const int64_t rows[] = {1, 8, 16, 32};
+    const char *one = getenv("BENCH_SHAPE"); /* "n_in,n_out,rows": that shape only (with BENCH_TYPE) */
+    if (one) {
+        long long ni, no, nr;
+        if (!only || sscanf(one, "%lld,%lld,%lld", &ni, &no, &nr) != 3 || ni <= 0 || ni % 32 || no <= 0 || nr <= 0) {
+            fprintf(stderr, "BENCH_SHAPE: expected n_in,n_out,rows and BENCH_TYPE\n");
+            return 2;
+        }
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            if (!strcmp(only, ggml_type_get(shapes[s].t)->name)) {
+                bench(backend, shapes[s].t, ni, no, nr, reps);
+                return 0;
+            }
+        return 2;
+    }
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         if (only && strcmp(only, ggml_type_get(shapes[s].t)->name)) continue;
         for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) bench(backend, shapes[s].t, shapes[s].n_in, shapes[s].n_out, rows[r], reps);

@@ -115,6 +115,93 @@ TGT void vec_dot_iq4_nl_q8_0_tinyblas_avx2(int n, const void *w, const void *a, 
     COLI_DISPATCH_NR(nr, nl_nr, n, w, (const char *)a, as, s, ss, NL_IQ4, NL_TINYBLAS);
 }
 
+/* ggml_vec_dot for 16 weight rows as stored, 4 at a time: each row keeps
+ * its own even / odd accumulators and float steps (nl_nr's NL_VEC_DOT), the
+ * activation block is loaded once for the 4, and 4 weight rows stream at
+ * once. Fewer shuffle-port uops than nl_nr: the 16 nibble bytes are loaded
+ * into both halves and shifted per half (one 256-bit pshufb, no insert), and
+ * the 4 rows' dy * dx are formed in one vector and broadcast from memory. */
+INL __m256i nl_bytes_bcast(const uint8_t *qs, __m256i lut, __m256i shift, __m256i m4) {
+    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    return _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srlv_epi32(v, shift), m4));
+}
+
+/* dx of block ib of 4 rows (wst apart) times dy, into d[0..3] */
+INL void nl_d4(const char *w, size_t wst, int ib, float dy, float d[4], const int kind) {
+    __m128 dx;
+    if (kind == NL_IQ4) {
+        const char *b = w + (size_t)ib * sizeof(block_iq4_nl);
+        uint16_t h[4];
+        for (int k = 0; k < 4; k++) memcpy(&h[k], b + (size_t)k * wst, 2);
+        const uint64_t q = h[0] | (uint64_t)h[1] << 16 | (uint64_t)h[2] << 32 | (uint64_t)h[3] << 48;
+        dx = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)q));
+    } else {
+        const char *b = w + (size_t)ib * sizeof(block_mxfp4);
+        uint32_t bits[4];
+        for (int k = 0; k < 4; k++) {
+            const uint8_t e = (uint8_t)b[(size_t)k * wst];
+            bits[k] = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+        }
+        dx = _mm_castsi128_ps(_mm_set_epi64x((long long)(bits[2] | (uint64_t)bits[3] << 32),
+                                             (long long)(bits[0] | (uint64_t)bits[1] << 32)));
+    }
+    _mm_storeu_ps(d, _mm_mul_ps(_mm_set1_ps(dy), dx));
+}
+
+INL void nl_vd_4w(int nb, const char *w, size_t wst, const block_q8_0 *y, float *s, const int kind) {
+    const size_t qoff = kind == NL_IQ4 ? offsetof(block_iq4_nl, qs) : offsetof(block_mxfp4, qs);
+    const size_t bsz = kind == NL_IQ4 ? sizeof(block_iq4_nl) : sizeof(block_mxfp4);
+    const __m256i lut = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128((const __m128i *)(kind == NL_IQ4 ? coli_kvalues_iq4nl : coli_kvalues_mxfp4)));
+    const __m256i shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4), m4 = _mm256_set1_epi8(0x0f);
+    /* MXFP4: |code| <= 12, so codes + 12 are unsigned and maddubs cannot saturate; a lane's sum is
+     * then its biased sum less 12 * the lane's activation sum (no sign trick per row) */
+    const __m256i lutb = _mm256_add_epi8(lut, _mm256_set1_epi8(12)), twelve = _mm256_set1_epi8(12);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[2][4];
+    float d[4];
+    for (int k = 0; k < 4; k++) acc[0][k] = acc[1][k] = _mm256_setzero_ps();
+    int ib = 0;
+    for (; ib + 1 < nb; ib += 2)
+        for (int e = 0; e < 2; e++) {
+            const __m256i yv = _mm256_loadu_si256((const __m256i *)y[ib + e].qs);
+            const __m256i bias = kind == NL_MXFP4 ? _mm256_madd_epi16(_mm256_maddubs_epi16(twelve, yv), ones)
+                                                  : _mm256_setzero_si256();
+            nl_d4(w, wst, ib + e, h2f(y[ib + e].d), d, kind);
+            for (int k = 0; k < 4; k++) {
+                const uint8_t *q = (const uint8_t *)w + (size_t)k * wst + (size_t)(ib + e) * bsz + qoff;
+                const __m256i p = kind == NL_MXFP4
+                    ? _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(nl_bytes_bcast(q, lutb, shift, m4), yv), ones), bias)
+                    : lanes_i8(nl_bytes_bcast(q, lut, shift, m4), yv);
+                acc[e][k] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[k]), _mm256_cvtepi32_ps(p), acc[e][k]);
+            }
+        }
+    for (int k = 0; k < 4; k++) {
+        s[k] = hsum_f32_8(_mm256_add_ps(acc[0][k], acc[1][k]));
+        if (ib < nb) { /* the odd last block: sumf = fma(float(isum), dy * dx, sumf) */
+            const char *b = w + (size_t)k * wst;
+            const __m256i p = lanes_i8(nl_bytes(nl_qs(b, ib, kind), _mm256_castsi256_si128(lut)),
+                                       _mm256_loadu_si256((const __m256i *)y[ib].qs));
+            s[k] = fmaf((float)hsum_i32_8(p), h2f(y[ib].d) * nl_d(b, ib, kind), s[k]);
+        }
+    }
+}
+
+INL void nl_vd_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr, const int kind) {
+    for (int r = 0; r < nr; r++)
+        for (int g = 0; g < 16; g += 4)
+            nl_vd_4w(n / QK8_0, w + (size_t)g * wst, wst, (const block_q8_0 *)(a + (size_t)r * as), s + (size_t)r * ss + g, kind);
+}
+
+TGT void vec_dot_iq4_nl_q8_0_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                      int nr) {
+    nl_vd_16w(n, w, wst, a, as, s, ss, nr, NL_IQ4);
+}
+TGT void vec_dot_mxfp4_q8_0_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                     int nr) {
+    nl_vd_16w(n, w, wst, a, as, s, ss, nr, NL_MXFP4);
+}
+
 /* The repacked arithmetic for 16 weight rows, 8 per ymm (lane j = weight row
  * j of the group, as ggml's 8x8 layout has them): a block's 16 nibble bytes of
  * 8 rows transposed in registers (row j's dword k -> lane j of q[k]), each
@@ -123,9 +210,10 @@ TGT void vec_dot_iq4_nl_q8_0_tinyblas_avx2(int n, const void *w, const void *a, 
  * row's integer sum of the block; acc = fma(float(isum), dw * dy, acc). */
 INL void nl_transpose8x4(const char *b, size_t wst, __m256i q[4]) {
     __m256i A[4];
-    for (int t = 0; t < 4; t++) /* lane g of A[t]: the 16 bytes of row 4g + t */
-        A[t] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(b + (size_t)t * wst))),
-                                       _mm_loadu_si128((const __m128i *)(b + (size_t)(t + 4) * wst)), 1);
+    for (int t = 0; t < 4; t++) /* lane g of A[t]: the 16 bytes of row 4g + t (broadcast loads and a blend: no insert uop) */
+        A[t] = _mm256_blend_epi32(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b + (size_t)t * wst))),
+                                  _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b + (size_t)(t + 4) * wst))),
+                                  0xf0);
     const __m256i t0 = _mm256_unpacklo_epi32(A[0], A[1]), t1 = _mm256_unpackhi_epi32(A[0], A[1]);
     const __m256i t2 = _mm256_unpacklo_epi32(A[2], A[3]), t3 = _mm256_unpackhi_epi32(A[2], A[3]);
     q[0] = _mm256_unpacklo_epi64(t0, t2); /* half g: rows 4g..4g+3 */
@@ -136,10 +224,14 @@ INL void nl_transpose8x4(const char *b, size_t wst, __m256i q[4]) {
 
 /* the block scales of 8 rows (w: the block of row 0, rows wst apart) */
 INL __m256 nl_scales8(const char *w, size_t wst, const int kind) {
-    if (kind == NL_IQ4) {
-        coli_half h[8];
-        for (int j = 0; j < 8; j++) memcpy(&h[j], w + (size_t)j * wst, 2);
-        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+    if (kind == NL_IQ4) { /* the 8 halves gathered in two GPRs (8 narrow stores and a wide load stall store forwarding) */
+        uint64_t q[2] = {0, 0};
+        for (int j = 0; j < 8; j++) {
+            uint16_t h;
+            memcpy(&h, w + (size_t)j * wst, 2);
+            q[j >> 2] |= (uint64_t)h << (16 * (j & 3));
+        }
+        return _mm256_cvtph_ps(_mm_set_epi64x((long long)q[1], (long long)q[0]));
     }
     /* E8M0 -> 2^(e - 128): (e - 1) << 23, the denormals for e < 2 */
     const __m256i e = _mm256_setr_epi32((uint8_t)w[0], (uint8_t)w[wst], (uint8_t)w[2 * wst], (uint8_t)w[3 * wst],
@@ -160,6 +252,43 @@ INL void nl_8w(int nb, const char *w, size_t wst, const char *a, size_t as, floa
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     __m256 acc[COLI_MAX_NR];
     for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+    if (kind == NL_MXFP4) { /* |code| <= 12: codes + 12 are unsigned and maddubs cannot saturate, so no sign trick */
+        const __m256i lutb = _mm256_add_epi8(lut, _mm256_set1_epi8(12)), twelve = _mm256_set1_epi8(12);
+        for (int ib = 0; ib < nb; ib++) {
+            const char *b = w + (size_t)ib * bsz;
+            const __m256 dw = nl_scales8(b, wst, kind);
+            __m256i q[4], lo[4], hi[4];
+            nl_transpose8x4(b + qoff, wst, q);
+            for (int k = 0; k < 4; k++) {
+                lo[k] = _mm256_shuffle_epi8(lutb, _mm256_and_si256(q[k], m4));
+                hi[k] = _mm256_shuffle_epi8(lutb, _mm256_and_si256(_mm256_srli_epi16(q[k], 4), m4));
+            }
+            for (int r = 0; r < nr; r++) {
+                const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)r * as) + ib;
+                const __m256i yv = _mm256_loadu_si256((const __m256i *)y->qs);
+                /* 12 * the block's activation sum, in every lane: the bias to take off each row's sum */
+                __m256i bias = _mm256_madd_epi16(_mm256_maddubs_epi16(twelve, yv), ones);
+                bias = _mm256_add_epi32(bias, _mm256_permute2x128_si256(bias, bias, 1));
+                bias = _mm256_add_epi32(bias, _mm256_shuffle_epi32(bias, _MM_SHUFFLE(1, 0, 3, 2)));
+                bias = _mm256_add_epi32(bias, _mm256_shuffle_epi32(bias, _MM_SHUFFLE(2, 3, 0, 1)));
+                __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), bias);
+                for (int k = 0; k < 4; k += 2) { /* 4 maddubs pairs a lane add up in int16: 4 * 2 * 24 * 127 < 2^15 */
+                    __m256i p16 = _mm256_setzero_si256();
+                    for (int t = k; t < k + 2; t++) {
+                        int yl, yh;
+                        memcpy(&yl, y->qs + 4 * t, 4);
+                        memcpy(&yh, y->qs + 16 + 4 * t, 4);
+                        p16 = _mm256_add_epi16(p16, _mm256_add_epi16(_mm256_maddubs_epi16(lo[t], _mm256_set1_epi32(yl)),
+                                                                     _mm256_maddubs_epi16(hi[t], _mm256_set1_epi32(yh))));
+                    }
+                    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p16, ones));
+                }
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(h2f(y->d))), acc[r]);
+            }
+        }
+        for (int r = 0; r < nr; r++) _mm256_storeu_ps(s + (size_t)r * ss, acc[r]);
+        return;
+    }
     for (int ib = 0; ib < nb; ib++) {
         const char *b = w + (size_t)ib * bsz;
         const __m256 dw = nl_scales8(b, wst, kind);

@@ -200,6 +200,64 @@ INL void tq_nr(int n, const void *w, const char *a, size_t as, float *s, size_t 
     for (int r = 0; r < nr; r++) s[(size_t)r * ss] = hsum_f32_8(acc[r]);
 }
 
+/* Two weight rows (wst bytes apart) a call, each with tq_nr's arithmetic: the
+ * two rows' super-blocks alternate (two independent chains, two streams) and
+ * short rows (768 = 3 super-blocks) pay one call for two. */
+INL void tq_w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int one,
+              const int W, const int nr) {
+    const int nb = n / QK_K;
+    const size_t bsize = one ? sizeof(block_tq1_0) : sizeof(block_tq2_0);
+    __m256 acc[4][COLI_MAX_NR];
+    for (int j = 0; j < W; j++)
+        for (int r = 0; r < nr; r++) acc[j][r] = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i++)
+        for (int j = 0; j < W; j++) {
+            const char *xb = w + (size_t)j * wst + (size_t)i * bsize;
+            _mm_prefetch(xb + TQ_PREFETCH, _MM_HINT_T0);
+            __m256i t[8];
+            float dx;
+            if (one) {
+                tq1_0_unpack((const block_tq1_0 *)xb, t);
+                dx = h2f(((const block_tq1_0 *)xb)->d);
+            } else {
+                tq2_0_unpack((const block_tq2_0 *)xb, t);
+                dx = h2f(((const block_tq2_0 *)xb)->d);
+            }
+            for (int r = 0; r < nr; r++) {
+                const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
+                const __m256i lanes = one ? tq1_0_lanes(t, y) : tq2_0_lanes(t, y);
+                acc[j][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_set1_ps(y->d * dx), acc[j][r]);
+            }
+        }
+    for (int r = 0; r < nr; r++)
+        for (int j = 0; j < W; j++) s[(size_t)r * ss + j] = hsum_f32_8(acc[j][r]);
+}
+
+INL void tq_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr, const int one) {
+    for (int r0 = 0; r0 < nr; r0 += COLI_MAX_NR) {
+        const int rn = nr - r0 < COLI_MAX_NR ? nr - r0 : COLI_MAX_NR;
+        for (int g = 0; g < 16; g += 4)
+            COLI_DISPATCH_NR(rn, tq_w, n, w + (size_t)g * wst, wst, a + (size_t)r0 * as, as, s + (size_t)r0 * ss + g, ss, one, 4);
+    }
+}
+TGT void vec_dot_tq1_0_q8_K_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                     int nr) {
+    tq_16w(n, w, wst, a, as, s, ss, nr, 1);
+}
+TGT void vec_dot_tq2_0_q8_K_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                     int nr) {
+    tq_16w(n, w, wst, a, as, s, ss, nr, 0);
+}
+
+TGT void vec_dot_tq1_0_q8_K_2w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                    int nr) {
+    COLI_DISPATCH_NR(nr, tq_w, n, (const char *)w, wst, (const char *)a, as, s, ss, 1, 2);
+}
+TGT void vec_dot_tq2_0_q8_K_2w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                    int nr) {
+    COLI_DISPATCH_NR(nr, tq_w, n, (const char *)w, wst, (const char *)a, as, s, ss, 0, 2);
+}
+
 TGT void vec_dot_tq1_0_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
     COLI_DISPATCH_NR(nr, tq_nr, n, w, (const char *)a, as, s, ss, 1);
 }
@@ -331,6 +389,12 @@ void coli_kernels_fill_ternary(coli_kernel_table *t, int isa) {
         k->mm_group = k->mm_in_mult = k->mm_out_mult = 1;
     }
 #ifdef COLI_X86
+    if (isa != COLI_ISA_SCALAR) { /* the same bits, two weight rows a call */
+        t->type[GGML_TYPE_TQ1_0].vec_dot_2w = vec_dot_tq1_0_q8_K_2w_avx2;
+        t->type[GGML_TYPE_TQ2_0].vec_dot_2w = vec_dot_tq2_0_q8_K_2w_avx2;
+        t->type[GGML_TYPE_TQ1_0].vec_dot_16w = vec_dot_tq1_0_q8_K_16w_avx2;
+        t->type[GGML_TYPE_TQ2_0].vec_dot_16w = vec_dot_tq2_0_q8_K_16w_avx2;
+    }
     if (isa == COLI_ISA_AVX512) { /* the same bits, two chunks per zmm, and two weight rows a call */
         t->type[GGML_TYPE_TQ1_0].vec_dot = vec_dot_tq1_0_q8_K_avx512;
         t->type[GGML_TYPE_TQ2_0].vec_dot = vec_dot_tq2_0_q8_K_avx512;

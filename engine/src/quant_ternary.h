@@ -38,6 +38,10 @@ COLI_DECLARE_VEC_DOT(vec_dot_tq2_0_q8_K_generic);
 #ifdef COLI_X86
 COLI_DECLARE_VEC_DOT(vec_dot_tq1_0_q8_K_avx2); /* ggml_vec_dot_tq1_0_q8_K, AVX2 (the AVX-512 build's too) */
 COLI_DECLARE_VEC_DOT(vec_dot_tq2_0_q8_K_avx2);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_tq1_0_q8_K_2w_avx2); /* the same bits, two weight rows a call */
+COLI_DECLARE_VEC_DOT_2W(vec_dot_tq2_0_q8_K_2w_avx2);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_tq1_0_q8_K_16w_avx2); /* 4 rows at a time */
+COLI_DECLARE_VEC_DOT_2W(vec_dot_tq2_0_q8_K_16w_avx2);
 COLI_DECLARE_VEC_DOT(vec_dot_tq1_0_q8_K_avx512); /* the same bits, two 32-byte chunks per zmm */
 COLI_DECLARE_VEC_DOT(vec_dot_tq2_0_q8_K_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_tq1_0_q8_K_2w_avx512); /* ... two weight rows a call */
