@@ -86,7 +86,7 @@ def placement_from_args(args: argparse.Namespace) -> dict:
     return out
 
 
-def open_planned_engine(args: argparse.Namespace):
+def open_planned_engine(args: argparse.Namespace, kv_tokens: int | None = None):
     """The engine for a command with add_model_args and add_placement_args, opened as the memory plan
     says (colibri.plan.open_planned: streamed experts under a container's limit, threads by its quota)."""
     from colibri.models import resolve_model
@@ -95,6 +95,6 @@ def open_planned_engine(args: argparse.Namespace):
     path = resolve_model(args.model)
     t0 = time.perf_counter()
     engine, _ = open_planned(path, placement_from_args(args), ctx=args.ctx, threads=args.threads,
-                             n_batch=getattr(args, "batch", None) or 0)
+                             n_batch=getattr(args, "batch", None) or 0, kv_tokens=kv_tokens)
     log.info("loaded %s in %.2f s", path, time.perf_counter() - t0)
     return engine

@@ -196,10 +196,13 @@ def machine_memory(root: str | os.PathLike[str] = "/") -> Memory:
 
 def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots: int = 1,
               expert_cache_gb: float | None = None, pin_gb: float | None = None,
-              cgroup_root: str | os.PathLike[str] = "/") -> Plan:
+              cgroup_root: str | os.PathLike[str] = "/", kv_tokens: int | None = None,
+              learned_heat: bool = True) -> Plan:
     """The plan for `path` on this machine (in its container, when a cgroup limits it). expert_cache_gb /
     pin_gb force a streaming budget (in GiB) instead of the automatic choice. cgroup_root: where
-    /proc/self/cgroup and the cgroup mounts are read (tests point it at a fake tree)."""
+    /proc/self/cgroup and the cgroup mounts are read (tests point it at a fake tree). kv_tokens: the
+    tokens a one-shot run can write per slot (its KV pages are taken only as written), when fewer
+    than ctx. learned_heat False (a one-shot command pins nothing): the whole budget is LRU cache."""
     from colibri.engine import GGUFFile
 
     path = Path(path)
@@ -241,7 +244,8 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
                 kv_slots=kv_slots, kv_bytes_per_slot=kv, ram_total=vm.total, ram_available=vm.available,
                 margin=margin, cores=cores, threads=vm.threads, disk_free=disk_free, memory_limit=vm.limit,
                 memory_source=vm.source, cpu_quota=vm.cpu_quota)
-    fixed = dense + kv * kv_slots
+    kv_counted = kv * min(kv_tokens, ctx) // ctx if kv_tokens else kv
+    fixed = dense + kv_counted * kv_slots
     room = vm.available - margin - fixed
     one_round = per_token * MIN_EXPERTS_PER_LAYER_FACTOR  # a couple of tokens' experts in every layer
     if expert_cache_gb is not None or pin_gb is not None:
@@ -266,6 +270,8 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
     fits = budget >= one_round
     cache = max(budget * 3 // 4, min(budget, one_round)) if budget else 1
     pin = max(budget - cache, 0)
+    if not learned_heat:
+        cache, pin = max(budget, 1), 0
     return Plan(**base, placement="streaming", cache_bytes=cache, pin_bytes=pin, fits=fits,
                 reason="the routed experts do not fit: they stream from disk into what is left"
                 + ("" if fits else "; that is less than two tokens' experts, so expect disk-bound speed"))
@@ -275,14 +281,17 @@ ENGINE_DEFAULT_CTX = 4096  # the engine's context when opened with n_ctx 0 (at m
 
 
 def open_planned(path: str | os.PathLike[str], placement: dict, *, ctx: int | None = None, threads: int | None = None,
-                 n_batch: int = 0, kv_slots: int = 1):
+                 n_batch: int = 0, kv_slots: int = 1, kv_tokens: int | None = None):
     """Plan `path` (placement: cli_options.placement_from_args) and open the engine as planned: the
-    expert cache and pins, the plan's context, and threads (None: the plan's default, which heeds a
-    CPU quota). Returns (engine, plan). `coli generate` and `coli perplexity` open models here."""
+    expert cache, the plan's context, and threads (None: the plan's default, which heeds a CPU quota).
+    One-shot commands learn no routing heat, so an automatic budget is all LRU cache. kv_tokens: most
+    tokens the run writes (make_plan). Returns (engine, plan). `coli generate` and `coli perplexity`
+    open models here."""
     from colibri.engine import Engine
 
-    plan = make_plan(path, ctx=ctx or ENGINE_DEFAULT_CTX, kv_slots=kv_slots,
-                     expert_cache_gb=placement.get("expert_cache_gb"), pin_gb=placement.get("pin_gb"))
+    plan = make_plan(path, ctx=ctx or ENGINE_DEFAULT_CTX, kv_slots=kv_slots, kv_tokens=kv_tokens,
+                     expert_cache_gb=placement.get("expert_cache_gb"), pin_gb=placement.get("pin_gb"),
+                     learned_heat=False)
     log_plan(plan)
     engine = Engine(path, n_ctx=plan.ctx, n_slots=kv_slots, n_threads=threads or plan.threads, n_batch=n_batch,
                     expert_cache_bytes=plan.cache_bytes, expert_pin_bytes=plan.pin_bytes,
@@ -321,7 +330,7 @@ def describe(plan: Plan) -> str:
         f"{human(p.disk_free)} free on the model's disk",
     ]
     if p.memory_source:
-        lines.append(f"container    {p.memory_source}: {human(p.ram_available)} of it available")
+        lines.append(f"limit        {p.memory_source}: {human(p.ram_available)} of it available")
     if p.cpu_quota:
         lines.append(f"cpu quota    {p.cpu_quota:g} CPUs (cgroup): {p.threads} compute thread(s) by default")
     lines.append(f"dense part   {human(p.dense_bytes)} (always in RAM)")

@@ -124,17 +124,24 @@ def test_the_plan_streams_within_a_fake_v2_cap():
     path = moe_models.tiny("qwen3moe", "Q8_0")
     host = make_plan(path, ctx=256)
     assert host.placement == "resident" and host.memory_limit == 0
-    # room for the margin, the dense part, the KV and half the experts
-    cap = MIN_CGROUP_MARGIN + host.dense_bytes + host.kv_bytes_per_slot + host.expert_bytes // 2
+    # room for the margin, the dense part, the KV and 7/8 of the experts
+    budget = host.expert_bytes * 7 // 8
+    cap = MIN_CGROUP_MARGIN + host.dense_bytes + host.kv_bytes_per_slot + budget
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         v2_tree(root, leaf={"memory.max": str(cap), "memory.current": "0", "cpu.max": "100000 100000"}, parent={})
         plan = make_plan(path, ctx=256, cgroup_root=root)
+        one_shot = make_plan(path, ctx=256, cgroup_root=root, learned_heat=False)
+        short = make_plan(path, ctx=256, cgroup_root=root, learned_heat=False, kv_tokens=64)
     assert plan.memory_limit == cap and plan.memory_source.startswith("container memory limit")
     assert plan.ram_available == cap and plan.margin == MIN_CGROUP_MARGIN
     assert plan.threads == 1 and plan.cpu_quota == 1.0
     assert plan.placement == "streaming" and plan.fits
-    assert plan.cache_bytes + plan.pin_bytes == host.expert_bytes // 2
+    assert plan.cache_bytes + plan.pin_bytes == budget and plan.pin_bytes == budget - budget * 3 // 4
+    # `coli generate`: nothing to pin without learned heat; only the KV its tokens can write is counted,
+    # here 3/4 of the context's, room enough for every expert
+    assert one_shot.placement == "streaming" and one_shot.pin_bytes == 0 and one_shot.cache_bytes == budget
+    assert short.placement == "resident" and short.fits
 
 
 # ---- a real cgroup v1 child with a 900 MiB limit ----

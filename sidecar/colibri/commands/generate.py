@@ -28,7 +28,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.max_tokens < 0:
         raise SystemExit("coli generate: --max-tokens must be >= 0")
-    engine = open_planned_engine(args)
+    # the KV this run can write: a token per prompt byte at most (and BOS), then the generated ones
+    engine = open_planned_engine(args, kv_tokens=len(args.prompt.encode()) + 2 + args.max_tokens)
     prompt = engine.tokenize(args.prompt)
     detok = Detokenizer(engine.token_bytes)
 
