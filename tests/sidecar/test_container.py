@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -199,3 +202,63 @@ def test_plan_and_generate_stream_inside_a_real_900_mib_cgroup(v1_cgroup):
     out = json.loads(r.stdout)
     assert len(out["tokens"]) == 8
     assert "experts stream from disk" in r.stderr and "container memory limit 900 MiB" in r.stderr
+
+
+def test_serve_streams_inside_a_real_900_mib_cgroup(v1_cgroup):
+    """`coli serve` with no flags in the cap: the plan streams the experts, and a completion decodes."""
+    path = capped_fixture()
+    cmd = f'echo $$ > {v1_cgroup}/cgroup.procs && exec "$@"'
+    env = {**os.environ, "COLI_KV_PERSIST": "0"}
+    proc = subprocess.Popen(["sh", "-c", cmd, "sh", sys.executable, "-m", "colibri", "serve", "--model", str(path),
+                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.startswith("colibri: serving"):
+                break
+        log = "".join(lines)
+        assert "experts stream from disk" in log and "container memory limit 900 MiB (cgroup v1)" in log, log
+        url = re.search(r"at (http://\S+/v1)", log).group(1)
+        body = json.dumps({"model": path.stem, "prompt": "hello", "max_tokens": 4, "temperature": 0}).encode()
+        req = urllib.request.Request(url + "/completions", body, {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            out = json.loads(resp.read())
+        assert out["usage"]["completion_tokens"] == 4
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def v1_cpu_cgroup():
+    root = Path("/sys/fs/cgroup/cpu")
+    if not (root / "cpu.cfs_quota_us").exists():
+        pytest.skip("no cgroup v1 cpu hierarchy at /sys/fs/cgroup/cpu")
+    group = root / f"colibri-test-{uuid.uuid4().hex[:8]}"
+    try:
+        group.mkdir()
+        (group / "cpu.cfs_period_us").write_text("100000")
+        (group / "cpu.cfs_quota_us").write_text("100000")  # one CPU
+    except OSError as exc:
+        pytest.skip(f"the cgroup v1 cpu hierarchy is not writable here: {exc}")
+    try:
+        yield group
+    finally:
+        group.rmdir()
+
+
+def test_plan_takes_threads_from_a_real_cpu_quota(v1_cpu_cgroup):
+    path = moe_models.tiny("qwen3moe", "Q8_0")
+    r = run_capped(v1_cpu_cgroup, "plan", "--model", str(path), "--json")
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    assert plan["cpu_quota"] == 1.0 and plan["threads"] == 1
