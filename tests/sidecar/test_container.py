@@ -102,6 +102,16 @@ def test_v2_in_a_cgroup_namespace_reads_the_mount_top(tmp_path):
     assert container.cpu_limit(tmp_path).cpus == 1.5
 
 
+def test_v1_in_docker_reads_the_mount_top(tmp_path):
+    """Docker without a cgroup namespace: the mount shows /docker/abc at its top, /proc/self/cgroup names it."""
+    write(tmp_path, "proc/self/mountinfo", "35 31 0:32 /docker/abc /sys/fs/cgroup/memory ro - cgroup cgroup rw,memory\n")
+    write(tmp_path, "proc/self/cgroup", "4:memory:/docker/abc\n")
+    write(tmp_path, "sys/fs/cgroup/memory/memory.limit_in_bytes", str(GIB))
+    write(tmp_path, "sys/fs/cgroup/memory/memory.usage_in_bytes", str(GIB // 4))
+    lim = container.memory_limit(tmp_path)
+    assert (lim.cgroup, lim.limit, lim.available) == ("/docker/abc", GIB, GIB * 3 // 4)
+
+
 def test_no_cgroup_files_is_no_limit(tmp_path):
     assert container.memory_limit(tmp_path) is None and container.cpu_limit(tmp_path) is None
     write(tmp_path, "proc/self/cgroup", "0::/\n")  # a cgroup but no mount seen
