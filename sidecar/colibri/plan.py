@@ -244,7 +244,10 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
                 kv_slots=kv_slots, kv_bytes_per_slot=kv, ram_total=vm.total, ram_available=vm.available,
                 margin=margin, cores=cores, threads=vm.threads, disk_free=disk_free, memory_limit=vm.limit,
                 memory_source=vm.source, cpu_quota=vm.cpu_quota)
-    kv_counted = kv * min(kv_tokens, ctx) // ctx if kv_tokens else kv
+    kv_counted = kv
+    if kv_tokens and kv_tokens < ctx:  # the per-token part scales; a hybrid model's recurrent state does not
+        state = _recurrent_state_bytes(meta, arch, n_layer)
+        kv_counted = state + (kv - state) * kv_tokens // ctx
     fixed = dense + kv_counted * kv_slots
     room = vm.available - margin - fixed
     one_round = per_token * MIN_EXPERTS_PER_LAYER_FACTOR  # a couple of tokens' experts in every layer
