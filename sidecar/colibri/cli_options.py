@@ -29,3 +29,72 @@ def open_engine(args: argparse.Namespace, vocab_only: bool = False):
                     n_batch=getattr(args, "batch", None) or 0)
     log.info("loaded %s in %.2f s", path, time.perf_counter() - t0)
     return engine
+
+
+# ---- placement: the flags `coli generate`, `coli perplexity`, `coli serve` (and `coli plan`) share ----
+
+PLACEMENT_VARS = {"expert_cache_gb": "COLI_EXPERT_CACHE_GB", "pin_gb": "COLI_PIN_GB", "io_threads": "COLI_IO_THREADS",
+                  "direct_io": "COLI_DIRECT_IO", "prefetch": "COLI_PREFETCH"}
+
+
+def add_placement_args(p: argparse.ArgumentParser, experts_only: bool = False) -> None:
+    """Where routed experts live (colibri.plan); every default is None: placement_from_args
+    fills it from the COLI_* variable, else the plan's automatic choice."""
+    p.add_argument("--expert-cache-gb", type=float, default=None,
+                   help="stream routed experts from disk into a RAM cache of this many GiB (default: automatic: "
+                        "resident when everything fits in RAM, or in the container's memory limit; "
+                        "$COLI_EXPERT_CACHE_GB)")
+    p.add_argument("--pin-gb", type=float, default=None,
+                   help="GiB of experts pinned in RAM by learned routing heat (default: a quarter of the "
+                        "automatic budget; $COLI_PIN_GB)")
+    if experts_only:
+        return
+    p.add_argument("--io-threads", type=int, default=None,
+                   help="threads reading streamed experts (default 4; $COLI_IO_THREADS)")
+    p.add_argument("--direct-io", action=argparse.BooleanOptionalAction, default=None,
+                   help="read streamed experts with O_DIRECT, bypassing the page cache ($COLI_DIRECT_IO)")
+    p.add_argument("--prefetch", action=argparse.BooleanOptionalAction, default=None,
+                   help="read the next layer's predicted experts ahead (default on; $COLI_PREFETCH)")
+
+
+def placement_from_args(args: argparse.Namespace) -> dict:
+    """expert_cache_gb, pin_gb (None: automatic), io_threads, direct_io, prefetch: each flag, else its
+    COLI_* variable, else the default; a variable that does not parse is a named error."""
+    from colibri.errors import ColiError
+
+    def var(name: str, kind):
+        raw = os.environ.get(PLACEMENT_VARS[name], "").strip()
+        if raw == "":
+            return None
+        if kind is bool:
+            return raw.lower() not in ("0", "false", "no", "off")
+        try:
+            return kind(raw)
+        except ValueError:
+            raise ColiError(f"{PLACEMENT_VARS[name]}={raw!r} is not a valid {kind.__name__}") from None
+
+    out = {}
+    for name, kind, default in (("expert_cache_gb", float, None), ("pin_gb", float, None), ("io_threads", int, 0),
+                                ("direct_io", bool, False), ("prefetch", bool, True)):
+        value = getattr(args, name, None)
+        if value is None:
+            value = var(name, kind)
+        out[name] = default if value is None else value
+    for name in ("expert_cache_gb", "pin_gb", "io_threads"):
+        if out[name] is not None and out[name] < 0:
+            raise ColiError(f"--{name.replace('_', '-')} must be >= 0, got {out[name]}")
+    return out
+
+
+def open_planned_engine(args: argparse.Namespace, kv_tokens: int | None = None):
+    """The engine for a command with add_model_args and add_placement_args, opened as the memory plan
+    says (colibri.plan.open_planned: streamed experts under a container's limit, threads by its quota)."""
+    from colibri.models import resolve_model
+    from colibri.plan import open_planned
+
+    path = resolve_model(args.model)
+    t0 = time.perf_counter()
+    engine, _ = open_planned(path, placement_from_args(args), ctx=args.ctx, threads=args.threads,
+                             n_batch=getattr(args, "batch", None) or 0, kv_tokens=kv_tokens)
+    log.info("loaded %s in %.2f s", path, time.perf_counter() - t0)
+    return engine

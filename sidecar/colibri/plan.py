@@ -4,11 +4,15 @@ The dense part (attention, norms, embeddings, routers, shared experts) and
 the KV slots stay in RAM; routed experts stay resident when everything fits
 in available memory with a margin, else they stream from disk into a RAM
 budget: what is left after the dense part and the KV slots, three quarters
-of it as an LRU cache and a quarter pinned by learned routing heat. `coli
-plan` prints it; `coli serve` opens the engine with it.
+of it as an LRU cache and a quarter pinned by learned routing heat. Available
+memory is the host's or, in a container, what its cgroup limit leaves
+(colibri.container), whichever is less; the default thread count heeds the
+cgroup's CPU quota and the process's affinity. `coli plan` prints it; `coli
+serve`, `coli generate` and `coli perplexity` open the engine with it.
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import asdict, dataclass
@@ -16,7 +20,13 @@ from pathlib import Path
 
 import psutil
 
+log = logging.getLogger(__name__)
+
 GIB = 1 << 30
+MIB = 1 << 20
+# Under a cgroup limit the margin is for this process's own growth (scratch buffers, Python),
+# not for the system: an eighth of the limit, at least this much, at most the host's margin.
+MIN_CGROUP_MARGIN = 64 * MIB
 EXPERT_TENSOR = re.compile(r"^blk\.\d+\.ffn_(gate|up|down)_exps\.weight$")
 # a cache smaller than this many experts per layer thrashes on every token
 MIN_EXPERTS_PER_LAYER_FACTOR = 2
@@ -48,12 +58,16 @@ class Plan:
     ram_available: int
     margin: int
     cores: int
+    threads: int               # compute threads with no --threads: cores, CPU quota and affinity
     disk_free: int
     placement: str             # "resident" or "streaming"
     cache_bytes: int           # LRU budget for streamed experts (0 when resident)
     pin_bytes: int             # experts pinned by learned heat (0 when resident)
     fits: bool
     reason: str
+    memory_limit: int = 0      # the container's (cgroup) memory limit in bytes; 0: none applies
+    memory_source: str = ""    # where ram_available came from when a cgroup limits it
+    cpu_quota: float = 0.0     # the cgroup's CPU quota in CPUs; 0: none
 
     def read_per_token(self, hit_rate: float) -> int:
         """Expected expert bytes read from disk per token at a cache hit rate."""
@@ -141,10 +155,54 @@ def auto_ctx(trained: int, kv_bytes_of, room: int) -> int:
     return max(min(ctx, trained), min(MIN_AUTO_CTX, trained))
 
 
+@dataclass(frozen=True)
+class Memory:
+    total: int
+    available: int
+    margin: int
+    limit: int = 0
+    source: str = ""
+    cpu_quota: float = 0.0
+    threads: int = 1
+
+
+def machine_memory(root: str | os.PathLike[str] = "/") -> Memory:
+    """RAM and CPUs this process may use: the host's (psutil), lowered by the cgroup limits
+    (colibri.container) that `root`'s /proc/self/cgroup puts it under."""
+    from colibri import container
+
+    vm = psutil.virtual_memory()
+    cores = psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    total, available, margin = vm.total, vm.available, max(GIB, vm.total // 10)
+    lim = container.memory_limit(root)
+    cpu = container.cpu_limit(root)
+    threads = container.default_threads(cores, cpu, container.affinity() if str(root) == "/" else None)
+    limit, source = 0, ""
+    if lim is not None:
+        log.info("cgroup v%d memory: %s is %d bytes (%s) in %s, usage %d, reclaimable %d, available %d; host "
+                 "available %d", lim.version, lim.key, lim.limit, human(lim.limit), lim.cgroup, lim.usage,
+                 lim.reclaimable, lim.available, vm.available)
+        if lim.available < available or lim.limit < total:
+            limit = lim.limit
+            total = min(total, lim.limit)
+            available = min(available, lim.available)
+            margin = min(margin, max(MIN_CGROUP_MARGIN, lim.limit // 8))
+            source = f"container memory limit {human(lim.limit, whole=True)} (cgroup v{lim.version})"
+    if cpu is not None:
+        log.info("cgroup v%d CPU quota: %.2f CPUs (%s in %s); %d cores, default threads %d", cpu.version, cpu.cpus,
+                 cpu.key, cpu.cgroup, cores, threads)
+    return Memory(total, available, margin, limit, source, cpu.cpus if cpu else 0.0, threads)
+
+
 def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots: int = 1,
-              expert_cache_gb: float | None = None, pin_gb: float | None = None) -> Plan:
-    """The plan for `path` on this machine. expert_cache_gb / pin_gb force a
-    streaming budget (in GiB) instead of the automatic choice."""
+              expert_cache_gb: float | None = None, pin_gb: float | None = None,
+              cgroup_root: str | os.PathLike[str] = "/", kv_tokens: int | None = None,
+              learned_heat: bool = True) -> Plan:
+    """The plan for `path` on this machine (in its container, when a cgroup limits it). expert_cache_gb /
+    pin_gb force a streaming budget (in GiB) instead of the automatic choice. cgroup_root: where
+    /proc/self/cgroup and the cgroup mounts are read (tests point it at a fake tree). kv_tokens: the
+    tokens a one-shot run can write per slot (its KV pages are taken only as written), when fewer
+    than ctx. learned_heat False (a one-shot command pins nothing): the whole budget is LRU cache."""
     from colibri.engine import GGUFFile
 
     path = Path(path)
@@ -170,8 +228,8 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
     used = int(info.get("n_expert_used") or 0)
     trained = int(info.get("n_ctx_train") or 4096)
     per_token = experts // max(n_expert, 1) * used if n_expert else 0
-    vm = psutil.virtual_memory()
-    margin = max(GIB, vm.total // 10)
+    vm = machine_memory(cgroup_root)
+    margin = vm.margin
     if ctx:
         ctx = min(ctx, trained)
     else:
@@ -184,8 +242,13 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
                 moe_layers=len(moe_layers), file_bytes=int(info.get("file_bytes") or path.stat().st_size),
                 dense_bytes=dense, expert_bytes=experts, expert_bytes_per_token=per_token, ctx=ctx,
                 kv_slots=kv_slots, kv_bytes_per_slot=kv, ram_total=vm.total, ram_available=vm.available,
-                margin=margin, cores=cores, disk_free=disk_free)
-    fixed = dense + kv * kv_slots
+                margin=margin, cores=cores, threads=vm.threads, disk_free=disk_free, memory_limit=vm.limit,
+                memory_source=vm.source, cpu_quota=vm.cpu_quota)
+    kv_counted = kv
+    if kv_tokens and kv_tokens < ctx:  # the per-token part scales; a hybrid model's recurrent state does not
+        state = _recurrent_state_bytes(meta, arch, n_layer)
+        kv_counted = state + (kv - state) * kv_tokens // ctx
+    fixed = dense + kv_counted * kv_slots
     room = vm.available - margin - fixed
     one_round = per_token * MIN_EXPERTS_PER_LAYER_FACTOR  # a couple of tokens' experts in every layer
     if expert_cache_gb is not None or pin_gb is not None:
@@ -210,15 +273,52 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
     fits = budget >= one_round
     cache = max(budget * 3 // 4, min(budget, one_round)) if budget else 1
     pin = max(budget - cache, 0)
+    if not learned_heat:
+        cache, pin = max(budget, 1), 0
     return Plan(**base, placement="streaming", cache_bytes=cache, pin_bytes=pin, fits=fits,
                 reason="the routed experts do not fit: they stream from disk into what is left"
                 + ("" if fits else "; that is less than two tokens' experts, so expect disk-bound speed"))
 
 
-def human(n: float) -> str:
+ENGINE_DEFAULT_CTX = 4096  # the engine's context when opened with n_ctx 0 (at most the trained one)
+
+
+def open_planned(path: str | os.PathLike[str], placement: dict, *, ctx: int | None = None, threads: int | None = None,
+                 n_batch: int = 0, kv_slots: int = 1, kv_tokens: int | None = None):
+    """Plan `path` (placement: cli_options.placement_from_args) and open the engine as planned: the
+    expert cache, the plan's context, and threads (None: the plan's default, which heeds a CPU quota).
+    One-shot commands learn no routing heat, so an automatic budget is all LRU cache. kv_tokens: most
+    tokens the run writes (make_plan). Returns (engine, plan). `coli generate` and `coli perplexity`
+    open models here."""
+    from colibri.engine import Engine
+
+    plan = make_plan(path, ctx=ctx or ENGINE_DEFAULT_CTX, kv_slots=kv_slots, kv_tokens=kv_tokens,
+                     expert_cache_gb=placement.get("expert_cache_gb"), pin_gb=placement.get("pin_gb"),
+                     learned_heat=False)
+    log_plan(plan)
+    engine = Engine(path, n_ctx=plan.ctx, n_slots=kv_slots, n_threads=threads or plan.threads, n_batch=n_batch,
+                    expert_cache_bytes=plan.cache_bytes, expert_pin_bytes=plan.pin_bytes,
+                    io_threads=placement.get("io_threads") or 0, direct_io=bool(placement.get("direct_io")),
+                    prefetch=placement.get("prefetch", True))
+    return engine, plan
+
+
+def log_plan(plan: Plan) -> None:
+    """One line at INFO for the placement (-v), a warning only when the model does not fit."""
+    where = f" ({plan.memory_source})" if plan.memory_source else ""
+    if plan.placement == "streaming":
+        log.info("experts stream from disk: %s cache + %s pinned%s: %s", human(plan.cache_bytes),
+                 human(plan.pin_bytes), where, plan.reason)
+    else:
+        log.info("placement resident%s: %s", where, plan.reason)
+    if not plan.fits:
+        log.warning("the model does not fit in available memory%s: %s", where, plan.reason)
+
+
+def human(n: float, whole: bool = False) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+            return f"{n:.0f} {unit}" if unit == "B" or (whole and n == int(n)) else f"{n:.1f} {unit}"
         n /= 1024
     return str(n)
 
@@ -231,8 +331,12 @@ def describe(plan: Plan) -> str:
                                                         f"{p.moe_layers} layers" if p.n_expert else ", dense"),
         f"machine      {human(p.ram_total)} RAM, {human(p.ram_available)} available, {p.cores} cores, "
         f"{human(p.disk_free)} free on the model's disk",
-        f"dense part   {human(p.dense_bytes)} (always in RAM)",
     ]
+    if p.memory_source:
+        lines.append(f"limit        {p.memory_source}: {human(p.ram_available)} of it available")
+    if p.cpu_quota:
+        lines.append(f"cpu quota    {p.cpu_quota:g} CPUs (cgroup): {p.threads} compute thread(s) by default")
+    lines.append(f"dense part   {human(p.dense_bytes)} (always in RAM)")
     if p.n_expert:
         lines.append(f"experts      {human(p.expert_bytes)} in all; {human(p.expert_bytes_per_token)} are "
                      f"active per token")

@@ -5,12 +5,13 @@ import argparse
 import json
 import sys
 
-from colibri.cli_options import add_model_args, open_engine
+from colibri.cli_options import add_model_args, add_placement_args, open_planned_engine
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("generate", help="complete a prompt (raw text, no chat template)")
     add_model_args(p)
+    add_placement_args(p)
     p.add_argument("--prompt", "-p", required=True, help="the text to complete")
     p.add_argument("--max-tokens", "-n", type=int, default=128, help="most tokens to generate (default 128)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
@@ -27,7 +28,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.max_tokens < 0:
         raise SystemExit("coli generate: --max-tokens must be >= 0")
-    engine = open_engine(args)
+    # the KV this run can write: a token per prompt byte at most (and BOS), then the generated ones
+    engine = open_planned_engine(args, kv_tokens=len(args.prompt.encode()) + 2 + args.max_tokens)
     prompt = engine.tokenize(args.prompt)
     detok = Detokenizer(engine.token_bytes)
 

@@ -7,13 +7,14 @@ import sys
 import time
 from pathlib import Path
 
-from colibri.cli_options import add_model_args, open_engine
+from colibri.cli_options import add_model_args, add_placement_args, open_planned_engine
 from colibri.errors import ColiError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("perplexity", help="perplexity of a model over a text file (llama-perplexity's method)")
     add_model_args(p)
+    add_placement_args(p)
     p.add_argument("--file", "-f", required=True, help="UTF-8 text file")
     p.add_argument("--chunks", type=int, default=None, help="score at most this many chunks")
     p.add_argument("--json", action="store_true",
@@ -30,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
         raise ColiError(f"cannot read {args.file}: {exc}") from exc
     ctx = args.ctx or 512  # the chunk size, as llama-perplexity's -c; the engine's context is one chunk
     args.ctx = ctx
-    engine = open_engine(args)
+    engine = open_planned_engine(args)
     tokens = engine.tokenize(text)
     t0 = time.perf_counter()
 

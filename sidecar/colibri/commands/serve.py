@@ -7,7 +7,7 @@ import logging
 import os
 from pathlib import Path
 
-from colibri.commands.plan import add_expert_args
+from colibri.cli_options import add_placement_args, placement_from_args
 from colibri.errors import ColiError
 from colibri.serve_config import (DEFAULT_PORT, MAX_BODY_BYTES, MAX_KV_SLOTS, ServeConfig, cors_origins_from,
                                   default_web_dir, env_flag, env_list, is_loopback)
@@ -64,13 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "$COLI_IDLE_TIMEOUT)")
     p.add_argument("--allow-insecure-bind", action="store_true",
                    help="bind a non-loopback address without an API key ($COLI_ALLOW_INSECURE_BIND=1)")
-    add_expert_args(p)
-    p.add_argument("--io-threads", type=int, default=None,
-                   help="threads reading streamed experts (default 4; $COLI_IO_THREADS)")
-    p.add_argument("--direct-io", action=argparse.BooleanOptionalAction, default=None,
-                   help="read streamed experts with O_DIRECT, bypassing the page cache ($COLI_DIRECT_IO)")
-    p.add_argument("--prefetch", action=argparse.BooleanOptionalAction, default=None,
-                   help="read the next layer's predicted experts ahead (default on; $COLI_PREFETCH)")
+    add_placement_args(p)
     p.add_argument("--web-dir", default=None, help="the built dashboard (default: $COLI_WEB_DIR, else web/dist)")
     p.add_argument("-v", "--verbose", dest="serve_verbose", action="count", default=0,
                    help="more logging (-vv: debug), as `coli -v serve`")
@@ -133,10 +127,7 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
         keepalive_s=_number(None, "COLI_KEEPALIVE_S", "10", float),
         drain_s=_number(None, "COLI_ENGINE_DRAIN_S", "30", float),
         web_dir=web_dir,
-        expert_cache_gb=args.expert_cache_gb, pin_gb=args.pin_gb,
-        io_threads=args.io_threads if args.io_threads is not None else _number(None, "COLI_IO_THREADS", "0"),
-        direct_io=args.direct_io if args.direct_io is not None else env_flag("COLI_DIRECT_IO", False),
-        prefetch=args.prefetch if args.prefetch is not None else env_flag("COLI_PREFETCH", True),
+        **placement_from_args(args),
     )
 
 

@@ -149,11 +149,11 @@ def load_model(cfg: ServeConfig) -> ServedModel:
     plan = make_plan(path, ctx=cfg.ctx or None, kv_slots=cfg.kv_slots, expert_cache_gb=cfg.expert_cache_gb,
                      pin_gb=cfg.pin_gb)
     if plan.placement == "streaming":
-        log.warning("experts stream from disk: %.1f GiB cache + %.1f GiB pinned (%s)", plan.cache_bytes / (1 << 30),
-                    plan.pin_bytes / (1 << 30), plan.reason)
+        log.warning("experts stream from disk: %.1f GiB cache + %.1f GiB pinned (%s%s)", plan.cache_bytes / (1 << 30),
+                    plan.pin_bytes / (1 << 30), plan.reason, f"; {plan.memory_source}" if plan.memory_source else "")
     elif not plan.fits:
         log.warning("the model does not fit in available memory: %s", plan.reason)
-    engine = Engine(path, n_ctx=plan.ctx, n_slots=cfg.kv_slots, n_threads=cfg.threads,
+    engine = Engine(path, n_ctx=plan.ctx, n_slots=cfg.kv_slots, n_threads=cfg.threads or plan.threads,
                     expert_cache_bytes=plan.cache_bytes, expert_pin_bytes=plan.pin_bytes, io_threads=cfg.io_threads,
                     direct_io=cfg.direct_io, prefetch=cfg.prefetch)
     arch = engine.model_info().get("arch") or "unknown"
