@@ -70,7 +70,7 @@ def test_default_model_is_assembled_verified_and_reused(tmp_path, default_model)
     assert r.returncode == 0, r.stderr
     path = tmp_path / "data" / "models" / default_model.name
     assert r.stdout.strip() == str(path)
-    assert "Assembling default model" in r.stderr and "100%" in r.stderr
+    assert "Assembling gemma-3-270m" in r.stderr and "100%" in r.stderr
     assert path.read_bytes() == default_model.read_bytes()
     # second use: no work, no output
     r = run_coli("models", "path", env=env)

@@ -21,7 +21,7 @@ def _env(name: str, default: str | None = None) -> str | None:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve the OpenAI-compatible API and the dashboard on localhost")
     p.add_argument("--model", "-m", default=_env("COLI_MODEL"),
-                   help="GGUF file (default: $COLI_MODEL, else the embedded default model)")
+                   help="GGUF file or model id, e.g. gemma-3-270m (default: $COLI_MODEL, else $COLI_DEFAULT_MODEL, else qwen2.5-coder-0.5b-instruct, downloaded once)")
     p.add_argument("--model-id", default=_env("COLI_MODEL_ID"),
                    help="the name clients use in 'model' (default: $COLI_MODEL_ID, else from the file)")
     p.add_argument("--host", default=_env("COLI_HOST", "127.0.0.1"), help="bind address (default 127.0.0.1; $COLI_HOST)")
