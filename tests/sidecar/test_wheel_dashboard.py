@@ -60,8 +60,8 @@ def _env() -> dict[str, str]:
 
 
 def test_the_installed_package_is_the_wheel_and_carries_the_dashboard(venv):
-    r = subprocess.run([str(venv / "bin" / "python"), "-c",
-                        "import colibri, colibri.serve_config as c; print(colibri.__file__); print(c.default_web_dir())"],
+    code = "import colibri, colibri.serve_config as c; print(colibri.__file__); print(c.default_web_dir())"
+    r = subprocess.run([str(venv / "bin" / "python"), "-c", code],
                        capture_output=True, text=True, env=_env(), cwd=venv, timeout=60)
     assert r.returncode == 0, r.stderr
     module, web_dir = r.stdout.split()
