@@ -324,6 +324,10 @@ class ChatSession:
             fold.end()
             raise
         fold.end()
+        if reply.stopped and not reply.content and not reply.reasoning:
+            self.messages.pop()  # stopped before a word: as if it had not been asked
+            self.say(self.dim(self.stats(reply)))
+            return reply
         message = {"role": "assistant", "content": reply.content}
         if reply.reasoning:
             message["reasoning_content"] = reply.reasoning
