@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from colibri.cli_options import add_model_args
 from colibri.errors import ColiError
@@ -45,13 +46,20 @@ def run(args: argparse.Namespace) -> int:
         model, slots = health.get("model") or client.get("/v1/models")["data"][0]["id"], health.get("kv_slots")
     else:
         from colibri.engine import MAX_SLOTS
+        from colibri.models import resolve_model
         from colibri.serve_config import ServeConfig
 
         if not 1 <= args.kv_slots <= MAX_SLOTS:
             raise ColiError(f"--kv-slots must be 1-{MAX_SLOTS}, got {args.kv_slots}")
-        cfg = ServeConfig(model_path=args.model, port=0, kv_slots=args.kv_slots, kv_persist=False,
+        path = resolve_model(args.model)  # the default model is downloaded here, with its progress
+        cfg = ServeConfig(model_path=str(path), port=0, kv_slots=args.kv_slots, kv_persist=False,
                           ctx=args.ctx or 0, threads=args.threads or 0, max_tokens=args.max_tokens, web_dir=None)
+        tty = sys.stderr.isatty()
+        if tty:  # a big model takes a while; the line goes once it is loaded
+            print(f"loading {path.name}…", end="", file=sys.stderr, flush=True)
         local = LocalServer(cfg).start()
+        if tty:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
         client = Client(local.url)
         model, slots = local.model_id, args.kv_slots
     try:
