@@ -132,7 +132,8 @@ def chat_format_for(path: str, arch: str, engine: Engine) -> ChatFormat:
 
 
 def model_id_for(cfg: ServeConfig, path: Path) -> str:
-    """--model-id, else the id of a model colibri fetched itself (the default, or one named by id), else the file's stem."""
+    """--model-id, else the id of a model colibri fetched itself (the default, or one named by id),
+    else the file's stem."""
     if cfg.model_id:
         return cfg.model_id
     return id_of(path) or path.stem
