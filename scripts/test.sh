@@ -95,6 +95,12 @@ ensure_chromium() {
     apt_install chromium
 }
 
+ensure_tmux() {
+    # tmux for the terminal test of `coli chat` (tests/sidecar/test_chat_cli.py)
+    command -v tmux >/dev/null && return
+    apt_install tmux
+}
+
 ensure_fuzzer() {
     # clang with libFuzzer for the coverage-guided GGUF fuzzer (make -C engine fuzz,
     # tests/engine/test_fuzz_gguf_cov.py): Debian's clang-14 and its runtime (~15 s)
@@ -109,6 +115,7 @@ ensure_fuzzer() {
 
 ensure_llama_cpp
 ensure_chromium
+ensure_tmux
 ensure_fuzzer
 ensure_codex
 ensure_claude_code
@@ -127,6 +134,8 @@ export COLI_REQUIRE_REAL_MODELS=1
 export COLI_REQUIRE_CHROMIUM=1
 # and so is clang's libFuzzer: the GGUF fuzz test must fail, not skip, without it
 export COLI_REQUIRE_FUZZER=1
+# and tmux: the terminal test of `coli chat` must fail, not skip, without it
+export COLI_REQUIRE_TMUX=1
 "$PY" -m pytest "$@"
 [ $# -gt 0 ] && exit 0
 

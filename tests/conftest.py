@@ -18,12 +18,18 @@ def scratch_state_and_cache(tmp_path_factory):
         os.environ.setdefault(var, str(tmp_path_factory.mktemp(var.lower())))
 
 
+# The tests that run "the default model" (no --model) pin Gemma 3 270M: half the
+# size of the user's default (Qwen2.5-Coder 0.5B Instruct), so they stay fast;
+# test_default_model.py checks the user's default itself.
+os.environ.setdefault("COLI_DEFAULT_MODEL", "gemma-3-270m")
+
+
 @pytest.fixture(scope="session")
 def default_model() -> Path:
-    """The embedded default model (Gemma 3 270M Q4_K_M), assembled once per machine."""
-    from colibri.models import default_model_path
+    """The tests' default model (Gemma 3 270M Q4_K_M), assembled once per machine."""
+    from colibri.models import embedded_model_path
 
-    return default_model_path(progress=False)
+    return embedded_model_path(progress=False)
 
 
 # The real files the fidelity tests run on: the default model and two instruct
@@ -37,11 +43,11 @@ def real_model_path(model_id: str) -> Path:
     (scripts/test.sh, CI) a file that cannot be had fails the test instead of skipping it."""
     from colibri import catalog
     from colibri.errors import ColiError
-    from colibri.models import DEFAULT_MODEL_ID, default_model_path
+    from colibri.models import EMBEDDED_MODEL_ID, embedded_model_path
 
     try:
-        if model_id == DEFAULT_MODEL_ID:
-            return default_model_path(progress=False)
+        if model_id == EMBEDDED_MODEL_ID:
+            return embedded_model_path(progress=False)
         return catalog.pull(model_id, progress=True)
     except ColiError as exc:
         message = f"the real model {model_id} is not here and could not be fetched: {exc}"

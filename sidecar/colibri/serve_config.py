@@ -102,9 +102,13 @@ def is_loopback(host: str) -> bool:
 
 
 def default_web_dir() -> Path | None:
-    """COLI_WEB_DIR, else web/dist of the source checkout when it has been built."""
+    """COLI_WEB_DIR, else web/dist of the source checkout when it has been built, else the
+    dashboard the installed package carries (colibri/web_dist, put there by setup.py)."""
     env = os.environ.get("COLI_WEB_DIR")
     if env:
         return Path(env)
-    guess = Path(__file__).resolve().parents[2] / "web" / "dist"
-    return guess if (guess / "index.html").is_file() else None
+    package = Path(__file__).resolve().parent
+    for guess in (package.parents[1] / "web" / "dist", package / "web_dist"):
+        if (guess / "index.html").is_file():
+            return guess
+    return None

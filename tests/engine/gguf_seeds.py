@@ -173,12 +173,12 @@ def seeds() -> dict[str, bytes]:
 def real_files(ids) -> list[Path]:
     """The real model files already on this machine (none is fetched for the seeds)."""
     from colibri import catalog
-    from colibri.models import DEFAULT_MODEL_ID, default_model_path
+    from colibri.models import EMBEDDED_MODEL_ID, embedded_model_path
 
     found = []
     for model_id in ids:
         try:
-            path = default_model_path(progress=False) if model_id == DEFAULT_MODEL_ID else (catalog.known_path(model_id) if catalog.is_pulled(model_id) else None)
+            path = embedded_model_path(progress=False) if model_id == EMBEDDED_MODEL_ID else (catalog.known_path(model_id) if catalog.is_pulled(model_id) else None)
         except Exception:  # noqa: BLE001 - absent or unreadable: fewer seeds, never a failure
             continue
         if path and Path(path).is_file():

@@ -383,10 +383,10 @@ SERVER_ARGS = ["--kv-slots", "2", "--ctx", "512", "--max-tokens", "4"]
 def served_model() -> Path:
     """The default model (Gemma 3 270M) with Qwen3's chat template, so tool requests are
     rendered and parsed too (the copy tests/sidecar/test_serve_tools.py serves)."""
-    from colibri.models import default_model_path
+    from colibri.models import embedded_model_path
     from tests.sidecar.family_templates import QWEN3, with_chat_template
 
-    return with_chat_template(default_model_path(progress=False), QWEN3, "qwen3-template")
+    return with_chat_template(embedded_model_path(progress=False), QWEN3, "qwen3-template")
 
 
 if __name__ == "__main__":

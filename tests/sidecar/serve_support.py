@@ -22,8 +22,11 @@ URL_LINE = re.compile(r"serving (\S+) at (http://\S+)/v1")
 class ServerProcess:
     """`python -m colibri serve --port 0 ...`, waited for until it prints its URL."""
 
-    def __init__(self, args: list[str], env: dict[str, str] | None = None, timeout: float = 120):
+    def __init__(self, args: list[str], env: dict[str, str] | None = None, timeout: float = 120,
+                 command: list[str] | None = None, cwd: str | os.PathLike | None = None):
         self.args = args
+        self.command = command or [sys.executable, "-m", "colibri"]  # e.g. an installed wheel's `coli`
+        self.cwd = cwd
         self.env = {**os.environ, **(env or {})}
         self._state_dir = None
         if "COLI_STATE_DIR" not in (env or {}):  # persisted KV slots go to a scratch folder, never the user's
@@ -35,7 +38,7 @@ class ServerProcess:
         self.model_id = self.base = ""
 
     def __enter__(self) -> "ServerProcess":
-        self.proc = subprocess.Popen([sys.executable, "-m", "colibri", "serve", "--port", "0", *self.args],
+        self.proc = subprocess.Popen([*self.command, "serve", "--port", "0", *self.args], cwd=self.cwd,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env)
         ready = threading.Event()
 

@@ -22,7 +22,8 @@ async def get_static(request: web.Request) -> web.StreamResponse:
     root: Path | None = request.app[config_key].web_dir
     if root is None or not (root / "index.html").is_file():
         if path == "":
-            return web.Response(text="colibri is running; the dashboard is not built (cd web && npm run build).\n")
+            return web.Response(text="colibri is running; the dashboard is not built (cd web && npm run build, "
+                                      "or install a wheel that carries it).\n")
         raise not_found(request.path)
     root = root.resolve()
     target = (root / path).resolve() if path else root / "index.html"

@@ -12,12 +12,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     msub = p.add_subparsers(dest="models_command", metavar="ACTION", required=True)
 
     info = msub.add_parser("info", help="architecture, sizes, tokenizer and tensor types of a GGUF file")
-    info.add_argument("path", nargs="?", help="GGUF file or known model id (default: $COLI_MODEL, else the embedded default model)")
+    info.add_argument("path", nargs="?", help="GGUF file or model id (default: $COLI_MODEL, else the default model)")
     info.add_argument("--json", action="store_true", help="print JSON")
     info.set_defaults(func=run_info)
 
     path = msub.add_parser("path", help="print the path of the model that would be used")
-    path.add_argument("path", nargs="?", help="GGUF file or known model id (default: $COLI_MODEL, else the embedded default model)")
+    path.add_argument("path", nargs="?", help="GGUF file or model id (default: $COLI_MODEL, else the default model)")
     path.set_defaults(func=run_path)
 
     from colibri.catalog import KNOWN

@@ -11,7 +11,8 @@ from colibri.cli_options import add_placement_args, placement_from_args
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="how a model would be placed in RAM and on disk on this machine")
     p.add_argument("--model", "-m", default=None,
-                   help="GGUF file (default: $COLI_MODEL, else the embedded default model)")
+                   help="GGUF file or model id, e.g. gemma-3-270m (default: $COLI_MODEL, else "
+                        "$COLI_DEFAULT_MODEL, else qwen2.5-coder-0.5b-instruct, downloaded once)")
     p.add_argument("--kv-slots", type=int, default=int(os.environ.get("COLI_KV_SLOTS", 0)) or 1,
                    help="KV slots (conversations) to count ($COLI_KV_SLOTS, default 1)")
     p.add_argument("--ctx", type=int, default=int(os.environ.get("COLI_CTX", 0)) or None,

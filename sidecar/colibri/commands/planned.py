@@ -5,9 +5,7 @@ import argparse
 
 from colibri.errors import ColiError
 
-PLANNED = {
-    "chat": "chat with a model in the terminal",
-}
+PLANNED: dict[str, str] = {}  # name -> what it will do (`coli chat` was the last; it is built now)
 
 
 class NotBuilt(ColiError):

@@ -21,7 +21,8 @@ def _env(name: str, default: str | None = None) -> str | None:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve the OpenAI-compatible API and the dashboard on localhost")
     p.add_argument("--model", "-m", default=_env("COLI_MODEL"),
-                   help="GGUF file (default: $COLI_MODEL, else the embedded default model)")
+                   help="GGUF file or model id, e.g. gemma-3-270m (default: $COLI_MODEL, else "
+                        "$COLI_DEFAULT_MODEL, else qwen2.5-coder-0.5b-instruct, downloaded once)")
     p.add_argument("--model-id", default=_env("COLI_MODEL_ID"),
                    help="the name clients use in 'model' (default: $COLI_MODEL_ID, else from the file)")
     p.add_argument("--host", default=_env("COLI_HOST", "127.0.0.1"), help="bind address (default 127.0.0.1; $COLI_HOST)")
@@ -65,7 +66,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-insecure-bind", action="store_true",
                    help="bind a non-loopback address without an API key ($COLI_ALLOW_INSECURE_BIND=1)")
     add_placement_args(p)
-    p.add_argument("--web-dir", default=None, help="the built dashboard (default: $COLI_WEB_DIR, else web/dist)")
+    p.add_argument("--web-dir", default=None,
+                   help="the built dashboard (default: $COLI_WEB_DIR, else the checkout's web/dist, "
+                        "else the one the package carries)")
     p.add_argument("-v", "--verbose", dest="serve_verbose", action="count", default=0,
                    help="more logging (-vv: debug), as `coli -v serve`")
     p.set_defaults(func=run)

@@ -11,7 +11,8 @@ from colibri.errors import ColiError
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tokenize", help="token ids and pieces of a text, as the model tokenizes it")
     p.add_argument("--model", "-m", default=None,
-                   help="GGUF file (default: $COLI_MODEL, else the embedded default model)")
+                   help="GGUF file or model id, e.g. gemma-3-270m (default: $COLI_MODEL, else "
+                        "$COLI_DEFAULT_MODEL, else qwen2.5-coder-0.5b-instruct, downloaded once)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--text", "-t", help="the text to tokenize")
     src.add_argument("--file", "-f", help="read the text from a file ('-' for standard input)")

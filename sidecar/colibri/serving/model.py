@@ -17,7 +17,7 @@ from colibri.chat.prompt import ChatFormat
 from colibri.chat.template import ChatTemplate, TemplateRefused
 from colibri.engine import Engine, GGUFFile
 from colibri.errors import ContextExceeded
-from colibri.models import DEFAULT_MODEL_ID, default_model_path, resolve_model
+from colibri.models import id_of, resolve_model
 from colibri.paths import cache_dir, kv_dir
 from colibri.plan import Plan, make_plan
 from colibri.serve_config import ServeConfig
@@ -132,15 +132,11 @@ def chat_format_for(path: str, arch: str, engine: Engine) -> ChatFormat:
 
 
 def model_id_for(cfg: ServeConfig, path: Path) -> str:
+    """--model-id, else the id of a model colibri fetched itself (the default, or one named by id),
+    else the file's stem."""
     if cfg.model_id:
         return cfg.model_id
-    if cfg.model_path is None:
-        try:
-            if path == default_model_path(progress=False):
-                return DEFAULT_MODEL_ID
-        except Exception:  # noqa: BLE001 - only naming is at stake here
-            pass
-    return path.stem
+    return id_of(path) or path.stem
 
 
 def load_model(cfg: ServeConfig) -> ServedModel:
