@@ -114,6 +114,7 @@ static void build_tables(void) {
     t->type[GGML_TYPE_Q3_K].mm_id_min_rows = 8;
     t->type[GGML_TYPE_Q2_K].vec_dot_mm_16w = vec_dot_q2_K_q8_K_tiled_16w_avx2;
     t->type[GGML_TYPE_Q3_K].vec_dot_mm_16w = vec_dot_q3_K_q8_K_tiled_16w_avx2;
+    t->type[GGML_TYPE_Q3_K].vec_dot_16w = vec_dot_q3_K_q8_K_16w_avx2;
     set_q4_0_plain(t);
     t = &g_tables[2]; /* AVX2 + AVX-VNNI: the same bits, 256-bit dpbusd */
     *t = g_tables[1];
@@ -169,6 +170,7 @@ static void build_tables(void) {
     t->type[GGML_TYPE_Q2_K].vec_dot_mm_16w = vec_dot_q2_K_q8_K_gemm_16w_avx512;
     /* Q3_K: ggml's AVX2 vec_dot for one row (two chunks per zmm here), tiled (16 rows at a time) for batches */
     t->type[GGML_TYPE_Q3_K].vec_dot = vec_dot_q3_K_q8_K_avx512;
+    t->type[GGML_TYPE_Q3_K].vec_dot_16w = NULL; /* its one-row kernel beats four AVX2 rows */
     t->type[GGML_TYPE_Q2_K].vec_dot_2w = vec_dot_q2_K_q8_K_gemv_2w_avx512;
     t->unpacked[GGML_TYPE_Q2_K].vec_dot_2w = vec_dot_q2_K_q8_K_2w_avx512;
     t->type[GGML_TYPE_Q2_K].vec_dot_16w = vec_dot_q2_K_q8_K_gemv_16w_avx512;

@@ -1337,6 +1337,55 @@ INL void q3_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_
     for (int r = 0; r < nr; r++) s[(size_t)r * ss] = tiled ? acc1[r] : hsum_f32_8(acc[r]);
 }
 
+/* ggml_vec_dot_q3_K_q8_K for 4 weight rows (wst apart) against one
+ * activation row: q3_K_nr's integers and float steps per row, the rows'
+ * super-blocks interleaved (short rows, 768 = 3 super-blocks, pay one call
+ * and one loop for four). */
+INL void q3_K_4w(int n, const char *w, size_t wst, const block_q8_K *y, float *s) {
+    const int nb = n / QK_K;
+    const __m256i m3 = _mm256_set1_epi8(3), mone = _mm256_set1_epi8(1);
+    __m256 acc[4];
+    for (int j = 0; j < 4; j++) acc[j] = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i++)
+        for (int row = 0; row < 4; row++) {
+            const block_q3_K *x = (const block_q3_K *)(w + (size_t)row * wst) + i;
+            _mm_prefetch((const char *)x + LOWK_PREFETCH, _MM_HINT_T0);
+            __m256i sc[8];
+            lowk_scales(q3_K_scales8(x->scales), sc);
+            const __m256i hbits = _mm256_loadu_si256((const __m256i *)x->hmask);
+            __m256i sumi = _mm256_setzero_si256();
+            for (int j = 0; j < 2; j++) {
+                const __m256i bits = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
+                __m256i p[4];
+                for (int k = 0; k < 4; k++) {
+                    const int bit = 4 * j + k;
+                    const __m256i ql = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), m3);
+                    const __m256i qh = _mm256_slli_epi16(_mm256_srli_epi16(_mm256_andnot_si256(hbits, _mm256_slli_epi16(mone, bit)), bit), 2);
+                    const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * j + 32 * k));
+                    p[k] = _mm256_madd_epi16(sc[4 * j + k], _mm256_sub_epi16(_mm256_maddubs_epi16(ql, q8), _mm256_maddubs_epi16(qh, q8)));
+                }
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_add_epi32(p[0], p[1]), _mm256_add_epi32(p[2], p[3])));
+            }
+            acc[row] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(x->d)), _mm256_cvtepi32_ps(sumi), acc[row]);
+        }
+    for (int j = 0; j < 4; j++) s[j] = hsum_f32_8(acc[j]);
+}
+
+/* one-row arithmetic for 16 weight rows: 4 at a time for one activation row,
+ * else each weight row against the activation rows (its decode shared) */
+TGT void vec_dot_q3_K_q8_K_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss, int nr) {
+    for (int g = 0; g < 16; g += (nr == 1 ? 4 : 1)) {
+        if (nr == 1)
+            q3_K_4w(n, (const char *)w + (size_t)g * wst, wst, (const block_q8_K *)a, s + g);
+        else
+            for (int r0 = 0; r0 < nr; r0 += COLI_MAX_NR) {
+                const int rn = nr - r0 < COLI_MAX_NR ? nr - r0 : COLI_MAX_NR;
+                COLI_DISPATCH_NR(rn, q3_K_nr, n, (const char *)w + (size_t)g * wst, (const char *)a + (size_t)r0 * as, as,
+                                 s + (size_t)r0 * ss + g, ss, 0);
+            }
+    }
+}
+
 /* ggml's tiled arithmetic (batches of 8+ rows, weights as stored) for 16
  * weight rows, 8 per ymm, rows in lanes (see q6_K_8w): per super-block and
  * lane the exact s1 = sum of scale * (q . y) over the 16 sub-blocks (Q3_K: q
