@@ -174,35 +174,10 @@ INL __m256i tq2_0_lanes(const __m256i t[8], const block_q8_K *y) {
 
 #define TQ_PREFETCH 2048 /* rows lie end to end: stream ahead of the hardware prefetcher's 4 KiB pages */
 
-INL void tq_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int one, const int nr) {
-    const int nb = n / QK_K;
-    const size_t bsize = one ? sizeof(block_tq1_0) : sizeof(block_tq2_0);
-    __m256 acc[COLI_MAX_NR];
-    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
-    for (int i = 0; i < nb; i++) {
-        const char *xb = (const char *)w + (size_t)i * bsize;
-        _mm_prefetch(xb + TQ_PREFETCH, _MM_HINT_T0);
-        __m256i t[8];
-        float dx;
-        if (one) {
-            tq1_0_unpack((const block_tq1_0 *)xb, t);
-            dx = h2f(((const block_tq1_0 *)xb)->d);
-        } else {
-            tq2_0_unpack((const block_tq2_0 *)xb, t);
-            dx = h2f(((const block_tq2_0 *)xb)->d);
-        }
-        for (int r = 0; r < nr; r++) {
-            const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
-            const __m256i lanes = one ? tq1_0_lanes(t, y) : tq2_0_lanes(t, y);
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_set1_ps(y->d * dx), acc[r]);
-        }
-    }
-    for (int r = 0; r < nr; r++) s[(size_t)r * ss] = hsum_f32_8(acc[r]);
-}
-
-/* Two weight rows (wst bytes apart) a call, each with tq_nr's arithmetic: the
- * two rows' super-blocks alternate (two independent chains, two streams) and
- * short rows (768 = 3 super-blocks) pay one call for two. */
+/* W (1, 2 or 4) weight rows (wst bytes apart) against nr activation rows,
+ * ggml_vec_dot's arithmetic per row: the rows' super-blocks alternate
+ * (independent chains and streams) and short rows (768 = 3 super-blocks)
+ * pay one call for several. */
 INL void tq_w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int one,
               const int W, const int nr) {
     const int nb = n / QK_K;
@@ -259,10 +234,10 @@ TGT void vec_dot_tq2_0_q8_K_2w_avx2(int n, const void *w, size_t wst, const void
 }
 
 TGT void vec_dot_tq1_0_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    COLI_DISPATCH_NR(nr, tq_nr, n, w, (const char *)a, as, s, ss, 1);
+    COLI_DISPATCH_NR(nr, tq_w, n, (const char *)w, 0, (const char *)a, as, s, ss, 1, 1);
 }
 TGT void vec_dot_tq2_0_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    COLI_DISPATCH_NR(nr, tq_nr, n, w, (const char *)a, as, s, ss, 0);
+    COLI_DISPATCH_NR(nr, tq_w, n, (const char *)w, 0, (const char *)a, as, s, ss, 0, 1);
 }
 /* ---- AVX-512: the same lanes, two 32-byte chunks per zmm ---------------------------------- */
 
