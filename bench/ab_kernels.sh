@@ -30,7 +30,7 @@ done | python3 -c '
 import re, statistics, sys
 runs = {}
 for line in sys.stdin:
-    m = re.match(r"(old|new) (\S+)\s+n_in\s+(\d+) n_out\s+(\d+) rows\s+(\d+):.*?(?:ratio|ggml/ours)\s+([\d.]+)", line)
+    m = re.match(r"(old|new) (\S+)\s+(?:batch\s+|decode\s+)?n_in\s+(\d+) n_out\s+(\d+) rows\s+(\d+):.*?(?:ratio|ggml/ours)\s+([\d.]+)", line)
     if m:
         runs.setdefault(m.group(2, 3, 4, 5), {}).setdefault(m.group(1), []).append(float(m.group(6)))
 for (t, ni, no, rows), v in runs.items():

@@ -13,7 +13,8 @@
  * Each case runs `reps` times (default 9), ggml and ours interleaved, each run the best of a few
  * calls in thread CPU time (robust to a busy machine); printed: the medians and their ratio
  * (ggml time / ours: above 1, ours is faster). Weights are random bytes with a sane d (every
- * byte pattern is a valid block of these types). */
+ * byte pattern is a valid block of these types). BENCH_TYPE=IQ2_XXS picks a type; with it,
+ * BENCH_SHAPE=n_in,n_out,rows runs that one shape (rows 0: decode). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -204,11 +205,26 @@ int main(int argc, char **argv) {
     }
     printf("isa %s, cpu: %s, %d runs each (median)\n", colibri_kernel_isa(), colibri_cpu_features(), reps);
     const uint32_t types[] = {GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_IQ2_S, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S};
+    const char *only = getenv("BENCH_TYPE");
+    const char *one = getenv("BENCH_SHAPE"); /* "n_in,n_out,rows" (rows 0: decode): that shape only */
+    if (one) {
+        long long ni, no, nr;
+        if (!only || sscanf(one, "%lld,%lld,%lld", &ni, &no, &nr) != 3 || ni <= 0 || ni % QK_K || no <= 0 || nr < 0) {
+            fprintf(stderr, "BENCH_SHAPE: expected n_in,n_out,rows and BENCH_TYPE\n");
+            return 2;
+        }
+        for (int i = 0; i < 5; i++)
+            if (!strcmp(only, ggml_type_get(types[i])->name)) {
+                bench(types[i], ni, no, nr, reps);
+                return 0;
+            }
+        return 2;
+    }
     const int64_t shapes[][2] = {{2048, 768}, {768, 2048}, {7168, 2048}};
     for (int b = 0; b < nb; b++)
         for (int s = 0; s < 3; s++)
             for (int i = 0; i < 5; i++) {
-                if (shapes[s][0] % QK_K) continue;
+                if (shapes[s][0] % QK_K || (only && strcmp(only, ggml_type_get(types[i])->name))) continue;
                 bench(types[i], shapes[s][0], shapes[s][1], batches[b], reps);
             }
     return 0;

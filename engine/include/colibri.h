@@ -128,6 +128,9 @@ int colibri_kernel_vec_dot(uint32_t wtype, int64_t n, const void *w, size_t w_by
  * as attention's decode computes it (kernel pv_rows when the set has one, else
  * vec_dot over the transposed values). len % 64 == 0, n_d % 16 == 0, nr 1..4. */
 int colibri_kernel_pv(int len, int n_d, int nr, const uint16_t *v, const uint16_t *p, float *out, int transposed);
+/* x[i] = silu(x[i]) * g[i] (ggml_vec_swiglu_f32) with the kernels in force (lanes 0), or one
+ * lane at a time as a reference built with `lanes` (8 or 16) f32 lanes computes it. */
+int colibri_kernel_swiglu(float *x, const float *g, int n, int lanes);
 /* y[r][o] = dot(W row o, x row r); W has n_out rows of n_in elements. */
 int colibri_kernel_matmul(uint32_t wtype, const void *w, size_t w_bytes, int64_t n_in, int64_t n_out,
                           const float *x, int64_t n_rows, float *y, int n_threads);

@@ -7,6 +7,7 @@
 #include "../include/colibri.h"
 #include "error.h"
 #include "kernels.h"
+#include "ops.h"
 
 int colibri_kernel_set_isa(const char *isa) { return coli_kernels_select(isa); }
 
@@ -120,5 +121,15 @@ int colibri_kernel_pv(int len, int n_d, int nr, const uint16_t *v, const uint16_
     for (int d = 0; d < n_d; d++)
         t->type[GGML_TYPE_F16].vec_dot(len, vt + (size_t)d * len, p, (size_t)len * sizeof *p, out + d, (size_t)n_d, nr);
     free(vt);
+    return COLI_OK;
+}
+
+int colibri_kernel_swiglu(float *x, const float *g, int n, int lanes) {
+    if (!x || !g || n < 0) return coli_fail(COLI_E_ARG, "swiglu: NULL buffer or n < 0");
+    if (lanes != 0 && lanes != 8 && lanes != 16) return coli_fail(COLI_E_ARG, "swiglu: lanes %d is not 0, 8 or 16", lanes);
+    if (lanes)
+        coli_swiglu_lanes(x, g, n, lanes);
+    else
+        coli_swiglu(x, g, n);
     return COLI_OK;
 }

@@ -73,6 +73,7 @@ static void build_tables(void) {
     *t = g_tables[0];
     t->name = "avx2";
     t->exp_sum = coli_exp_sum_avx2; /* an AVX2 reference: 8-lane exp, softmax and silu */
+    t->swiglu = coli_swiglu_avx2;
     t->pv_rows_f16 = coli_pv_rows_f16_avx2;
     t->f32_lanes = 8;
 #define SET_AVX2(T_, fn) t->type[GGML_TYPE_##T_].vec_dot = vec_dot_##fn##_avx2;
@@ -137,6 +138,7 @@ static void build_tables(void) {
     t->pv_rows_f16 = coli_pv_rows_f16_avx512;
     t->f32_lanes = 16;
     t->geglu = coli_geglu_avx512;
+    t->swiglu = coli_swiglu_avx512;
     if (coli_cpu()->avx512bf16) t->type[GGML_TYPE_BF16].vec_dot = vec_dot_bf16_bf16_avx512;
     t->type[GGML_TYPE_Q4_0].vec_dot = vec_dot_q4_0_q8_0_avx512;
     t->type[GGML_TYPE_Q5_0].vec_dot = vec_dot_q5_0_q8_0_avx512;

@@ -87,10 +87,18 @@ void coli_geglu(float *x, const float *g, int n) {
     }
 }
 
-/* ggml_vec_swiglu_f32: the SIMD silu over whole vectors (16 lanes of the
- * AVX-512 exp, or 8 of the AVX2 one, as the reference was built), libm for the tail. */
+/* ggml_vec_swiglu_f32: the table's SIMD kernel, else its lanes one at a time (16 lanes of
+ * the AVX-512 exp, or 8 of the AVX2 one, as the reference was built), libm for the tail. */
 void coli_swiglu(float *x, const float *g, int n) {
-    const int lanes = coli_kernels()->f32_lanes;
+    const coli_kernel_table *t = coli_kernels();
+    if (t->swiglu) {
+        t->swiglu(x, g, n);
+        return;
+    }
+    coli_swiglu_lanes(x, g, n, t->f32_lanes);
+}
+
+void coli_swiglu_lanes(float *x, const float *g, int n, int lanes) {
     const int simd_end = n - n % lanes;
     int i = 0;
     if (lanes == 8)

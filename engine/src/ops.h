@@ -19,6 +19,8 @@ void coli_layernorm(float *y, const float *x, const float *w, const float *b, in
 void coli_geglu(float *x, const float *g, int n);
 /* x = silu(x) * g, as ggml's AVX-512 or AVX2 build computes it (the kernel table's f32_lanes). */
 void coli_swiglu(float *x, const float *g, int n);
+/* The same one lane at a time, as a reference built with `lanes`-wide f32 vectors (8: AVX2's exp). */
+void coli_swiglu_lanes(float *x, const float *g, int n, int lanes);
 /* x = min(x, limit) * sigmoid(alpha * min(x, limit)) * (clamp(g, -limit, limit) + 1): gpt-oss's
  * clamped SwiGLU as ggml's swiglu_oai computes it (scalar, libm expf); alpha 1.702, limit 7. */
 void coli_swiglu_oai(float *x, const float *g, int n, float alpha, float limit);

@@ -131,6 +131,44 @@ TGT void quantize_row_q8_K_avx2(const float *x, void *vy, int64_t n) {
 /* ggml_vec_dot_f32/_f16 on an AVX build: four 8-lane accumulators over
  * steps of 32, reduced (0+2, 1+3), (0+1), then lo+hi and two hadds; the
  * leftover elements are added one by one (f32: in float, f16: in double). */
+/* ggml's AVX2 ggml_v_expf: as the AVX-512 one but 2^n applied as fma(j, k, k), and for
+ * |n| > 126 the two-factor scaling (s2 * j + s2) * s1, s1 * s1 beyond 192 */
+INL __m256 v_expf8(__m256 x) {
+    const __m256 r = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+    const __m256 n = _mm256_sub_ps(z, r);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f), _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
+    const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1))));
+    const __m256 an = _mm256_andnot_ps(_mm256_set1_ps(-0.f), n);
+    const __m256 c = _mm256_cmp_ps(an, _mm256_set1_ps(126), _CMP_GT_OQ);
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
+    if (!_mm256_movemask_ps(c)) return _mm256_fmadd_ps(j, k, k);
+    const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
+                                       _mm256_set1_epi32((int)0x82000000u));
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
+    const __m256 d = _mm256_cmp_ps(an, _mm256_set1_ps(192), _CMP_GT_OQ);
+    return _mm256_or_ps(_mm256_and_ps(d, _mm256_mul_ps(s1, s1)),
+                        _mm256_andnot_ps(d, _mm256_or_ps(_mm256_and_ps(c, _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1)),
+                                                         _mm256_andnot_ps(c, _mm256_fmadd_ps(k, j, k)))));
+}
+
+/* coli_swiglu_fn: ggml_vec_swiglu_f32's 8 lanes of the AVX2 build */
+TGT void coli_swiglu_avx2(float *x, const float *g, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        const __m256 e = v_expf8(_mm256_sub_ps(_mm256_setzero_ps(), v));
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), _mm256_loadu_ps(g + i)));
+    }
+    for (; i < n; i++) x[i] = (x[i] / (1.0f + expf(-x[i]))) * g[i];
+}
+
 INL __m256 load_f16x8(const coli_half *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 
 INL float reduce4_f32x8(__m256 s0, __m256 s1, __m256 s2, __m256 s3) {

@@ -212,6 +212,17 @@ TGT void coli_geglu_avx512(float *x, const float *g, int n, const coli_half *tab
     }
 }
 
+/* coli_swiglu_fn: ggml_vec_swiglu_f32's 16 lanes (ggml_v_silu: v / (1 + exp(0 - v)), times g) */
+TGT void coli_swiglu_avx512(float *x, const float *g, int n) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i);
+        const __m512 e = v_expf(_mm512_sub_ps(_mm512_setzero_ps(), v));
+        _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), _mm512_loadu_ps(g + i)));
+    }
+    for (; i < n; i++) x[i] = (x[i] / (1.0f + expf(-x[i]))) * g[i];
+}
+
 /* ggml_vec_soft_max_f32's loop (coli_exp_sum_fn) */
 TGT double coli_exp_sum_avx512(float *x, int n, float max) {
     double sum = 0.0;

@@ -51,6 +51,17 @@ INL __m256i signs_pm1(__m256i sb, int c) {
     return _mm256_or_si256(_mm256_cmpeq_epi8(b, sel), _mm256_set1_epi8(1));
 }
 
+/* the same from the 4 sign bytes in memory: a broadcast load instead of the lane permute
+ * (the shuffle port is what these kernels run out of, with the grid inserts) */
+INL __m256i signs_pm1_at(const uint8_t *p) {
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    const __m256i sel = _mm256_set1_epi64x((int64_t)0x8040201008040201ULL);
+    uint32_t v;
+    memcpy(&v, p, 4);
+    const __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)v), shuf), sel);
+    return _mm256_or_si256(_mm256_cmpeq_epi8(b, sel), _mm256_set1_epi8(1));
+}
+
 /* scales: per-32 (8 dwords, 2 * ls + 1) -> group c's 16-bit lanes; per-16 (two vectors of 8
  * dwords, sub-blocks 0..7 and 8..15) -> the lanes of group c (sub-blocks 2c, 2c + 1) */
 INL __m256i words(__m256i s) { return _mm256_or_si256(s, _mm256_slli_epi32(s, 16)); }
@@ -118,7 +129,6 @@ INL void dec_iq2_xs(const block_iq2_xs *x, __m256i *q, __m256i *sg, __m256i *sc)
 }
 
 INL void dec_iq2_s(const block_iq2_s *x, __m256i *q, __m256i *sg, __m256i *sc) {
-    const __m256i sb = _mm256_loadu_si256((const __m256i *)(x->qs + QK_K / 8));
     __m256i w[2];
     scales16(x->scales, w);
     const uint8_t *qs = x->qs;
@@ -127,7 +137,7 @@ INL void dec_iq2_s(const block_iq2_s *x, __m256i *q, __m256i *sg, __m256i *sc) {
         const int h = x->qh[c];
         q[c] = grid8x4(coli_iq2s_grid, qs[4 * c] | (h << 8 & 0x300), qs[4 * c + 1] | (h << 6 & 0x300),
                        qs[4 * c + 2] | (h << 4 & 0x300), qs[4 * c + 3] | (h << 2 & 0x300));
-        sg[c] = signs_pm1(sb, c);
+        sg[c] = signs_pm1_at(x->qs + QK_K / 8 + 4 * c);
         sc[c] = scale16(w, c);
     }
 }

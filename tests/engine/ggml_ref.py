@@ -41,6 +41,7 @@ class Ggml:
             (self.base, "ggml_free"): (None, [vp]),
             (self.base, "ggml_new_tensor_2d"): (vp, [vp, ctypes.c_int, i64, i64]),
             (self.base, "ggml_mul_mat"): (vp, [vp, vp, vp]),
+            (self.base, "ggml_swiglu_split"): (vp, [vp, vp, vp]),
             (self.base, "ggml_new_graph"): (vp, [vp]),
             (self.base, "ggml_build_forward_expand"): (None, [vp, vp]),
             (self.base, "ggml_backend_alloc_ctx_tensors_from_buft"): (vp, [vp, vp]),
@@ -97,6 +98,25 @@ class Ggml:
         self.ggml_backend_buffer_free(wbuf)
         self.ggml_free(cx)
         self.ggml_free(cw)
+        return y
+
+    def swiglu(self, x: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """ggml_swiglu_split(x, g) row by row: silu(x) * g (ggml_vec_swiglu_f32 per row)."""
+        n_rows, n = x.shape
+        cx = self.ggml_init(InitParams(1 << 20, None, True))
+        xt, gt = self.ggml_new_tensor_2d(cx, F32, n, n_rows), self.ggml_new_tensor_2d(cx, F32, n, n_rows)
+        yt = self.ggml_swiglu_split(cx, xt, gt)
+        gf = self.ggml_new_graph(cx)
+        self.ggml_build_forward_expand(gf, yt)
+        galloc = self.ggml_gallocr_new(self.ggml_backend_cpu_buffer_type())
+        assert self.ggml_gallocr_alloc_graph(galloc, gf)
+        self.ggml_backend_tensor_set(xt, x.ctypes.data, 0, x.nbytes)
+        self.ggml_backend_tensor_set(gt, g.ctypes.data, 0, g.nbytes)
+        assert self.ggml_backend_graph_compute(self.backend, gf) == 0
+        y = np.empty_like(x)
+        self.ggml_backend_tensor_get(yt, y.ctypes.data, 0, y.nbytes)
+        self.ggml_gallocr_free(galloc)
+        self.ggml_free(cx)
         return y
 
 
