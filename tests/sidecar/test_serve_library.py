@@ -1,0 +1,112 @@
+"""`coli serve --models-dir`: a real server over a folder of tiny real models, switched by the
+`model` a request names (docs in README.md#models)."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from tests.engine.tiny_models import write_tiny
+from tests.sidecar.serve_support import ServerProcess
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory):
+    root = tmp_path_factory.mktemp("library")
+    models = root / "models"
+    models.mkdir()
+    write_tiny(models / "alpha.gguf", family="qwen2")
+    write_tiny(models / "beta.gguf", family="llama", seed=1)
+    write_tiny(models / "alien.gguf", arch="mamba9")  # the engine refuses it at load, with its reason
+    (root / "home").mkdir()
+    env = {"HOME": str(root / "home"), "COLI_DATA_DIR": str(root / "data"), "COLI_CACHE_DIR": str(root / "cache"),
+           "HF_HOME": str(root / "hf"), "LLAMA_CACHE": str(root / "llama"), "COLI_MODELS_DIR": ""}
+    args = ["--model", str(models / "alpha.gguf"), "--models-dir", str(models), "--max-models", "1",
+            "--queue-timeout", "20"]
+    with ServerProcess(args, env=env) as srv:
+        yield srv
+
+
+def complete(srv, model: str, max_tokens: int = 4, stream: bool = False):
+    return srv.post("/v1/completions", {"model": model, "prompt": "hello world", "max_tokens": max_tokens,
+                                        "stream": stream})
+
+
+def ids(srv) -> list[str]:
+    status, _, raw = srv.get("/v1/models")
+    assert status == 200
+    return [m["id"] for m in json.loads(raw)["data"]]
+
+
+def test_a_request_naming_another_model_switches_to_it(library):
+    srv = library
+    assert srv.model_id == "alpha" and "more model(s) on request" in srv.output()
+    assert ids(srv)[0] == "alpha" and {"beta", "alien"} <= set(ids(srv))
+    status, _, body = complete(srv, "alpha")
+    assert status == 200 and body["model"] == "alpha"
+    t0 = time.perf_counter()
+    status, _, body = complete(srv, "beta")
+    switch_s = time.perf_counter() - t0
+    assert status == 200 and body["model"] == "beta", body
+    print(f"switch alpha -> beta with a completion: {switch_s * 1000:.0f} ms")
+    health = json.loads(srv.get("/health")[2])
+    assert health["model"] == "beta" and health["arch"] == "llama"
+    assert health["library"]["active"] == "beta" and health["library"]["resident"] == ["beta"]  # one at a time
+    status, _, body = complete(srv, "alpha")  # unloaded, so loaded again
+    assert status == 200 and body["model"] == "alpha"
+
+
+def test_unknown_and_unrunnable_models_are_named_errors(library):
+    srv = library
+    status, _, body = complete(srv, "no-such-model")
+    assert status == 404 and body["error"]["code"] == "model_not_found" and body["error"]["param"] == "model"
+    status, _, body = complete(srv, "alien")
+    assert status == 500 and body["error"]["code"] == "model_load_failed"
+    assert "architecture 'mamba9'" in body["error"]["message"]
+    assert "alien" not in ids(srv)  # the engine's verdict is remembered
+    status, _, body = complete(srv, "alien")
+    assert status == 400 and body["error"]["code"] == "model_not_runnable"
+    status, _, body = complete(srv, "beta")  # the server still serves
+    assert status == 200 and body["model"] == "beta"
+
+
+def test_a_request_for_another_model_waits_for_the_running_one(library):
+    srv = library
+    assert complete(srv, "alpha")[0] == 200
+    done: dict[str, float] = {}
+
+    def long_alpha() -> None:
+        status, _, _ = srv.request("POST", "/v1/completions", json.dumps(
+            {"model": "alpha", "prompt": "hello", "max_tokens": 400, "temperature": 0}).encode(),
+            {"Content-Type": "application/json"})
+        done["alpha"] = time.perf_counter()
+        assert status == 200
+
+    t = threading.Thread(target=long_alpha)
+    t.start()
+    time.sleep(0.05)
+    status, _, body = complete(srv, "beta")
+    done["beta"] = time.perf_counter()
+    t.join()
+    assert status == 200 and body["model"] == "beta"
+    assert done["alpha"] <= done["beta"]
+
+
+def test_dashboard_models_endpoints(library):
+    srv = library
+    status, _, raw = srv.get("/api/models")
+    listing = json.loads(raw)
+    assert status == 200 and listing["library"] is True
+    rows = {r["id"]: r for r in listing["models"]}
+    assert rows[listing["active"]]["state"] == "active"
+    other = "alpha" if listing["active"] == "beta" else "beta"
+    assert rows[other]["state"] == "available" and rows[other]["plan"]["placement"] == "resident"
+    assert rows["alien"]["runnable"] is False
+    status, _, body = srv.post(f"/api/models/{other}/load", {})
+    assert status == 200 and body["active"] == other and body["pool"]["loading"] is None
+    status, _, body = srv.post(f"/api/models/{other}/unload", {})
+    assert status == 409 and body["error"]["code"] == "model_active"
+    status, _, body = srv.post("/api/models/nope/load", {})
+    assert status == 404 and body["error"]["code"] == "model_not_found"
