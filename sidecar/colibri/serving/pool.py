@@ -309,12 +309,15 @@ class ModelPool:
     def listing(self, with_plans: bool = False) -> list[dict]:
         """Every model: the resident ones first (loaded), then the library's (with runnable and reason)."""
         rows = []
+        by_path = {str(e.path.resolve()): e for e in self.entries()}
         for name, served in self.resident.items():
-            rows.append({"id": name, "state": "active" if name == self.active_id else "loaded",
-                         "arch": served.arch, "n_params": served.n_params, "n_ctx": served.n_ctx,
-                         "n_ctx_train": served.n_ctx_train, "runnable": True, "reason": "loaded",
-                         "path": str(served.engine.path),
-                         "plan": plan_summary(served.plan) if served.plan else None})
+            found = by_path.get(str(Path(served.engine.path).resolve()))
+            row = found.as_dict() if found else {"path": str(served.engine.path)}
+            row.update({"id": name, "state": "active" if name == self.active_id else "loaded",
+                        "arch": served.arch, "n_params": served.n_params, "n_ctx": served.n_ctx,
+                        "n_ctx_train": served.n_ctx_train, "runnable": True, "reason": "loaded",
+                        "plan": plan_summary(served.plan) if served.plan else None})
+            rows.append(row)
         for e in self.entries():
             if e.id in self.resident:
                 continue

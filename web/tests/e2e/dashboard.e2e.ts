@@ -77,7 +77,7 @@ describe("dashboard", () => {
     await context.close();
   });
 
-  it("is keyboard usable: Alt+1..5 switch pages, Tab reaches the dock", async () => {
+  it("is keyboard usable: Alt+1..6 switch pages, Tab reaches the dock", async () => {
     const { context, page } = await open(browser, baseUrl, { width: 1280, height: 800 });
     for (const [i, p] of PAGES.entries()) {
       await page.keyboard.press(`Alt+${i + 1}`);
