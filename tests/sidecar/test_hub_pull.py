@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import run_coli
 from tests.engine.tiny_models import write_tiny
+from tests.fixtures.split_gguf import split_gguf
 from tests.sidecar.hub_server import HubServer
 
 
@@ -68,20 +69,25 @@ def test_pull_refuses_bytes_that_do_not_match_the_hubs_checksum(ggufs, env):
     assert not (Path(env["COLI_DATA_DIR"]) / "models" / "hf" / "org" / "bad" / "bad-Q8_0.gguf").exists()
 
 
-def test_pull_fetches_every_part_of_a_split_model_and_names_missing_repos(ggufs, env):
-    parts = {"big-Q8_0-00001-of-00002.gguf": ggufs["p1"], "big-Q8_0-00002-of-00002.gguf": ggufs["p2"]}
+def test_pull_joins_a_split_model_and_names_missing_repos(ggufs, env, tmp_path):
+    whole = tmp_path / "big-Q8_0.gguf"
+    whole.write_bytes(ggufs["p1"])
+    parts = {p.name: p.read_bytes() for p in split_gguf(whole, 2, tmp_path)}
+    assert sorted(parts) == ["big-Q8_0-00001-of-00002.gguf", "big-Q8_0-00002-of-00002.gguf"]
     with HubServer({"org/split": parts}) as hub:
         done = pull(hub, env, "org/split:Q8_0")
         assert done.returncode == 0, done.stderr
         folder = Path(env["COLI_DATA_DIR"]) / "models" / "hf" / "org" / "split"
-        assert sorted(p.name for p in folder.glob("*.gguf")) == sorted(parts)
+        assert Path(done.stdout.strip()) == folder / "big-Q8_0.gguf"
+        assert sorted(p.name for p in folder.glob("*.gguf")) == ["big-Q8_0.gguf"]  # the parts went once joined
+        assert (folder / "big-Q8_0.gguf").read_bytes() == ggufs["p1"]  # what llama-gguf-split --merge writes
         missing = pull(hub, env, "org/nope")
         assert missing.returncode == 2 and "org/nope is not on the Hub" in missing.stderr
         none = pull(hub, env, "org/split:Q5_K_M")
         assert none.returncode == 2 and "no GGUF in org/split matches Q5_K_M" in none.stderr
-    rows = json.loads(run_coli("models", "list", "--json", env=env).stdout)["models"]
-    split = [r for r in rows if r["id"].startswith("big-q8_0")]
-    assert len(split) == 1 and len(split[0]["parts"]) == 2
+    rows = json.loads(run_coli("models", "list", "--json", "--check", env=env).stdout)["models"]
+    row = next(r for r in rows if r["id"] == "big-q8_0")
+    assert len(row["parts"]) == 1 and row["runnable"] is True
 
 
 def test_choose_is_pure():

@@ -136,3 +136,23 @@ def test_rm_deletes_colibris_own_file_only_with_yes(home, tmp_path):
     assert asked.returncode == 1 and "needs --yes" in asked.stderr and own.is_file()
     done = run_coli("models", "rm", "mine", "--yes", env=env)
     assert done.returncode == 0 and not own.exists()
+
+
+def test_add_joins_a_split_model_into_colibris_folder(home, tmp_path):
+    from tests.fixtures.split_gguf import split_gguf
+
+    env = {k: os.environ.get(k, "") for k in ("HOME", "COLI_DATA_DIR", "COLI_CACHE_DIR")}
+    d = tmp_path / "d"
+    d.mkdir()
+    whole = write_tiny(tmp_path / "Big.gguf", family="qwen3")
+    parts = split_gguf(whole, 3, d)
+    listed = {r["id"]: r for r in json.loads(run_coli("models", "list", "--json", "--models-dir", str(d),
+                                                      env=env).stdout)["models"]}
+    assert listed["big"]["reason"].startswith("split_gguf: 3 parts") and len(listed["big"]["parts"]) == 3
+    done = run_coli("models", "add", str(parts[1]), env=env)
+    assert done.returncode == 0, done.stderr
+    joined = Path(env["COLI_DATA_DIR"]) / "models" / "Big.gguf"
+    assert joined.read_bytes() == whole.read_bytes() and all(p.is_file() for p in parts)
+    parts[2].unlink()
+    gap = run_coli("models", "add", str(parts[0]), env=env)
+    assert gap.returncode == 2 and "incomplete_split: part(s) 3 of 3" in gap.stderr

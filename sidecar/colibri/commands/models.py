@@ -151,6 +151,10 @@ def run_add(args: argparse.Namespace) -> int:
     path = Path(target).expanduser()
     if not path.is_file():
         raise ModelNotFound(f"{target!r} is neither a file nor a model id ({', '.join(sorted(KNOWN))})")
+    from colibri.library.discovery import SPLIT
+
+    if SPLIT.match(path.name):
+        return _join(path)
     from colibri.engine import GGUFFile
 
     with GGUFFile(path):  # a file the reader refuses is not registered: the engine's named error
@@ -159,6 +163,27 @@ def run_add(args: argparse.Namespace) -> int:
     entry = next((e for e in scan(describe=False) if e.path.resolve() == path.resolve()), None)
     name = entry.id if entry else path.name
     print(f"{name}: {'registered' if added else 'already registered'} ({path.resolve()}; colibri never deletes it)")
+    return 0
+
+
+def _join(part) -> int:
+    """A split model named by any of its parts: joined into colibri's models folder (the parts stay)."""
+    from colibri import paths
+    from colibri.assembly import reporter
+    from colibri.library.discovery import SPLIT, _group
+    from colibri.library.merge import merge_split
+
+    stem = SPLIT.match(part.name)["stem"]
+    group = next(g for g in _group(sorted(part.parent.glob("*.gguf"))) if part in g)
+    missing = [i + 1 for i, p in enumerate(group) if p is None]
+    if missing:
+        raise ModelNotFound(f"incomplete_split: part(s) {', '.join(map(str, missing))} of {len(group)} of {stem} "
+                            f"are not in {part.parent}")
+    target = paths.models_dir() / f"{stem}.gguf"
+    if target.exists():
+        raise ColiError(f"{target} exists already: `coli models rm {stem.lower()}` first to join again")
+    merge_split(group, target, reporter("Joining", target.name))
+    print(f"{stem.lower()}: joined {len(group)} parts into {target} (the parts stay where they are)")
     return 0
 
 

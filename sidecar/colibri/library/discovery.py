@@ -271,8 +271,8 @@ def _describe(entry: ModelEntry) -> None:
         entry.runnable, entry.reason = False, (f"unsupported_tensor_type: this build cannot compute with "
                                                f"{', '.join(cannot)}")
     elif entry.split:
-        entry.runnable, entry.reason = False, (f"split_gguf: {len(entry.parts)} parts; colibri opens one file "
-                                               "(llama.cpp's `llama-gguf-split --merge` joins them)")
+        entry.runnable, entry.reason = False, (f"split_gguf: {len(entry.parts)} parts; colibri opens one file: "
+                                               f"`coli models add {entry.path}` joins them into its models folder")
     elif not entry.arch:
         entry.runnable, entry.reason = False, "missing: the file names no general.architecture"
     else:

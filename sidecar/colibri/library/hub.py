@@ -11,7 +11,8 @@ SHA-256 of an LFS file (its ETag), the git blob SHA-1 of a small one; a
 mismatch deletes the file. A verified file gets a stamp, so a later pull of
 it needs no network. FILE picks the file: a file name, or a quantization such
 as Q4_K_M; without it, the repository's only GGUF, else its Q4_K_M one. A
-split GGUF (NAME-00001-of-00003.gguf) is fetched whole, every part.
+split GGUF (NAME-00001-of-00003.gguf) is fetched whole, every part checked,
+then joined into NAME.gguf (colibri.library.merge) and the parts deleted.
 $HF_ENDPOINT, $HF_TOKEN and the other HF_* variables work as in every
 huggingface_hub tool.
 """
@@ -96,9 +97,28 @@ def pull_hub(ref: str, revision: str | None = None, progress: bool = True) -> Pa
                  for f in tree if isinstance(f, RepoFile)]
     chosen = choose(files, wanted, repo)
     target_dir = local_dir(repo)
-    for f in chosen:
-        _fetch(repo, f, target_dir, revision, progress)
-    return target_dir / chosen[0].path
+    if len(chosen) == 1:
+        return _fetch(repo, chosen[0], target_dir, revision, progress)
+    # a split model: every part, joined into one file (what the engine opens), the parts then deleted
+    joined = target_dir / joined_name(chosen[0].path)
+    marker = hashlib.sha256("".join(f.sha256 or f.blob_id for f in chosen).encode()).hexdigest()
+    if stamp_ok(joined, marker):
+        return joined
+    got = [_fetch(repo, f, target_dir, revision, progress) for f in chosen]
+    from colibri.library.merge import merge_split
+
+    merge_split(got, joined, reporter("Joining", joined.name) if progress else None)
+    write_stamp(joined, marker)
+    for part in got:
+        part.unlink(missing_ok=True)
+        part.with_name(part.name + ".verified.json").unlink(missing_ok=True)
+    return joined
+
+
+def joined_name(first_part: str) -> str:
+    """NAME-00001-of-00003.gguf -> NAME.gguf (in the part's folder)."""
+    m = SPLIT.match(first_part)
+    return f"{m['stem']}.gguf" if m else first_part
 
 
 def _fetch(repo: str, f: HubFile, target_dir: Path, revision: str | None, progress: bool) -> Path:
