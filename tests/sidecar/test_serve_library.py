@@ -110,3 +110,19 @@ def test_dashboard_models_endpoints(library):
     assert status == 409 and body["error"]["code"] == "model_active"
     status, _, body = srv.post("/api/models/nope/load", {})
     assert status == 404 and body["error"]["code"] == "model_not_found"
+
+
+def test_concurrent_requests_for_two_models_each_get_their_own(library):
+    srv = library
+    results: list[tuple[str, int, str]] = []
+
+    def one(model: str) -> None:
+        status, _, body = complete(srv, model, max_tokens=8)
+        results.append((model, status, body.get("model") if status == 200 else body["error"]["code"]))
+
+    threads = [threading.Thread(target=one, args=(m,)) for m in ["alpha", "beta"] * 4]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 8 and all(status == 200 and got == asked for asked, status, got in results), results

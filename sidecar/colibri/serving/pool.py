@@ -78,6 +78,12 @@ def parse_ttl(raw: str | float | int | None) -> float:
     return float(m[1]) * {"s": 1, "m": 60, "h": 3600, None: 1}[m[2]]
 
 
+def _give_back(done: asyncio.Future) -> None:
+    """A switch whose request is gone: the count it took on the model is released."""
+    if not done.cancelled() and done.exception() is None:
+        done.result()()
+
+
 class ActiveModel:
     """What app[model_key] holds with a pool: every attribute is the active model's."""
 
@@ -154,11 +160,17 @@ class ModelPool:
             if e.runnable is False:
                 raise ModelNotRunnable(name, e.reason)
         timeout = self.scheduler.queue_timeout if self.scheduler else self.cfg.queue_timeout
+        # In turn (FIFO on the lock): switch if need be, and count this request on the model before the
+        # lock goes to the next one. The switch runs on when this request gives up (timeout, client
+        # gone): a load is never cut halfway, and the count it took is given back at once.
+        switch = asyncio.ensure_future(self._switch_to(name))
         try:
-            await asyncio.wait_for(self._switch_to(name), timeout)
-        except asyncio.TimeoutError:
+            return await asyncio.wait_for(asyncio.shield(switch), timeout)
+        except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+            switch.add_done_callback(_give_back)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
             raise QueueTimeout(timeout) from None
-        return self._enter()
 
     def _enter(self) -> Callable[[], None]:
         self.users += 1
@@ -181,10 +193,11 @@ class ModelPool:
         async with self._idle:
             self._idle.notify_all()
 
-    async def _switch_to(self, name: str) -> None:
+    async def _switch_to(self, name: str) -> Callable[[], None]:
+        """Make `name` active (after the running requests) and count one request on it."""
         async with self._switch:
             if name == self.active_id:
-                return
+                return self._enter()
             async with self._idle:  # the requests on the active model finish first
                 await self._idle.wait_for(lambda: self.users == 0)
             if name not in self.resident:
@@ -199,6 +212,7 @@ class ModelPool:
                     raise
             self.resident.move_to_end(name)
             self._activate(name)
+            return self._enter()
 
     def _activate(self, name: str) -> None:
         served = self.resident[name]
@@ -235,7 +249,7 @@ class ModelPool:
     async def load(self, name: str) -> None:
         """Load a model and make it the active one (the dashboard's Load button)."""
         release = await self.use(name)
-        release()
+        release()  # the model stays active: the next request that names none runs on it
 
     async def _load(self, name: str) -> ServedModel:
         path = self._paths.get(name)
