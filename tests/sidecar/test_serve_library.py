@@ -26,6 +26,7 @@ def library(tmp_path_factory):
     args = ["--model", str(models / "alpha.gguf"), "--models-dir", str(models), "--max-models", "1",
             "--queue-timeout", "20"]
     with ServerProcess(args, env=env) as srv:
+        srv.models = models
         yield srv
 
 
@@ -126,3 +127,27 @@ def test_concurrent_requests_for_two_models_each_get_their_own(library):
     for t in threads:
         t.join()
     assert len(results) == 8 and all(status == 200 and got == asked for asked, status, got in results), results
+
+
+def test_health_shows_the_load_and_its_bytes(library):
+    srv = library
+    big = srv.models / "big.gguf"  # a tiny model with 512 MiB past its data (sparse): a load long enough to watch
+    big.write_bytes((srv.models / "beta.gguf").read_bytes())
+    with big.open("r+b") as f:
+        f.truncate(512 << 20)
+    seen: list[dict] = []
+    loader = threading.Thread(target=lambda: seen.append(srv.post("/api/models/big/load", {})[2]))
+    loader.start()
+    states = []
+    while loader.is_alive():
+        health = json.loads(srv.get("/health")[2])
+        states.append((health["status"], health["library"]["loading"]))
+        time.sleep(0.005)
+    loader.join()
+    assert seen and seen[0]["active"] == "big", seen
+    loading = [l for status, l in states if status == "loading" and l]
+    assert loading, states[:5]  # between the two models: no model, the one loading and how far
+    assert {l["model"] for l in loading} == {"big"} and all(l["bytes_total"] == 512 << 20 for l in loading)
+    assert all(l["phase"] in ("planning", "reading", "opening") for l in loading)
+    status, _, body = complete(srv, "alpha")
+    assert status == 200 and body["model"] == "alpha"

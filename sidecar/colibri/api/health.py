@@ -29,6 +29,11 @@ async def get_health(request: web.Request) -> web.Response:
     if not request.get(authed_key, False):
         return json_response({"status": "ok"})
     app = request.app
+    pool = app.get(pool_key)
+    if pool is not None and pool.active_id not in pool.resident:  # between two models (--models-dir)
+        return json_response({"status": "loading", "model": (pool.loading or {}).get("model"),
+                              "scheduler": app[scheduler_key].snapshot(), "connections": app[gate_key].snapshot(),
+                              "hwinfo": hwinfo(), "library": pool.snapshot()})
     served = app[model_key]
     try:  # "changed": every generation is refused (model_file_changed)
         model_file = served.engine.file_state()

@@ -68,7 +68,7 @@ def library_card(row: dict) -> dict:
 async def list_library(request: web.Request, pool) -> web.Response:
     """With --models-dir: the loaded models (the active one first), then every runnable one found."""
     rows = await asyncio.get_running_loop().run_in_executor(None, pool.listing)
-    loaded = [pool.active] + [s for n, s in pool.resident.items() if n != pool.active_id]
+    loaded = sorted(pool.resident.values(), key=lambda s: s.model_id != pool.active_id)  # the active one first
     cards = [model_card(s) for s in loaded]
     for card in cards:
         card["meta"]["state"] = "active" if card["id"] == pool.active_id else "loaded"

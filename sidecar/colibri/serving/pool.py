@@ -29,7 +29,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Callable
 
-from colibri.errors import ColiError, EngineError, InvalidRequest, RequestError
+from colibri.errors import ColiError, EngineError, InvalidRequest, RequestError, Unavailable
 from colibri.library import ModelEntry, scan
 from colibri.library import verdicts
 from colibri.library.discovery import plan_summary
@@ -61,6 +61,13 @@ class ModelNotRunnable(InvalidRequest):
 class ModelLoadFailed(RequestError):
     def __init__(self, name: str, reason: str):
         super().__init__("model_load_failed", f"the model {name!r} failed to load: {reason}", param="model")
+
+
+class ModelLoading(Unavailable):
+    """No model is loaded for a moment: the one it replaces is gone, the named one still loading (503)."""
+
+    def __init__(self, name: str):
+        super().__init__("model_loading", f"the server is loading {name}; retry in a moment")
 
 
 def parse_ttl(raw: str | float | int | None) -> float:
@@ -118,7 +125,11 @@ class ModelPool:
 
     @property
     def active(self) -> ServedModel:
-        return self.resident[self.active_id]
+        """The model serving now; while one replaces it (--max-models reached), a 503 model_loading."""
+        served = self.resident.get(self.active_id)
+        if served is None:
+            raise ModelLoading(self.loading["model"] if self.loading else self.active_id)
+        return served
 
     # ---- the library -------------------------------------------------------------
 
@@ -231,6 +242,8 @@ class ModelPool:
         log.info("serving %s now", name)
 
     async def _make_room(self) -> None:
+        """Unload the least recently used models until one more fits; the active one too, when it must
+        go (then, until the next one is loaded, what reads the model gets a 503 model_loading)."""
         while len(self.resident) >= self.max_models:
             victim = next(iter(self.resident))  # least recently used (the active one is idle here)
             await self.unload(victim, force=True)
