@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 
 import pytest
 
+from colibri.errors import ColiError
 from tests.engine.tiny_models import write_tiny
 from tests.sidecar.serve_support import ServerProcess
+from tests.sidecar.test_serve_cli import config
 
 
 @pytest.fixture(scope="module")
@@ -151,3 +154,18 @@ def test_health_shows_the_load_and_its_bytes(library):
     assert all(l["phase"] in ("planning", "reading", "opening") for l in loading)
     status, _, body = complete(srv, "alpha")
     assert status == 200 and body["model"] == "alpha"
+
+
+def test_library_flags_and_variables(monkeypatch, tmp_path):
+    for name in ("COLI_MODELS_DIR", "COLI_MAX_MODELS", "COLI_MODEL_TTL"):
+        monkeypatch.delenv(name, raising=False)
+    cfg = config([], monkeypatch)
+    assert (cfg.models_dirs, cfg.max_models, cfg.model_ttl) == ((), 1, 0.0)  # one model, as before
+    cfg = config(["--models-dir", "a", "--models-dir", "b", "--max-models", "2", "--model-ttl", "10m"], monkeypatch)
+    assert (cfg.models_dirs, cfg.max_models, cfg.model_ttl) == (("a", "b"), 2, 600.0)
+    cfg = config([], monkeypatch, {"COLI_MODELS_DIR": f"x{os.pathsep}y", "COLI_MAX_MODELS": "3", "COLI_MODEL_TTL": "90s"})
+    assert (cfg.models_dirs, cfg.max_models, cfg.model_ttl) == (("x", "y"), 3, 90.0)
+    with pytest.raises(ColiError, match="--model-ttl 'soon'"):
+        config(["--model-ttl", "soon"], monkeypatch)
+    with pytest.raises(ColiError, match="--max-models must be >= 1"):
+        config(["--max-models", "0"], monkeypatch)
