@@ -88,8 +88,10 @@ def pull_hub(ref: str, revision: str | None = None, progress: bool = True) -> Pa
     try:
         from huggingface_hub import HfApi
         from huggingface_hub.hf_api import RepoFile
+        from huggingface_hub.utils import logging as hf_logging
     except ImportError as exc:  # a frozen build without it
         raise ColiError("this build has no huggingface_hub: pip install huggingface_hub") from exc
+    hf_logging.disable_propagation()  # its own handler says it once (a resumed transfer, say), not ours again
     repo, wanted = parse_ref(ref)
     with _named_errors(repo):
         tree = HfApi().list_repo_tree(repo, revision=revision, recursive=True)
