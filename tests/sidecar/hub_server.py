@@ -4,6 +4,7 @@ is not reachable from the tests): what huggingface_hub 2.x requests, answered as
     GET  /api/models/ORG/NAME/tree/REV?recursive=...  the file list (path, size, oid, lfs.oid = SHA-256)
     HEAD /ORG/NAME/resolve/REV/FILE                  X-Repo-Commit, ETag (the SHA-256), Content-Length
     GET  /ORG/NAME/resolve/REV/FILE                  the bytes; Range: bytes=N- answers 206 from N
+    (cut_after: the connection drops part-way; stall_after: the bytes stop coming; corrupt: other bytes)
 
     with HubServer({"org/tiny-GGUF": {"tiny-Q4_K_M.gguf": data}}) as hub:
         env["HF_ENDPOINT"] = hub.url
@@ -24,6 +25,8 @@ class HubServer:
         self.log: list[tuple[str, str, str | None]] = []  # (method, path, Range)
         self.cut_after: dict[str, int] = {}  # file -> drop the first full GET's connection after this many bytes
         self.corrupt: set[str] = set()  # files whose bytes differ from what the tree and ETag say
+        self.stall_after: dict[str, int] = {}  # file -> send this many bytes, then nothing (a run to kill)
+        self.stopping = threading.Event()
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -82,6 +85,13 @@ class HubServer:
                 self.end_headers()
                 if head:
                     return
+                stall = hub.stall_after.pop(name, None) if not start else None
+                if stall is not None:
+                    self.wfile.write(sent[:stall])
+                    self.wfile.flush()
+                    hub.stopping.wait(60)
+                    self.close_connection = True
+                    return
                 cut = hub.cut_after.pop(name, None) if not start else None
                 if cut is not None:  # the network drops: half the bytes, then the connection closes
                     self.wfile.write(sent[start:start + cut])
@@ -105,5 +115,6 @@ class HubServer:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.stopping.set()
         self.server.shutdown()
         self.server.server_close()

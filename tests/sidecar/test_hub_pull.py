@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -59,6 +62,29 @@ def test_pull_picks_q4_k_m_resumes_a_cut_transfer_and_verifies(ggufs, env):
     assert row["id"] == "tiny-q4_k_m" and row["owned"] and row["arch"] == "qwen2"
     gone = run_coli("models", "rm", "tiny-q4_k_m", "--yes", env=env)
     assert gone.returncode == 0 and not path.exists()
+
+
+def test_a_pull_stopped_halfway_resumes_in_the_next_run(ggufs, env):
+    big = ggufs["q8"] + bytes(CHUNK + (2 << 20))
+    with HubServer({"org/slow": {"slow-Q8_0.gguf": big}}) as hub:
+        hub.stall_after["slow-Q8_0.gguf"] = CHUNK + (1 << 20)  # then nothing more: the user presses Ctrl+C
+        folder = Path(env["COLI_DATA_DIR"]) / "models" / "hf" / "org" / "slow"
+        proc = subprocess.Popen([sys.executable, "-m", "colibri", "models", "pull", "org/slow"],
+                                env={**os.environ, **env, "HF_ENDPOINT": hub.url}, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while sum(p.stat().st_size for p in folder.glob("*.part")) < CHUNK and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            proc.kill()
+            proc.wait()
+        assert [p.stat().st_size for p in folder.glob("*.part")] == [CHUNK]  # what the stopped run kept
+        done = pull(hub, env, "org/slow")
+        assert done.returncode == 0, done.stderr
+        assert Path(done.stdout.strip()).read_bytes() == big and not list(folder.glob("*.part"))
+        gets = [r for m, p, r in hub.log if m == "GET" and p.endswith("slow-Q8_0.gguf")]
+        assert gets == [None, f"bytes={CHUNK}-"]  # the second run asked only for the rest
 
 
 def test_pull_refuses_bytes_that_do_not_match_the_hubs_checksum(ggufs, env):

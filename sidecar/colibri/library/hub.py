@@ -3,10 +3,12 @@
     path = pull_hub("Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF:q4_k_m")
 
 The file goes to colibri's models folder (hf/ORG/NAME/FILE: colibri owns it,
-`coli models rm` deletes it) through hf_hub_download's local-dir mode: its
-progress bar, its retries, and its resume of a transfer the network cut (a
-Range request from the bytes it has; huggingface_hub 2.x keeps no partial file
-across runs). Then colibri checks the bytes against the Hub's checksum: the
+`coli models rm` deletes it) through huggingface_hub: its HEAD for the size
+and ETag, then its http_get (progress bar, retries, and a Range request from
+the last whole chunk when the network cuts a transfer) into FILE.<sha>.part,
+kept when a run is stopped, so the next run asks only for the rest
+(hf_hub_download itself drops a partial file); a file the Hub keeps in Xet
+storage goes through hf_hub_download and Xet's own chunk cache. Then colibri checks the bytes against the Hub's checksum: the
 SHA-256 of an LFS file (its ETag), the git blob SHA-1 of a small one; a
 mismatch deletes the file. A verified file gets a stamp, so a later pull of
 it needs no network. FILE picks the file: a file name, or a quantization such
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,14 +127,19 @@ def joined_name(first_part: str) -> str:
 
 
 def _fetch(repo: str, f: HubFile, target_dir: Path, revision: str | None, progress: bool) -> Path:
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
+    from huggingface_hub.file_download import is_xet_available
 
     target = target_dir / f.path
     sha = f.sha256 or f.blob_id
     if stamp_ok(target, sha):
         return target
     with _named_errors(repo):
-        got = Path(hf_hub_download(repo, f.path, revision=revision, local_dir=target_dir))
+        meta = get_hf_file_metadata(hf_hub_url(repo, f.path, revision=revision))
+        if meta.xet_file_data is not None and is_xet_available():  # Xet's chunk cache resumes on its own
+            got = Path(hf_hub_download(repo, f.path, revision=revision, local_dir=target_dir))
+        else:
+            got = _download_resuming(meta, f, target)
     check = reporter("Verifying", target.name) if progress else None
     actual = sha256_of(got, check) if f.sha256 else _git_blob_sha1(got)
     if actual != sha or got.stat().st_size != f.size:
@@ -141,6 +149,34 @@ def _fetch(repo: str, f: HubFile, target_dir: Path, revision: str | None, progre
                         f"bytes), the Hub says {sha} ({f.size} bytes); deleted, pull again")
     write_stamp(got, sha)
     return got
+
+
+def _download_resuming(meta, f: HubFile, target: Path) -> Path:
+    """huggingface_hub's http_get into TARGET.<sha>.part, appending to what an earlier run left (a Range
+    request from there; a server that ignores it starts over), then renamed to TARGET."""
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+    from huggingface_hub.file_download import http_get
+    from huggingface_hub.utils import build_hf_headers
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f"{target.name}.{(f.sha256 or f.blob_id)[:16]}.part")
+    for stale in target.parent.glob(f"{target.name}.*.part"):  # another revision's bytes
+        if stale != partial:
+            stale.unlink(missing_ok=True)
+    headers = build_hf_headers()
+    if urlsplit(meta.location).netloc != urlsplit(constants.ENDPOINT).netloc:
+        headers.pop("authorization", None)  # a CDN gets no token (as hf_hub_download does)
+    with open(partial, "ab") as fh:
+        if fh.tell() > f.size:
+            fh.truncate(0)
+        if fh.tell():
+            log.info("resuming %s at %d of %d bytes", target.name, fh.tell(), f.size)
+        http_get(meta.location, fh, resume_size=fh.tell(), headers=headers, expected_size=f.size,
+                 displayed_filename=target.name)
+    os.replace(partial, target)
+    return target
 
 
 def _git_blob_sha1(path: Path) -> str:
