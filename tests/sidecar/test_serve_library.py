@@ -169,3 +169,26 @@ def test_library_flags_and_variables(monkeypatch, tmp_path):
         config(["--model-ttl", "soon"], monkeypatch)
     with pytest.raises(ColiError, match="--max-models must be >= 1"):
         config(["--max-models", "0"], monkeypatch)
+
+
+def test_max_models_keeps_two_loaded_and_the_ttl_unloads_the_idle_one(tmp_path):
+    models = tmp_path / "models"
+    models.mkdir()
+    write_tiny(models / "alpha.gguf", family="qwen2")
+    write_tiny(models / "beta.gguf", family="llama", seed=1)
+    (tmp_path / "home").mkdir()
+    env = {"HOME": str(tmp_path / "home"), "COLI_DATA_DIR": str(tmp_path / "data"),
+           "COLI_CACHE_DIR": str(tmp_path / "cache"), "HF_HOME": str(tmp_path / "hf"), "COLI_MODELS_DIR": ""}
+    args = ["--model", str(models / "alpha.gguf"), "--models-dir", str(models), "--max-models", "2",
+            "--model-ttl", "1s"]
+    with ServerProcess(args, env=env) as srv:
+        assert complete(srv, "beta")[0] == 200
+        library = json.loads(srv.get("/health")[2])["library"]
+        assert library["resident"] == ["alpha", "beta"] and library["active"] == "beta"
+        status, _, body = srv.post("/api/models/alpha/unload", {})  # idle, not active: the Unload button
+        assert status == 200 and body["pool"]["resident"] == ["beta"]
+        assert complete(srv, "alpha")[0] == 200  # beta stays loaded, idle, until the TTL
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and json.loads(srv.get("/health")[2])["library"]["resident"] != ["alpha"]:
+            time.sleep(0.1)
+        assert json.loads(srv.get("/health")[2])["library"]["resident"] == ["alpha"]  # the active one stays

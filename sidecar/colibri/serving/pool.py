@@ -246,12 +246,17 @@ class ModelPool:
         go (then, until the next one is loaded, what reads the model gets a 503 model_loading)."""
         while len(self.resident) >= self.max_models:
             victim = next(iter(self.resident))  # least recently used (the active one is idle here)
-            await self.unload(victim, force=True)
+            await self._unload(victim)
 
-    async def unload(self, name: str, force: bool = False) -> bool:
-        """Unload a resident model; the active one only when force (a switch, which activates another)."""
-        if name not in self.resident or (name == self.active_id and not force):
-            return False
+    async def unload(self, name: str) -> bool:
+        """Unload a loaded model other than the active one (the dashboard's Unload, --model-ttl); in turn
+        with the switches, so a switch never finds gone the model it was about to make active."""
+        async with self._switch:
+            if name not in self.resident or name == self.active_id:
+                return False
+            return await self._unload(name)
+
+    async def _unload(self, name: str) -> bool:
         served = self.resident.pop(name)
         self.last_used.pop(name, None)
         log.info("unloading %s", name)
@@ -315,9 +320,11 @@ class ModelPool:
             await asyncio.sleep(max(0.5, min(self.ttl / 4, 30.0)))
             now = time.monotonic()
             for name in list(self.resident):
-                if name != self.active_id and now - self.last_used.get(name, now) >= self.ttl \
-                        and not self._switch.locked():
-                    await self.unload(name)
+                if name != self.active_id and now - self.last_used.get(name, now) >= self.ttl:
+                    try:
+                        await self.unload(name)
+                    except Exception:  # noqa: BLE001 - the reaper lives on; the next round tries again
+                        log.exception("could not unload idle model %s", name)
 
     async def close(self) -> None:
         if self._reaper:
