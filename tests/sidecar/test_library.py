@@ -156,3 +156,18 @@ def test_add_joins_a_split_model_into_colibris_folder(home, tmp_path):
     parts[2].unlink()
     gap = run_coli("models", "add", str(parts[0]), env=env)
     assert gap.returncode == 2 and "incomplete_split: part(s) 3 of 3" in gap.stderr
+
+
+def test_an_older_revision_in_the_hf_cache_is_not_listed_twice(home):
+    from colibri.library import scan
+
+    hub = home / ".cache" / "huggingface" / "hub"
+    new = hf_file(hub, "org/M-GGUF", "m-q4_k_m.gguf")
+    repo = hub / "models--org--M-GGUF"
+    old = repo / "snapshots" / "00old000"
+    old.mkdir()
+    (old / "m-q4_k_m.gguf").symlink_to(write_tiny(repo / "blobs" / "old-blob", family="llama"))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123abcd")  # main is the revision hf_file wrote
+    entries = scan()
+    assert [(e.id, e.path, e.arch) for e in entries] == [("m-q4_k_m", new, "qwen2")]

@@ -145,7 +145,7 @@ def _gguf_files(root: Root) -> list[Path]:
     if not root.path.is_dir():
         return []
     if root.source == "huggingface":  # models--ORG--NAME/snapshots/REV/...; blobs/ holds the same bytes
-        return sorted(p for p in root.path.glob("models--*/snapshots/*/**/*") if _is_gguf(p))
+        return [p for repo in sorted(root.path.glob("models--*")) for p in _hf_snapshot_files(repo)]
     found = []
     base_depth = len(root.path.parts)
     for folder, dirs, files in os.walk(root.path):
@@ -154,6 +154,23 @@ def _gguf_files(root: Root) -> list[Path]:
         paths_here = sorted((Path(folder) / f for f in files), key=lambda p: (p.is_symlink(), p.name))
         found += [p for p in paths_here if _is_gguf(p)]  # a link to a file found here too: the file wins
     return found
+
+
+def _hf_snapshot_files(repo: Path) -> list[Path]:
+    """A cached repository's GGUFs, one per file name: from the revision refs/main names when it has
+    it, else from the newest snapshot that has it (an older revision left in the cache is not listed)."""
+    try:
+        main = (repo / "refs" / "main").read_text().strip()
+    except OSError:
+        main = ""
+    snapshots = sorted((s for s in (repo / "snapshots").glob("*") if s.is_dir()),
+                       key=lambda s: (s.name != main, -s.stat().st_mtime))
+    chosen: dict[Path, Path] = {}
+    for snap in snapshots:
+        for p in sorted(snap.glob("**/*")):
+            if _is_gguf(p):
+                chosen.setdefault(p.relative_to(snap), p)
+    return sorted(chosen.values())
 
 
 def _is_gguf(p: Path) -> bool:
