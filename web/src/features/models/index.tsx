@@ -23,6 +23,9 @@ export default function ModelsPage() {
     setError(null);
     try {
       await postModelAction(id, action);
+      // Chat names the active model in every request: it names this one from now on, not the one before
+      // (which would switch the server back until the next /health poll said otherwise).
+      if (action === "load") useConnection.getState().patch({ model: id });
     } catch (e) {
       setError(describeError(e));
     } finally {
