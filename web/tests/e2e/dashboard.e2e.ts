@@ -9,7 +9,7 @@ import { launch, open, shot } from "./browser";
 
 const baseUrl = inject("baseUrl");
 const live = inject("live");
-const PAGES = ["chat", "systemone", "brain", "profiling", "settings"] as const;
+const PAGES = ["chat", "systemone", "brain", "profiling", "models", "settings"] as const;
 
 let browser: Browser;
 beforeAll(async () => {
