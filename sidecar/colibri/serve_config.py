@@ -53,6 +53,9 @@ class ServeConfig:
     io_threads: int = 0  # expert read threads; 0: the engine's default
     direct_io: bool = False
     prefetch: bool = True
+    models_dirs: tuple[str, ...] = ()  # --models-dir: serve the library (colibri.serving.pool); () : one model
+    max_models: int = 1  # models resident at once with a library
+    model_ttl: float = 0.0  # seconds an idle model other than the active one stays loaded; 0: until evicted
     extra: dict = field(default_factory=dict, compare=False)  # room for later issues' switches
 
     @property

@@ -14,33 +14,46 @@ from typing import Callable
 
 from aiohttp import web
 
-from colibri.api import (anthropic, connections, dashboard_feeds, health, metrics, middleware, openai, responses,
-                         static, systemone)
+from colibri.api import (anthropic, connections, dashboard_feeds, health, metrics, middleware, models_api, openai,
+                         request as api_request, responses, static, systemone)
 from colibri.api.errors import ApiError
-from colibri.api.keys import config_key, core_key, metrics_key, model_key, scheduler_key
+from colibri.api.keys import config_key, core_key, metrics_key, model_key, pool_key, scheduler_key
 from colibri.serve_config import ServeConfig
 from colibri.serving.core import ServingCore
 from colibri.serving.model import ServedModel, close_model, load_model
+from colibri.serving.pool import ActiveModel, ModelPool
 from colibri.serving.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
 
 def create_app(cfg: ServeConfig, served: ServedModel) -> web.Application:
-    app = web.Application(middlewares=[middleware.gateway], client_max_size=cfg.max_body_bytes + 1024)
+    """With cfg.models_dirs (--models-dir) the app serves the library: app[model_key] is the active
+    model of a ModelPool that starts with `served` (colibri.serving.pool)."""
+    library = bool(cfg.models_dirs)
+    app = web.Application(middlewares=[middleware.gateway] + ([api_request.release_model] if library else []),
+                          client_max_size=cfg.max_body_bytes + 1024)
     app[config_key] = cfg
     app[connections.gate_key] = connections.Gate(cfg.max_connections, cfg.max_connections_per_ip, cfg.read_deadline)
-    app[model_key] = served
     scheduler = Scheduler(served.n_slots, max_queue=cfg.max_queue, queue_timeout=cfg.queue_timeout)
+    if library:
+        pool = app[pool_key] = ModelPool(cfg, served, scheduler)
+        app[model_key] = ActiveModel(pool)  # type: ignore[assignment] - every attribute is the active model's
+        app.on_startup.append(start_pool)
+    else:
+        app[model_key] = served
     app[scheduler_key] = scheduler
     for slot in served.engine_thread.restored:  # slots warm from disk keep their conversations
         scheduler.remember(slot, served.engine.slot_tokens(slot))
     app[metrics_key] = scheduler.observer = metrics.Metrics(scheduler)
     app[core_key] = ServingCore(served, scheduler, app[metrics_key], continue_assistant=cfg.continue_assistant)
+    if library:
+        app[pool_key].on_switch.append(lambda active: setattr(app[core_key], "served", active))
     app.on_response_prepare.append(middleware.on_prepare)
     app.on_shutdown.append(close_scheduler)  # before in-flight handlers are waited for: no new admissions
     app.router.add_get("/health", health.get_health)
     dashboard_feeds.add_routes(app)
+    app.router.add_routes(models_api.routes)
     app.router.add_get("/metrics", metrics.get_metrics)
     app.router.add_routes(openai.routes)
     app.router.add_routes(anthropic.routes)
@@ -53,6 +66,10 @@ def create_app(cfg: ServeConfig, served: ServedModel) -> web.Application:
 
 async def close_scheduler(app: web.Application) -> None:
     app[scheduler_key].close()
+
+
+async def start_pool(app: web.Application) -> None:
+    app[pool_key].start()
 
 
 async def unknown_api_path(request: web.Request) -> web.Response:
@@ -81,13 +98,18 @@ async def serve(cfg: ServeConfig, announce: Callable[[str], None] | None = None)
         await site.start()
         port = runner.addresses[0][1] if runner.addresses else cfg.port
         host = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
+        more = ""
+        if app.get(pool_key) is not None:
+            n = len(await loop.run_in_executor(None, app[pool_key].ids))
+            more = f" and {n - 1} more model(s) on request"
         (announce or _print)(f"colibri: serving {served.model_id} at http://{host}:{port}/v1 "
-                             f"(dashboard http://{host}:{port}/)")
+                             f"(dashboard http://{host}:{port}/){more}")
         await stop.wait()
         log.info("stopping: draining in-flight requests (up to %.0f s)", cfg.drain_s)
     finally:
         await runner.cleanup()
-        await close_model(served)
+        pool = app.get(pool_key)
+        await (pool.close() if pool is not None else close_model(served))
 
 
 def _print(line: str) -> None:

@@ -93,4 +93,4 @@ def test_a_known_id_that_is_not_pulled_says_how(tmp_path, monkeypatch):
 
 def test_pull_refuses_an_unknown_id():
     r = run_coli("models", "pull", "no-such-model")
-    assert r.returncode == 2 and "invalid choice" in r.stderr
+    assert r.returncode == 2 and "neither a catalog id" in r.stderr and "qwen2.5-coder-0.5b-instruct" in r.stderr

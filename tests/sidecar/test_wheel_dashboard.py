@@ -23,7 +23,7 @@ from tests.sidecar.chromium import Chromium, chromium_path
 from tests.sidecar.serve_support import ServerProcess
 
 PAGES = {"chat": "chat", "systemone": "system-one", "brain": "brain", "profiling": "profiling",
-         "settings": "settings"}
+         "models": "models", "settings": "settings"}
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import { SettingsPage } from "./features/settings";
 // Brain and Profiling carry the canvas and chart code: loaded when opened.
 const BrainPage = lazy(() => import("./features/brain"));
 const ProfilingPage = lazy(() => import("./features/profiling"));
+const ModelsPage = lazy(() => import("./features/models"));
 
 const NEXT_THEME: Record<ThemePref, ThemePref> = { system: "light", light: "dark", dark: "system" };
 
@@ -24,7 +25,7 @@ export function App() {
   const apiBase = useSettings((s) => s.apiBase);
   useEffect(() => useConnection.getState().setBase(apiBase), [apiBase]);
 
-  // Alt+1..5 switch pages, Alt+T cycles the theme.
+  // Alt+1..6 switch pages, Alt+T cycles the theme.
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
       if (!e.altKey || e.ctrlKey || e.metaKey) return;
@@ -56,6 +57,7 @@ export function App() {
             {page === "systemone" && <SystemOnePage />}
             {page === "brain" && <BrainPage />}
             {page === "profiling" && <ProfilingPage />}
+            {page === "models" && <ModelsPage />}
             {page === "settings" && <SettingsPage />}
           </Suspense>
         </ErrorBoundary>

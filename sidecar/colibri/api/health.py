@@ -10,7 +10,7 @@ from aiohttp import web
 
 from colibri.api.connections import gate_key
 from colibri.api.errors import json_response
-from colibri.api.keys import authed_key, config_key, model_key, scheduler_key
+from colibri.api.keys import authed_key, config_key, model_key, pool_key, scheduler_key
 from colibri.engine import Tier
 from colibri.errors import EngineError
 from colibri.serving.model import ServedModel
@@ -29,6 +29,11 @@ async def get_health(request: web.Request) -> web.Response:
     if not request.get(authed_key, False):
         return json_response({"status": "ok"})
     app = request.app
+    pool = app.get(pool_key)
+    if pool is not None and pool.active_id not in pool.resident:  # between two models (--models-dir)
+        return json_response({"status": "loading", "model": (pool.loading or {}).get("model"),
+                              "scheduler": app[scheduler_key].snapshot(), "connections": app[gate_key].snapshot(),
+                              "hwinfo": hwinfo(), "library": pool.snapshot()})
     served = app[model_key]
     try:  # "changed": every generation is refused (model_file_changed)
         model_file = served.engine.file_state()
@@ -50,6 +55,8 @@ async def get_health(request: web.Request) -> web.Response:
         "scheduler": app[scheduler_key].snapshot(),
         "connections": app[gate_key].snapshot(),
         "hwinfo": hwinfo(),
+        # --models-dir: the active and resident models, the one loading and how far (colibri.serving.pool)
+        "library": app[pool_key].snapshot() if app.get(pool_key) is not None else None,
         **safe_placement(served),
     })
 

@@ -86,7 +86,8 @@ def key_ok(cfg: ServeConfig, request: web.Request) -> bool:
 
 
 def needs_key(path: str) -> bool:
-    return path in ("/metrics", "/v1", "/experts", "/experts/coroute", "/profile", "/events") or path.startswith("/v1/")
+    return (path in ("/metrics", "/v1", "/experts", "/experts/coroute", "/profile", "/events")
+            or path.startswith(("/v1/", "/api/")))
 
 
 async def on_prepare(request: web.Request, resp: web.StreamResponse) -> None:

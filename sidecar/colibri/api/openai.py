@@ -17,7 +17,7 @@ from typing import AsyncIterator
 from aiohttp import web
 
 from colibri.api.errors import ApiError, StreamAborted, as_api_error, json_response
-from colibri.api.keys import config_key, core_key, model_key
+from colibri.api.keys import config_key, core_key, model_key, pool_key
 from colibri.api.logprobs import Entry, chat_logprobs, described_tokens, legacy_logprobs, prompt_rows
 from colibri.api.protocol import parse_chat, parse_completion
 from colibri.api.request import limits_of, read_request
@@ -57,8 +57,36 @@ def wants_anthropic(request: web.Request) -> bool:
     return "anthropic-version" in request.headers
 
 
+def library_card(row: dict) -> dict:
+    """A library model that is not loaded: what its header says (context_length is the trained one)."""
+    return {"id": row["id"], "object": "model", "created": 0, "owned_by": "colibri", "input_modalities": ["text"],
+            "capabilities": ["chat", "systemone"], "context_length": row.get("n_ctx_train") or None,
+            "meta": {"n_ctx_train": row.get("n_ctx_train"), "n_params": row.get("n_params"), "arch": row.get("arch"),
+                     "state": row.get("state"), "size": row.get("size")}}
+
+
+async def list_library(request: web.Request, pool) -> web.Response:
+    """With --models-dir: the loaded models (the active one first), then every runnable one found."""
+    rows = await asyncio.get_running_loop().run_in_executor(None, pool.listing)
+    loaded = sorted(pool.resident.values(), key=lambda s: s.model_id != pool.active_id)  # the active one first
+    cards = [model_card(s) for s in loaded]
+    for card in cards:
+        card["meta"]["state"] = "active" if card["id"] == pool.active_id else "loaded"
+    cards += [library_card(r) for r in rows if r["id"] not in pool.resident and r["runnable"] is not False]
+    if wants_anthropic(request):
+        data = [{"type": "model", "id": c["id"], "display_name": c["id"], "created_at": "1970-01-01T00:00:00Z"}
+                for c in cards]
+        return json_response({"data": data, "has_more": False, "first_id": data[0]["id"], "last_id": data[-1]["id"]})
+    return json_response({"object": "list", "data": cards,
+                          "models": [{"name": c["id"], "description": f"{c['meta'].get('arch') or 'a'} model served "
+                                      "by colibri", "release_date": None} for c in cards]})
+
+
 @routes.get("/v1/models")
 async def list_models(request: web.Request) -> web.Response:
+    pool = request.app.get(pool_key)
+    if pool is not None:
+        return await list_library(request, pool)
     served = request.app[model_key]
     if wants_anthropic(request):  # one model: one page, nothing before or after it
         return json_response({"data": [anthropic_model_card(served)], "has_more": False,
@@ -71,6 +99,19 @@ async def list_models(request: web.Request) -> web.Response:
 @routes.get("/v1/models/{model:.+}")
 async def get_model(request: web.Request) -> web.Response:
     served = request.app[model_key]
+    pool = request.app.get(pool_key)
+    name = request.match_info["model"]
+    if pool is not None and name in pool.resident:
+        served = pool.resident[name]
+    elif pool is not None:
+        row = next((r for r in pool.listing() if r["id"] == name and r["runnable"] is not False), None)
+        if row is None:
+            raise ApiError(404, "model_not_found", f"the model {name!r} does not exist", param="model")
+        card = library_card(row)
+        if wants_anthropic(request):
+            return json_response({"type": "model", "id": name, "display_name": name,
+                                  "created_at": "1970-01-01T00:00:00Z"})
+        return json_response(card)
     if request.match_info["model"] != served.model_id:
         raise ApiError(404, "not_found", f"the model {request.match_info['model']!r} does not exist; "
                                          f"this server serves {served.model_id!r}", param="model")

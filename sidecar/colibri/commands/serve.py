@@ -65,6 +65,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "$COLI_IDLE_TIMEOUT)")
     p.add_argument("--allow-insecure-bind", action="store_true",
                    help="bind a non-loopback address without an API key ($COLI_ALLOW_INSECURE_BIND=1)")
+    p.add_argument("--models-dir", action="append", default=None, metavar="DIR",
+                   help="serve the model library: every model found there and in the usual places (colibri's, "
+                        "the Hugging Face cache, LM Studio, llama.cpp) is listed in /v1/models and loaded when a "
+                        "request names it (repeatable; $COLI_MODELS_DIR, os.pathsep-separated)")
+    p.add_argument("--max-models", type=int, default=None,
+                   help="models kept loaded at once with --models-dir; the least recently used idle one is "
+                        "unloaded to make room (default 1; $COLI_MAX_MODELS)")
+    p.add_argument("--model-ttl", default=None, metavar="SECONDS",
+                   help="unload a loaded model idle this long (e.g. 600, 10m), the active one excepted "
+                        "(default: never; $COLI_MODEL_TTL)")
     add_placement_args(p)
     p.add_argument("--web-dir", default=None,
                    help="the built dashboard (default: $COLI_WEB_DIR, else the checkout's web/dist, "
@@ -114,6 +124,14 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
         raise ColiError(f"refusing to serve on {args.host} without an API key: anyone who can reach it could use "
                         "it. Set COLI_API_KEY (or --api-key), or COLI_ALLOW_INSECURE_BIND=1 on a trusted network")
     web_dir = Path(args.web_dir) if args.web_dir else default_web_dir()
+    from colibri.library.discovery import models_dirs_from_env
+    from colibri.serving.pool import parse_ttl
+
+    models_dirs = tuple(args.models_dir or [str(p) for p in models_dirs_from_env()])
+    max_models = _number(args.max_models, "COLI_MAX_MODELS", "1")
+    if max_models < 1:
+        raise ColiError(f"--max-models must be >= 1, got {max_models}")
+    model_ttl = parse_ttl(args.model_ttl if args.model_ttl is not None else _env("COLI_MODEL_TTL", "0"))
     return ServeConfig(
         model_path=args.model, model_id=args.model_id or "", host=args.host, port=args.port, api_key=args.api_key,
         kv_slots=args.kv_slots,
@@ -129,7 +147,7 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
         read_deadline=args.read_deadline, idle_timeout=args.idle_timeout,
         keepalive_s=_number(None, "COLI_KEEPALIVE_S", "10", float),
         drain_s=_number(None, "COLI_ENGINE_DRAIN_S", "30", float),
-        web_dir=web_dir,
+        web_dir=web_dir, models_dirs=models_dirs, max_models=max_models, model_ttl=model_ttl,
         **placement_from_args(args),
     )
 

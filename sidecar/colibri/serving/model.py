@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from typing import Callable
 
 from colibri.chat.builtin_templates import BY_ARCH, TURN_OPENERS
 from colibri.chat.messages import Message
@@ -139,11 +140,16 @@ def model_id_for(cfg: ServeConfig, path: Path) -> str:
     return id_of(path) or path.stem
 
 
-def load_model(cfg: ServeConfig) -> ServedModel:
-    """Plan the placement, open the engine with the server's slots and context, start its thread."""
-    path = resolve_model(cfg.model_path)
+def load_model(cfg: ServeConfig, path: Path | None = None, model_id: str | None = None,
+               before_open: Callable[[Plan], None] | None = None) -> ServedModel:
+    """Plan the placement, open the engine with the server's slots and context, start its thread.
+    path/model_id: a library model instead of --model (colibri.serving.pool); before_open runs
+    between the plan and the engine's open (the pool reads the file there, with progress)."""
+    path = path or resolve_model(cfg.model_path)
     plan = make_plan(path, ctx=cfg.ctx or None, kv_slots=cfg.kv_slots, expert_cache_gb=cfg.expert_cache_gb,
                      pin_gb=cfg.pin_gb)
+    if before_open:
+        before_open(plan)
     if plan.placement == "streaming":
         log.warning("experts stream from disk: %.1f GiB cache + %.1f GiB pinned (%s%s)", plan.cache_bytes / (1 << 30),
                     plan.pin_bytes / (1 << 30), plan.reason, f"; {plan.memory_source}" if plan.memory_source else "")
@@ -155,8 +161,8 @@ def load_model(cfg: ServeConfig) -> ServedModel:
     arch = engine.model_info().get("arch") or "unknown"
     thread = EngineThread(engine, persist_dir=kv_dir() if cfg.kv_persist else None, heat_dir=cache_dir() / "heat")
     thread.start()
-    return ServedModel(model_id_for(cfg, Path(path)), engine, thread, chat_format_for(str(path), arch, engine), arch,
-                       plan)
+    return ServedModel(model_id or model_id_for(cfg, Path(path)), engine, thread,
+                       chat_format_for(str(path), arch, engine), arch, plan)
 
 
 async def close_model(served: ServedModel) -> None:

@@ -85,3 +85,9 @@ export async function postSystemOne(req: SystemOneRequest, signal?: AbortSignal)
   );
   return (await res.json()) as SystemOneReply;
 }
+
+/** POST {root}/api/models/<id>/<action>: make a model the active one ("load") or unload an idle one. */
+export async function postModelAction(id: string, action: "load" | "unload", signal?: AbortSignal): Promise<void> {
+  const url = joinUrl(feedRoot(base()), `api/models/${encodeURIComponent(id)}/${action}`);
+  await checked(await fetch(url, { method: "POST", headers: headers(true), body: "{}", signal }));
+}

@@ -47,6 +47,18 @@ export interface Health {
   hwinfo?: HealthHwinfo;
   /** Expert-cache totals since the server started. */
   cache?: HealthCache;
+  /** `coli serve --models-dir`: the model library (null without it); the Models page reads /api/models. */
+  library?: HealthLibrary | null;
+}
+
+export interface HealthLibrary {
+  active: string;
+  resident: string[];
+  max_models: number;
+  model_ttl_seconds: number;
+  loading: { model: string; phase: string; bytes_done: number; bytes_total: number; started: number } | null;
+  last_error: { model: string; message: string; at: number } | null;
+  switches: number;
 }
 
 export interface HealthMoe {

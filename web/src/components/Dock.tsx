@@ -1,4 +1,4 @@
-import { Brain, Gauge, MessageSquare, Moon, Settings, Sun, SunMoon, Scale, type LucideIcon } from "lucide-react";
+import { Boxes, Brain, Gauge, MessageSquare, Moon, Settings, Sun, SunMoon, Scale, type LucideIcon } from "lucide-react";
 import { followLink, usePage } from "../hooks/usePage";
 import { pathOf, type Page } from "../lib/routes";
 import { useSettings, type ThemePref } from "../stores/settings";
@@ -10,6 +10,7 @@ export const DOCK: { page: Page; label: string; icon: LucideIcon }[] = [
   { page: "systemone", label: "System One", icon: Scale },
   { page: "brain", label: "Brain", icon: Brain },
   { page: "profiling", label: "Profiling", icon: Gauge },
+  { page: "models", label: "Models", icon: Boxes },
   { page: "settings", label: "Settings", icon: Settings },
 ];
 

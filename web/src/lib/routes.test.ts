@@ -7,7 +7,7 @@ const here = () => `${location.pathname}${location.search}${location.hash}`;
 
 describe("routes", () => {
   it("gives every page its own path, and reads each back", () => {
-    expect(PAGES.map((p) => pathOf(p, "/"))).toEqual(["/chat", "/system-one", "/brain", "/profiling", "/settings"]);
+    expect(PAGES.map((p) => pathOf(p, "/"))).toEqual(["/chat", "/system-one", "/brain", "/profiling", "/models", "/settings"]);
     for (const p of PAGES) expect(pageAt(pathOf(p, "/"), "/")).toBe(p);
     expect(pageAt("/brain/", "/")).toBe("brain");
   });

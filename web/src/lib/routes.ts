@@ -1,11 +1,11 @@
 // Every page has an address below the app's base path (Vite's `base`, "/" as
 // `coli serve` serves it): /chat, /system-one, /brain, /profiling, /settings.
 // The base itself shows Chat, and so does any address the app does not know.
-// `coli serve` (and `vite preview`) answer any dotless path with index.html,
+// /models lists the model library. `coli serve` (and `vite preview`) answer any dotless path with index.html,
 // so a page can be bookmarked and reloaded where it was. hooks/usePage.ts
 // follows the address; this module only reads and writes it.
 
-export type Page = "chat" | "systemone" | "brain" | "profiling" | "settings";
+export type Page = "chat" | "systemone" | "brain" | "profiling" | "models" | "settings";
 
 /** The path of each page below the base, in dock order. */
 export const PAGE_PATHS: Record<Page, string> = {
@@ -13,6 +13,7 @@ export const PAGE_PATHS: Record<Page, string> = {
   systemone: "system-one",
   brain: "brain",
   profiling: "profiling",
+  models: "models",
   settings: "settings",
 };
 export const PAGES = Object.keys(PAGE_PATHS) as Page[];

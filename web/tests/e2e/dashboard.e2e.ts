@@ -9,7 +9,7 @@ import { launch, open, shot } from "./browser";
 
 const baseUrl = inject("baseUrl");
 const live = inject("live");
-const PAGES = ["chat", "systemone", "brain", "profiling", "settings"] as const;
+const PAGES = ["chat", "systemone", "brain", "profiling", "models", "settings"] as const;
 
 let browser: Browser;
 beforeAll(async () => {
@@ -77,7 +77,7 @@ describe("dashboard", () => {
     await context.close();
   });
 
-  it("is keyboard usable: Alt+1..5 switch pages, Tab reaches the dock", async () => {
+  it("is keyboard usable: Alt+1..6 switch pages, Tab reaches the dock", async () => {
     const { context, page } = await open(browser, baseUrl, { width: 1280, height: 800 });
     for (const [i, p] of PAGES.entries()) {
       await page.keyboard.press(`Alt+${i + 1}`);

@@ -1,5 +1,5 @@
 // Every page has an address: opening it shows that page (also after a
-// reload), the dock's links and Alt+1..5 push addresses that back and forward
+// reload), the dock's links and Alt+1..6 push addresses that back and forward
 // walk, the dock's pages open in a new tab on a middle click, an address the
 // app does not know shows Chat at /, and an old /#brain opens /brain. Against
 // `vite preview` or a live `coli serve`: both answer any dotless path with
@@ -14,6 +14,7 @@ const ROUTES = [
   ["systemone", "/system-one"],
   ["brain", "/brain"],
   ["profiling", "/profiling"],
+  ["models", "/models"],
   ["settings", "/settings"],
 ] as const;
 

@@ -34,7 +34,7 @@ export function SettingsPage() {
               </button>
             ))}
           </div>
-          <p className="small muted">Alt+T cycles the theme; Alt+1…5 switch pages.</p>
+          <p className="small muted">Alt+T cycles the theme; Alt+1…6 switch pages.</p>
         </section>
 
         <section className="card" aria-labelledby="set-server">
