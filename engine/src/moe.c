@@ -218,21 +218,66 @@ static size_t act_row_bytes(uint32_t wtype, int64_t n) {
     return t == GGML_TYPE_F32 ? (size_t)n * sizeof(float) : coli_row_size(t, n);
 }
 
-/* The rows each expert of the wave reads, quantized once per row, laid out by expert. */
-static void quantize_wave_inputs(const coli_model *m, coli_state *s, int il, const int32_t *wave, int nw,
-                                 int up_separate, size_t up_stride) {
-    const coli_layer_experts *le = &m->layers[il].exps;
-    const int K = m->hp.n_expert_used, D = m->hp.n_embd;
-    for (int g = 0; g < nw; g++) {
-        const int e = wave[g], lo = s->counts[e], cnt = s->counts[e + 1] - lo;
-        for (int j = 0; j < cnt; j++) {
-            const int pair = s->pairs[lo + j];
-            s->slot_of_pair[pair] = lo + j;
+/* The per-row steps around the matmuls of a wave: its input rows quantized and laid out by
+ * expert (step 0), and each row's biases, activation and down-input quantization (step 1).
+ * A wave of many rows (a prefill) spreads them over the pool, one expert per work item:
+ * each row's arithmetic is its own, so the split changes no bits. */
+typedef struct {
+    const coli_model *m;
+    coli_state *s;
+    int il;
+    const int32_t *wave;
+    int nw, step, up_separate;
+    size_t up_stride;
+    atomic_int next;
+} wave_rows_job;
+
+#define WAVE_ROWS_PARALLEL 16 /* rows in a wave from which the pool shares these steps (decode keeps them on one thread) */
+
+static void wave_rows_expert(const wave_rows_job *J, int g) {
+    const coli_model *m = J->m;
+    coli_state *s = J->s;
+    const coli_hparams *hp = &m->hp;
+    const coli_layer *L = &m->layers[J->il];
+    const coli_layer_experts *le = &L->exps;
+    const int K = hp->n_expert_used, D = hp->n_embd, F = hp->n_ff_exp;
+    const int e = J->wave[g], lo = s->counts[e], cnt = s->counts[e + 1] - lo;
+    for (int j = 0; j < cnt; j++) {
+        const int slot = lo + j;
+        if (J->step == 0) {
+            const int pair = s->pairs[slot];
+            s->slot_of_pair[pair] = slot;
             const float *row = s->xn + (size_t)(pair / K) * D;
-            to_vec_dot_type(le->gate.type, row, (char *)s->xq_in + (size_t)(lo + j) * s->xq_in_stride, D);
-            if (up_separate) to_vec_dot_type(le->up.type, row, (char *)s->xq_mid + (size_t)(lo + j) * up_stride, D);
+            to_vec_dot_type(le->gate.type, row, (char *)s->xq_in + (size_t)slot * s->xq_in_stride, D);
+            if (J->up_separate) to_vec_dot_type(le->up.type, row, (char *)s->xq_mid + (size_t)slot * J->up_stride, D);
+            continue;
         }
+        float *gate = s->hg + (size_t)slot * F, *up = s->hg2 + (size_t)slot * F;
+        if (L->up_exps_b) /* gpt-oss: each expert's biases (ggml_add_id) */
+            for (int i = 0; i < F; i++) up[i] += L->up_exps_b[(size_t)e * F + i];
+        if (L->gate_exps_b)
+            for (int i = 0; i < F; i++) gate[i] += L->gate_exps_b[(size_t)e * F + i];
+        if (hp->exp_act == COLI_ACT_SWIGLU_OAI)
+            coli_swiglu_oai(gate, up, F, 1.702f, 7.0f); /* build_moe_ffn's alpha and limit */
+        else
+            coli_swiglu(gate, up, F);
+        to_vec_dot_type(le->down.type, gate, (char *)s->xq_mid + (size_t)slot * s->xq_mid_stride, F);
     }
+}
+
+static void wave_rows_worker(void *ctx, int ith, int nth) {
+    wave_rows_job *J = ctx;
+    (void)ith;
+    (void)nth;
+    for (int g; (g = atomic_fetch_add(&J->next, 1)) < J->nw;) wave_rows_expert(J, g);
+}
+
+static void wave_rows(wave_rows_job *J, int rows) {
+    if (rows >= WAVE_ROWS_PARALLEL && coli_pool_size(J->s->pool) > 1) {
+        atomic_store(&J->next, 0);
+        coli_pool_run(J->s->pool, wave_rows_worker, J);
+    } else
+        for (int g = 0; g < J->nw; g++) wave_rows_expert(J, g);
 }
 
 /* gate/up, SwiGLU, down for the experts of one wave (all acquired). */
@@ -243,7 +288,11 @@ static void compute_wave(const coli_model *m, coli_state *s, int il, const int32
     const uint32_t gate_act = coli_kernels()->type[le->gate.type].vec_dot_type;
     const int up_separate = coli_kernels()->type[le->up.type].vec_dot_type != gate_act;
     const size_t up_stride = act_row_bytes(le->up.type, D);
-    quantize_wave_inputs(m, s, il, wave, nw, up_separate, up_stride);
+    int rows = 0;
+    for (int g = 0; g < nw; g++) rows += s->counts[wave[g] + 1] - s->counts[wave[g]];
+    wave_rows_job rj = {.m = m, .s = s, .il = il, .wave = wave, .nw = nw, .step = 0, .up_separate = up_separate,
+                        .up_stride = up_stride};
+    wave_rows(&rj, rows);
     moe_job job = {.m = m, .s = s, .ex_of = s->ex_of, .experts = wave, .phase = 0, .up_separate = up_separate,
                    .up_stride = up_stride};
     const int nth = coli_pool_size(s->pool);
@@ -252,22 +301,8 @@ static void compute_wave(const coli_model *m, coli_state *s, int il, const int32
     atomic_init(&job.next, 0);
     coli_pool_run(s->pool, moe_worker, &job);
     const coli_layer *L = &m->layers[il];
-    for (int g = 0; g < nw; g++) {
-        const int e = wave[g];
-        for (int slot = s->counts[e]; slot < s->counts[e + 1]; slot++) {
-            float *gate = s->hg + (size_t)slot * F, *up = s->hg2 + (size_t)slot * F;
-            if (L->up_exps_b) /* gpt-oss: each expert's biases (ggml_add_id) */
-                for (int j = 0; j < F; j++) up[j] += L->up_exps_b[(size_t)e * F + j];
-            if (L->gate_exps_b)
-                for (int j = 0; j < F; j++) gate[j] += L->gate_exps_b[(size_t)e * F + j];
-            if (hp->exp_act == COLI_ACT_SWIGLU_OAI)
-                coli_swiglu_oai(gate, up, F, 1.702f, 7.0f); /* build_moe_ffn's alpha and limit */
-            else
-                coli_swiglu(gate, up, F);
-            to_vec_dot_type(le->down.type, s->hg + (size_t)slot * F, (char *)s->xq_mid + (size_t)slot * s->xq_mid_stride,
-                            F);
-        }
-    }
+    rj.step = 1;
+    wave_rows(&rj, rows);
     job.phase = 1;
     job.chunk = moe_chunk((int64_t)nw * D, nth);
     job.n_items = nw * ((D + job.chunk - 1) / job.chunk);
