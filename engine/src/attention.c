@@ -16,8 +16,11 @@
  * below the first visible cell to the next multiple of 64 past the last one
  * gives the same bits with less work.
  *
- * K is cached as [n_ctx][n_head_kv * head_dim] f16, V transposed as
- * [n_head_kv * head_dim_v][n_ctx] f16 (one row per value dimension). */
+ * K is cached as [cells][n_head_kv * head_dim] f16, V transposed as
+ * [n_head_kv * head_dim_v][cells] f16 (one row per value dimension), a layer's
+ * cells holding positions from coli_kv_first() on: 0 for a full layer, the
+ * window's start (a multiple of CHUNK) for a sliding-window layer, so each cell
+ * keeps its offset in the chunks and a window gives the bits of a full cache. */
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -109,7 +112,7 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
      * cell c - first of K and V is position c */
     const coli_kv_layer *KL = &kv->layer[L->kv_slot];
     const int first = coli_kv_first(kv, L->kv_slot);
-    const coli_half *kc = KL->k + (size_t)kvh * hd - (ptrdiff_t)first * k_dim;
+    const coli_half *kc = KL->k + (size_t)kvh * hd - (ptrdiff_t)first * k_dim; /* read at cells c >= lo >= first */
     /* V rows: the cache's, or for MLA the latent transposed out of K (mla_values) */
     const coli_half *vc = hp->mla ? s->vt_of_row[i] : KL->v + (size_t)kvh * hdv * KL->cells;
     /* DSA: fewer cells chosen than visible, so only those (s->idx_sel of row i) */
