@@ -16,9 +16,13 @@
  * below the first visible cell to the next multiple of 64 past the last one
  * gives the same bits with less work.
  *
- * K is cached as [n_ctx][n_head_kv * head_dim] f16, V transposed as
- * [n_head_kv * head_dim_v][n_ctx] f16 (one row per value dimension). */
+ * K is cached as [cells][n_head_kv * head_dim] f16, V transposed as
+ * [n_head_kv * head_dim_v][cells] f16 (one row per value dimension), a layer's
+ * cells holding positions from coli_kv_first() on: 0 for a full layer, the
+ * window's start (a multiple of CHUNK) for a sliding-window layer, so each cell
+ * keeps its offset in the chunks and a window gives the bits of a full cache. */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,7 +100,7 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
     const coli_layer *L = &J->m->layers[J->il];
     coli_state *s = J->s;
     const coli_kv *kv = s->rows[i].kv;
-    const int hd = hp->head_dim, hdv = hp->head_dim_v, n_ctx = kv->n_ctx;
+    const int hd = hp->head_dim, hdv = hp->head_dim_v;
     const int k_dim = hp->n_head_kv * hd;
     const int p = s->rows[i].pos;
     const int lo = (L->is_swa && p - hp->n_swa + 1 > 0) ? p - hp->n_swa + 1 : 0;
@@ -104,13 +108,18 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
     const size_t cstride = (size_t)ceil_chunk(s->n_ctx) + CHUNK;  /* per head in sc / ph */
     coli_half *qh = scratch_h, *ph = qh + (size_t)ng * hd, *vstage = ph + (size_t)ng * cstride;
     float *sc = scratch_f;
-    const coli_half *kc = kv->k + (size_t)L->kv_slot * n_ctx * k_dim + (size_t)kvh * hd;
+    /* a sliding-window layer's cache holds positions first.. (a multiple of CHUNK, so c0 - first is too):
+     * cell c - first of K and V is position c */
+    const coli_kv_layer *KL = &kv->layer[L->kv_slot];
+    const int first = coli_kv_first(kv, L->kv_slot);
+    const coli_half *kc = KL->k + (size_t)kvh * hd - (ptrdiff_t)first * k_dim; /* read at cells c >= lo >= first */
     /* V rows: the cache's, or for MLA the latent transposed out of K (mla_values) */
-    const coli_half *vc = hp->mla ? s->vt_of_row[i] : kv->v + ((size_t)L->kv_slot * hp->n_head_kv + kvh) * hdv * n_ctx;
+    const coli_half *vc = hp->mla ? s->vt_of_row[i] : KL->v + (size_t)kvh * hdv * KL->cells;
     /* DSA: fewer cells chosen than visible, so only those (s->idx_sel of row i) */
     const int n_sel = hp->dsa ? s->idx_n_sel[i] : 0;
     const int32_t *sel = hp->dsa && n_sel < p + 1 - lo ? s->idx_sel + (size_t)i * hp->idx_top_k : NULL;
-    const int v_cells = hp->mla ? s->vt_cells : n_ctx; /* a V row's length */
+    const int v_cells = hp->mla ? s->vt_cells : KL->cells; /* a V row's length */
+    const int v0 = c0 - first, v1 = c1 - first;            /* the cells' span in a V row */
     /* kq for the visible cells, all heads of the task per K row */
     J->to_f16(s->q + ((size_t)i * hp->n_head + h0) * hd, qh, (int64_t)ng * hd); /* the task's heads are adjacent */
     const size_t qstride = (size_t)hd * sizeof(coli_half);
@@ -164,15 +173,15 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
             const coli_half *pg = ph + (size_t)g0 * cstride;
             float *og = out + (size_t)g0 * hdv;
             int d = d0;
-            if (J->kqv_dot2 && c1 <= v_cells)
+            if (J->kqv_dot2 && v1 <= v_cells)
                 for (; d + 1 < d1; d += 2)
-                    J->kqv_dot2(len, vc + (size_t)d * v_cells + c0, (size_t)v_cells * sizeof(coli_half), pg, ph_stride,
+                    J->kqv_dot2(len, vc + (size_t)d * v_cells + v0, (size_t)v_cells * sizeof(coli_half), pg, ph_stride,
                                 og + d, (size_t)hdv, nr);
             for (; d < d1; d++) {
-                const coli_half *vrow = vc + (size_t)d * v_cells + c0;
-                if (c1 > v_cells) {  /* the last chunk runs past the cache: zero-padded copy */
-                    memcpy(vstage, vrow, (size_t)(v_cells - c0) * sizeof(coli_half));
-                    memset(vstage + (v_cells - c0), 0, (size_t)(c1 - v_cells) * sizeof(coli_half));
+                const coli_half *vrow = vc + (size_t)d * v_cells + v0;
+                if (v1 > v_cells) {  /* the last chunk runs past the cache: zero-padded copy */
+                    memcpy(vstage, vrow, (size_t)(v_cells - v0) * sizeof(coli_half));
+                    memset(vstage + (v_cells - v0), 0, (size_t)(v1 - v_cells) * sizeof(coli_half));
                     vrow = vstage;
                 }
                 J->kqv_dot(len, vrow, pg, ph_stride, og + d, (size_t)hdv, nr);
@@ -217,7 +226,7 @@ static void vt_worker(void *ctx, int ith, int nth) {
     for (int t = ith; t < J->n_seq * d_tiles; t += nth) {
         const int r = t / d_tiles, d0 = (t % d_tiles) * VT_TILE, nd = d0 + VT_TILE < J->R ? VT_TILE : J->R - d0;
         const coli_kv *kv = J->kv[r];
-        const coli_half *k = kv->k + (size_t)J->il * kv->n_ctx * kv->k_dim + d0;
+        const coli_half *k = kv->layer[J->il].k + d0;
         coli_half *out = J->vt + (size_t)r * J->R * J->vt_cells + (size_t)d0 * J->vt_cells;
         for (int c0 = 0; c0 < J->cells[r]; c0 += VT_TILE) {
             const int nc = c0 + VT_TILE < J->cells[r] ? VT_TILE : J->cells[r] - c0;

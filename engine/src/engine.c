@@ -69,7 +69,7 @@ static int load_model(colibri_engine *e) {
     e->rows = calloc((size_t)c->n_batch, sizeof *e->rows);
     if (!e->slots || !e->rows) return coli_fail(COLI_E_NOMEM, "out of memory");
     for (int i = 0; i < c->n_slots; i++) {
-        if ((rc = coli_kv_init(&e->slots[i].kv, hp, c->n_ctx))) return rc;
+        if ((rc = coli_kv_init(&e->slots[i].kv, hp, c->n_ctx, c->n_batch))) return rc;
         e->slots[i].hist = malloc((size_t)c->n_ctx * sizeof(int32_t));
         if (!e->slots[i].hist) return coli_fail(COLI_E_NOMEM, "out of memory");
     }
@@ -151,7 +151,7 @@ int64_t colibri_model_info(colibri_engine *e, char *out, size_t cap) {
     jb_printf(&b, ",\"vocab_only\":%s,\"kernels\":\"%s\"", e->loaded ? "false" : "true", coli_kernels()->name);
     if (e->loaded) {
         const coli_state *s = &e->state;
-        const size_t kv_bytes = coli_kv_bytes(&e->model.hp, e->cfg.n_ctx);
+        const size_t kv_bytes = coli_kv_bytes(&e->model.hp, e->cfg.n_ctx, e->cfg.n_batch);
         jb_printf(&b, ",\"n_ctx\":%d,\"n_batch\":%d,\"n_threads\":%d,\"n_slots\":%d", e->cfg.n_ctx,
                   e->cfg.n_batch, e->cfg.n_threads, e->cfg.n_slots);
         jb_printf(&b, ",\"n_layer_dense_lead\":%d", e->model.hp.n_layer_dense_lead);
@@ -195,6 +195,16 @@ int colibri_eval(colibri_engine *e, const int32_t *tokens, int n, int pos, float
                              V - 1);
     sl->n_past = pos; /* later positions are overwritten */
     sl->prompt_logits_n = 0;
+    if (!coli_kv_resumable(&sl->kv, pos)) {
+        /* a rewind past what the sliding-window layers still hold: the cached tokens run again from 0 */
+        int32_t *again = malloc((size_t)pos * sizeof(int32_t));
+        if (!again) return coli_fail(COLI_E_NOMEM, "out of memory");
+        memcpy(again, sl->hist, (size_t)pos * sizeof(int32_t));
+        sl->n_past = 0;
+        rc = colibri_eval(e, again, pos, 0, NULL, 0);
+        free(again);
+        if (rc) return rc;
+    }
     for (int done = 0; done < n;) {
         const int chunk = n - done < e->cfg.n_batch ? n - done : e->cfg.n_batch;
         for (int i = 0; i < chunk; i++) e->rows[i] = (coli_row){tokens[done + i], pos + done + i, &sl->kv};

@@ -213,8 +213,8 @@ static int attention(const coli_model *m, coli_state *s, int il, int n) {
     for (int i = 0; i < n; i++) {
         const coli_kv *kv = s->rows[i].kv;
         const int pos = s->rows[i].pos;
-        coli_half *kc = kv->k + (size_t)L->kv_slot * kv->n_ctx * k_dim;
-        coli_half *vc = kv->v + (size_t)L->kv_slot * kv->n_ctx * v_dim;
+        const coli_kv_layer *KL = &kv->layer[L->kv_slot];
+        const int cell = pos - coli_kv_first(kv, L->kv_slot); /* a window layer's cell of pos */
         float *q = s->q + (size_t)i * hp->n_head * hd;
         float *k = s->k + (size_t)i * k_dim;
         const float *v = s->v + (size_t)i * v_dim;
@@ -229,9 +229,9 @@ static int attention(const coli_model *m, coli_state *s, int il, int n) {
         coli_rope(k, hp->n_head_kv, hd, hp->n_rot, pos, &L->rope);
         if (hp->attn_scale != 1.0f)
             for (int d = 0; d < hp->n_head * hd; d++) q[d] *= hp->attn_scale;
-        coli_half *kdst = kc + (size_t)pos * k_dim;
+        coli_half *kdst = KL->k + (size_t)cell * k_dim;
         for (int d = 0; d < k_dim; d++) kdst[d] = coli_fp32_to_fp16(k[d]);
-        for (int d = 0; d < v_dim; d++) vc[(size_t)d * kv->n_ctx + pos] = coli_fp32_to_fp16(v[d]);
+        for (int d = 0; d < v_dim; d++) KL->v[(size_t)d * KL->cells + cell] = coli_fp32_to_fp16(v[d]);
     }
     coli_attention(m, s, il, n);
     if (hp->attn_gated) { /* attention output times sigmoid(gate) (ggml_sigmoid, ggml_mul) */
@@ -314,7 +314,7 @@ static int mla_attention(const coli_model *m, coli_state *s, int il, int n) {
         if (hp->attn_scale != 1.0f)
             for (int d = 0; d < H * kd; d++) s->q[(size_t)i * H * kd + d] *= hp->attn_scale;
         const coli_kv *kv = s->rows[i].kv;
-        coli_half *dst = kv->k + ((size_t)il * kv->n_ctx + (size_t)s->rows[i].pos) * kd;
+        coli_half *dst = kv->layer[il].k + (size_t)s->rows[i].pos * kd;
         const float *src = s->k + (size_t)i * kd;
         for (int d = 0; d < kd; d++) dst[d] = coli_fp32_to_fp16(src[d]);
     }
@@ -350,8 +350,8 @@ static int mla_fused_attention(const coli_model *m, coli_state *s, int il, int n
         memcpy(q, s->mla_q + (size_t)i * H * hd, (size_t)H * hd * sizeof(float));
         coli_rope(q + nope, H, hd, rot, pos, &L->rope); /* the trailing rot dims of each head */
         const float *kvb = s->mla_kvb + (size_t)i * H * kvw, *k_pe = s->mla_kva + (size_t)i * (R + rot) + R;
-        coli_half *kdst = kv->k + ((size_t)il * kv->n_ctx + pos) * kv->k_dim;
-        coli_half *vc = kv->v + (size_t)il * kv->v_dim * kv->n_ctx;
+        coli_half *kdst = kv->layer[il].k + (size_t)pos * kv->k_dim;
+        coli_half *vc = kv->layer[il].v;
         for (int h = 0; h < H; h++) {
             for (int d = 0; d < nope; d++) kdst[h * hd + d] = coli_fp32_to_fp16(kvb[h * kvw + d]);
             for (int d = 0; d < rot; d++) kdst[h * hd + nope + d] = coli_fp32_to_fp16(k_pe[d]);
@@ -417,6 +417,17 @@ int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n
             return coli_fail(COLI_E_ARG, "token id %d is outside the vocabulary (0..%d)", r->token, hp->n_vocab - 1);
     }
     if ((rc = coli_gdn_check_rows(m, rows, n))) return rc;
+    /* sliding-window caches: each sequence's window moves on before its rows are written */
+    for (int i = 0; i < n; i++) {
+        if (i > 0 && rows[i].kv == rows[i - 1].kv) continue;
+        int pmin = rows[i].pos, pmax = rows[i].pos;
+        for (int j = i + 1; j < n; j++)
+            if (rows[j].kv == rows[i].kv) {
+                if (rows[j].pos < pmin) pmin = rows[j].pos;
+                if (rows[j].pos > pmax) pmax = rows[j].pos;
+            }
+        if ((rc = coli_kv_prepare(rows[i].kv, pmin, pmax))) return rc;
+    }
     s->rows = rows;
     s->rows_mode = rows_mode;
     const coli_to_float_fn embed = coli_kernels()->type[m->tok_embd.type].to_float;

@@ -2,9 +2,11 @@
  *
  * File layout (little-endian), written as <path>.tmp.<pid>, fsynced, renamed:
  *   kv_header (below)
+ *   version 2 (a cache whose sliding-window layers keep a window): uint32 first, uint32 0 — the
+ *          first position those layers' rows hold (a multiple of 64); version 1: all from 0
  *   int32  tokens[n_tokens]
- *   f16    K of each layer: n_tokens rows of k_dim
- *   f16    V of each layer: v_dim rows of n_tokens
+ *   f16    K of each layer: n_tokens rows of k_dim (a sliding layer in version 2: n_tokens - first)
+ *   f16    V of each layer: v_dim rows of n_tokens (likewise)
  *   f16    DSA models: the indexer keys of each full layer, n_tokens rows of ik_dim
  *          (the model identity fixes their shape, so the header is the same)
  *   f32    Gated DeltaNet models: the recurrent state after the n_tokens tokens, per linear layer
@@ -29,7 +31,7 @@
 #include "kv.h"
 
 #define KV_MAGIC "COLIKV\r\n" /* the \r\n catches text-mode mangling */
-#define KV_VERSION 1u
+#define KV_VERSION 2u /* reads 1 (every layer whole) and 2 (windows) */
 
 typedef struct {
     char magic[8];
@@ -53,44 +55,123 @@ static size_t rs_ssm(const coli_hparams *hp) {
     return hp->gdn ? (size_t)hp->ssm_n_v * hp->ssm_d_state * hp->ssm_d_state : 0;
 }
 
-static size_t halves_bytes(const coli_hparams *hp, int n_ctx) {
-    const size_t cells = (size_t)hp->n_kv_layers * (size_t)n_ctx;
+#define CELL_ALIGN 64 /* attention's cell chunk (attention.c CHUNK): a window starts at a multiple of it */
+
+static bool slot_slides(const coli_hparams *hp, int slot) {
+    return slot < COLI_KV_SWA_BITS && (hp->kv_swa[slot / 64] >> (slot % 64) & 1);
+}
+
+int coli_kv_swa_cells(const coli_hparams *hp, int n_ctx, int n_batch) {
+    /* COLI_SWA_FULL=1: every layer keeps every position (llama.cpp's swa_full) */
+    const char *full = getenv("COLI_SWA_FULL");
+    if (hp->n_swa <= 0 || (full && full[0] == '1')) return n_ctx;
+    /* the first row of a batch sees n_swa - 1 positions before it, from the chunk they begin in, and the
+     * batch's rows after it (llama.cpp's iSWA cache: n_swa + n_ubatch cells, padded to 256) */
+    const int64_t need = ((int64_t)hp->n_swa + CELL_ALIGN + (n_batch > 0 ? n_batch : 1) + CELL_ALIGN - 1) /
+                         CELL_ALIGN * CELL_ALIGN;
+    return need < n_ctx ? (int)need : n_ctx;
+}
+
+static size_t halves_bytes(const coli_hparams *hp, int n_ctx, int n_batch) {
+    const int swa_cells = coli_kv_swa_cells(hp, n_ctx, n_batch);
+    size_t cells = 0;
+    for (int l = 0; l < hp->n_kv_layers; l++) cells += (size_t)(slot_slides(hp, l) ? swa_cells : n_ctx);
     const size_t ik_cells = (size_t)hp->n_idx_layers * (size_t)n_ctx;
     return (cells * ((size_t)hp->kv_k_dim + (size_t)hp->kv_v_dim) + ik_cells * ik_dim(hp)) * sizeof(coli_half);
 }
 
-size_t coli_kv_bytes(const coli_hparams *hp, int n_ctx) {
+size_t coli_kv_bytes(const coli_hparams *hp, int n_ctx, int n_batch) {
     const size_t rs = (size_t)hp->n_rs_layers * (rs_conv(hp) + rs_ssm(hp)) * sizeof(float);
-    return (halves_bytes(hp, n_ctx) + 63) / 64 * 64 + rs;
+    return (halves_bytes(hp, n_ctx, n_batch) + 63) / 64 * 64 + rs;
 }
 
-int coli_kv_init(coli_kv *kv, const coli_hparams *hp, int n_ctx) {
+int coli_kv_init(coli_kv *kv, const coli_hparams *hp, int n_ctx, int n_batch) {
     memset(kv, 0, sizeof *kv);
     kv->n_ctx = n_ctx;
     kv->n_layer = hp->n_kv_layers;
     kv->k_dim = (size_t)hp->kv_k_dim;
     kv->v_dim = (size_t)hp->kv_v_dim; /* 0 for MLA: the values are the latent, read from K */
-    kv->bytes = coli_kv_bytes(hp, n_ctx);
+    kv->swa_cells = coli_kv_swa_cells(hp, n_ctx, n_batch);
+    kv->swa_keep = hp->n_swa > 0 ? hp->n_swa - 1 : 0;
+    kv->bytes = coli_kv_bytes(hp, n_ctx, n_batch);
+    kv->layer = calloc(kv->n_layer > 0 ? (size_t)kv->n_layer : 1, sizeof *kv->layer);
+    if (!kv->layer) return coli_fail(COLI_E_NOMEM, "out of memory");
     /* anonymous pages: zero, and taken from the system only when written */
     void *p = mmap(NULL, kv->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
+    if (p == MAP_FAILED) {
+        free(kv->layer);
+        kv->layer = NULL;
         return coli_fail(COLI_E_NOMEM, "out of memory: a KV cache of %d tokens needs %zu MiB of address space", n_ctx,
                          kv->bytes >> 20);
+    }
     kv->k = p;
-    kv->v = kv->k + (size_t)kv->n_layer * n_ctx * kv->k_dim;
+    coli_half *at = kv->k;
+    for (int l = 0; l < kv->n_layer; l++) {
+        kv->layer[l].slides = slot_slides(hp, l);
+        kv->layer[l].swa = kv->layer[l].slides && kv->swa_cells < n_ctx;
+        kv->layer[l].cells = kv->layer[l].swa ? kv->swa_cells : n_ctx;
+        kv->layer[l].k = at;
+        at += (size_t)kv->layer[l].cells * kv->k_dim;
+    }
+    for (int l = 0; l < kv->n_layer; l++) {
+        kv->layer[l].v = at;
+        at += (size_t)kv->layer[l].cells * kv->v_dim;
+    }
     kv->ik_dim = ik_dim(hp);
     kv->n_ik_layers = hp->dsa ? hp->n_idx_layers : 0;
-    kv->ik = kv->v + (size_t)kv->n_layer * n_ctx * kv->v_dim;
+    kv->ik = at;
     kv->n_rs_layers = hp->gdn ? hp->n_rs_layers : 0;
     kv->rs_conv = rs_conv(hp);
     kv->rs_ssm = rs_ssm(hp);
-    kv->rs = (float *)((char *)p + (halves_bytes(hp, n_ctx) + 63) / 64 * 64);
+    kv->rs = (float *)((char *)p + (halves_bytes(hp, n_ctx, n_batch) + 63) / 64 * 64);
     kv->rs_pos = 0;
+    return 0;
+}
+
+static bool has_window(const coli_kv *kv) { return kv->swa_cells < kv->n_ctx; }
+
+/* the first position a row at pos sees, floored to its chunk */
+static int window_start(const coli_kv *kv, int pos) {
+    const int lo = pos - kv->swa_keep > 0 ? pos - kv->swa_keep : 0;
+    return lo / CELL_ALIGN * CELL_ALIGN;
+}
+
+bool coli_kv_resumable(const coli_kv *kv, int pos) {
+    return pos == 0 || !has_window(kv) || window_start(kv, pos) >= kv->swa_base;
+}
+
+int coli_kv_prepare(coli_kv *kv, int pmin, int pmax) {
+    if (!has_window(kv)) return 0;
+    if (pmin == 0) { /* a restart: nothing before it is read */
+        kv->swa_base = 0;
+    } else if (window_start(kv, pmin) < kv->swa_base) {
+        return coli_fail(COLI_E_STATE,
+                         "position %d needs the %d positions before it, and the sliding-window cache has moved on to "
+                         "position %d: evaluate again from position 0",
+                         pmin, kv->swa_keep, kv->swa_base);
+    }
+    if (pmax - kv->swa_base < kv->swa_cells) return 0;
+    /* move the window on: cells from the first row's window start become cells 0.. */
+    const int base = window_start(kv, pmin), d = base - kv->swa_base, n = kv->swa_cells - d;
+    if (pmax - base >= kv->swa_cells)
+        return coli_fail(COLI_E_ARG, "a batch of positions %d..%d is longer than the sliding-window cache's %d cells",
+                         pmin, pmax, kv->swa_cells);
+    for (int l = 0; l < kv->n_layer; l++) {
+        const coli_kv_layer *L = &kv->layer[l];
+        if (!L->swa) continue;
+        memmove(L->k, L->k + (size_t)d * kv->k_dim, (size_t)n * kv->k_dim * sizeof(coli_half));
+        for (size_t r = 0; r < kv->v_dim; r++) {
+            coli_half *row = L->v + r * (size_t)L->cells;
+            memmove(row, row + d, (size_t)n * sizeof(coli_half));
+        }
+    }
+    kv->swa_base = base;
     return 0;
 }
 
 void coli_kv_free(coli_kv *kv) {
     if (kv && kv->k) munmap(kv->k, kv->bytes);
+    if (kv) free(kv->layer);
     if (kv) memset(kv, 0, sizeof *kv);
 }
 
@@ -154,6 +235,8 @@ int coli_kv_save(const coli_kv *kv, uint64_t model_id, const int32_t *tokens, in
     if (kv->n_rs_layers && kv->rs_pos != n_tokens)
         return coli_fail(COLI_E_STATE, "kv save: the recurrent state holds %d tokens, the history %d", kv->rs_pos,
                          n_tokens);
+    const int first = has_window(kv) ? kv->swa_base : 0; /* the window layers' first position held */
+    if (first > n_tokens) return coli_fail(COLI_E_ARG, "kv save: %d tokens, the window holds from %d", n_tokens, first);
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
         return coli_fail(COLI_E_ARG, "kv save: path too long");
@@ -164,7 +247,7 @@ int coli_kv_save(const coli_kv *kv, uint64_t model_id, const int32_t *tokens, in
     kv_header h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, KV_MAGIC, 8);
-    h.version = KV_VERSION;
+    h.version = first > 0 ? 2u : 1u; /* a cache with every position is the version-1 file it always was */
     h.header_bytes = sizeof h;
     h.model_id = model_id;
     h.n_layer = (uint32_t)kv->n_layer;
@@ -176,13 +259,21 @@ int coli_kv_save(const coli_kv *kv, uint64_t model_id, const int32_t *tokens, in
     s.hash = HASH_SEED;
     s.bytes = 0;
     errno = 0;
+    if (h.version == 2) {
+        const uint32_t ext[2] = {(uint32_t)first, 0};
+        put(&s, ext, sizeof ext);
+    }
     put(&s, tokens, (size_t)n_tokens * sizeof *tokens);
-    const size_t n = (size_t)n_tokens;
-    for (int il = 0; il < kv->n_layer; il++)
-        put(&s, kv->k + (size_t)il * kv->n_ctx * kv->k_dim, n * kv->k_dim * sizeof(coli_half));
-    for (int il = 0; il < kv->n_layer; il++)
+    for (int il = 0; il < kv->n_layer; il++) {
+        const size_t n = (size_t)(n_tokens - (kv->layer[il].swa ? first : 0));
+        put(&s, kv->layer[il].k, n * kv->k_dim * sizeof(coli_half));
+    }
+    for (int il = 0; il < kv->n_layer; il++) {
+        const size_t n = (size_t)(n_tokens - (kv->layer[il].swa ? first : 0));
         for (size_t d = 0; d < kv->v_dim; d++)
-            put(&s, kv->v + ((size_t)il * kv->v_dim + d) * kv->n_ctx, n * sizeof(coli_half));
+            put(&s, kv->layer[il].v + d * (size_t)kv->layer[il].cells, n * sizeof(coli_half));
+    }
+    const size_t n = (size_t)n_tokens;
     for (int l = 0; l < kv->n_ik_layers; l++)
         put(&s, kv->ik + (size_t)l * kv->n_ctx * kv->ik_dim, n * kv->ik_dim * sizeof(coli_half));
     if (kv->n_rs_layers)
@@ -233,7 +324,7 @@ int coli_kv_load(coli_kv *kv, uint64_t model_id, int32_t *tokens, const char *pa
         rc = coli_fail(COLI_E_FORMAT, "kv load: %s is not a colibri KV file", path);
         goto done;
     }
-    if (h.version != KV_VERSION || h.header_bytes != sizeof h) {
+    if ((h.version != 1 && h.version != KV_VERSION) || h.header_bytes != sizeof h) {
         rc = coli_fail(COLI_E_VERSION, "kv load: %s has format version %u, this engine reads %u", path, h.version,
                        KV_VERSION);
         goto done;
@@ -251,8 +342,29 @@ int coli_kv_load(coli_kv *kv, uint64_t model_id, int32_t *tokens, const char *pa
         rc = coli_fail(COLI_E_TOO_LONG, "kv load: %s holds %zu tokens, the context holds %d", path, n, kv->n_ctx);
         goto done;
     }
+    uint64_t hash = HASH_SEED;
+    uint32_t ext[2] = {0, 0}; /* version 2: the window layers' first position */
+    if (h.version == 2 && get(f, ext, sizeof ext, &hash)) {
+        rc = coli_fail(COLI_E_TRUNCATED, "kv load: %s ends early", path);
+        goto done;
+    }
+    const size_t first = ext[0];
+    if (first > n || first % 64 || ext[1]) {
+        rc = coli_fail(COLI_E_CORRUPT, "kv load: %s declares a window from position %zu of %zu", path, first, n);
+        goto done;
+    }
+    if (first > 0 && !has_window(kv)) {
+        rc = coli_fail(COLI_E_UNSUPPORTED,
+                       "kv load: %s keeps its sliding-window layers from position %zu only; this context (%d) keeps "
+                       "every position",
+                       path, first, kv->n_ctx);
+        goto done;
+    }
+    size_t rows_total = 0; /* K / V rows of all layers in the file */
+    for (int il = 0; il < kv->n_layer; il++) rows_total += n - (kv->layer[il].slides ? first : 0);
     const uint64_t rs_bytes = (uint64_t)kv->n_rs_layers * (kv->rs_conv + kv->rs_ssm) * sizeof(float);
-    const uint64_t want = n * sizeof(int32_t) + (uint64_t)kv->n_layer * n * (kv->k_dim + kv->v_dim) * sizeof(coli_half) +
+    const uint64_t want = (h.version == 2 ? sizeof ext : 0) + n * sizeof(int32_t) +
+                          (uint64_t)rows_total * (kv->k_dim + kv->v_dim) * sizeof(coli_half) +
                           (uint64_t)kv->n_ik_layers * n * kv->ik_dim * sizeof(coli_half) + rs_bytes;
     if (h.payload_bytes != want || (uint64_t)st.st_size != sizeof h + want) {
         rc = coli_fail((uint64_t)st.st_size < sizeof h + want ? COLI_E_TRUNCATED : COLI_E_CORRUPT,
@@ -260,20 +372,36 @@ int coli_kv_load(coli_kv *kv, uint64_t model_id, int32_t *tokens, const char *pa
                        (unsigned long long)(sizeof h + want));
         goto done;
     }
-    uint64_t hash = HASH_SEED;
+    /* a window layer keeps the positions from where the next row's window begins (or the file's first) */
+    size_t base = 0;
+    if (has_window(kv)) {
+        base = (size_t)window_start(kv, (int)n);
+        if (base < first) base = first;
+    }
     int bad = get(f, tokens, n * sizeof *tokens, &hash);
-    for (int il = 0; il < kv->n_layer && !bad; il++)
-        bad = get(f, kv->k + (size_t)il * kv->n_ctx * kv->k_dim, n * kv->k_dim * sizeof(coli_half), &hash);
-    stage = malloc(n ? n * sizeof(coli_half) : 1);
+    stage = malloc((n ? n : 1) * (kv->k_dim > 1 ? kv->k_dim : 1) * sizeof(coli_half));
     if (!stage) {
         rc = coli_fail(COLI_E_NOMEM, "kv load: out of memory");
         goto done;
     }
-    for (int il = 0; il < kv->n_layer && !bad; il++)
-        for (size_t d = 0; d < kv->v_dim && !bad; d++) {
-            bad = get(f, stage, n * sizeof(coli_half), &hash);
-            if (!bad) memcpy(kv->v + ((size_t)il * kv->v_dim + d) * kv->n_ctx, stage, n * sizeof(coli_half));
+    for (int il = 0; il < kv->n_layer && !bad; il++) { /* K: rows from the file's first, kept from base */
+        const coli_kv_layer *L = &kv->layer[il];
+        const size_t from = L->slides ? first : 0, keep = L->swa ? base : 0;
+        if (!L->swa) { /* straight into the cache, as ever */
+            bad = get(f, L->k, n * kv->k_dim * sizeof(coli_half), &hash);
+            continue;
         }
+        bad = get(f, stage, (n - from) * kv->k_dim * sizeof(coli_half), &hash);
+        if (!bad) memcpy(L->k, stage + (keep - from) * kv->k_dim, (n - keep) * kv->k_dim * sizeof(coli_half));
+    }
+    for (int il = 0; il < kv->n_layer && !bad; il++) {
+        const coli_kv_layer *L = &kv->layer[il];
+        const size_t from = L->slides ? first : 0, keep = L->swa ? base : 0;
+        for (size_t d = 0; d < kv->v_dim && !bad; d++) {
+            bad = get(f, stage, (n - from) * sizeof(coli_half), &hash);
+            if (!bad) memcpy(L->v + d * (size_t)L->cells, stage + (keep - from), (n - keep) * sizeof(coli_half));
+        }
+    }
     for (int l = 0; l < kv->n_ik_layers && !bad; l++)
         bad = get(f, kv->ik + (size_t)l * kv->n_ctx * kv->ik_dim, n * kv->ik_dim * sizeof(coli_half), &hash);
     kv->rs_pos = -1; /* no state until the file has proved itself (a row at position 0 restarts it) */
@@ -288,6 +416,7 @@ int coli_kv_load(coli_kv *kv, uint64_t model_id, int32_t *tokens, const char *pa
     }
     rc = (int)n;
     kv->rs_pos = (int)n;
+    kv->swa_base = (int)base;
 done:
     free(stage);
     fclose(f);

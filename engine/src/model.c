@@ -802,6 +802,8 @@ static int load_layer(coli_model *m, const gguf_file *f, int il) {
     }
 #undef T
     if ((rc = layer_slides(f, m, il, &L->is_swa))) return rc;
+    if (L->is_swa && L->kv_slot >= 0 && L->kv_slot < COLI_KV_SWA_BITS) /* its cache keeps the window only */
+        m->hp.kv_swa[L->kv_slot / 64] |= 1ull << (L->kv_slot % 64);
     coli_rope_params *r = &L->rope;
     const bool scaled = !L->is_swa || hp->swa_rope_global; /* the global layers' scaling and YaRN */
     r->base = L->is_swa ? hp->rope_base_swa : hp->rope_base;

@@ -124,6 +124,8 @@ typedef struct {
     int ssm_n_k, ssm_n_v;  /* key heads (ssm.group_count), value heads (ssm.time_step_rank) */
     int n_rs_layers;       /* linear layers: the recurrent state's layers */
     int n_kv_layers;       /* layers with a KV cache: n_layer, less the linear layers of a Gated DeltaNet model */
+#define COLI_KV_SWA_BITS 512
+    uint64_t kv_swa[COLI_KV_SWA_BITS / 64]; /* bit kv_slot: that cache layer slides (its cache is a window, coli_kv) */
 } coli_hparams;
 
 typedef struct {
@@ -201,14 +203,34 @@ int coli_model_load(coli_model *m, const gguf_file *f);
 int coli_model_file_error(const coli_model *m);
 void coli_model_free(coli_model *m);
 
+/* One cache layer of a coli_kv: K rows [cells][k_dim], V rows [v_dim][cells]
+ * (transposed), cell c holding position first + c where first is 0 for a
+ * full layer and kv->swa_base for a sliding-window layer. */
+typedef struct {
+    coli_half *k, *v;
+    int cells;
+    bool slides;     /* the model's layer slides (a window file holds its window only) */
+    bool swa;        /* ... and its cache is a window (swa_cells < n_ctx) */
+} coli_kv_layer;
+
 /* The KV cache of one sequence (a slot's): pages are mapped on first write,
- * so an unused slot costs address space, not memory. */
+ * so an unused slot costs address space, not memory.
+ * Sliding-window layers keep a window, not the context: swa_cells cells
+ * holding positions swa_base .. swa_base + swa_cells - 1, swa_base a multiple
+ * of 64 (attention's cell alignment, so cells keep their offsets in each
+ * chunk and the bits stay those of a full-length cache). A batch whose first
+ * row no longer finds its window (n_swa - 1 positions before it) after the
+ * cache moved on is refused: coli_kv_resumable() says where a sequence can
+ * continue; a restart at position 0 always can. */
 typedef struct {
     int n_ctx;       /* positions it holds */
     size_t k_dim, v_dim;
     int n_layer;     /* cache layers: hp.n_kv_layers (a layer's is coli_layer.kv_slot) */
-    coli_half *k;    /* [n_layer][n_ctx][k_dim] */
-    coli_half *v;    /* [n_layer][v_dim][n_ctx]: transposed, so P.V is a dot per dimension */
+    coli_half *k;    /* the mapping's start: the layers' K rows, then their V rows, then ik */
+    coli_kv_layer *layer; /* [n_layer] */
+    int swa_cells;   /* cells of a sliding-window layer: its window plus a batch, or n_ctx (no window kept) */
+    int swa_base;    /* the position in a sliding-window layer's cell 0 */
+    int swa_keep;    /* positions before a row that it sees: n_swa - 1 */
     size_t ik_dim;   /* DSA: the indexer key cache's row (idx_head_dim), else 0 */
     int n_ik_layers; /* ... and its layers (hp.n_idx_layers) */
     coli_half *ik;   /* [n_ik_layers][n_ctx][ik_dim] f16, as llama.cpp's type_k */
@@ -222,10 +244,19 @@ typedef struct {
     size_t bytes;    /* size of the mapping */
 } coli_kv;
 
-int coli_kv_init(coli_kv *kv, const coli_hparams *hp, int n_ctx);
+/* n_batch: the most rows of one sequence a forward batch holds (a window layer keeps them besides its window). */
+int coli_kv_init(coli_kv *kv, const coli_hparams *hp, int n_ctx, int n_batch);
 void coli_kv_free(coli_kv *kv);
 /* Bytes a cache of n_ctx positions maps. */
-size_t coli_kv_bytes(const coli_hparams *hp, int n_ctx);
+size_t coli_kv_bytes(const coli_hparams *hp, int n_ctx, int n_batch);
+/* Cells of a sliding-window layer's cache (n_ctx when the window would not be smaller). */
+int coli_kv_swa_cells(const coli_hparams *hp, int n_ctx, int n_batch);
+/* Whether a sequence whose cache holds positions < pos can go on at pos (its windows are still held). */
+bool coli_kv_resumable(const coli_kv *kv, int pos);
+/* Before a batch writes positions pmin .. pmax: moves the windows on where they must (0, or a named error). */
+int coli_kv_prepare(coli_kv *kv, int pmin, int pmax);
+/* The first position a cache layer holds (its cell 0). */
+static inline int coli_kv_first(const coli_kv *kv, int slot) { return kv->layer[slot].swa ? kv->swa_base : 0; }
 
 /* One row of a forward batch: a token at a position of a sequence. */
 typedef struct {

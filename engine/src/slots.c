@@ -28,7 +28,7 @@ static int check(const colibri_engine *e, int slot, const char *fn) {
 int colibri_n_slots(const colibri_engine *e) { return (e && e->loaded) ? e->cfg.n_slots : 0; }
 
 int64_t colibri_slot_bytes(const colibri_engine *e) {
-    return (e && e->loaded) ? (int64_t)coli_kv_bytes(&e->model.hp, e->cfg.n_ctx) : 0;
+    return (e && e->loaded) ? (int64_t)coli_kv_bytes(&e->model.hp, e->cfg.n_ctx, e->cfg.n_batch) : 0;
 }
 
 const char *colibri_model_id(const colibri_engine *e) { return (e && e->loaded) ? e->model_id_hex : ""; }
@@ -76,6 +76,9 @@ int colibri_submit(colibri_engine *e, int slot, const int32_t *prompt, int n, co
     /* a Gated DeltaNet model's recurrent state cannot rewind: the cached prefix is reusable only where the
      * state stands (a continued conversation), otherwise the prompt runs again from position 0 */
     if (e->model.hp.gdn && !replay && reuse != sl->kv.rs_pos) reuse = 0;
+    /* likewise a sliding-window layer's cache once it has moved past the window the prefix's next row needs
+     * (llama.cpp's SWA cache re-processes the prompt then too) */
+    if (!replay && !coli_kv_resumable(&sl->kv, reuse)) reuse = 0;
     memcpy(sl->hist, prompt, (size_t)n * sizeof(int32_t));
     sl->n_past = reuse;
     if (!replay) sl->prompt_logits_n = 0;

@@ -30,13 +30,19 @@ MIN_CGROUP_MARGIN = 64 * MIB
 EXPERT_TENSOR = re.compile(r"^blk\.\d+\.ffn_(gate|up|down)_exps\.weight$")
 # a cache smaller than this many experts per layer thrashes on every token
 MIN_EXPERTS_PER_LAYER_FACTOR = 2
-# The automatic context: what a coding agent's first turn needs (Claude Code's is ~19k tokens),
-# halved while the KV of every slot at full length would take more than a quarter of the RAM
-# left after the margin; never below 4096. KV pages are taken only as they are written, so an
-# unused context costs address space, not memory.
-AGENT_CTX = 32768
+# The automatic context: the model's trained length (coding agents send 20-60k-token prompts),
+# halved while the KV the slots may hold would take more than a quarter of the RAM left after the
+# margin; never below 4096. KV pages are taken only as they are written, so the plan counts what a
+# slot may come to hold: one slot at the full context, each other one at SLOT_TYPICAL_CTX tokens
+# (a conversation's), not every slot at full length.
+AGENT_CTX = 32768  # what a coding agent's first turns need (Claude Code's first is ~19k tokens)
+SLOT_TYPICAL_CTX = 8192
 MIN_AUTO_CTX = 4096
 KV_SHARE = 0.25
+# Sliding-window layers keep their window only (engine/src/kv.c: n_swa + a batch of ENGINE_BATCH
+# rows + 64, in cells of 64); the families' default period when the file names none (model.c)
+SWA_PERIOD = {"gemma3": 6, "gpt-oss": 2}
+ENGINE_BATCH = 512
 
 
 @dataclass
@@ -128,6 +134,22 @@ def _recurrent_state_bytes(meta: dict, arch: str, n_layer: int) -> int:
     return n * ((conv - 1) * head * (2 * k_heads + v_heads) + v_heads * head * head) * 4
 
 
+def _sliding_layers(meta: dict, arch: str, n_layer: int) -> tuple[int, int]:
+    """(layers whose cache keeps a window, the window's cells) as the engine maps them (kv.c)."""
+    n_swa = int(meta.get(f"{arch}.attention.sliding_window") or 0)
+    pattern = meta.get(f"{arch}.attention.sliding_window_pattern")
+    if n_swa <= 0 or os.environ.get("COLI_SWA_FULL", "") == "1":
+        return 0, 0
+    if isinstance(pattern, list):
+        layers = sum(1 for f in pattern[:n_layer] if f)
+    else:
+        period = int(pattern) if pattern is not None else SWA_PERIOD.get(arch, 0)
+        if pattern is None and not period:
+            return 0, 0
+        layers = n_layer if period == 0 else sum(1 for il in range(n_layer) if il % period < period - 1)
+    return layers, (n_swa + 64 + ENGINE_BATCH + 63) // 64 * 64
+
+
 def _kv_bytes_per_slot(meta: dict, arch: str, n_layer: int, ctx: int, trained: int = 0) -> int:
     state = _recurrent_state_bytes(meta, arch, n_layer)
     n_layer -= _recurrent_layers(meta, arch, n_layer)  # the KV cache holds the full-attention layers alone
@@ -143,16 +165,26 @@ def _kv_bytes_per_slot(meta: dict, arch: str, n_layer: int, ctx: int, trained: i
         # DSA models also cache one f16 indexer key per token and full indexer layer
         indexer = _indexer_layers(meta, arch, n_layer, trained) * int(meta.get(f"{arch}.attention.indexer.key_length") or 0)
         return (n_layer * int(n_head_kv) * k + indexer) * ctx * 2
-    return n_layer * ctx * int(n_head_kv) * (k + v) * 2 + state  # f16 keys and values
+    swa_layers, swa_cells = _sliding_layers(meta, arch, n_layer)
+    if swa_cells >= ctx:  # a window no smaller than the context: every layer keeps every position
+        swa_layers = 0
+    cells = (n_layer - swa_layers) * ctx + swa_layers * swa_cells
+    return (cells * int(n_head_kv) * (k + v) * 2 + 63) // 64 * 64 + state  # f16 keys and values
 
 
 def auto_ctx(trained: int, kv_bytes_of, room: int) -> int:
-    """The context `coli serve` opens without --ctx: AGENT_CTX (at most the trained context),
-    halved while kv_bytes_of(ctx) (all slots, full length) is over KV_SHARE of room."""
-    ctx = min(AGENT_CTX, trained)
+    """The context `coli serve` opens without --ctx: the trained context, halved while
+    kv_bytes_of(ctx) (what the slots may hold: _slots_kv) is over KV_SHARE of room."""
+    ctx = trained
     while ctx > MIN_AUTO_CTX and kv_bytes_of(ctx) > KV_SHARE * max(room, 0):
         ctx //= 2
     return max(min(ctx, trained), min(MIN_AUTO_CTX, trained))
+
+
+def _slots_kv(kv_of, ctx: int, slots: int) -> int:
+    """The KV the plan counts for `slots` slots of ctx: one at full length, the others at SLOT_TYPICAL_CTX
+    (pages are taken as positions fill: an idle or short slot costs little)."""
+    return kv_of(ctx) + max(slots - 1, 0) * kv_of(min(ctx, SLOT_TYPICAL_CTX))
 
 
 @dataclass(frozen=True)
@@ -210,7 +242,7 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
         info = g.describe()
         arch = info.get("arch") or "?"
         keys = ("head_count", "head_count_kv", "key_length", "value_length", "key_length_mla",
-                "indexer.key_length", "indexer.types")
+                "indexer.key_length", "indexer.types", "sliding_window", "sliding_window_pattern")
         gdn = ("full_attention_interval", "ssm.conv_kernel", "ssm.state_size", "ssm.group_count", "ssm.time_step_rank")
         meta = {k: g.get(k) for k in [f"{arch}.attention.{x}" for x in keys + ("recurrent_layers",)]
                 + [f"{arch}.{x}" for x in ("embedding_length",) + gdn]}
@@ -233,8 +265,8 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
     if ctx:
         ctx = min(ctx, trained)
     else:
-        ctx = auto_ctx(trained, lambda n: _kv_bytes_per_slot(meta, arch, n_layer, n, trained) * kv_slots,
-                       vm.available - margin)
+        kv_of = lambda n: _kv_bytes_per_slot(meta, arch, n_layer, n, trained)  # noqa: E731
+        ctx = auto_ctx(trained, lambda n: _slots_kv(kv_of, n, kv_slots), vm.available - margin)
     kv = _kv_bytes_per_slot(meta, arch, n_layer, ctx, trained)
     disk_free = psutil.disk_usage(str(path.parent)).free
     cores = psutil.cpu_count(logical=False) or os.cpu_count() or 1
@@ -244,11 +276,11 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
                 kv_slots=kv_slots, kv_bytes_per_slot=kv, ram_total=vm.total, ram_available=vm.available,
                 margin=margin, cores=cores, threads=vm.threads, disk_free=disk_free, memory_limit=vm.limit,
                 memory_source=vm.source, cpu_quota=vm.cpu_quota)
-    kv_counted = kv
-    if kv_tokens and kv_tokens < ctx:  # the per-token part scales; a hybrid model's recurrent state does not
-        state = _recurrent_state_bytes(meta, arch, n_layer)
-        kv_counted = state + (kv - state) * kv_tokens // ctx
-    fixed = dense + kv_counted * kv_slots
+    if kv_tokens and kv_tokens < ctx:  # the tokens a one-shot run writes, every slot
+        kv_counted = _kv_bytes_per_slot(meta, arch, n_layer, kv_tokens, trained) * kv_slots
+    else:  # what the slots may hold (_slots_kv)
+        kv_counted = _slots_kv(lambda n: _kv_bytes_per_slot(meta, arch, n_layer, n, trained), ctx, kv_slots)
+    fixed = dense + kv_counted
     room = vm.available - margin - fixed
     one_round = per_token * MIN_EXPERTS_PER_LAYER_FACTOR  # a couple of tokens' experts in every layer
     if expert_cache_gb is not None or pin_gb is not None:
@@ -340,8 +372,8 @@ def describe(plan: Plan) -> str:
     if p.n_expert:
         lines.append(f"experts      {human(p.expert_bytes)} in all; {human(p.expert_bytes_per_token)} are "
                      f"active per token")
-    lines.append(f"KV cache     {human(p.kv_bytes_per_slot)} per slot at {p.ctx} tokens x {p.kv_slots} slot(s) = "
-                 f"{human(p.kv_bytes_per_slot * p.kv_slots)}")
+    lines.append(f"KV cache     up to {human(p.kv_bytes_per_slot)} per slot at {p.ctx} tokens x {p.kv_slots} slot(s); "
+                 f"pages are taken as positions fill")
     lines.append(f"margin       {human(p.margin)} kept free for the system")
     if p.placement == "resident":
         lines.append("placement    resident: every weight stays in RAM")

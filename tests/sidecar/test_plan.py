@@ -39,16 +39,21 @@ def test_plan_of_a_moe_model_counts_experts_and_streams_on_request():
     assert r.returncode == 0 and "streaming" in r.stdout and "disk reads" in r.stdout
 
 
-def test_the_automatic_context_fits_agents_and_shrinks_only_for_memory(default_model):
+def test_the_automatic_context_is_the_trained_one_and_shrinks_only_for_memory(default_model):
     per_token = 1 << 20  # a big model's KV: 1 MiB per token for all its slots
-    assert auto_ctx(131072, lambda n: n * per_token, 1 << 40) == AGENT_CTX  # room: the agent's context
+    assert auto_ctx(131072, lambda n: n * per_token, 1 << 40) == 131072  # room: the trained context
     assert auto_ctx(8192, lambda n: n * per_token, 1 << 40) == 8192  # never past the trained context
     assert auto_ctx(131072, lambda n: n * per_token, 32 << 30) == 8192  # 8 GiB of KV is a quarter of 32 GiB
     assert auto_ctx(131072, lambda n: n * per_token, 0) == 4096  # never below 4096
     assert auto_ctx(2048, lambda n: n * per_token, 0) == 2048
-    plan = make_plan(default_model)  # Gemma 3 270M: 18 KiB of KV per token, trained on 32768
-    assert plan.ctx == 32768 and plan.kv_bytes_per_slot == 32768 * 18 * 1024
+    # Gemma 3 270M, trained on 32768: 3 global layers keep every position, 15 sliding ones a window of
+    # 512 + 64 + 512 cells; 1 KiB per layer and position
+    plan = make_plan(default_model)
+    assert plan.ctx == 32768 and plan.kv_bytes_per_slot == (3 * 32768 + 15 * 1088) * 1024
+    with Engine(default_model, n_ctx=32768, n_threads=1) as e:  # maps address space only
+        assert e.model_info()["kv_bytes_per_slot"] == plan.kv_bytes_per_slot
     assert make_plan(default_model, ctx=100000).ctx == 32768
+    assert AGENT_CTX <= 32768
 
 
 def test_plan_of_a_hybrid_model_counts_full_attention_layers_and_the_recurrent_state():
