@@ -103,6 +103,10 @@ const void *colibri_gguf_tensor_data(const colibri_gguf *g, int64_t i);
  * tensor_computes {type: whether this build's kernels compute with it},
  * file_bytes, gguf_version, alignment). Same buffer rules as colibri_gguf_kv_json. */
 int64_t colibri_gguf_describe(const colibri_gguf *g, char *out, size_t cap);
+/* Whether this engine can run the file, without opening it: its vocabulary, its family's
+ * hyper-parameters and every tensor bound as colibri_open binds them (no KV, no run
+ * state, no weight read but the norms). 0, or the error colibri_open would give (named). */
+int colibri_gguf_check(colibri_gguf *g);
 
 /* ---- kernels (section owned by kernel_api.c and matmul.c; for tests and benchmarks) ---- */
 /* KERNELS-BEGIN */

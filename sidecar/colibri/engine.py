@@ -115,6 +115,11 @@ class GGUFFile:
     def describe(self) -> dict[str, Any]:
         return _read_json(lambda buf, cap: lib.colibri_gguf_describe(self._g, buf, cap))
 
+    def check(self) -> EngineError | None:
+        """None when this engine can run the file (vocabulary, family and every tensor bound as an
+        open binds them, nothing loaded), else the error opening it would raise."""
+        return last_error() if lib.colibri_gguf_check(self._g) != 0 else None
+
     def kv(self, index: int, max_array: int = -1) -> dict[str, Any]:
         """Metadata entry `index`: {"key", "type", "value"} (+ "n", "truncated" for arrays)."""
         return _read_json(lambda buf, cap: lib.colibri_gguf_kv_json(self._g, index, max_array, buf, cap))

@@ -57,7 +57,7 @@ def test_every_usual_place_is_found_once_with_its_header(home, tmp_path, monkeyp
     hub = entries["tiny-q8_0"]
     assert (hub.source, hub.repo, hub.arch) == ("huggingface", "org/Tiny-GGUF", "qwen2")
     assert hub.n_params > 0 and hub.size == hub.path.stat().st_size and hub.quant_types == ["F32"]
-    assert hub.n_ctx_train == 1024 and hub.runnable is None and "not loaded yet" in hub.reason
+    assert hub.n_ctx_train == 1024 and hub.runnable is True and hub.reason is None
     assert entries["lm-llama"].source == "lmstudio" and entries["from-llama-cpp"].source == "llama.cpp"
     assert entries["tiny-q8_0@models-dir"].arch == "gemma3"
 
@@ -100,6 +100,11 @@ def test_cli_list_check_add_plan_rm(home, tmp_path):
     d.mkdir()
     write_tiny(d / "good.gguf", family="qwen2")
     write_tiny(d / "alien.gguf", arch="mamba9")
+    # the engine's binding check says no by name, without opening the model
+    rows = {r["id"]: r for r in json.loads(run_coli("models", "list", "--json", "--models-dir", str(d),
+                                                    env=env).stdout)["models"]}
+    assert rows["good"]["runnable"] is True
+    assert rows["alien"]["runnable"] is False and "architecture 'mamba9'" in rows["alien"]["reason"]
     done = run_coli("models", "list", "--json", "--check", "--models-dir", str(d), env=env)
     assert done.returncode == 0, done.stderr
     rows = {r["id"]: r for r in json.loads(done.stdout)["models"]}

@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     dirs(ls)
     ls.add_argument("--json", action="store_true", help="print JSON")
     ls.add_argument("--check", action="store_true",
-                    help="load each model the engine has not loaded yet, to be sure it runs (slower)")
+                    help="also open each model the engine has not opened yet, as a server would (finds what only "
+                         "reading the weights finds; slower)")
     ls.set_defaults(func=run_list)
 
     add = msub.add_parser("add", help="register a GGUF file (left where it is), or pull a catalog model")
@@ -93,7 +94,7 @@ def run_list(args: argparse.Namespace) -> int:
     entries = _scan(args)
     if args.check:
         for e in entries:
-            if e.runnable is None:
+            if e.runnable and verdicts.lookup(e.path) is None:
                 e.runnable, e.reason = verdicts.check(e.path)
     rows = []
     for e in entries:
@@ -123,14 +124,12 @@ def format_list(rows: list[dict]) -> str:
                                       + ("" if plan["fits"] else " (does not fit)"))
         table.append((r["id"], r["arch"] or "-", _human_count(r["n_params"]) if r["n_params"] else "-",
                       _human_bytes(r["size"]), "/".join(r["quant_types"][:3]) or "-",
-                      str(r["n_ctx_train"] or "-"), {True: "yes", False: "no", None: "likely"}[r["runnable"]],
+                      str(r["n_ctx_train"] or "-"), "yes" if r["runnable"] else "no",
                       where, r["source"]))
         if r["runnable"] is False:
             notes.append(f"  {r['id']}: {r['reason']}")
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
-    if any(r["runnable"] is None for r in rows):
-        lines += ["", "likely: every tensor type computes, the engine has not loaded it yet (--check loads each)"]
     return "\n".join(lines + (["", "cannot run:"] + notes if notes else []))
 
 

@@ -267,10 +267,13 @@ def _describe(entry: ModelEntry) -> None:
 
     types: dict[str, int] = {}
     computes: dict[str, bool] = {}
+    refusal: EngineError | None = None
     try:
         for i, part in enumerate(entry.parts):
             with GGUFFile(part) as g:
                 info = g.describe()
+                if i == 0 and not entry.split:
+                    refusal = g.check()
                 if i == 0:
                     entry.arch, entry.name = info.get("arch"), info.get("name")
                     entry.n_ctx_train = int(info.get("n_ctx_train") or 0)
@@ -292,13 +295,11 @@ def _describe(entry: ModelEntry) -> None:
                                                f"`coli models add {entry.path}` joins them into its models folder")
     elif not entry.arch:
         entry.runnable, entry.reason = False, "missing: the file names no general.architecture"
-    else:
+    elif refusal is not None:  # the engine's own binding (colibri_gguf_check) said no, by name
+        entry.runnable, entry.reason = False, str(refusal)
+    else:  # it binds; a load that failed anyway (memory, a fault in the weights) is remembered
         known = verdicts.lookup(entry.path)
-        if known is None:
-            entry.runnable, entry.reason = None, ("not loaded yet: the tensor types compute; `coli models list "
-                                                  "--check` loads it to be sure")
-        else:
-            entry.runnable, entry.reason = known
+        entry.runnable, entry.reason = known if known is not None and known[0] is False else (True, None)
 
 
 def find(entries: list[ModelEntry], wanted: str) -> ModelEntry:
