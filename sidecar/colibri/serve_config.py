@@ -59,6 +59,7 @@ class ServeConfig:
     upstreams: tuple[str, ...] = ()  # --upstream: front these engines' OpenAI APIs instead of loading a model
     upstream_key: str | None = None  # sent to every upstream as 'Authorization: Bearer KEY'
     upstream_slots: int = 4  # requests each upstream runs at once (the scheduler's capacity per upstream)
+    upstream_probe_s: float = 2.0  # seconds between health probes of the upstreams (COLI_UPSTREAM_PROBE_S)
     extra: dict = field(default_factory=dict, compare=False)  # room for later issues' switches
 
     @property

@@ -24,7 +24,7 @@ from colibri.serving.core import ServingCore
 from colibri.serving.model import ServedModel, close_model, load_model
 from colibri.serving.pool import ActiveModel, ModelPool
 from colibri.serving.scheduler import Scheduler
-from colibri.serving.upstream import PROBE_S, UpstreamCore, UpstreamModel, Upstreams
+from colibri.serving.upstream import UpstreamCore, UpstreamModel, Upstreams
 
 log = logging.getLogger(__name__)
 
@@ -107,12 +107,13 @@ async def serve(cfg: ServeConfig, announce: Callable[[str], None] | None = None)
     loop = asyncio.get_running_loop()
     upstreams = served = None
     if cfg.upstreams:
-        upstreams = Upstreams(list(cfg.upstreams), cfg.upstream_key, cfg.upstream_slots, aiohttp.ClientSession())
+        upstreams = Upstreams(list(cfg.upstreams), cfg.upstream_key, cfg.upstream_slots, aiohttp.ClientSession(),
+                              probe_s=cfg.upstream_probe_s)
         await upstreams.probe_all()
         for up in upstreams.all:
             if not up.healthy:
                 log.warning("upstream %s is not answering yet (%s): probed every %g s", up.url, up.last_error,
-                            PROBE_S)
+                            cfg.upstream_probe_s)
         app = create_upstream_app(cfg, upstreams)
         upstreams.start()
     else:

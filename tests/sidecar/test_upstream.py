@@ -197,6 +197,43 @@ def test_upstream_killed_mid_stream_then_back(default_model):
         llama.kill()
 
 
+def upstream_requests(gw) -> dict[str, int]:
+    return {u["url"]: u["requests"] for u in json.loads(get(gw.base, "/health")[1])["upstreams"]}
+
+
+def test_several_upstreams_affinity_and_retry_before_first_byte(llama, default_model):
+    """A conversation stays on its upstream; that upstream killed, its next turn is retried on the other one
+    before any byte went out (the probe is slowed so that the request, not the probe, finds it gone)."""
+    other = LlamaServer(str(default_model)).start()
+    try:
+        with ServerProcess(["--upstream", llama.url, "--upstream", other.url, "--upstream-slots", "1"],
+                           env={"COLI_UPSTREAM_PROBE_S": "60"}) as gw:
+            chat = [{"role": "system", "content": "You are a travel guide. " * 12},
+                    {"role": "user", "content": "Tell me about Paris."}]
+            body = {"model": llama.model, "messages": chat, "max_tokens": 4, "temperature": 0}
+            assert post(gw.base, "/v1/chat/completions", body)[0] == 200
+            before = upstream_requests(gw)
+            home = max(before, key=before.get)
+            turn2 = {**body, "messages": chat + [{"role": "assistant", "content": "It is in France."},
+                                                 {"role": "user", "content": "And Lyon?"}]}
+            assert post(gw.base, "/v1/chat/completions", turn2)[0] == 200
+            after = upstream_requests(gw)
+            assert after[home] == before[home] + 1 and sum(after.values()) == sum(before.values()) + 1
+            (llama if home == llama.url else other).kill()
+            status, _, raw = post(gw.base, "/v1/chat/completions", turn2)
+            assert status == 200, raw  # retried on the other upstream
+            health = json.loads(get(gw.base, "/health")[1])
+            states = {u["url"]: u["state"] for u in health["upstreams"]}
+            assert states[home] == "down" and health["status"] == "degraded"
+            profile = json.loads(get(gw.base, "/profile")[1])
+            assert profile["source"] == "gateway" and profile["turns"][-1]["upstream"] != home
+            assert json.loads(get(gw.base, "/experts")[1])["routing_visible"] is False
+    finally:
+        other.kill()
+        if not llama.ready():
+            llama.start()
+
+
 @pytest.fixture(scope="module")
 def colibri_upstream():
     with ServerProcess(["--model", str(real_model_path("qwen2.5-coder-0.5b-instruct")), "--kv-slots", "2",

@@ -168,6 +168,7 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
         drain_s=_number(None, "COLI_ENGINE_DRAIN_S", "30", float),
         web_dir=web_dir, models_dirs=() if upstreams else models_dirs, max_models=max_models, model_ttl=model_ttl,
         upstreams=upstreams, upstream_key=args.upstream_key, upstream_slots=upstream_slots,
+        upstream_probe_s=_number(None, "COLI_UPSTREAM_PROBE_S", "2", float),
         **placement_from_args(args),
     )
 

@@ -14,7 +14,8 @@ it without knowing which one serves.
 Admission is colibri's own Scheduler with `slots` per upstream: slot s belongs to
 upstream s // slots, and only the slots of a healthy upstream are granted. A
 conversation is kept on the upstream that holds its prefix by the scheduler's
-slot-affinity rule, fed with a hash per message instead of token ids. A request
+slot-affinity rule (half the prompt cached), fed with chained hashes of 32-character
+pieces of the conversation instead of token ids. A request
 that fails before its first byte (connection refused, a 5xx) is retried once on
 another healthy upstream; a failure after it ends the reply with UpstreamFailed
 (the OpenAI stream closes, Anthropic's gets its `error` event).
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 PROBE_S = 2.0  # seconds between health probes
 PROBE_TIMEOUT_S = 3.0
 CONNECT_TIMEOUT_S = 5.0
-CHUNK_CHARS = 512  # a completion prompt is hashed in pieces this long for affinity
+CHUNK_CHARS = 32  # a prompt is hashed in pieces this long for affinity: its "tokens" for the scheduler's rule
 
 
 @dataclass
@@ -87,11 +88,12 @@ class Upstreams:
     """The engines behind the gateway: their health (probed), their share of the slots."""
 
     def __init__(self, urls: list[str], key: str | None, slots: int, session: aiohttp.ClientSession,
-                 series: "UpstreamSeries | None" = None):
+                 series: "UpstreamSeries | None" = None, probe_s: float = PROBE_S):
         self.all = [Upstream(base_url(u), i, key) for i, u in enumerate(urls)]
         self.slots = slots
         self.session = session
         self.series = series
+        self.probe_s = probe_s
         self.on_change: list = []  # called with no argument when an upstream goes up or down
         self._task: asyncio.Task | None = None
 
@@ -163,7 +165,7 @@ class Upstreams:
 
     async def _probe_forever(self) -> None:
         while True:
-            await asyncio.sleep(PROBE_S)
+            await asyncio.sleep(self.probe_s)
             await self.probe_all()
 
     async def close(self) -> None:
@@ -223,7 +225,7 @@ class UpstreamPrepared:
     path: str
     body: dict
     options: Options
-    affinity: list[int]  # one hash per message (prompt piece): the scheduler's prefix rule runs on these
+    affinity: list[int]  # chained hashes of 32-character pieces: the scheduler's prefix rule runs on these
     tools: bool | None = None  # truthy when the request declares tools (the frames' tools_active)
     tokens: list[int] = field(default_factory=list)  # not known at the gateway
 
@@ -240,6 +242,10 @@ def openai_message(m: Message) -> dict:
     if m.reasoning_content:
         out["reasoning_content"] = m.reasoning_content
     return out
+
+
+def pieces_of(text: str) -> list[str]:
+    return [text[i:i + CHUNK_CHARS] for i in range(0, len(text), CHUNK_CHARS)]
 
 
 def chained(pieces: list) -> list[int]:
@@ -297,6 +303,7 @@ class UpstreamCore:
         self.scheduler = scheduler
         self.observer = observer
         self.served = served or UpstreamModel(upstreams)
+        self.turns = Turns()
         scheduler.usable = upstreams.usable
         upstreams.on_change.append(scheduler.regrant)
 
@@ -304,13 +311,13 @@ class UpstreamCore:
 
     def prepare_chat(self, req: ChatRequest, *, thinking_is_a_hint: bool = False,
                      check_fits: bool = True) -> UpstreamPrepared:
-        affinity = chained([(m.role, m.content, json.dumps(m.tool_calls)) for m in req.messages])
+        text = "".join(f"\x00{m.role}\x00{m.content}\x00{json.dumps(m.tool_calls)}" for m in req.messages)
+        affinity = chained(pieces_of(text))
         return UpstreamPrepared("/v1/chat/completions", chat_body(req), req.options, affinity,
                                 tools=bool(req.tools.declared and req.tools.active) or None)
 
     def prepare_completion(self, req: CompletionRequest) -> UpstreamPrepared:
-        pieces = [req.prompt[i:i + CHUNK_CHARS] for i in range(0, len(req.prompt), CHUNK_CHARS)]
-        return UpstreamPrepared("/v1/completions", completion_body(req), req.options, chained(pieces))
+        return UpstreamPrepared("/v1/completions", completion_body(req), req.options, chained(pieces_of(req.prompt)))
 
     def count_chat(self, req: ChatRequest) -> int:
         raise NotSupported("upstream_cannot_count", "token counting is not forwarded to an upstream engine: "
@@ -329,7 +336,8 @@ class UpstreamCore:
         self.check_up()
         async with self.scheduler.admit(prepared.options.cache_slot, prepared.affinity) as lease:
             outcome = Outcome()
-            yield Run(lease, self._forward(prepared, self.upstreams.of_slot(lease.slot), outcome), outcome)
+            yield Run(lease, self._forward(prepared, self.upstreams.of_slot(lease.slot), outcome, lease.wait_s),
+                      outcome)
 
     async def _open(self, up: Upstream, path: str, body: dict) -> tuple[Upstream, aiohttp.ClientResponse]:
         """The upstream's response, its status checked; a failure before the first byte is retried
@@ -358,15 +366,18 @@ class UpstreamCore:
             up = other
         raise AssertionError("unreachable")
 
-    async def _forward(self, prepared: UpstreamPrepared, up: Upstream, outcome: Outcome) -> AsyncIterator[Delta]:
+    async def _forward(self, prepared: UpstreamPrepared, up: Upstream, outcome: Outcome,
+                       wait_s: float = 0.0) -> AsyncIterator[Delta]:
         t0 = time.monotonic()
         first = None
         series = self.upstreams.series
         up, resp = await self._open(up, prepared.path, prepared.body)
         up.in_flight += 1
+        chunks = 0
         try:
             if prepared.body.get("stream"):
                 async for delta in self._chunks(up, resp, outcome):
+                    chunks += 1
                     if first is None:
                         first = time.monotonic() - t0
                         if self.observer:
@@ -392,6 +403,7 @@ class UpstreamCore:
                 self.observer.observe("engine_call", elapsed)
             if series:
                 series.latency.labels(up.url).observe(elapsed)
+            self.turns.add(up, wait_s, first, elapsed, chunks, outcome)
 
     async def _chunks(self, up: Upstream, resp: aiohttp.ClientResponse, outcome: Outcome) -> AsyncIterator[Delta]:
         """The upstream's SSE chunks as deltas; tool calls gathered by index into the outcome."""
@@ -553,6 +565,30 @@ def whole(reply: dict, outcome: Outcome) -> Delta:
     if text:
         outcome.content.append(text)
     return Delta(content=text, reasoning=said)
+
+
+class Turns:
+    """The last requests as the gateway timed them (the dashboard's Profiling, /profile and /events)."""
+
+    def __init__(self, keep: int = 256):
+        self.keep = keep
+        self.rows: list[dict] = []
+        self.seq = 0
+
+    def add(self, up: Upstream, wait_s: float, first: float | None, wall_s: float, chunks: int,
+            outcome: Outcome) -> None:
+        self.seq += 1
+        itl = (wall_s - first) / (chunks - 1) if first is not None and chunks > 1 else None
+        self.rows.append({"id": self.seq, "t": time.time(), "upstream": up.url, "queue_wait_s": round(wait_s, 6),
+                          "first_output_s": None if first is None else round(first, 6),
+                          "inter_token_s": None if itl is None else round(itl, 6), "wall_s": round(wall_s, 6),
+                          "chunks": chunks, "prompt_tokens": outcome.prompt_tokens,
+                          "completion_tokens": outcome.completion_tokens,
+                          "finish": outcome.finish_reason or "error"})
+        del self.rows[:-self.keep]
+
+    def since(self, seq: int) -> list[dict]:
+        return [r for r in self.rows if r["id"] > seq]
 
 
 @dataclass
