@@ -74,8 +74,9 @@ def upstream_health(app: web.Application) -> dict:
             "continue_assistant": app[config_key].continue_assistant, "capabilities": ["chat", "systemone"],
             "reasoning": "upstream", "upstreams": [u.snapshot() for u in ups],
             "upstream_slots": app[config_key].upstream_slots, "scheduler": app[scheduler_key].snapshot(),
-            "connections": app[gate_key].snapshot(), "hwinfo": hwinfo(), "library": None, "moe": None,
-            "routing_visible": False}
+            "connections": app[gate_key].snapshot(), "hwinfo": hwinfo(), "library": None,
+            # expert routing is seen only through another colibri (its /experts is relayed); no `moe`: not "dense"
+            "routing_visible": any(u.colibri and u.healthy for u in ups)}
 
 
 def safe_placement(served: ServedModel) -> dict:
