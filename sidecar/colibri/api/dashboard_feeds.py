@@ -100,10 +100,14 @@ def profile_turn(t: dict) -> dict:
 NOT_VISIBLE = "expert routing is not visible through an upstream engine"
 
 
+def colibri_upstream(app: web.Application):
+    ups = app.get(upstream_key)
+    return next((u for u in ups.all if u.colibri and u.healthy), None) if ups is not None else None
+
+
 async def relay(request: web.Request) -> web.Response | None:
     """The feed of the first healthy upstream that is another colibri, as it answers; None when there is none."""
-    ups = request.app.get(upstream_key)
-    up = next((u for u in ups.all if u.colibri and u.healthy), None) if ups is not None else None
+    ups, up = request.app.get(upstream_key), colibri_upstream(request.app)
     if up is None:
         return None
     try:
@@ -127,8 +131,37 @@ def upstream_profile(app: web.Application) -> dict:
             "upstreams": [u.snapshot() for u in app[upstream_key].all]}
 
 
+async def relay_events(request: web.Request, up) -> web.StreamResponse | None:
+    """Another colibri's /events, byte for byte (its `routing` steps and engine turns); None when it will not open."""
+    session = request.app[upstream_key].session
+    try:
+        upstream = await session.get(up.url + "/events", headers=up.headers,
+                                     timeout=aiohttp.ClientTimeout(total=None, connect=5))
+    except (aiohttp.ClientError, asyncio.TimeoutError):
+        return None
+    if upstream.status != 200:
+        upstream.release()
+        return None
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    try:
+        await resp.prepare(request)
+        async for chunk in upstream.content.iter_any():
+            await resp.write(chunk)
+    except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionResetError, asyncio.CancelledError):
+        pass  # either side went away: the dashboard reconnects
+    finally:
+        upstream.release()
+    return resp
+
+
 async def upstream_events(request: web.Request) -> web.StreamResponse:
-    """SSE: `turn` (a gateway-timed request) when one finishes; no `routing` through an upstream."""
+    """SSE: another colibri upstream's own /events, relayed; else `turn` (a gateway-timed request) when one
+    finishes, and no `routing` (not visible through an upstream)."""
+    up = colibri_upstream(request.app)
+    if up is not None:
+        relayed = await relay_events(request, up)
+        if relayed is not None:
+            return relayed
     turns = request.app[core_key].turns
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)

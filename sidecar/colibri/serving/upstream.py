@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 PROBE_S = 2.0  # seconds between health probes
 PROBE_TIMEOUT_S = 3.0
+PROBE_MISSES = 3  # probes timed out in a row before an upstream that still accepts connections is taken out
 CONNECT_TIMEOUT_S = 5.0
 CHUNK_CHARS = 32  # a prompt is hashed in pieces this long for affinity: its "tokens" for the scheduler's rule
 
@@ -63,6 +64,7 @@ class Upstream:
     errors: int = 0
     in_flight: int = 0
     colibri: bool = False  # another colibri: its dashboard feeds can be relayed
+    probe_misses: int = 0
     health_path: str = "/health"  # what the probe GETs once the model ids are known; /v1/models where it 404s
 
     @property
@@ -135,6 +137,7 @@ class Upstreams:
             if up.models and up.health_path != "/v1/models":
                 async with self.session.get(up.url + up.health_path, headers=up.headers, timeout=timeout) as resp:
                     if resp.status == 200:
+                        up.probe_misses = 0
                         self.mark(up, True)
                         return
                     if resp.status not in (404, 405):
@@ -150,10 +153,15 @@ class Upstreams:
             first = cards[0] if cards else {}
             up.n_ctx = int(first.get("max_model_len") or first.get("context_length") or 0)
             up.colibri = first.get("owned_by") == "colibri"
+            up.probe_misses = 0
             self.mark(up, True)
         except asyncio.TimeoutError:
-            if up.in_flight == 0:  # a busy engine may answer its probe late (llama-cpp-python's queues it)
-                self.mark(up, False, f"no answer to its health probe within {PROBE_TIMEOUT_S:g} s")
+            # a busy engine may answer its probe late (llama-cpp-python's queues it behind a generation,
+            # also one sent to it directly): down only after PROBE_MISSES silent probes in a row
+            up.probe_misses += 1
+            if up.probe_misses >= PROBE_MISSES:
+                self.mark(up, False, f"no answer to {up.probe_misses} health probes of {PROBE_TIMEOUT_S:g} s")
+            return
         except (aiohttp.ClientError, OSError, ValueError, UpstreamFailed) as exc:
             self.mark(up, False, str(exc) or type(exc).__name__)
 
