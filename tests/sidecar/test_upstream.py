@@ -301,3 +301,17 @@ def _system_one(gateway, upstream):
     local = json.loads(post(upstream.base, "/v1/systemone", body, {"Authorization": f"Bearer {KEY}"})[2])
     local = local["answers"]["q"]  # the upstream's own answer
     assert q["probabilities"] == pytest.approx(local["probabilities"], abs=2e-3)
+
+
+def test_coli_web_keeps_the_upstream_key_out_of_argv():
+    """`coli web --upstream-key` starts `coli serve` with the key in its environment, as the API key."""
+    import argparse
+
+    from colibri import desktop
+    from colibri.commands import web
+
+    root = argparse.ArgumentParser()
+    web.register(root.add_subparsers())
+    args = root.parse_args(["web", "--upstream", "http://gpu:8000", "--upstream-key", "sekrit", "--upstream-slots", "2"])
+    argv = desktop.serve_argv(args, args.serve_parser)
+    assert argv == ["--upstream", "http://gpu:8000", "--upstream-slots", "2"]
