@@ -259,6 +259,11 @@ def test_tools_and_anthropic_through_another_colibri(colibri_upstream, llama):
         call = reply["choices"][0]["message"]["tool_calls"][0]
         assert reply["choices"][0]["finish_reason"] == "tool_calls" and call["function"]["name"] == "get_weather"
         assert "city" in json.loads(call["function"]["arguments"])
+        thinking = {"model": "qwen", "messages": [{"role": "user", "content": "hi"}], "enable_thinking": True}
+        direct = post(colibri_upstream.base, "/v1/chat/completions", {**thinking, "model": colibri_upstream.model_id},
+                      {"Authorization": f"Bearer {KEY}"})
+        status, _, raw = post(gw.base, "/v1/chat/completions", thinking)  # forwarded: the upstream's own answer
+        assert status == direct[0] and json.loads(raw)["error"]["code"] == json.loads(direct[2])["error"]["code"]
         status, _, raw = post(gw.base, "/v1/chat/completions", {**body, "stream": True})
         events = sse_events(raw)
         calls = [c for e in events[:-1] for c in e["choices"][0]["delta"].get("tool_calls", []) if e["choices"]]

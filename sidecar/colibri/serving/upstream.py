@@ -293,6 +293,25 @@ def chat_body(req: ChatRequest) -> dict:
     return body
 
 
+def thinking_fields(req: ChatRequest) -> dict:
+    """What the request asks of the reasoning mode, as vLLM, SGLang and llama-server read it
+    (chat_template_kwargs.enable_thinking; reasoning_effort); `for_upstream` respells it for a colibri."""
+    out: dict = {}
+    if req.thinking.enable is not None:
+        out["chat_template_kwargs"] = {"enable_thinking": req.thinking.enable}
+    if req.thinking.effort is not None:
+        out["reasoning_effort"] = req.thinking.effort
+    return out
+
+
+def for_upstream(up: "Upstream", body: dict) -> dict:
+    """The body as this upstream takes it: its own model id; colibri reads enable_thinking at the top level."""
+    out = {**body, "model": up.model or body.get("model")}
+    if up.colibri and "chat_template_kwargs" in out:
+        out["enable_thinking"] = out.pop("chat_template_kwargs")["enable_thinking"]
+    return out
+
+
 def completion_body(req: CompletionRequest) -> dict:
     body = {"prompt": req.prompt, **sampling(req.options, req.options.stream)}
     if req.options.logprobs:
@@ -321,7 +340,10 @@ class UpstreamCore:
                      check_fits: bool = True) -> UpstreamPrepared:
         text = "".join(f"\x00{m.role}\x00{m.content}\x00{json.dumps(m.tool_calls)}" for m in req.messages)
         affinity = chained(pieces_of(text))
-        return UpstreamPrepared("/v1/chat/completions", chat_body(req), req.options, affinity,
+        body = chat_body(req)
+        if not thinking_is_a_hint:  # Anthropic's `thinking` is a hint: a family without it answers without
+            body.update(thinking_fields(req))
+        return UpstreamPrepared("/v1/chat/completions", body, req.options, affinity,
                                 tools=bool(req.tools.declared and req.tools.active) or None)
 
     def prepare_completion(self, req: CompletionRequest) -> UpstreamPrepared:
@@ -354,7 +376,7 @@ class UpstreamCore:
             up.requests += 1
             try:
                 resp = await self.upstreams.session.post(
-                    up.url + path, json={**body, "model": up.model or body.get("model")}, headers=up.headers,
+                    up.url + path, json=for_upstream(up, body), headers=up.headers,
                     timeout=aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT_S))
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
                 self.upstreams.failed(up, "connect", str(exc) or type(exc).__name__)
