@@ -40,7 +40,8 @@ llama_cmake_args() {
 ensure_llama_cpp() {
     # llama.cpp is the reference for correctness; its Python wheel is compiled
     # for this CPU, so the cache is keyed by the build flags as well as version.
-    "$PY" -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$LLAMA_CPP_VERSION')" 2>/dev/null && return
+    "$PY" -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$LLAMA_CPP_VERSION')" 2>/dev/null &&
+        { ensure_llama_cpp_server; return; }
     local cpu_key cache wheel cmake_args
     cmake_args="$(llama_cmake_args)"
     cpu_key="$( (uname -m; echo "$cmake_args") | sha256sum | cut -c1-12)"
@@ -59,6 +60,16 @@ ensure_llama_cpp() {
     "$PY" -m pip install -q --no-deps "$wheel"
     # its runtime dependencies, without letting pip rebuild it from source
     "$PY" -m pip install -q "typing-extensions>=4.5" "diskcache>=5.6.1" "numpy>=1.20"
+    ensure_llama_cpp_server
+}
+
+ensure_llama_cpp_server() {
+    # llama-cpp-python's OpenAI server (its [server] extra's dependencies) for the tests of
+    # `coli serve --upstream` (tests/sidecar/test_upstream.py), which front it as an upstream engine
+    "$PY" -c "import llama_cpp.server.app" 2>/dev/null && return
+    say "installing llama-cpp-python's server dependencies"
+    "$PY" -m pip install -q "uvicorn>=0.22.0" "fastapi>=0.100.0" "pydantic-settings>=2.0.1" "sse-starlette>=1.6.1" \
+        "starlette-context>=0.3.6" "PyYAML>=5.1"  # the versions tested: 0.5.1
 }
 
 ensure_claude_code() {

@@ -80,10 +80,10 @@ def port_is_free(host: str, port: int) -> bool:
 
 def serve_argv(args: argparse.Namespace, serve_parser: argparse.ArgumentParser) -> list[str]:
     """The `coli serve` flags that reproduce `args` (only values that differ from the defaults).
-    The API key is left out: it travels in the environment, where `ps` cannot read it."""
+    The API key and the upstream key are left out: they travel in the environment, where `ps` cannot read them."""
     argv: list[str] = []
     for action in serve_parser._actions:  # argparse has no public iterator over actions
-        if not action.option_strings or action.dest in ("help", "api_key"):
+        if not action.option_strings or action.dest in ("help", "api_key", "upstream_key"):
             continue
         value = getattr(args, action.dest, action.default)
         if value is None or value == action.default:

@@ -71,3 +71,16 @@ class EngineFailed(RequestError):
 
 class ModelOutputRefused(RequestError):
     """The model answered, but not in a form the request allows (a strict tool call that cannot run)."""
+
+
+class NotSupported(RequestError):
+    """What the backend serving this server cannot do (an upstream engine without prompt log-probs)."""
+
+
+class UpstreamFailed(EngineFailed):
+    """The upstream engine behind `coli serve --upstream` failed the request, or could not be reached;
+    `status` is the HTTP status the edge answers with (the upstream's own 4xx, else 502)."""
+
+    def __init__(self, code: str, message: str, status: int = 502, *, param: str | None = None):
+        super().__init__(code, message, param=param)
+        self.status = status

@@ -56,6 +56,10 @@ class ServeConfig:
     models_dirs: tuple[str, ...] = ()  # --models-dir: serve the library (colibri.serving.pool); () : one model
     max_models: int = 1  # models resident at once with a library
     model_ttl: float = 0.0  # seconds an idle model other than the active one stays loaded; 0: until evicted
+    upstreams: tuple[str, ...] = ()  # --upstream: front these engines' OpenAI APIs instead of loading a model
+    upstream_key: str | None = None  # sent to every upstream as 'Authorization: Bearer KEY'
+    upstream_slots: int = 4  # requests each upstream runs at once (the scheduler's capacity per upstream)
+    upstream_probe_s: float = 2.0  # seconds between health probes of the upstreams (COLI_UPSTREAM_PROBE_S)
     extra: dict = field(default_factory=dict, compare=False)  # room for later issues' switches
 
     @property

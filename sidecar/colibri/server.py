@@ -12,17 +12,19 @@ import signal
 import sys
 from typing import Callable
 
+import aiohttp
 from aiohttp import web
 
 from colibri.api import (anthropic, connections, dashboard_feeds, health, metrics, middleware, models_api, openai,
                          request as api_request, responses, static, systemone)
 from colibri.api.errors import ApiError
-from colibri.api.keys import config_key, core_key, metrics_key, model_key, pool_key, scheduler_key
+from colibri.api.keys import config_key, core_key, metrics_key, model_key, pool_key, scheduler_key, upstream_key
 from colibri.serve_config import ServeConfig
 from colibri.serving.core import ServingCore
 from colibri.serving.model import ServedModel, close_model, load_model
 from colibri.serving.pool import ActiveModel, ModelPool
 from colibri.serving.scheduler import Scheduler
+from colibri.serving.upstream import UpstreamCore, UpstreamModel, Upstreams
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +51,29 @@ def create_app(cfg: ServeConfig, served: ServedModel) -> web.Application:
     app[core_key] = ServingCore(served, scheduler, app[metrics_key], continue_assistant=cfg.continue_assistant)
     if library:
         app[pool_key].on_switch.append(lambda active: setattr(app[core_key], "served", active))
+    add_routes(app)
+    return app
+
+
+def create_upstream_app(cfg: ServeConfig, upstreams: Upstreams) -> web.Application:
+    """`coli serve --upstream`: the same routes, guard and admission in front of other engines
+    (colibri.serving.upstream); the scheduler has --upstream-slots per upstream."""
+    app = web.Application(middlewares=[middleware.gateway], client_max_size=cfg.max_body_bytes + 1024)
+    app[config_key] = cfg
+    app[connections.gate_key] = connections.Gate(cfg.max_connections, cfg.max_connections_per_ip, cfg.read_deadline)
+    scheduler = app[scheduler_key] = Scheduler(upstreams.n_slots, max_queue=cfg.max_queue,
+                                               queue_timeout=cfg.queue_timeout)
+    app[metrics_key] = scheduler.observer = metrics.Metrics(scheduler)
+    upstreams.series = app[metrics_key].add_upstreams(upstreams)
+    served = UpstreamModel(upstreams, cfg.model_id)
+    app[model_key] = served  # type: ignore[assignment] - the model facts replies read, no engine
+    app[core_key] = UpstreamCore(upstreams, scheduler, app[metrics_key], served)  # type: ignore[assignment]
+    app[upstream_key] = upstreams
+    add_routes(app)
+    return app
+
+
+def add_routes(app: web.Application) -> None:
     app.on_response_prepare.append(middleware.on_prepare)
     app.on_shutdown.append(close_scheduler)  # before in-flight handlers are waited for: no new admissions
     app.router.add_get("/health", health.get_health)
@@ -61,7 +86,6 @@ def create_app(cfg: ServeConfig, served: ServedModel) -> web.Application:
     app.router.add_routes(systemone.routes)
     app.router.add_route("*", "/v1/{tail:.*}", unknown_api_path)
     app.router.add_get("/{path:.*}", static.get_static)
-    return app
 
 
 async def close_scheduler(app: web.Application) -> None:
@@ -81,8 +105,20 @@ async def unknown_api_path(request: web.Request) -> web.Response:
 async def serve(cfg: ServeConfig, announce: Callable[[str], None] | None = None) -> None:
     """Load, bind, announce the URL once ready, and on SIGTERM/SIGINT drain and stop."""
     loop = asyncio.get_running_loop()
-    served = await loop.run_in_executor(None, load_model, cfg)
-    app = create_app(cfg, served)
+    upstreams = served = None
+    if cfg.upstreams:
+        upstreams = Upstreams(list(cfg.upstreams), cfg.upstream_key, cfg.upstream_slots, aiohttp.ClientSession(),
+                              probe_s=cfg.upstream_probe_s)
+        await upstreams.probe_all()
+        for up in upstreams.all:
+            if not up.healthy:
+                log.warning("upstream %s is not answering yet (%s): probed every %g s", up.url, up.last_error,
+                            cfg.upstream_probe_s)
+        app = create_upstream_app(cfg, upstreams)
+        upstreams.start()
+    else:
+        served = await loop.run_in_executor(None, load_model, cfg)
+        app = create_app(cfg, served)
     runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=cfg.drain_s,
                            keepalive_timeout=cfg.idle_timeout,
                            access_log=log if log.isEnabledFor(logging.INFO) else None)
@@ -102,14 +138,19 @@ async def serve(cfg: ServeConfig, announce: Callable[[str], None] | None = None)
         if app.get(pool_key) is not None:
             n = len(await loop.run_in_executor(None, app[pool_key].ids))
             more = f" and {n - 1} more model(s) on request"
-        (announce or _print)(f"colibri: serving {served.model_id} at http://{host}:{port}/v1 "
+        if upstreams is not None:
+            more = f" through {len(upstreams.all)} upstream(s): " + ", ".join(u.url for u in upstreams.all)
+        (announce or _print)(f"colibri: serving {app[model_key].model_id} at http://{host}:{port}/v1 "
                              f"(dashboard http://{host}:{port}/){more}")
         await stop.wait()
         log.info("stopping: draining in-flight requests (up to %.0f s)", cfg.drain_s)
     finally:
         await runner.cleanup()
         pool = app.get(pool_key)
-        await (pool.close() if pool is not None else close_model(served))
+        if upstreams is not None:
+            await upstreams.close()
+        else:
+            await (pool.close() if pool is not None else close_model(served))
 
 
 def _print(line: str) -> None:

@@ -44,7 +44,7 @@ def stop_fields(outcome: Outcome) -> dict:
 
 def usage(outcome: Outcome) -> dict:
     """Anthropic's usage: input_tokens excludes what the KV cache already held (cache reads)."""
-    return {"input_tokens": outcome.prompt_tokens - outcome.cached_tokens, "output_tokens": len(outcome.tokens),
+    return {"input_tokens": outcome.prompt_tokens - outcome.cached_tokens, "output_tokens": outcome.completion_tokens,
             "cache_creation_input_tokens": 0, "cache_read_input_tokens": outcome.cached_tokens,
             "cache_creation": None, "server_tool_use": None, "service_tier": None}
 
@@ -60,8 +60,7 @@ def tool_use(call: dict) -> dict:
 async def count_tokens(request: web.Request) -> web.Response:
     body = await read_request(request)
     req = parse_messages_request(body, limits_of(request.app), counting=True)
-    prepared = request.app[core_key].prepare_chat(req, thinking_is_a_hint=True, check_fits=False)
-    return json_response({"input_tokens": len(prepared.tokens)})
+    return json_response({"input_tokens": request.app[core_key].count_chat(req)})
 
 
 @routes.post("/v1/messages")

@@ -4,7 +4,12 @@ GET /experts/coroute (each expert's strongest co-routing partners, for the
 Explore map), GET /profile (the last turns' phase records), and GET
 /events, a server-sent-events stream that pushes routing steps and finished
 turns as they happen. All of them read the engine's counters
-(colibri_stats), which never takes a generation slot."""
+(colibri_stats), which never takes a generation slot.
+
+With `coli serve --upstream` there is no engine here: /profile and /events give
+the gateway's own timings per request (queue wait, first output, inter-token),
+/experts and /experts/coroute relay another colibri's feeds when an upstream is
+one, else say that routing is not visible (`routing_visible: false`)."""
 from __future__ import annotations
 
 import asyncio
@@ -13,10 +18,11 @@ import json
 import math
 import struct
 
+import aiohttp
 from aiohttp import web
 
 from colibri.api.errors import json_response
-from colibri.api.keys import model_key
+from colibri.api.keys import core_key, model_key, upstream_key
 from colibri.engine import Tier
 from colibri.serving.model import ServedModel
 
@@ -89,7 +95,95 @@ def profile_turn(t: dict) -> dict:
             "finish": t["finish"], "other_s": t["other_s"]}
 
 
+# ---- `coli serve --upstream`: the gateway's own timings; routing only from another colibri ----
+
+NOT_VISIBLE = "expert routing is not visible through an upstream engine"
+
+
+def colibri_upstream(app: web.Application):
+    ups = app.get(upstream_key)
+    return next((u for u in ups.all if u.colibri and u.healthy), None) if ups is not None else None
+
+
+async def relay(request: web.Request) -> web.Response | None:
+    """The feed of the first healthy upstream that is another colibri, as it answers; None when there is none."""
+    ups, up = request.app.get(upstream_key), colibri_upstream(request.app)
+    if up is None:
+        return None
+    try:
+        async with ups.session.get(up.url + request.path_qs, headers=up.headers,
+                                   timeout=aiohttp.ClientTimeout(total=5)) as resp:
+            body = await resp.json(content_type=None)
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+        return None
+    return json_response({**body, "relayed_from": up.url}) if isinstance(body, dict) else None
+
+
+async def upstream_experts(request: web.Request) -> web.Response:
+    relayed = await relay(request)
+    return relayed or json_response({"v": 1, "rows": 0, "cols": 0, "layers": [], "seq": 0, "map": "", "hits": "",
+                                     "routing_visible": False, "reason": NOT_VISIBLE})
+
+
+def upstream_profile(app: web.Application) -> dict:
+    core = app[core_key]
+    return {"seq": core.turns.seq, "turns": core.turns.rows, "source": "gateway",
+            "upstreams": [u.snapshot() for u in app[upstream_key].all]}
+
+
+async def relay_events(request: web.Request, up) -> web.StreamResponse | None:
+    """Another colibri's /events, byte for byte (its `routing` steps and engine turns); None when it will not open."""
+    session = request.app[upstream_key].session
+    try:
+        upstream = await session.get(up.url + "/events", headers=up.headers,
+                                     timeout=aiohttp.ClientTimeout(total=None, connect=5))
+    except (aiohttp.ClientError, asyncio.TimeoutError):
+        return None
+    if upstream.status != 200:
+        upstream.release()
+        return None
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    try:
+        await resp.prepare(request)
+        async for chunk in upstream.content.iter_any():
+            await resp.write(chunk)
+    except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionResetError, asyncio.CancelledError):
+        pass  # either side went away: the dashboard reconnects
+    finally:
+        upstream.release()
+    return resp
+
+
+async def upstream_events(request: web.Request) -> web.StreamResponse:
+    """SSE: another colibri upstream's own /events, relayed; else `turn` (a gateway-timed request) when one
+    finishes, and no `routing` (not visible through an upstream)."""
+    up = colibri_upstream(request.app)
+    if up is not None:
+        relayed = await relay_events(request, up)
+        if relayed is not None:
+            return relayed
+    turns = request.app[core_key].turns
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await resp.prepare(request)
+    last, quiet = turns.seq, 0
+    while True:
+        rows = turns.since(last)
+        last = turns.seq
+        try:
+            for row in rows:
+                await resp.write(f"event: turn\ndata: {json.dumps(row)}\n\n".encode())
+            quiet = 0 if rows else quiet + 1
+            if quiet and quiet % KEEPALIVE_TICKS == 0:
+                await resp.write(b": keep-alive\n\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            break
+        await asyncio.sleep(EVENTS_PERIOD_S)
+    return resp
+
+
 async def get_experts(request: web.Request) -> web.Response:
+    if request.app.get(upstream_key) is not None:
+        return await upstream_experts(request)
     return json_response(experts_feed(request.app, request.query.get("counts") in ("1", "true")))
 
 
@@ -121,6 +215,10 @@ def coroute_feed(served: ServedModel, k: int) -> dict:
 
 
 async def get_coroute(request: web.Request) -> web.Response:
+    if request.app.get(upstream_key) is not None:
+        relayed = await relay(request)
+        return relayed or json_response({"v": 1, "rows": 0, "cols": 0, "k": 0, "tokens": 0, "nbr": "", "w": "",
+                                         "routing_visible": False, "reason": NOT_VISIBLE})
     try:
         k = max(1, min(int(request.query.get("k", "8")), 32))
     except ValueError:
@@ -130,6 +228,8 @@ async def get_coroute(request: web.Request) -> web.Response:
 
 
 async def get_profile(request: web.Request) -> web.Response:
+    if request.app.get(upstream_key) is not None:
+        return json_response(upstream_profile(request.app))
     turns = [profile_turn(t) for t in request.app[model_key].engine.turns()]
     return json_response({"seq": turns[-1]["id"] if turns else 0, "turns": turns})
 
@@ -137,6 +237,8 @@ async def get_profile(request: web.Request) -> web.Response:
 async def get_events(request: web.Request) -> web.StreamResponse:
     """SSE: `routing` ({seq, rows, cols, hits}) after every forward pass the
     sampler sees, `turn` (a ProfileTurn) when a request finishes."""
+    if request.app.get(upstream_key) is not None:
+        return await upstream_events(request)
     served = request.app[model_key]
     engine = served.engine
     layers = served.moe_layers

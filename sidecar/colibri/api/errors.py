@@ -16,8 +16,8 @@ import secrets
 
 from aiohttp import web
 
-from colibri.errors import (ContextExceeded, EngineFailed, InvalidRequest, ModelOutputRefused, Overloaded,
-                            RequestError, Unavailable)
+from colibri.errors import (ContextExceeded, EngineFailed, InvalidRequest, ModelOutputRefused, NotSupported,
+                            Overloaded, RequestError, Unavailable, UpstreamFailed)
 
 TYPE_BY_STATUS = {
     401: "authentication_error",
@@ -55,8 +55,8 @@ class StreamAborted(Exception):
 
 # the serving core's refusals by kind; the most specific class first
 STATUS_BY_KIND: tuple[tuple[type[RequestError], int], ...] = (
-    (ContextExceeded, 400), (InvalidRequest, 400), (Overloaded, 429), (Unavailable, 503), (EngineFailed, 500),
-    (ModelOutputRefused, 502))
+    (ContextExceeded, 400), (InvalidRequest, 400), (Overloaded, 429), (Unavailable, 503), (NotSupported, 501),
+    (UpstreamFailed, 502), (EngineFailed, 500), (ModelOutputRefused, 502))
 
 
 def as_api_error(err: Exception) -> ApiError | None:
@@ -65,7 +65,7 @@ def as_api_error(err: Exception) -> ApiError | None:
         return err
     if not isinstance(err, RequestError):
         return None
-    status = next((s for kind, s in STATUS_BY_KIND if isinstance(err, kind)), 500)
+    status = getattr(err, "status", None) or next((s for kind, s in STATUS_BY_KIND if isinstance(err, kind)), 500)
     headers = {"Retry-After": str(err.retry_after_s)} if isinstance(err, Overloaded) else None
     return ApiError(status, err.code, err.message, param=err.param, headers=headers)
 

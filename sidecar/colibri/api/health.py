@@ -10,7 +10,7 @@ from aiohttp import web
 
 from colibri.api.connections import gate_key
 from colibri.api.errors import json_response
-from colibri.api.keys import authed_key, config_key, model_key, pool_key, scheduler_key
+from colibri.api.keys import authed_key, config_key, model_key, pool_key, scheduler_key, upstream_key
 from colibri.engine import Tier
 from colibri.errors import EngineError
 from colibri.serving.model import ServedModel
@@ -29,6 +29,8 @@ async def get_health(request: web.Request) -> web.Response:
     if not request.get(authed_key, False):
         return json_response({"status": "ok"})
     app = request.app
+    if app.get(upstream_key) is not None:
+        return json_response(upstream_health(app))
     pool = app.get(pool_key)
     if pool is not None and pool.active_id not in pool.resident:  # between two models (--models-dir)
         return json_response({"status": "loading", "model": (pool.loading or {}).get("model"),
@@ -59,6 +61,22 @@ async def get_health(request: web.Request) -> web.Response:
         "library": app[pool_key].snapshot() if app.get(pool_key) is not None else None,
         **safe_placement(served),
     })
+
+
+def upstream_health(app: web.Application) -> dict:
+    """`coli serve --upstream`: each upstream's state; "degraded" while any is down, "down" when all are."""
+    ups = app[upstream_key].all
+    n_up = sum(u.healthy for u in ups)
+    served = app[model_key]
+    return {"status": "ok" if n_up == len(ups) else ("degraded" if n_up else "down"),
+            "backend": "upstream", "model": served.model_id, "arch": "upstream", "n_ctx": served.n_ctx or None,
+            "kv_slots": served.n_slots, "input_modalities": ["text"],
+            "continue_assistant": app[config_key].continue_assistant, "capabilities": ["chat", "systemone"],
+            "reasoning": "upstream", "upstreams": [u.snapshot() for u in ups],
+            "upstream_slots": app[config_key].upstream_slots, "scheduler": app[scheduler_key].snapshot(),
+            "connections": app[gate_key].snapshot(), "hwinfo": hwinfo(), "library": None,
+            # expert routing is seen only through another colibri (its /experts is relayed); no `moe`: not "dense"
+            "routing_visible": any(u.colibri and u.healthy for u in ups)}
 
 
 def safe_placement(served: ServedModel) -> dict:

@@ -10,12 +10,14 @@ from colibri.serving.core import ServingCore
 from colibri.serving.model import ServedModel
 from colibri.serving.pool import ModelPool
 from colibri.serving.scheduler import Scheduler
+from colibri.serving.upstream import Upstreams
 
 config_key = web.AppKey("config", ServeConfig)
 model_key = web.AppKey("model", ServedModel)
 scheduler_key = web.AppKey("scheduler", Scheduler)
 core_key = web.AppKey("core", ServingCore)
 pool_key = web.AppKey("pool", ModelPool)  # only with --models-dir (colibri.serving.pool)
+upstream_key = web.AppKey("upstreams", Upstreams)  # only with --upstream (colibri.serving.upstream)
 
 # per-request values: RequestKey where this aiohttp has it (3.12+), a plain string before
 _request_key = getattr(web, "RequestKey", None)

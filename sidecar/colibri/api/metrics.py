@@ -8,7 +8,7 @@ happen. One registry per app: two servers in one process never share series.
 from __future__ import annotations
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Histogram, disable_created_metrics, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from colibri.serving.scheduler import Scheduler
@@ -46,6 +46,23 @@ class SchedulerCollector:
             yield CounterMetricFamily(PREFIX + name, text, value=value)
 
 
+class UpstreamCollector:
+    """Each upstream's state and load, read at collection time (`coli serve --upstream`)."""
+
+    def __init__(self, upstreams):
+        self.upstreams = upstreams
+
+    def collect(self):
+        up = GaugeMetricFamily("colibri_upstream_up", "1 while the upstream answers its health probe",
+                               labels=["upstream"])
+        busy = GaugeMetricFamily("colibri_upstream_in_flight", "Requests the upstream is running", labels=["upstream"])
+        for u in self.upstreams.all:
+            up.add_metric([u.url], 1 if u.healthy else 0)
+            busy.add_metric([u.url], u.in_flight)
+        yield up
+        yield busy
+
+
 class Metrics:
     """The registry, and the scheduler's Observer for the histograms."""
 
@@ -54,6 +71,19 @@ class Metrics:
         self.registry.register(SchedulerCollector(scheduler))
         self.histograms = {name: Histogram(PREFIX + name + "_seconds", text, buckets=BUCKETS, registry=self.registry)
                            for name, text in HISTOGRAMS.items()}
+
+    def add_upstreams(self, upstreams):
+        """The per-upstream series: latency, time to first output, errors by kind (and, read live, up / in flight)."""
+        from colibri.serving.upstream import UpstreamSeries
+
+        self.registry.register(UpstreamCollector(upstreams))
+        return UpstreamSeries(
+            latency=Histogram("colibri_upstream_request_seconds", "Duration of each forwarded request",
+                              ["upstream"], buckets=BUCKETS, registry=self.registry),
+            first_byte=Histogram("colibri_upstream_first_output_seconds", "Forwarded request start to first text",
+                                 ["upstream"], buckets=BUCKETS, registry=self.registry),
+            errors=Counter("colibri_upstream_errors", "Upstream failures: connect, status (5xx), stream (mid-reply)",
+                           ["upstream", "kind"], registry=self.registry))
 
     def observe(self, name: str, seconds: float) -> None:
         self.histograms[name].observe(seconds)

@@ -17,7 +17,7 @@ from typing import AsyncIterator
 from aiohttp import web
 
 from colibri.api.errors import ApiError, StreamAborted, as_api_error, json_response
-from colibri.api.keys import config_key, core_key, model_key, pool_key
+from colibri.api.keys import config_key, core_key, model_key, pool_key, upstream_key
 from colibri.api.logprobs import Entry, chat_logprobs, described_tokens, legacy_logprobs, prompt_rows
 from colibri.api.protocol import parse_chat, parse_completion
 from colibri.api.request import limits_of, read_request
@@ -82,11 +82,34 @@ async def list_library(request: web.Request, pool) -> web.Response:
                                       "by colibri", "release_date": None} for c in cards]})
 
 
+def upstream_cards(request: web.Request) -> list[dict]:
+    """With --upstream: what the upstreams serve (their ids, or the --model-id alias), each with the
+    upstreams that serve it."""
+    served, ups = request.app[model_key], request.app[upstream_key]
+    alias = request.app[config_key].model_id
+    by_id: dict[str, list[str]] = {}
+    for up in ups.all:
+        for mid in ([alias] if alias else up.models[:1]):
+            by_id.setdefault(mid, []).append(up.url)
+    return [{"id": mid, "object": "model", "created": served.created, "owned_by": "upstream",
+             "input_modalities": ["text"], "capabilities": ["chat", "systemone"],
+             "context_length": served.n_ctx or None, "max_model_len": served.n_ctx or None,
+             "meta": {"n_ctx": served.n_ctx or None, "upstreams": urls}} for mid, urls in by_id.items()]
+
+
 @routes.get("/v1/models")
 async def list_models(request: web.Request) -> web.Response:
     pool = request.app.get(pool_key)
     if pool is not None:
         return await list_library(request, pool)
+    if request.app.get(upstream_key) is not None:
+        cards = upstream_cards(request)
+        if wants_anthropic(request):
+            data = [{"type": "model", "id": c["id"], "display_name": c["id"], "created_at": "1970-01-01T00:00:00Z"}
+                    for c in cards]
+            return json_response({"data": data, "has_more": False, "first_id": data[0]["id"] if data else None,
+                                  "last_id": data[-1]["id"] if data else None})
+        return json_response({"object": "list", "data": cards})
     served = request.app[model_key]
     if wants_anthropic(request):  # one model: one page, nothing before or after it
         return json_response({"data": [anthropic_model_card(served)], "has_more": False,
@@ -101,6 +124,12 @@ async def get_model(request: web.Request) -> web.Response:
     served = request.app[model_key]
     pool = request.app.get(pool_key)
     name = request.match_info["model"]
+    if request.app.get(upstream_key) is not None:
+        card = next((c for c in upstream_cards(request) if c["id"] == name), None)
+        if card is None:
+            raise ApiError(404, "model_not_found", f"the model {name!r} does not exist", param="model")
+        return json_response({"type": "model", "id": name, "display_name": name,
+                              "created_at": "1970-01-01T00:00:00Z"} if wants_anthropic(request) else card)
     if pool is not None and name in pool.resident:
         served = pool.resident[name]
     elif pool is not None:
@@ -273,7 +302,9 @@ class ChatFrames(Frames):
         if outcome.tool_calls:
             message["tool_calls"] = outcome.tool_calls
         logprobs = None
-        if self.options.logprobs:
+        if self.options.logprobs and outcome.logprobs is not None:  # an upstream engine's, as it sent them
+            logprobs = outcome.logprobs
+        elif self.options.logprobs:
             logprobs = chat_logprobs(self.entries(outcome), self.served.token_text, self.served.token_bytes)
         return {**self.head(self.object_whole),
                 "choices": [{"index": 0, "message": message, "logprobs": logprobs,
@@ -302,7 +333,9 @@ class CompletionFrames(Frames):
     def whole(self, outcome: Outcome) -> dict:
         text = "".join(outcome.reasoning) + outcome.text
         logprobs = None
-        if self.options.logprobs:
+        if self.options.logprobs and outcome.logprobs is not None:  # an upstream engine's, as it sent them
+            logprobs = outcome.logprobs
+        elif self.options.logprobs:
             rows = []
             if self.options.echo:
                 rows = prompt_rows(outcome.readout, len(self.tokens), self.options.top_logprobs,

@@ -6,7 +6,7 @@ from aiohttp import web
 
 from colibri.api.body import read_json_object
 from colibri.api.errors import ApiError
-from colibri.api.keys import config_key, model_key, pool_key, release_key
+from colibri.api.keys import config_key, model_key, pool_key, release_key, upstream_key
 from colibri.api.protocol import parse_model
 from colibri.serving.pool import ModelNotFoundError
 from colibri.serving.requests import Limits
@@ -34,6 +34,9 @@ async def read_request(request: web.Request) -> dict:
             raise ApiError(404, "model_not_found", exc.message, param="model") from None
         return body
     served = request.app[model_key]
+    ups = request.app.get(upstream_key)
+    if ups is not None and not request.app[config_key].model_id and any(model in u.models for u in ups.all):
+        return body  # --upstream: any id an upstream serves
     if model != served.model_id:
         raise ApiError(404, "model_not_found", f"the model {model!r} does not exist; this server serves "
                                                f"{served.model_id!r}", param="model")

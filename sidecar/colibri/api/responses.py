@@ -266,7 +266,7 @@ def status_of(outcome: Outcome) -> str:
 
 
 def usage(outcome: Outcome) -> dict:
-    n_in, cached, n_out = outcome.prompt_tokens, outcome.cached_tokens, len(outcome.tokens)
+    n_in, cached, n_out = outcome.prompt_tokens, outcome.cached_tokens, outcome.completion_tokens
     return {"input_tokens": n_in,
             "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": n_in - cached},
             "output_tokens": n_out, "output_tokens_details": {"reasoning_tokens": reasoning_tokens(outcome)},

@@ -11,7 +11,6 @@ from colibri.api.body import read_json_object
 from colibri.api.errors import json_response
 from colibri.api.keys import config_key, core_key, model_key
 from colibri.api.systemone_protocol import parse_systemone
-from colibri.serving.systemone import score
 
 routes = web.RouteTableDef()
 
@@ -22,7 +21,7 @@ async def systemone(request: web.Request) -> web.Response:
     app = request.app
     body = await read_json_object(request, app[config_key].max_body_bytes)
     served = app[model_key]
-    scored = await score(app[core_key], parse_systemone(body, served.n_slots))
+    scored = await app[core_key].score(parse_systemone(body, served.n_slots))
     headers = {"x-colibri-queue-wait-ms": str(round(scored.wait_s * 1000)),
                "x-colibri-elapsed-ms": str(round((time.monotonic() - started) * 1000)),
                "x-colibri-prefill-tokens": str(scored.prefilled), "x-colibri-reused-tokens": str(scored.reused),

@@ -75,6 +75,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model-ttl", default=None, metavar="SECONDS",
                    help="unload a loaded model idle this long (e.g. 600, 10m), the active one excepted "
                         "(default: never; $COLI_MODEL_TTL)")
+    p.add_argument("--upstream", action="append", default=None, metavar="URL",
+                   help="front another engine's OpenAI-compatible API (vLLM, SGLang, llama-server, another colibri) "
+                        "instead of loading a model: colibri's API, guard, queue, /health, /metrics and dashboard "
+                        "in front of it (repeatable: requests spread across the healthy ones; $COLI_UPSTREAM, "
+                        "comma-separated)")
+    p.add_argument("--upstream-key", default=_env("COLI_UPSTREAM_KEY"),
+                   help="the API key the upstreams want, sent as 'Authorization: Bearer KEY' ($COLI_UPSTREAM_KEY)")
+    p.add_argument("--upstream-slots", type=int, default=None,
+                   help="requests each upstream runs at once; more wait in colibri's queue "
+                        "(default 4; $COLI_UPSTREAM_SLOTS)")
     add_placement_args(p)
     p.add_argument("--web-dir", default=None,
                    help="the built dashboard (default: $COLI_WEB_DIR, else the checkout's web/dist, "
@@ -124,10 +134,19 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
         raise ColiError(f"refusing to serve on {args.host} without an API key: anyone who can reach it could use "
                         "it. Set COLI_API_KEY (or --api-key), or COLI_ALLOW_INSECURE_BIND=1 on a trusted network")
     web_dir = Path(args.web_dir) if args.web_dir else default_web_dir()
+    upstreams = tuple(args.upstream or env_list("COLI_UPSTREAM"))
+    upstream_slots = _number(args.upstream_slots, "COLI_UPSTREAM_SLOTS", "4")
+    if upstream_slots < 1:
+        raise ColiError(f"--upstream-slots must be >= 1, got {upstream_slots}")
+    for url in upstreams:
+        if not url.startswith(("http://", "https://")):
+            raise ColiError(f"--upstream {url!r}: give the engine's URL, e.g. http://gpu-box:8000")
     from colibri.library.discovery import models_dirs_from_env
     from colibri.serving.pool import parse_ttl
 
     models_dirs = tuple(args.models_dir or [str(p) for p in models_dirs_from_env()])
+    if upstreams and (args.models_dir or args.model):
+        raise ColiError("--upstream serves what the upstream engines serve: it takes no --model or --models-dir")
     max_models = _number(args.max_models, "COLI_MAX_MODELS", "1")
     if max_models < 1:
         raise ColiError(f"--max-models must be >= 1, got {max_models}")
@@ -147,7 +166,9 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
         read_deadline=args.read_deadline, idle_timeout=args.idle_timeout,
         keepalive_s=_number(None, "COLI_KEEPALIVE_S", "10", float),
         drain_s=_number(None, "COLI_ENGINE_DRAIN_S", "30", float),
-        web_dir=web_dir, models_dirs=models_dirs, max_models=max_models, model_ttl=model_ttl,
+        web_dir=web_dir, models_dirs=() if upstreams else models_dirs, max_models=max_models, model_ttl=model_ttl,
+        upstreams=upstreams, upstream_key=args.upstream_key, upstream_slots=upstream_slots,
+        upstream_probe_s=_number(None, "COLI_UPSTREAM_PROBE_S", "2", float),
         **placement_from_args(args),
     )
 

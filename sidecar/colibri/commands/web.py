@@ -44,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
         args.port = 0
     argv = desktop.serve_argv(args, serve_parser)
     argv += ["-v"] * max(0, args.verbose - args.serve_verbose)  # `coli -v web` is `coli web -v`
+    if cfg.upstream_key:  # as the API key: in the child's environment, not its argv
+        os.environ["COLI_UPSTREAM_KEY"] = cfg.upstream_key
     server = desktop.ServerChild(argv, api_key=cfg.api_key).start()
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # so `finally` stops the server (Ctrl+C already raises)
     try:

@@ -56,10 +56,19 @@ class ServingCore:
         return Prepared(tokens, req.options, in_reasoning=prompt.in_reasoning, reasoning=fmt.has_reasoning,
                         tools=tools, harmony_tail=prompt.harmony_tail)
 
+    def count_chat(self, req: ChatRequest) -> int:
+        return len(self.prepare_chat(req, thinking_is_a_hint=True, check_fits=False).tokens)
+
     def prepare_completion(self, req: CompletionRequest) -> Prepared:
         tokens = self.served.tokenize_completion(req.prompt)
         self.served.check_fits(tokens, "prompt")
         return Prepared(tokens, req.options)
+
+    async def score(self, req):
+        """System One (colibri.serving.systemone): every question's answer under one admission."""
+        from colibri.serving.systemone import score  # it imports this module
+
+        return await score(self, req)
 
     # ---- admit, generate -------------------------------------------------------------
 

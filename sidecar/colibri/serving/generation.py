@@ -84,6 +84,12 @@ class Outcome:
     readout: list | None = None  # the prompt read-out (echo)
     engine_generated: int | None = None  # tokens the engine says it generated (when it ran to its end)
     timings: dict = field(default_factory=dict)
+    generated: int | None = None  # an upstream engine's count of the reply's tokens (its ids are not seen here)
+    logprobs: dict | None = None  # an upstream engine's logprobs object, passed on as it sent it
+
+    @property
+    def completion_tokens(self) -> int:
+        return len(self.tokens) if self.generated is None else self.generated
 
     @property
     def text(self) -> str:
@@ -91,8 +97,8 @@ class Outcome:
 
     @property
     def usage(self) -> dict:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": len(self.tokens),
-                "total_tokens": self.prompt_tokens + len(self.tokens),
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "total_tokens": self.prompt_tokens + self.completion_tokens,
                 "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}
 
 

@@ -117,6 +117,7 @@ class Scheduler:
         self._waiters: list[Waiter] = []
         self._cached: dict[int, list[int]] = {}  # slot -> tokens its KV holds
         self._last_used: dict[int, float] = {}
+        self.usable = lambda slot: True  # a backend's say on which slots may be granted now (an upstream that is down)
 
     @property
     def active(self) -> int:
@@ -227,11 +228,15 @@ class Scheduler:
             w.granted.cancel()
         self._grant()
 
+    def regrant(self) -> None:
+        """Look again at the waiters: a slot became usable (an upstream came back)."""
+        self._grant()
+
     def _grant(self) -> None:
         """Hand free slots to waiters in FIFO order, honouring older waiters' reservations."""
         reserved: set[int] = set()
         for w in list(self._waiters):
-            available = self._free - reserved
+            available = {s for s in self._free - reserved if self.usable(s)}
             if w.target is not None:
                 if w.target in available:
                     self._give(w, w.target)

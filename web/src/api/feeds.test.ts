@@ -107,3 +107,24 @@ describe("feeds", () => {
     expect(parseProfile({})).toBeNull();
   });
 });
+
+describe("parseProfile through `coli serve --upstream`", () => {
+  it("reads the gateway's per-request timings, no engine turns", () => {
+    const feed = parseProfile({
+      seq: 2,
+      source: "gateway",
+      turns: [
+        { id: 1, t: 5, upstream: "http://a:8000", queue_wait_s: 0, first_output_s: 0.12, inter_token_s: 0.04, wall_s: 2,
+          prompt_tokens: 9, completion_tokens: 48, finish: "length" },
+        { id: 2, upstream: "http://b:8000", queue_wait_s: 0.5, first_output_s: null, inter_token_s: null, wall_s: 0.1,
+          finish: "error" },
+        { id: "bad" },
+      ],
+    });
+    expect(feed?.turns).toEqual([]);
+    expect(feed?.gateway?.map((t) => [t.upstream, t.first_output_s, t.completion_tokens])).toEqual([
+      ["http://a:8000", 0.12, 48],
+      ["http://b:8000", null, 0],
+    ]);
+  });
+});

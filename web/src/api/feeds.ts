@@ -2,7 +2,7 @@
 // documented shape (types.ts) becomes null, which the pages show as an empty
 // state. Compact fields are decoded here (base64 → typed arrays).
 
-import type { Health, ProfileFeed, ProfileTurn } from "./types";
+import type { GatewayTurn, Health, ProfileFeed, ProfileTurn } from "./types";
 import { base64ToBytes, u32le } from "../lib/bytes";
 
 type Obj = Record<string, unknown>;
@@ -98,8 +98,29 @@ const TURN_NUMBERS: (keyof ProfileTurn)[] = [
   "lm_head_s",
 ];
 
+/** `coli serve --upstream`'s /profile (source "gateway"): the requests as the gateway timed them. */
+function parseGatewayTurns(rows: unknown[]): GatewayTurn[] {
+  const opt = (x: unknown) => (num(x) ? x : null);
+  return rows.filter(isObj).filter((t) => num(t.id) && num(t.wall_s) && num(t.queue_wait_s)).map((t) => ({
+    id: t.id as number,
+    t: num(t.t) ? t.t : 0,
+    upstream: typeof t.upstream === "string" ? t.upstream : "",
+    queue_wait_s: t.queue_wait_s as number,
+    first_output_s: opt(t.first_output_s),
+    inter_token_s: opt(t.inter_token_s),
+    wall_s: t.wall_s as number,
+    prompt_tokens: num(t.prompt_tokens) ? t.prompt_tokens : 0,
+    completion_tokens: num(t.completion_tokens) ? t.completion_tokens : 0,
+    finish: typeof t.finish === "string" ? t.finish : "",
+  }));
+}
+
 export function parseProfile(v: unknown): ProfileFeed | null {
   if (!isObj(v) || !Array.isArray(v.turns)) return null;
+  if (v.source === "gateway") {
+    const gateway = parseGatewayTurns(v.turns);
+    return { seq: num(v.seq) ? v.seq : gateway.length, turns: [], gateway };
+  }
   const turns: ProfileTurn[] = [];
   v.turns.forEach((t, i) => {
     if (!isObj(t) || !TURN_NUMBERS.every((k) => num(t[k]))) return;

@@ -49,6 +49,22 @@ export interface Health {
   cache?: HealthCache;
   /** `coli serve --models-dir`: the model library (null without it); the Models page reads /api/models. */
   library?: HealthLibrary | null;
+  /** "upstream" with `coli serve --upstream`: the engines are other servers (`upstreams`). */
+  backend?: "upstream";
+  upstreams?: HealthUpstream[];
+  /** With `backend: "upstream"`: false unless an upstream is another colibri whose /experts is relayed. */
+  routing_visible?: boolean;
+}
+
+export interface HealthUpstream {
+  url: string;
+  state: "up" | "down";
+  models: string[];
+  in_flight: number;
+  requests: number;
+  errors: number;
+  last_error: string | null;
+  colibri: boolean;
 }
 
 export interface HealthLibrary {
@@ -203,6 +219,24 @@ export interface ProfileFeed {
   /** Increments when a turn is appended. */
   seq: number;
   turns: ProfileTurn[];
+  /** `coli serve --upstream`: each request as the gateway timed it (no engine phases here). */
+  gateway?: GatewayTurn[];
+}
+
+export interface GatewayTurn {
+  id: number;
+  /** Unix seconds when it ended. */
+  t: number;
+  upstream: string;
+  queue_wait_s: number;
+  /** Request sent to first text; null when none came. */
+  first_output_s: number | null;
+  /** Mean time between streamed chunks; null for a whole reply. */
+  inter_token_s: number | null;
+  wall_s: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  finish: string;
 }
 
 export interface ProfileTurn {

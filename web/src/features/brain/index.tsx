@@ -39,6 +39,16 @@ export default function BrainPage() {
   let body: React.ReactNode;
   if (keyNeeded && !frame) {
     body = <KeyNeeded what="the experts and their routing" />;
+  } else if (health?.backend === "upstream" && !health.routing_visible) {
+    body = (
+      <EmptyState icon={<BrainIcon size={28} />} title="Routing is not visible through an upstream" testId="brain-upstream">
+        <p>
+          This server is colibri's gateway in front of another engine (<code>coli serve --upstream</code>): the experts fire there, and
+          vLLM, SGLang and llama.cpp's server do not publish which. When the upstream is another <code>coli serve</code>, its routing shows
+          here.
+        </p>
+      </EmptyState>
+    );
   } else if (dense) {
     body = (
       <EmptyState icon={<Layers size={28} />} title="This model is dense" testId="brain-dense">

@@ -2,7 +2,7 @@ import { useMemo, useRef } from "react";
 import uPlot from "uplot";
 import { Activity, CloudOff, Cpu, HardDrive, Timer } from "lucide-react";
 import { parseProfile, turnPhases, turnTokPerS } from "../../api/feeds";
-import type { Health, ProfileTurn } from "../../api/types";
+import type { GatewayTurn, Health, ProfileTurn } from "../../api/types";
 import { EmptyState } from "../../components/EmptyState";
 import { KeyNeeded, useKeyNeeded } from "../../components/KeyNeeded";
 import { UChart } from "../../components/UChart";
@@ -46,6 +46,7 @@ export default function ProfilingPage() {
         <p>Profiling shows where every millisecond of a turn goes. Start <code>coli serve</code> and send a message.</p>
       </EmptyState>
     );
+  else if (data.gateway) main = <Gateway turns={data.gateway.slice(-HISTORY)} health={health} />;
   else if (!last)
     main = (
       <EmptyState icon={<Timer size={28} />} title="No turns yet" testId="profiling-empty">
@@ -73,6 +74,53 @@ export default function ProfilingPage() {
         <Machine health={health} />
       </div>
     </div>
+  );
+}
+
+const ms = (s: number | null) => (s === null ? "–" : `${(s * 1000).toFixed(s < 0.1 ? 1 : 0)} ms`);
+
+/** `coli serve --upstream`: the engines are elsewhere; what the gateway measures per request, and the upstreams. */
+function Gateway({ turns, health }: { turns: GatewayTurn[]; health: Health | null }) {
+  const ups = health?.upstreams ?? [];
+  return (
+    <>
+      <section className="card" aria-labelledby="ups-title" data-testid="profile-upstreams">
+        <h2 id="ups-title">Upstreams</h2>
+        <p className="small muted">The engines behind this gateway; their own phases are not visible from here.</p>
+        <table className="prof-table">
+          <thead>
+            <tr><th>upstream</th><th>state</th><th>running</th><th>requests</th><th>errors</th></tr>
+          </thead>
+          <tbody>
+            {ups.map((u) => (
+              <tr key={u.url} title={u.last_error ?? undefined}>
+                <td>{u.url}</td><td>{u.state}</td><td>{u.in_flight}</td><td>{u.requests}</td><td>{u.errors}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </section>
+      <section className="card" aria-labelledby="gw-title" data-testid="profile-gateway">
+        <h2 id="gw-title">Requests at the gateway</h2>
+        {turns.length === 0 ? (
+          <p className="small muted">No requests yet: send a message in Chat.</p>
+        ) : (
+          <table className="prof-table">
+            <thead>
+              <tr><th>upstream</th><th>queue wait</th><th>first token</th><th>per token</th><th>total</th><th>tokens</th><th>end</th></tr>
+            </thead>
+            <tbody>
+              {turns.slice().reverse().map((t) => (
+                <tr key={t.id}>
+                  <td>{t.upstream}</td><td>{ms(t.queue_wait_s)}</td><td>{ms(t.first_output_s)}</td><td>{ms(t.inter_token_s)}</td>
+                  <td>{ms(t.wall_s)}</td><td>{t.completion_tokens}</td><td>{t.finish}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </section>
+    </>
   );
 }
 

@@ -1,0 +1,630 @@
+"""The engine behind `coli serve --upstream URL`: another server's OpenAI-compatible API
+(vLLM, SGLang, llama.cpp's server, llama-cpp-python's, another colibri) instead of the
+in-process C engine. UpstreamCore is the second implementation of the serving core's
+interface (colibri.serving.backend.Backend): the routes prepare, run and score through
+it without knowing which one serves.
+
+    upstreams = Upstreams(["http://gpu-box:8000"], key=None, slots=4, session=aiohttp.ClientSession())
+    await upstreams.probe_all()                        # each one's state and model ids
+    core = UpstreamCore(upstreams, scheduler, observer)
+    prepared = core.prepare_chat(req)                  # the body the upstream is sent (no tokens here)
+    async with core.run(prepared) as run:              # admission: --upstream-slots per upstream
+        async for delta in run.deltas: ...             # the upstream's chunks, as they arrive
+
+Admission is colibri's own Scheduler with `slots` per upstream: slot s belongs to
+upstream s // slots, and only the slots of a healthy upstream are granted. A
+conversation is kept on the upstream that holds its prefix by the scheduler's
+slot-affinity rule (half the prompt cached), fed with chained hashes of 32-character
+pieces of the conversation instead of token ids. A request
+that fails before its first byte (connection refused, a 5xx) is retried once on
+another healthy upstream; a failure after it ends the reply with UpstreamFailed
+(the OpenAI stream closes, Anthropic's gets its `error` event).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import AsyncIterator
+
+import aiohttp
+
+from colibri.chat.messages import Message
+from colibri.errors import NotSupported, Unavailable, UpstreamFailed
+from colibri.serving.core import Run
+from colibri.serving.generation import Delta, Outcome
+from colibri.serving.requests import ChatRequest, CompletionRequest, Options
+from colibri.serving.scheduler import Observer, Scheduler
+from colibri.serving.systemone import Scored, SystemOneRequest, answer, prompts, softmax
+
+log = logging.getLogger(__name__)
+
+PROBE_S = 2.0  # seconds between health probes
+PROBE_TIMEOUT_S = 3.0
+PROBE_MISSES = 3  # probes timed out in a row before an upstream that still accepts connections is taken out
+CONNECT_TIMEOUT_S = 5.0
+CHUNK_CHARS = 32  # a prompt is hashed in pieces this long for affinity: its "tokens" for the scheduler's rule
+
+
+@dataclass
+class Upstream:
+    """One engine behind the gateway, and what the gateway has seen of it."""
+
+    url: str  # the base, without /v1
+    index: int
+    key: str | None = None
+    healthy: bool = False
+    models: list[str] = field(default_factory=list)
+    n_ctx: int = 0  # its max_model_len / context_length when it says, else 0
+    last_error: str | None = None
+    requests: int = 0
+    errors: int = 0
+    in_flight: int = 0
+    colibri: bool = False  # another colibri: its dashboard feeds can be relayed
+    probe_misses: int = 0
+    health_path: str = "/health"  # what the probe GETs once the model ids are known; /v1/models where it 404s
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"} if self.key else {}
+
+    @property
+    def model(self) -> str | None:
+        return self.models[0] if self.models else None
+
+    def snapshot(self) -> dict:
+        return {"url": self.url, "state": "up" if self.healthy else "down", "models": self.models,
+                "in_flight": self.in_flight, "requests": self.requests, "errors": self.errors,
+                "last_error": self.last_error, "colibri": self.colibri}
+
+
+def base_url(url: str) -> str:
+    url = url.rstrip("/")
+    return url[:-3] if url.endswith("/v1") else url
+
+
+class Upstreams:
+    """The engines behind the gateway: their health (probed), their share of the slots."""
+
+    def __init__(self, urls: list[str], key: str | None, slots: int, session: aiohttp.ClientSession,
+                 series: "UpstreamSeries | None" = None, probe_s: float = PROBE_S):
+        self.all = [Upstream(base_url(u), i, key) for i, u in enumerate(urls)]
+        self.slots = slots
+        self.session = session
+        self.series = series
+        self.probe_s = probe_s
+        self.on_change: list = []  # called with no argument when an upstream goes up or down
+        self._task: asyncio.Task | None = None
+
+    @property
+    def n_slots(self) -> int:
+        return self.slots * len(self.all)
+
+    def of_slot(self, slot: int) -> Upstream:
+        return self.all[slot // self.slots]
+
+    def usable(self, slot: int) -> bool:
+        return self.of_slot(slot).healthy
+
+    def another(self, up: Upstream) -> Upstream | None:
+        """A healthy upstream other than `up`, the least busy first."""
+        others = [u for u in self.all if u is not up and u.healthy]
+        return min(others, key=lambda u: (u.in_flight, u.index)) if others else None
+
+    def mark(self, up: Upstream, healthy: bool, error: str | None = None) -> None:
+        if error:
+            up.last_error = error
+        if up.healthy != healthy:
+            up.healthy = healthy
+            log.warning("upstream %s is %s%s", up.url, "up" if healthy else "down", f": {error}" if error else "")
+            for callback in self.on_change:
+                callback()
+
+    def failed(self, up: Upstream, kind: str, error: str) -> None:
+        up.errors += 1
+        if self.series:
+            self.series.errors.labels(up.url, kind).inc()
+        self.mark(up, False, error)
+
+    async def probe(self, up: Upstream) -> None:
+        """GET /v1/models (its model ids) until they are known, then GET /health (vLLM's, SGLang's,
+        llama-server's, colibri's) where there is one: up, or down."""
+        timeout = aiohttp.ClientTimeout(total=PROBE_TIMEOUT_S)
+        try:
+            if up.models and up.health_path != "/v1/models":
+                async with self.session.get(up.url + up.health_path, headers=up.headers, timeout=timeout) as resp:
+                    if resp.status == 200:
+                        up.probe_misses = 0
+                        self.mark(up, True)
+                        return
+                    if resp.status not in (404, 405):
+                        raise UpstreamFailed("upstream_unhealthy", f"GET {up.health_path} answered {resp.status}")
+                    up.health_path = "/v1/models"
+            async with self.session.get(up.url + "/v1/models", headers=up.headers,
+                                        timeout=timeout) as resp:
+                if resp.status != 200:
+                    raise UpstreamFailed("upstream_unhealthy", f"GET /v1/models answered {resp.status}")
+                body = await resp.json(content_type=None)
+            cards = [c for c in body.get("data") or [] if isinstance(c, dict) and c.get("id")]
+            up.models = [str(c["id"]) for c in cards] or up.models
+            first = cards[0] if cards else {}
+            up.n_ctx = int(first.get("max_model_len") or first.get("context_length") or 0)
+            up.colibri = first.get("owned_by") == "colibri"
+            up.probe_misses = 0
+            self.mark(up, True)
+        except asyncio.TimeoutError:
+            # a busy engine may answer its probe late (llama-cpp-python's queues it behind a generation,
+            # also one sent to it directly): down only after PROBE_MISSES silent probes in a row
+            up.probe_misses += 1
+            if up.probe_misses >= PROBE_MISSES:
+                self.mark(up, False, f"no answer to {up.probe_misses} health probes of {PROBE_TIMEOUT_S:g} s")
+            return
+        except (aiohttp.ClientError, OSError, ValueError, UpstreamFailed) as exc:
+            self.mark(up, False, str(exc) or type(exc).__name__)
+
+    async def probe_all(self) -> None:
+        await asyncio.gather(*(self.probe(u) for u in self.all))
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._probe_forever())
+
+    async def _probe_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.probe_s)
+            await self.probe_all()
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        await self.session.close()
+
+
+class UpstreamFormat:
+    """The chat format as the gateway sees it: the upstream's own template decides everything."""
+
+    has_reasoning = True  # whether it reasons is the upstream's business; its reasoning is passed on
+    tool_format = True  # likewise its tool calls
+    template = None
+
+
+class UpstreamModel:
+    """What the routes read of the model (model_key): its id and sizes, no engine."""
+
+    arch = "upstream"
+    plan = None
+    n_ctx_train = 0
+    n_params = 0
+    moe_layers: list[int] = []
+    chat_format = UpstreamFormat()
+
+    def __init__(self, upstreams: Upstreams, model_id: str = ""):
+        self.upstreams = upstreams
+        self._model_id = model_id
+        self.created = int(time.time())
+
+    @property
+    def model_id(self) -> str:
+        first = next((u.model for u in self.upstreams.all if u.model), None)
+        return self._model_id or first or "upstream"
+
+    @property
+    def n_ctx(self) -> int:
+        return min((u.n_ctx for u in self.upstreams.all if u.n_ctx), default=0)
+
+    @property
+    def n_slots(self) -> int:
+        return self.upstreams.n_slots
+
+    def check_fits(self, tokens: list[int], param: str) -> None:
+        """The upstream counts its own tokens and refuses a prompt too long itself."""
+
+
+@dataclass
+class UpstreamPrepared:
+    """A request made ready for an upstream: the path and body it is sent (the model filled in per upstream)."""
+
+    path: str
+    body: dict
+    options: Options
+    affinity: list[int]  # chained hashes of 32-character pieces: the scheduler's prefix rule runs on these
+    tools: bool | None = None  # truthy when the request declares tools (the frames' tools_active)
+    tokens: list[int] = field(default_factory=list)  # not known at the gateway
+
+
+def openai_message(m: Message) -> dict:
+    out: dict = {"role": m.role, "content": m.content}
+    if m.tool_calls:
+        out["tool_calls"] = m.tool_calls
+        out["content"] = m.content or None
+    if m.tool_call_id:
+        out["tool_call_id"] = m.tool_call_id
+    if m.name:
+        out["name"] = m.name
+    if m.reasoning_content:
+        out["reasoning_content"] = m.reasoning_content
+    return out
+
+
+def pieces_of(text: str) -> list[str]:
+    return [text[i:i + CHUNK_CHARS] for i in range(0, len(text), CHUNK_CHARS)]
+
+
+def chained(pieces: list) -> list[int]:
+    """A hash per piece of everything up to it: two requests share a prefix of these exactly as far as
+    they share their leading pieces."""
+    out, h = [], 0
+    for piece in pieces:
+        h = hash((h, piece))
+        out.append(h)
+    return out
+
+
+def sampling(o: Options, stream: bool) -> dict:
+    body: dict = {"max_tokens": o.max_tokens, "temperature": o.temperature, "top_p": o.top_p, "stream": stream}
+    if o.top_k:
+        body["top_k"] = o.top_k
+    if o.seed is not None:
+        body["seed"] = o.seed
+    if o.stop:
+        body["stop"] = o.stop
+    if stream:  # usage for every reply (Anthropic's, the Responses API's), not just when the client asks
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def chat_body(req: ChatRequest) -> dict:
+    body = {"messages": [openai_message(m) for m in req.messages], **sampling(req.options, req.options.stream)}
+    if req.options.logprobs:
+        body["logprobs"] = True
+        if req.options.top_logprobs:
+            body["top_logprobs"] = req.options.top_logprobs
+    tools = req.tools
+    if tools.declared and tools.active:
+        body["tools"] = tools.declared
+        body["tool_choice"] = ({"type": "function", "function": {"name": tools.choice.name}}
+                               if tools.choice.mode == "function" else tools.choice.mode)
+    return body
+
+
+def thinking_fields(req: ChatRequest) -> dict:
+    """What the request asks of the reasoning mode, as vLLM, SGLang and llama-server read it
+    (chat_template_kwargs.enable_thinking; reasoning_effort); `for_upstream` respells it for a colibri."""
+    out: dict = {}
+    if req.thinking.enable is not None:
+        out["chat_template_kwargs"] = {"enable_thinking": req.thinking.enable}
+    if req.thinking.effort is not None:
+        out["reasoning_effort"] = req.thinking.effort
+    return out
+
+
+def for_upstream(up: "Upstream", body: dict) -> dict:
+    """The body as this upstream takes it: its own model id; colibri reads enable_thinking at the top level."""
+    out = {**body, "model": up.model or body.get("model")}
+    if up.colibri and "chat_template_kwargs" in out:
+        out["enable_thinking"] = out.pop("chat_template_kwargs")["enable_thinking"]
+    return out
+
+
+def completion_body(req: CompletionRequest) -> dict:
+    body = {"prompt": req.prompt, **sampling(req.options, req.options.stream)}
+    if req.options.logprobs:
+        body["logprobs"] = req.options.top_logprobs
+    if req.options.echo:
+        body["echo"] = True
+    return body
+
+
+class UpstreamCore:
+    """The serving core's interface over upstream engines (colibri.serving.backend.Backend)."""
+
+    def __init__(self, upstreams: Upstreams, scheduler: Scheduler, observer: Observer | None = None,
+                 served: UpstreamModel | None = None):
+        self.upstreams = upstreams
+        self.scheduler = scheduler
+        self.observer = observer
+        self.served = served or UpstreamModel(upstreams)
+        self.turns = Turns()
+        scheduler.usable = upstreams.usable
+        upstreams.on_change.append(scheduler.regrant)
+
+    # ---- prepare -----------------------------------------------------------------
+
+    def prepare_chat(self, req: ChatRequest, *, thinking_is_a_hint: bool = False,
+                     check_fits: bool = True) -> UpstreamPrepared:
+        text = "".join(f"\x00{m.role}\x00{m.content}\x00{json.dumps(m.tool_calls)}" for m in req.messages)
+        affinity = chained(pieces_of(text))
+        body = chat_body(req)
+        if not thinking_is_a_hint:  # Anthropic's `thinking` is a hint: a family without it answers without
+            body.update(thinking_fields(req))
+        return UpstreamPrepared("/v1/chat/completions", body, req.options, affinity,
+                                tools=bool(req.tools.declared and req.tools.active) or None)
+
+    def prepare_completion(self, req: CompletionRequest) -> UpstreamPrepared:
+        return UpstreamPrepared("/v1/completions", completion_body(req), req.options, chained(pieces_of(req.prompt)))
+
+    def count_chat(self, req: ChatRequest) -> int:
+        raise NotSupported("upstream_cannot_count", "token counting is not forwarded to an upstream engine: "
+                                                    "its tokenizer is not known here")
+
+    # ---- run -----------------------------------------------------------------------
+
+    def check_up(self) -> None:
+        """Refuse at once while every upstream is down: a waiter would only wait for its timeout."""
+        if not any(u.healthy for u in self.upstreams.all):
+            raise Unavailable("upstream_unavailable", "no upstream engine is answering: "
+                              + "; ".join(f"{u.url}: {u.last_error}" for u in self.upstreams.all))
+
+    @asynccontextmanager
+    async def run(self, prepared: UpstreamPrepared) -> AsyncIterator[Run]:
+        self.check_up()
+        async with self.scheduler.admit(prepared.options.cache_slot, prepared.affinity) as lease:
+            outcome = Outcome()
+            yield Run(lease, self._forward(prepared, self.upstreams.of_slot(lease.slot), outcome, lease.wait_s),
+                      outcome)
+
+    async def _open(self, up: Upstream, path: str, body: dict) -> tuple[Upstream, aiohttp.ClientResponse]:
+        """The upstream's response, its status checked; a failure before the first byte is retried
+        once on another healthy upstream."""
+        for attempt in (0, 1):
+            up.requests += 1
+            try:
+                resp = await self.upstreams.session.post(
+                    up.url + path, json=for_upstream(up, body), headers=up.headers,
+                    timeout=aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT_S))
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                self.upstreams.failed(up, "connect", str(exc) or type(exc).__name__)
+                error = UpstreamFailed("upstream_unreachable", f"the upstream engine {up.url} cannot be reached: "
+                                                               f"{exc or type(exc).__name__}")
+            else:
+                if resp.status < 400:
+                    return up, resp
+                error = await refusal(up, resp)
+                if resp.status < 500:
+                    raise error  # the upstream refuses the request itself: no other engine would take it
+                self.upstreams.failed(up, "status", error.message)
+            other = self.upstreams.another(up) if attempt == 0 else None
+            if other is None:
+                raise error
+            log.info("retrying on %s: %s", other.url, error.message)
+            up = other
+        raise AssertionError("unreachable")
+
+    async def _forward(self, prepared: UpstreamPrepared, up: Upstream, outcome: Outcome,
+                       wait_s: float = 0.0) -> AsyncIterator[Delta]:
+        t0 = time.monotonic()
+        first = None
+        series = self.upstreams.series
+        up, resp = await self._open(up, prepared.path, prepared.body)
+        up.in_flight += 1
+        chunks = 0
+        try:
+            if prepared.body.get("stream"):
+                async for delta in self._chunks(up, resp, outcome):
+                    chunks += 1
+                    if first is None:
+                        first = time.monotonic() - t0
+                        if self.observer:
+                            self.observer.observe("first_output", first)
+                        if series:
+                            series.first_byte.labels(up.url).observe(first)
+                    yield delta
+            else:
+                try:
+                    reply = await resp.json(content_type=None)
+                except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+                    self.upstreams.failed(up, "stream", str(exc) or type(exc).__name__)
+                    raise UpstreamFailed("upstream_stream_broken", f"the upstream engine {up.url} failed "
+                                                                   f"mid-reply: {exc or type(exc).__name__}") from exc
+                delta = whole(reply, outcome)
+                if delta.content or delta.reasoning:
+                    yield delta
+        finally:
+            up.in_flight -= 1
+            resp.release()
+            elapsed = time.monotonic() - t0
+            if self.observer:
+                self.observer.observe("engine_call", elapsed)
+            if series:
+                series.latency.labels(up.url).observe(elapsed)
+            self.turns.add(up, wait_s, first, elapsed, chunks, outcome)
+
+    async def _chunks(self, up: Upstream, resp: aiohttp.ClientResponse, outcome: Outcome) -> AsyncIterator[Delta]:
+        """The upstream's SSE chunks as deltas; tool calls gathered by index into the outcome."""
+        calls: dict[int, dict] = {}
+        done = False
+        try:
+            async for line in resp.content:
+                line = line.strip()
+                if not line.startswith(b"data:"):
+                    continue
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    done = True
+                    break
+                chunk = json.loads(data)
+                if chunk.get("error"):
+                    err = chunk["error"]
+                    raise UpstreamFailed("upstream_error", f"the upstream engine {up.url} failed: "
+                                                           f"{err.get('message') if isinstance(err, dict) else err}")
+                take_usage(chunk.get("usage"), outcome)
+                for choice in chunk.get("choices") or []:
+                    delta = choice.get("delta")
+                    if delta is None:  # /v1/completions
+                        delta = {"content": choice.get("text") or ""}
+                    for call in delta.get("tool_calls") or []:
+                        merge_call(calls.setdefault(int(call.get("index") or 0), {}), call)
+                    if choice.get("finish_reason"):
+                        outcome.finish_reason = choice["finish_reason"]
+                    said = delta.get("reasoning_content") or delta.get("reasoning") or ""
+                    text = delta.get("content") or ""
+                    if said:
+                        outcome.reasoning.append(said)
+                    if text:
+                        outcome.content.append(text)
+                    if said or text:
+                        yield Delta(content=text, reasoning=said)
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+            self.upstreams.failed(up, "stream", str(exc) or type(exc).__name__)
+            raise UpstreamFailed("upstream_stream_broken", f"the upstream engine {up.url} failed mid-stream: "
+                                                           f"{exc or type(exc).__name__}") from exc
+        if not done and outcome.finish_reason is None:
+            self.upstreams.failed(up, "stream", "the stream ended without a finish")
+            raise UpstreamFailed("upstream_stream_broken", f"the upstream engine {up.url} ended its stream "
+                                                           "before the reply's end")
+        outcome.tool_calls = [calls[i] for i in sorted(calls)]
+
+    # ---- System One -----------------------------------------------------------------
+
+    async def score(self, req: SystemOneRequest) -> Scored:
+        """Each option's log-probability read from the upstream's /v1/completions with echo + logprobs."""
+        plans = [(q, *prompts(req, q)) for q in req.questions]
+        answers, output_tokens, longest, calls = {}, 0, 0, 0
+        self.check_up()
+        async with self.scheduler.admit(req.cache_slot, chained([req.prefix, req.state])) as lease:
+            up = self.upstreams.of_slot(lease.slot)
+            for q, question, options in plans:
+                if len(options) == 1:
+                    answers[q.id] = answer(q, [1.0])
+                    continue
+                scored = []
+                for option in options:
+                    scored.append(await self._option_score(up, question, option, req.normalize == "mean"))
+                    calls += 1
+                output_tokens += sum(n for _, n, _ in scored)
+                longest = max([longest] + [p for _, _, p in scored])
+                answers[q.id] = answer(q, softmax([s for s, _, _ in scored]))
+            wait_s = lease.wait_s
+        return Scored(answers, longest, output_tokens, wait_s, 0, 0, calls)
+
+    async def _option_score(self, up: Upstream, question: str, option: str, mean: bool) -> tuple[float, int, int]:
+        body = {"prompt": option, "max_tokens": 1, "temperature": 0.0, "echo": True, "logprobs": 1,
+                "stream": False}
+        try:
+            up, resp = await self._open(up, "/v1/completions", body)
+        except UpstreamFailed as exc:
+            if exc.status < 500:
+                raise cannot_score(up, exc.message) from exc
+            raise
+        try:
+            reply = await resp.json(content_type=None)
+        finally:
+            resp.release()
+        choice = (reply.get("choices") or [{}])[0]
+        lp = choice.get("logprobs") or {}
+        offsets, values = lp.get("text_offset"), lp.get("token_logprobs")
+        n_prompt = int((reply.get("usage") or {}).get("prompt_tokens") or 0)
+        if not offsets or not values or not n_prompt or not str(choice.get("text", "")).startswith(option):
+            raise cannot_score(up, "it returned no echoed prompt log-probs")
+        mine = [v for off, v in zip(offsets[:n_prompt], values[:n_prompt]) if off >= len(question) and v is not None]
+        if not mine:
+            raise cannot_score(up, "an option has no tokens of its own to score")
+        total = sum(mine)
+        return (total / len(mine) if mean else total), len(mine), n_prompt
+
+
+def cannot_score(up: Upstream, why: str) -> NotSupported:
+    return NotSupported("upstream_cannot_score", f"System One needs the prompt's log-probs (/v1/completions with "
+                                                 f"echo and logprobs) and the upstream engine {up.url} does not give "
+                                                 f"them: {why}")
+
+
+async def refusal(up: Upstream, resp: aiohttp.ClientResponse) -> UpstreamFailed:
+    """The upstream's error, named as it named it (OpenAI's error object), with its status for a 4xx."""
+    raw = await resp.read()
+    resp.release()
+    code, message = "upstream_error", raw.decode("utf-8", "replace")[:500]
+    try:
+        err = json.loads(raw).get("error")
+        if isinstance(err, dict):
+            code = str(err.get("code") or err.get("type") or code)
+            message = str(err.get("message") or message)
+        elif isinstance(err, str):
+            message = err
+    except (ValueError, AttributeError):
+        pass
+    status = resp.status if resp.status < 500 else 502
+    return UpstreamFailed(code, f"the upstream engine {up.url} answered {resp.status}: {message}", status)
+
+
+def take_usage(usage: dict | None, outcome: Outcome) -> None:
+    if not usage:
+        return
+    outcome.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+    outcome.generated = int(usage.get("completion_tokens") or 0)
+    outcome.cached_tokens = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+
+
+def merge_call(into: dict, part: dict) -> None:
+    """One streamed piece of a tool call onto the call so far (the arguments arrive in pieces)."""
+    if part.get("id"):
+        into["id"] = part["id"]
+    into["type"] = "function"
+    fn = into.setdefault("function", {"name": "", "arguments": ""})
+    piece = part.get("function") or {}
+    if piece.get("name"):
+        fn["name"] += piece["name"]
+    if piece.get("arguments"):
+        fn["arguments"] += piece["arguments"] if isinstance(piece["arguments"], str) else json.dumps(piece["arguments"])
+    into.setdefault("id", "call_" + str(part.get("index") or 0))
+
+
+def whole(reply: dict, outcome: Outcome) -> Delta:
+    """A whole (non-streamed) reply onto the outcome."""
+    take_usage(reply.get("usage"), outcome)
+    choice = (reply.get("choices") or [{}])[0]
+    outcome.finish_reason = choice.get("finish_reason")
+    outcome.logprobs = choice.get("logprobs")
+    message = choice.get("message")
+    if message is None:  # /v1/completions
+        message = {"content": choice.get("text") or ""}
+    outcome.tool_calls = [{"id": c.get("id") or f"call_{i}", "type": "function",
+                           "function": {"name": (c.get("function") or {}).get("name", ""),
+                                        "arguments": (c.get("function") or {}).get("arguments") or "{}"}}
+                          for i, c in enumerate(message.get("tool_calls") or [])]
+    said = message.get("reasoning_content") or message.get("reasoning") or ""
+    text = message.get("content") or ""
+    if said:
+        outcome.reasoning.append(said)
+    if text:
+        outcome.content.append(text)
+    return Delta(content=text, reasoning=said)
+
+
+class Turns:
+    """The last requests as the gateway timed them (the dashboard's Profiling, /profile and /events)."""
+
+    def __init__(self, keep: int = 256):
+        self.keep = keep
+        self.rows: list[dict] = []
+        self.seq = 0
+
+    def add(self, up: Upstream, wait_s: float, first: float | None, wall_s: float, chunks: int,
+            outcome: Outcome) -> None:
+        self.seq += 1
+        itl = (wall_s - first) / (chunks - 1) if first is not None and chunks > 1 else None
+        self.rows.append({"id": self.seq, "t": time.time(), "upstream": up.url, "queue_wait_s": round(wait_s, 6),
+                          "first_output_s": None if first is None else round(first, 6),
+                          "inter_token_s": None if itl is None else round(itl, 6), "wall_s": round(wall_s, 6),
+                          "chunks": chunks, "prompt_tokens": outcome.prompt_tokens,
+                          "completion_tokens": outcome.completion_tokens,
+                          "finish": outcome.finish_reason or "error"})
+        del self.rows[:-self.keep]
+
+    def since(self, seq: int) -> list[dict]:
+        return [r for r in self.rows if r["id"] > seq]
+
+
+@dataclass
+class UpstreamSeries:
+    """The per-upstream Prometheus series (created on the app's registry by api/metrics.py)."""
+
+    latency: object  # Histogram colibri_upstream_request_seconds{upstream}
+    first_byte: object  # Histogram colibri_upstream_first_output_seconds{upstream}
+    errors: object  # Counter colibri_upstream_errors_total{upstream,kind}
