@@ -289,3 +289,19 @@ int colibri_last_routing(const colibri_engine *e, int row, int32_t *ids, float *
     }
     return K;
 }
+
+/* colibri_gguf_check lives here, not in gguf_api.c: the GGUF fuzzer links the reader alone. */
+int colibri_gguf_check(colibri_gguf *g) {
+    coli_clear_error();
+    if (!g) return coli_fail(COLI_E_ARG, "check: no file");
+    gguf_file *f = (gguf_file *)(void *)g;
+    struct coli_tokenizer *tok = coli_tokenizer_load(f);
+    if (!tok) return colibri_last_error_code();
+    coli_tokenizer_free(tok);
+    coli_model *m = calloc(1, sizeof *m);
+    if (!m) return coli_fail(COLI_E_NOMEM, "out of memory");
+    const int rc = coli_model_load(m, f);
+    coli_model_free(m);
+    free(m);
+    return rc;
+}

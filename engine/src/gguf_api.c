@@ -1,7 +1,6 @@
 /* gguf_api.c — the public colibri_gguf_* functions: metadata as JSON, tensor
  * infos, and the summary behind `coli models info`. */
 #include <inttypes.h>
-#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,8 +9,6 @@
 #include "gguf.h"
 #include "jsonbuf.h"
 #include "kernels.h"
-#include "model.h"
-#include "tokenizer.h"
 
 #define AS_FILE(g) ((const gguf_file *)(const void *)(g))
 
@@ -238,19 +235,4 @@ int64_t colibri_gguf_describe(const colibri_gguf *g, char *out, size_t cap) {
     jb_printf(&b, ",\"file_bytes\":%" PRIu64 ",\"gguf_version\":%u,\"alignment\":%u}", gguf_file_size(f),
               gguf_version(f), gguf_alignment(f));
     return jb_finish(&b, out, cap);
-}
-
-int colibri_gguf_check(colibri_gguf *g) {
-    coli_clear_error();
-    if (!g) return coli_fail(COLI_E_ARG, "check: no file");
-    gguf_file *f = (gguf_file *)(void *)g;
-    struct coli_tokenizer *tok = coli_tokenizer_load(f);
-    if (!tok) return colibri_last_error_code();
-    coli_tokenizer_free(tok);
-    coli_model *m = calloc(1, sizeof *m);
-    if (!m) return coli_fail(COLI_E_NOMEM, "out of memory");
-    const int rc = coli_model_load(m, f);
-    coli_model_free(m);
-    free(m);
-    return rc;
 }
