@@ -462,14 +462,9 @@ class UpstreamCore:
                         merge_call(calls.setdefault(int(call.get("index") or 0), {}), call)
                     if choice.get("finish_reason"):
                         outcome.finish_reason = choice["finish_reason"]
-                    said = delta.get("reasoning_content") or delta.get("reasoning") or ""
-                    text = delta.get("content") or ""
-                    if said:
-                        outcome.reasoning.append(said)
-                    if text:
-                        outcome.content.append(text)
-                    if said or text:
-                        yield Delta(content=text, reasoning=said)
+                    piece = take_text(delta, outcome)
+                    if piece.content or piece.reasoning:
+                        yield piece
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
             self.upstreams.failed(up, "stream", str(exc) or type(exc).__name__)
             raise UpstreamFailed("upstream_stream_broken", f"the upstream engine {up.url} failed mid-stream: "
@@ -588,6 +583,11 @@ def whole(reply: dict, outcome: Outcome) -> Delta:
                            "function": {"name": (c.get("function") or {}).get("name", ""),
                                         "arguments": (c.get("function") or {}).get("arguments") or "{}"}}
                           for i, c in enumerate(message.get("tool_calls") or [])]
+    return take_text(message, outcome)
+
+
+def take_text(message: dict, outcome: Outcome) -> Delta:
+    """A message's (or a streamed delta's) reasoning and content onto the outcome, as a Delta."""
     said = message.get("reasoning_content") or message.get("reasoning") or ""
     text = message.get("content") or ""
     if said:
