@@ -8,7 +8,9 @@
 # installs PyInstaller into it; builds web/dist when it is missing. PyInstaller's
 # work folder is kept outside the clone (COLI_PYINSTALLER_WORK, default
 # ~/.cache/colibri/pyinstaller) so a repeat build only redoes what changed.
-#   COLI_FREEZE_MODEL=0   leave the default model out (then give the sidecar --model / COLI_MODEL)
+#   COLI_FREEZE_MODEL=0   leave the default model out (then give the sidecar --model / COLI_MODEL);
+#                         =ID,ID  freeze these (e.g. qwen2.5-coder-0.5b-instruct,gemma-3-270m); default 1:
+#                         the default model, Qwen2.5-Coder 0.5B Instruct (491 MB, pulled once if missing)
 set -euo pipefail
 COLI_EXTRAS="${COLI_EXTRAS:-test}"
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/bootstrap.sh"

@@ -10,10 +10,16 @@ gets its real name (colibri.assembly); later calls only check a stamp. The
 first of them is the default model (colibri.models), pulled on first use.
 Gemma 3 270M ships as an installed package instead: `colibri.models`
 assembles it.
+
+A frozen desktop build carries its model files read-only in the bundle
+($COLI_BUNDLED_MODELS, set by packaging/pyinstaller/rthook_colibri.py): a known
+model found there with its catalog size is used in place, never downloaded
+(the build checked its SHA-256 when it froze it in).
 """
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 import tempfile
@@ -69,19 +75,42 @@ KNOWN: dict[str, KnownModel] = {m.id: m for m in (
 )}
 
 
+def bundled_dir() -> Path | None:
+    """The folder of model files a frozen build carries ($COLI_BUNDLED_MODELS), if any."""
+    folder = os.environ.get("COLI_BUNDLED_MODELS")
+    return Path(folder) if folder else None
+
+
+def bundled_path(model_id: str) -> Path | None:
+    """The known model's file inside the frozen build, when it carries it whole."""
+    m = _known(model_id)
+    folder = bundled_dir()
+    if folder is None:
+        return None
+    path = folder / m.file_name
+    try:
+        return path if path.stat().st_size == m.size else None
+    except OSError:
+        return None
+
+
 def known_path(model_id: str) -> Path:
-    """Where a known model lives once pulled (whether or not it is there)."""
-    return paths.models_dir() / _known(model_id).file_name
+    """Where a known model lives once pulled (whether or not it is there): the copy a
+    frozen build carries, else the models folder."""
+    return bundled_path(model_id) or paths.models_dir() / _known(model_id).file_name
 
 
 def is_pulled(model_id: str) -> bool:
     m = _known(model_id)
-    return stamp_ok(paths.models_dir() / m.file_name, m.sha256)
+    return bundled_path(model_id) is not None or stamp_ok(paths.models_dir() / m.file_name, m.sha256)
 
 
 def pull(model_id: str, progress: bool = True) -> Path:
     """The known model's file, downloaded and assembled first if it is not there yet."""
     m = _known(model_id)
+    bundled = bundled_path(model_id)
+    if bundled is not None:
+        return bundled
     target = paths.models_dir() / m.file_name
     if stamp_ok(target, m.sha256):
         return target

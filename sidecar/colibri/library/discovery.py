@@ -3,6 +3,7 @@
 Where colibri looks (search_roots), in this order:
 
 - colibri's own models folder (the catalog's pulls, `coli models pull REPO`),
+- the model files a frozen desktop build carries ($COLI_BUNDLED_MODELS),
 - the files `coli models add PATH` registered (colibri.library.registry),
 - the Hugging Face cache: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub
   (models--ORG--NAME/snapshots/REV/*.gguf),
@@ -131,7 +132,11 @@ def models_dirs_from_env() -> list[Path]:
 def search_roots(models_dirs: list[str | os.PathLike[str]] = ()) -> list[Root]:
     """Every folder colibri looks in, the usual ones first (see the module's docstring)."""
     llama = os.environ.get("LLAMA_CACHE")
-    roots = [Root("colibri", paths.models_dir()), Root("huggingface", hf_hub_cache()),
+    roots = [Root("colibri", paths.models_dir())]
+    bundled = os.environ.get("COLI_BUNDLED_MODELS")
+    if bundled:
+        roots.append(Root("bundled", Path(bundled)))
+    roots += [Root("huggingface", hf_hub_cache()),
              Root("lmstudio", _home() / ".lmstudio" / "models"), Root("lmstudio", _xdg_cache() / "lm-studio" / "models"),
              Root("llama.cpp", Path(llama).expanduser() if llama else _xdg_cache() / "llama.cpp")]
     roots += [Root("models-dir", p) for p in models_dirs_from_env()]
@@ -232,7 +237,7 @@ def scan(models_dirs: list[str | os.PathLike[str]] = (), describe: bool = True) 
     for root, parts in found:
         present = [p for p in parts if p is not None]
         first = present[0]
-        model_id = (id_of(first) if root.source == "colibri" else None) or _base_id(parts)
+        model_id = (id_of(first) if root.source in ("colibri", "bundled") else None) or _base_id(parts)
         repo = _hf_repo(first, root.path) if root.source == "huggingface" else None
         if model_id in taken:  # the same file name in two places: the later one says where it is
             model_id = f"{model_id}@{(repo or root.source).replace('/', '-').lower()}"

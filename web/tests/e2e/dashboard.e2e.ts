@@ -205,3 +205,53 @@ describe.runIf(live)("against a live coli serve", () => {
     await context.close();
   });
 });
+
+// Chat's model picker over a three-model library (served by request interception, so it runs the
+// same with or without a live server): shown at 390 px in both schemes, remembered across a
+// reload, named in the request, and a model only on disk is loaded when picked.
+describe("chat model picker", () => {
+  it("picks, remembers and sends the model at 390 px (light and dark)", async () => {
+    for (const scheme of ["light", "dark"] as const) {
+      const { context, page, errors } = await open(browser, "about:blank", { width: 390, height: 844, scheme });
+      const json = (body: unknown) => ({ status: 200, contentType: "application/json", body: JSON.stringify(body) });
+      const sent: string[] = [];
+      const loads: string[] = [];
+      const row = (id: string, state: string) => ({ id, state, arch: "qwen2", runnable: true, size: 491_400_064, n_params: 494_000_000 });
+      await page.route(/\/health$/, (r) => r.fulfill(json({ status: "ok", model: "qwen2.5-coder-0.5b-instruct", arch: "qwen2", kv_slots: 1, reasoning: "none" })));
+      await page.route(/\/v1\/models$/, (r) => r.fulfill(json({ object: "list", data: ["qwen2.5-coder-0.5b-instruct", "gemma-3-270m"].map((id) => ({ id, object: "model" })) })));
+      await page.route(/\/api\/models$/, (r) =>
+        r.fulfill(json({ library: true, active: "qwen2.5-coder-0.5b-instruct", models: [row("qwen2.5-coder-0.5b-instruct", "active"), row("gemma-3-270m", "loaded"), row("qwen2.5-coder-1.5b-instruct-with-a-long-name", "available")], pool: { loading: { model: "gemma-3-270m", phase: "reading", bytes_done: 100, bytes_total: 400 } } })),
+      );
+      await page.route(/\/api\/models\/[^/]+\/load$/, (r) => {
+        loads.push(decodeURIComponent(r.request().url().split("/").slice(-2)[0]));
+        return r.fulfill(json({ active: "x" }));
+      });
+      await page.route(/\/v1\/chat\/completions$/, (r) => {
+        sent.push((JSON.parse(r.request().postData() ?? "{}") as { model: string }).model);
+        const chunk = { id: "c", object: "chat.completion.chunk", choices: [{ index: 0, delta: { content: "Hello." }, finish_reason: "stop" }] };
+        return r.fulfill({ status: 200, contentType: "text/event-stream", body: `data: ${JSON.stringify(chunk)}\n\ndata: [DONE]\n\n` });
+      });
+      await page.goto(`${baseUrl}/chat`);
+      const picker = page.locator('[data-testid="model-picker"]');
+      await picker.waitFor();
+      expect(await picker.locator("option").count()).toBe(3);
+      expect(await picker.inputValue()).toBe("qwen2.5-coder-0.5b-instruct");
+      await page.waitForSelector('[data-testid="chat-model-loading"]'); // the load in progress, with its bar
+      await picker.selectOption("gemma-3-270m");
+      await page.fill('[data-testid="composer"]', "Hi");
+      await page.click('[data-testid="send"]');
+      await expect.poll(() => sent).toEqual(["gemma-3-270m"]);
+      expect(loads).toEqual([]); // already loaded: nothing to do
+      await picker.selectOption("qwen2.5-coder-1.5b-instruct-with-a-long-name");
+      await expect.poll(() => loads).toEqual(["qwen2.5-coder-1.5b-instruct-with-a-long-name"]);
+      const overflow = await page.evaluate(() => Math.max(document.documentElement.scrollWidth, document.querySelector("main")!.scrollWidth) - window.innerWidth);
+      expect(overflow, "chat scrolls sideways").toBeLessThanOrEqual(0);
+      await shot(page, `chat-model-picker-390-${scheme}`);
+      await page.reload();
+      await picker.waitFor();
+      expect(await picker.inputValue()).toBe("qwen2.5-coder-1.5b-instruct-with-a-long-name"); // remembered
+      expect(errors).toEqual([]);
+      await context.close();
+    }
+  });
+});

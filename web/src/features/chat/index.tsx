@@ -8,6 +8,7 @@ import { conversationToJSON, conversationToMarkdown, exportFileName } from "./ex
 import { fmtGB, fmtInt, fmtMs, fmtRate } from "../../lib/format";
 import { Message } from "./Message";
 import { useChat } from "./useChat";
+import { ModelPicker, ModelStatus, useModelChoice } from "./ModelPicker";
 import { Inline } from "../../components/Inline";
 
 function download(name: string, text: string, type: string) {
@@ -41,12 +42,12 @@ export function ChatPage() {
   const conv = list.find((c) => c.id === activeId) ?? null;
   const running = useGeneration((s) => (activeId ? s.running[activeId] : undefined));
   const health = useConnection((s) => s.health);
-  const model = useConnection((s) => s.model);
   const status = useConnection((s) => s.status);
   const modalities = useConnection((s) => s.modalities);
   const thinkingPref = useSettings((s) => s.thinking);
   const update = useSettings((s) => s.update);
   const { send, regenerate, continueLast, stop } = useChat();
+  const choice = useModelChoice();
 
   const [draft, setDraft] = useState("");
   const [images, setImages] = useState<string[]>([]);
@@ -161,9 +162,7 @@ export function ChatPage() {
           </button>
           <div className="chat-title">
             <h1>{conv?.title ?? "Chat"}</h1>
-            <span className="muted small" data-testid="chat-model">
-              {model ?? (status === "offline" ? "no server" : "connecting…")}
-            </span>
+            <ModelPicker choice={choice} fallback={status === "offline" ? "no server" : "connecting…"} />
           </div>
           <div className="chat-tools">
             {live ? (
@@ -204,6 +203,7 @@ export function ChatPage() {
             ) : null}
           </div>
         </header>
+        <ModelStatus choice={choice} />
 
         <div className="chat-scroll" ref={scroller}>
           {messages.length === 0 ? (

@@ -10,6 +10,7 @@ import { useConnection } from "../../stores/connection";
 import { useConversations, type ChatMessage } from "../../stores/conversations";
 import { useGeneration } from "../../stores/generation";
 import { useSettings } from "../../stores/settings";
+import { effectiveModel, useChatModel } from "./modelChoice";
 
 export interface ChatOptions {
   /** KV slot to answer in; null = the server chooses. */
@@ -54,7 +55,9 @@ export function useChat() {
   const run = useCallback(
     async (convId: string, history: ChatMessage[], target: ChatMessage, opts: ChatOptions) => {
       const conv = useConversations.getState();
-      const { model, health } = useConnection.getState();
+      const { model: serverModel, health } = useConnection.getState();
+      const { chosen, options } = useChatModel.getState();
+      const model = effectiveModel(chosen, options, serverModel);
       const s = useSettings.getState();
       const hasReasoning = health?.reasoning === "optional" || health?.reasoning === "default";
       const continuing = history[history.length - 1]?.id === target.id;

@@ -1,13 +1,15 @@
 import { useState } from "react";
-import { Boxes, CloudOff, Loader2 } from "lucide-react";
+import { Boxes, CloudOff } from "lucide-react";
 import { postModelAction } from "../../api/client";
 import { describeError } from "../../api/errors";
 import { EmptyState } from "../../components/EmptyState";
 import { KeyNeeded, useKeyNeeded } from "../../components/KeyNeeded";
 import { useFeed } from "../../hooks/useFeed";
-import { fmtBytes, fmtPct } from "../../lib/format";
+import { fmtBytes } from "../../lib/format";
 import { useConnection } from "../../stores/connection";
-import { fmtParams, loadFraction, parseModels, planLine, runsLabel, sortRows, type Loading, type ModelRow } from "./models";
+import { useChatModel } from "../chat/modelChoice";
+import { LoadingBar } from "./LoadingBar";
+import { fmtParams, parseModels, planLine, runsLabel, sortRows, type ModelRow } from "./models";
 
 export const MODELS_MS = 1500;
 
@@ -25,7 +27,10 @@ export default function ModelsPage() {
       await postModelAction(id, action);
       // Chat names the active model in every request: it names this one from now on, not the one before
       // (which would switch the server back until the next /health poll said otherwise).
-      if (action === "load") useConnection.getState().patch({ model: id });
+      if (action === "load") {
+        useConnection.getState().patch({ model: id });
+        useChatModel.getState().choose(id); // and Chat's picker shows it chosen
+      }
     } catch (e) {
       setError(describeError(e));
     } finally {
@@ -77,23 +82,6 @@ export default function ModelsPage() {
         </div>
       </header>
       {main}
-    </div>
-  );
-}
-
-function LoadingBar({ loading }: { loading: Loading }) {
-  const f = loadFraction(loading);
-  return (
-    <div className="card models-loading" role="status" data-testid="models-loading">
-      <div className="card-head">
-        <span>
-          <Loader2 size={16} className="spin" aria-hidden /> Loading <strong>{loading.model}</strong>: {loading.phase}
-        </span>
-        <span className="muted small">{f === null ? "" : `${fmtBytes(loading.bytesDone)} of ${fmtBytes(loading.bytesTotal)} · ${fmtPct(f)}`}</span>
-      </div>
-      <div className="models-bar" aria-hidden>
-        <div className="models-bar-fill" style={{ width: `${Math.round((f ?? 0) * 100)}%` }} />
-      </div>
     </div>
   );
 }
