@@ -222,20 +222,31 @@ INL void nl_transpose8x4(const char *b, size_t wst, __m256i q[4]) {
     q[3] = _mm256_unpackhi_epi64(t1, t3);
 }
 
-/* the block scales of 8 rows (w: the block of row 0, rows wst apart) */
+/* the block scales of 8 rows (w: the block of row 0, rows wst apart): lane j
+ * gets the dword at row j's block start by a broadcast load (a load uop) and a
+ * dword blend (any vector port); scalar assembly cost ~25 instructions and
+ * inserts on the shuffle port */
+INL __m256i nl_head8(const char *w, size_t wst) {
+    int32_t v;
+    memcpy(&v, w, 4);
+    __m256i x = _mm256_set1_epi32(v);
+#define NL_HEAD_LANE(j)                                  \
+    memcpy(&v, w + (size_t)(j) * wst, 4);                \
+    x = _mm256_blend_epi32(x, _mm256_set1_epi32(v), 1 << (j));
+    NL_HEAD_LANE(1) NL_HEAD_LANE(2) NL_HEAD_LANE(3) NL_HEAD_LANE(4) NL_HEAD_LANE(5) NL_HEAD_LANE(6) NL_HEAD_LANE(7)
+#undef NL_HEAD_LANE
+    return x;
+}
+
 INL __m256 nl_scales8(const char *w, size_t wst, const int kind) {
-    if (kind == NL_IQ4) { /* the 8 halves gathered in two GPRs (8 narrow stores and a wide load stall store forwarding) */
-        uint64_t q[2] = {0, 0};
-        for (int j = 0; j < 8; j++) {
-            uint16_t h;
-            memcpy(&h, w + (size_t)j * wst, 2);
-            q[j >> 2] |= (uint64_t)h << (16 * (j & 3));
-        }
-        return _mm256_cvtph_ps(_mm_set_epi64x((long long)q[1], (long long)q[0]));
+    const __m256i x = nl_head8(w, wst);
+    if (kind == NL_IQ4) { /* each lane's low half, packed into 8 halves: one in-lane pshufb, one qword permute */
+        const __m256i lo = _mm256_shuffle_epi8(x, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                                   0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1));
+        return _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(lo, 0x08)));
     }
     /* E8M0 -> 2^(e - 128): (e - 1) << 23, the denormals for e < 2 */
-    const __m256i e = _mm256_setr_epi32((uint8_t)w[0], (uint8_t)w[wst], (uint8_t)w[2 * wst], (uint8_t)w[3 * wst],
-                                        (uint8_t)w[4 * wst], (uint8_t)w[5 * wst], (uint8_t)w[6 * wst], (uint8_t)w[7 * wst]);
+    const __m256i e = _mm256_and_si256(x, _mm256_set1_epi32(0xff));
     const __m256i norm = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
     const __m256i den = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
     const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
@@ -317,7 +328,102 @@ INL void nl_8w(int nb, const char *w, size_t wst, const char *a, size_t as, floa
     for (int r = 0; r < nr; r++) _mm256_storeu_ps(s + (size_t)r * ss, acc[r]);
 }
 
+/* One activation row (decode) against 16 weight rows, both 8-row groups in
+ * one pass, so the activation's broadcasts and its scale serve the 16 rows.
+ * A pre-pass over the row takes dy (and, for IQ4_NL, |y|; for MXFP4, the
+ * bias 12 * sum(y)) once per call instead of once per block and group.
+ * IQ4_NL's sign trick is turned around: maddubs(|y|, sign(w, y)) gives the
+ * same exact pairs as ggml's maddubs(|w|, sign(y, w)) (|w|, |y| <= 127), and
+ * |y| comes from the pre-pass, so a block needs half the sign ops. */
+enum { NL_DEC_CHUNK = 128 };
+
+INL __m256i nl_dec_iq4(__m256i q, __m256i lut, __m256i m4, __m256i ones, __m256i yl, __m256i yh, __m256i al, __m256i ah) {
+    const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(q, m4));
+    const __m256i hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+    return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(al, _mm256_sign_epi8(lo, yl)), ones),
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(ah, _mm256_sign_epi8(hi, yh)), ones));
+}
+
+INL __m256i nl_dec_mx(__m256i q, __m256i lutb, __m256i m4, __m256i yl, __m256i yh) { /* int16 pairs: see nl_8w */
+    const __m256i lo = _mm256_shuffle_epi8(lutb, _mm256_and_si256(q, m4));
+    const __m256i hi = _mm256_shuffle_epi8(lutb, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+    return _mm256_add_epi16(_mm256_maddubs_epi16(lo, yl), _mm256_maddubs_epi16(hi, yh));
+}
+
+INL void nl_dec16(int nb, const char *w, size_t wst, const block_q8_0 *y, float *s, const int kind) {
+    const size_t bsz = kind == NL_IQ4 ? sizeof(block_iq4_nl) : sizeof(block_mxfp4);
+    const size_t qoff = kind == NL_IQ4 ? offsetof(block_iq4_nl, qs) : offsetof(block_mxfp4, qs);
+    const __m256i lut = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128((const __m128i *)(kind == NL_IQ4 ? coli_kvalues_iq4nl : coli_kvalues_mxfp4)));
+    const __m256i lutb = kind == NL_IQ4 ? lut : _mm256_add_epi8(lut, _mm256_set1_epi8(12));
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1), twelve = _mm256_set1_epi8(12);
+    float dys[NL_DEC_CHUNK];
+    int32_t bias[NL_DEC_CHUNK];
+    _Alignas(32) int8_t ay[kind == NL_IQ4 ? 32 * NL_DEC_CHUNK : 32];
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int c0 = 0; c0 < nb; c0 += NL_DEC_CHUNK) {
+        const int cn = nb - c0 < NL_DEC_CHUNK ? nb - c0 : NL_DEC_CHUNK;
+        for (int i = 0; i < cn; i++) {
+            const __m256i yv = _mm256_loadu_si256((const __m256i *)y[c0 + i].qs);
+            dys[i] = h2f(y[c0 + i].d);
+            if (kind == NL_IQ4)
+                _mm256_store_si256((__m256i *)(ay + 32 * i), _mm256_abs_epi8(yv));
+            else
+                bias[i] = hsum_i32_8(_mm256_madd_epi16(_mm256_maddubs_epi16(twelve, yv), ones));
+        }
+        for (int i = 0; i < cn; i++) {
+            const int ib = c0 + i;
+            const char *b0 = w + (size_t)ib * bsz, *b1 = b0 + 8 * wst;
+            const __m256 dy = _mm256_broadcast_ss(&dys[i]);
+            const __m256 d0 = _mm256_mul_ps(nl_scales8(b0, wst, kind), dy);
+            const __m256 d1 = _mm256_mul_ps(nl_scales8(b1, wst, kind), dy);
+            __m256i q0[4], q1[4];
+            nl_transpose8x4(b0 + qoff, wst, q0);
+            nl_transpose8x4(b1 + qoff, wst, q1);
+            const int8_t *yq = y[ib].qs;
+            __m256i i0, i1;
+            if (kind == NL_IQ4) {
+                i0 = i1 = _mm256_setzero_si256();
+                for (int k = 0; k < 4; k++) {
+                    int yl, yh, al, ah;
+                    memcpy(&yl, yq + 4 * k, 4);
+                    memcpy(&yh, yq + 16 + 4 * k, 4);
+                    memcpy(&al, ay + 32 * i + 4 * k, 4);
+                    memcpy(&ah, ay + 32 * i + 16 + 4 * k, 4);
+                    const __m256i vyl = _mm256_set1_epi32(yl), vyh = _mm256_set1_epi32(yh);
+                    const __m256i val = _mm256_set1_epi32(al), vah = _mm256_set1_epi32(ah);
+                    i0 = _mm256_add_epi32(i0, nl_dec_iq4(q0[k], lut, m4, ones, vyl, vyh, val, vah));
+                    i1 = _mm256_add_epi32(i1, nl_dec_iq4(q1[k], lut, m4, ones, vyl, vyh, val, vah));
+                }
+            } else {
+                i0 = i1 = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_set1_epi32(bias[i]));
+                for (int k = 0; k < 4; k += 2) {
+                    __m256i p0 = _mm256_setzero_si256(), p1 = _mm256_setzero_si256();
+                    for (int t = k; t < k + 2; t++) {
+                        int yl, yh;
+                        memcpy(&yl, yq + 4 * t, 4);
+                        memcpy(&yh, yq + 16 + 4 * t, 4);
+                        const __m256i vyl = _mm256_set1_epi32(yl), vyh = _mm256_set1_epi32(yh);
+                        p0 = _mm256_add_epi16(p0, nl_dec_mx(q0[t], lutb, m4, vyl, vyh));
+                        p1 = _mm256_add_epi16(p1, nl_dec_mx(q1[t], lutb, m4, vyl, vyh));
+                    }
+                    i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(p0, ones));
+                    i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(p1, ones));
+                }
+            }
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), d0, acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), d1, acc1);
+        }
+    }
+    _mm256_storeu_ps(s, acc0);
+    _mm256_storeu_ps(s + 8, acc1);
+}
+
 INL void nl_16w(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss, int nr, const int kind) {
+    if (nr == 1) {
+        nl_dec16(n / QK8_0, (const char *)w, wst, (const block_q8_0 *)a, s, kind);
+        return;
+    }
     for (int r0 = 0; r0 < nr; r0 += COLI_MAX_NR) {
         const int rn = nr - r0 < COLI_MAX_NR ? nr - r0 : COLI_MAX_NR;
         for (int g = 0; g < 16; g += 8)
