@@ -389,7 +389,16 @@ static void predict_next(const coli_model *m, coli_state *s, coli_expert_store *
     if (!coli_experts_streaming(st) || next >= hp->n_layer || !m->layers[next].is_moe) return;
     const coli_layer *N = &m->layers[next];
     float *xn = s->eo; /* free until this layer's experts are weighted */
-    for (int i = 0; i < n; i++) coli_rmsnorm(xn + (size_t)i * D, s->x + (size_t)i * D, N->ffn_norm, D, hp->rms_eps);
+    for (int i = 0; i < n; i++) {
+        float *r = xn + (size_t)i * D;
+        if (N->gate_inp_s) { /* gemma4: its router's own input (forward.c's gemma4_ffn) */
+            coli_rmsnorm(r, s->x + (size_t)i * D, NULL, D, hp->rms_eps);
+            const float rscale = 1.0f / sqrtf((float)D);
+            for (int d = 0; d < D; d++) r[d] = (r[d] * rscale) * N->gate_inp_s[d];
+        } else {
+            coli_rmsnorm(r, s->x + (size_t)i * D, N->ffn_norm, D, hp->rms_eps);
+        }
+    }
     if (coli_matmul(s->pool, N->ffn_gate_inp.data, N->ffn_gate_inp.type, D, E, xn, n, s->router_next, s->mm_scratch))
         return;
     uint8_t seen[4096] = {0};
