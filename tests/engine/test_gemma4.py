@@ -54,12 +54,18 @@ def test_matches_llama_cpp(quant):
         assert dsame == 0.0
 
 
+# Gemma 4 26B-A4B's head sizes (256 sliding, 512 global with a quarter of it rotated), in small
+REAL_HEADS = dict(n_embd=256, head_dim_swa=256, head_dim=512, n_rot_swa=256, rope_pairs_full=64, n_ff=256,
+                  n_ff_exp=128, n_expert=16, n_expert_used=4)
+
+
 @pytest.mark.parametrize("options", [dict(moe=False, shared_kv_layers=0, k_eq_v=False, softcap=0.0),
-                                     dict(shared_kv_layers=0, softcap=None)],
-                         ids=["dense-31B-like-no-softcap", "unshared-default-softcap"])
+                                     dict(shared_kv_layers=0, softcap=None), REAL_HEADS],
+                         ids=["dense-31B-like-no-softcap", "unshared-default-softcap", "26B-head-sizes"])
 def test_variants_match(options):
     """The dense graph (no router: the MLP alone, attn_v everywhere) with a softcap of 0 (none); every
-    layer with its own KV and no softcapping key (llama.cpp's default of 30 applies)."""
+    layer with its own KV and no softcapping key (llama.cpp's default of 30 applies); the real model's
+    head sizes (the attention kernels' choices at 256 and 512)."""
     path = g4.tiny("Q8_0", **options)
     ours, theirs = matches_llama_cpp(path, 200, f"{ARCH} {options}", n_greedy=8)
     if arithmetic_mirrored():
