@@ -46,20 +46,28 @@ static int ceil_chunk(int x) { return (x + CHUNK - 1) / CHUNK * CHUNK; }
  * one key head serves all 128 of DeepSeek V3's), which bounds the scratch. */
 #define MAX_TASK_HEADS 16
 
-static int task_heads(const coli_hparams *hp) {
-    const int group = hp->n_head / hp->n_head_kv;
+static int group_heads(int group) {
     int per = group < MAX_TASK_HEADS ? group : MAX_TASK_HEADS;
     while (group % per) per--;
     return per;
 }
 
+static int task_heads(const coli_hparams *hp) { return group_heads(hp->n_head / hp->n_head_kv); }
+
+/* The most query heads a task of any layer takes (gemma4's layers differ in key/value heads). */
+static int max_task_heads(const coli_hparams *hp) {
+    const int a = task_heads(hp);
+    const int b = hp->n_head_kv_min > 0 ? group_heads(hp->n_head / hp->n_head_kv_min) : a;
+    return a > b ? a : b;
+}
+
 size_t coli_attention_scratch_halves(const coli_hparams *hp, int n_ctx) {
-    const size_t per = (size_t)task_heads(hp), cells = (size_t)ceil_chunk(n_ctx) + CHUNK;
+    const size_t per = (size_t)max_task_heads(hp), cells = (size_t)ceil_chunk(n_ctx) + CHUNK;
     return per * (size_t)hp->head_dim + per * cells + cells + 64;
 }
 
 size_t coli_attention_scratch_floats(const coli_hparams *hp, int n_ctx) {
-    return (size_t)task_heads(hp) * ((size_t)ceil_chunk(n_ctx) + CHUNK) + 16;
+    return (size_t)max_task_heads(hp) * ((size_t)ceil_chunk(n_ctx) + CHUNK) + 16;
 }
 
 typedef struct {
@@ -101,7 +109,7 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
     coli_state *s = J->s;
     const coli_kv *kv = s->rows[i].kv;
     const int hd = hp->head_dim, hdv = hp->head_dim_v;
-    const int k_dim = hp->n_head_kv * hd;
+    const int k_dim = (int)kv->k_dim; /* a cached K row (gemma4: the widest layer's; this layer's heads lead it) */
     const int p = s->rows[i].pos;
     const int lo = (L->is_swa && p - hp->n_swa + 1 > 0) ? p - hp->n_swa + 1 : 0;
     const int c0 = lo / CHUNK * CHUNK, c1 = ceil_chunk(p + 1), len = c1 - c0;
@@ -260,6 +268,13 @@ static int mla_values(coli_state *s, int il, int i0, int n, int R) {
 }
 
 void coli_attention(const coli_model *m, coli_state *s, int il, int n) {
+    coli_model ml;
+    if (m->layers[il].hd) { /* gemma4: this layer's head size and key/value heads */
+        ml = *m;
+        ml.hp.head_dim = ml.hp.head_dim_v = m->layers[il].hd;
+        ml.hp.n_head_kv = m->layers[il].n_kv_head;
+        m = &ml;
+    }
     const coli_hparams *hp = &m->hp;
     const coli_kernel_table *t = coli_kernels();
     const coli_type_kernels *k = &t->type[GGML_TYPE_F16];

@@ -2,6 +2,7 @@
 #define _DEFAULT_SOURCE
 #define _POSIX_C_SOURCE 200112L
 #include <assert.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -128,6 +129,10 @@ int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store
         s->mla_kva = take(s, nb * (size_t)(hp->kv_lora_rank + hp->n_rot) * sizeof(float));
         s->mla_kvb = take(s, nb * hp->n_head * (size_t)(hp->head_dim_nope + hp->head_dim_mla_v) * sizeof(float));
     }
+    if (hp->gemma4) {
+        s->rin = take(s, nb * hp->n_embd * sizeof(float));
+        s->tmp2 = take(s, nb * hp->n_embd * sizeof(float));
+    }
     if (hp->gdn) {
         s->gdn = take(s, nb * coli_gdn_row_floats(hp) * sizeof(float));
         s->gq = take(s, nb * 2 * q_dim * sizeof(float));
@@ -244,6 +249,86 @@ static int attention(const coli_model *m, coli_state *s, int il, int n) {
     if (L->post_attn_norm)
         for (int i = 0; i < n; i++)
             coli_rmsnorm(s->tmp + (size_t)i * E, s->tmp + (size_t)i * E, L->post_attn_norm, E, hp->rms_eps);
+    return 0;
+}
+
+/* ---- Gemma 4 (src/models/gemma4.cpp) -----------------------------------
+ * Each layer has its own head size and key/value heads; a layer past n_kv_from_start computes only its
+ * queries and attends to an earlier layer's cache. Per head: q and k RMS-normed with their weights, v
+ * with none (the keys' raw projection where there is no attn_v), RoPE on the layer's rotary dims (the
+ * global layers' rope_freqs leave most pairs unrotated), no scaling of q or the scores. */
+static int gemma4_attention(const coli_model *m, coli_state *s, int il, int n) {
+    const coli_hparams *hp = &m->hp;
+    const coli_layer *L = &m->layers[il];
+    const int E = hp->n_embd, H = hp->n_head, hd = L->hd, kvd = L->n_kv_head * L->hd;
+    int rc;
+    for (int i = 0; i < n; i++) coli_rmsnorm(s->xn + (size_t)i * E, s->x + (size_t)i * E, L->attn_norm, E, hp->rms_eps);
+    if ((rc = matmul(s, &L->wq, s->xn, n, s->q))) return rc;
+    if (!L->kv_shared) {
+        if ((rc = matmul(s, &L->wk, s->xn, n, s->k))) return rc;
+        if (L->v_from_k)
+            memcpy(s->v, s->k, (size_t)n * kvd * sizeof(float));
+        else if ((rc = matmul(s, &L->wv, s->xn, n, s->v)))
+            return rc;
+    }
+    for (int i = 0; i < n; i++) {
+        const int pos = s->rows[i].pos;
+        float *q = s->q + (size_t)i * H * hd;
+        for (int h = 0; h < H; h++) coli_rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, hp->rms_eps);
+        coli_rope(q, H, hd, L->n_rot, pos, &L->rope);
+        if (L->kv_shared) continue;
+        const coli_kv *kv = s->rows[i].kv;
+        const coli_kv_layer *KL = &kv->layer[L->kv_slot];
+        const int cell = pos - coli_kv_first(kv, L->kv_slot);
+        float *k = s->k + (size_t)i * kvd, *v = s->v + (size_t)i * kvd;
+        for (int h = 0; h < L->n_kv_head; h++) {
+            coli_rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, hp->rms_eps);
+            coli_rmsnorm(v + h * hd, v + h * hd, NULL, hd, hp->rms_eps);
+        }
+        coli_rope(k, L->n_kv_head, hd, L->n_rot, pos, &L->rope);
+        coli_half *kdst = KL->k + (size_t)cell * kv->k_dim;
+        for (int d = 0; d < kvd; d++) kdst[d] = coli_fp32_to_fp16(k[d]);
+        for (int d = 0; d < kvd; d++) KL->v[(size_t)d * KL->cells + cell] = coli_fp32_to_fp16(v[d]);
+    }
+    coli_attention(m, s, il, n);
+    if ((rc = matmul(s, &L->wo, s->att, n, s->tmp))) return rc;
+    for (int i = 0; i < n; i++)
+        coli_rmsnorm(s->tmp + (size_t)i * E, s->tmp + (size_t)i * E, L->post_attn_norm, E, hp->rms_eps);
+    return 0;
+}
+
+/* Gemma 4's FFN: the dense GEGLU MLP on ffn_norm(x); in a MoE layer besides it (post_ffw_norm_1) the experts
+ * on pre_ffw_norm_2(x) (post_ffw_norm_2), routed on rms_norm(x) / sqrt(n_embd) * ffn_gate_inp.scale; their
+ * sum, or the MLP alone, through post_ffw_norm. */
+static int gemma4_ffn(const coli_model *m, coli_state *s, int il, int n) {
+    const coli_hparams *hp = &m->hp;
+    const coli_layer *L = &m->layers[il];
+    const int E = hp->n_embd, F = hp->n_ff;
+    const size_t nE = (size_t)n * E;
+    float *mlp = L->is_moe ? s->tmp2 : s->tmp;
+    int rc;
+    for (int i = 0; i < n; i++) coli_rmsnorm(s->xn + (size_t)i * E, s->x + (size_t)i * E, L->ffn_norm, E, hp->rms_eps);
+    if ((rc = matmul(s, &L->ffn_gate, s->xn, n, s->hb))) return rc;
+    if ((rc = matmul(s, &L->ffn_up, s->xn, n, s->hb2))) return rc;
+    for (int i = 0; i < n; i++) coli_geglu(s->hb + (size_t)i * F, s->hb2 + (size_t)i * F, F);
+    if ((rc = matmul(s, &L->ffn_down, s->hb, n, mlp))) return rc;
+    if (L->is_moe) {
+        for (int i = 0; i < n; i++) coli_rmsnorm(mlp + (size_t)i * E, mlp + (size_t)i * E, L->post_ffn_norm_1, E, hp->rms_eps);
+        const float rscale = 1.0f / sqrtf((float)E);
+        for (int i = 0; i < n; i++) {
+            const float *x = s->x + (size_t)i * E;
+            float *r = s->rin + (size_t)i * E;
+            coli_rmsnorm(s->xn + (size_t)i * E, x, L->pre_ffn_norm_2, E, hp->rms_eps);
+            coli_rmsnorm(r, x, NULL, E, hp->rms_eps);
+            for (int d = 0; d < E; d++) r[d] = (r[d] * rscale) * L->gate_inp_s[d];
+        }
+        if ((rc = coli_moe_ffn(m, s, s->experts, il, n))) return rc;
+        for (int i = 0; i < n; i++)
+            coli_rmsnorm(s->tmp + (size_t)i * E, s->tmp + (size_t)i * E, L->post_ffn_norm_2, E, hp->rms_eps);
+        for (size_t j = 0; j < nE; j++) s->tmp[j] = mlp[j] + s->tmp[j];
+    }
+    for (int i = 0; i < n; i++)
+        coli_rmsnorm(s->tmp + (size_t)i * E, s->tmp + (size_t)i * E, L->post_ffn_norm, E, hp->rms_eps);
     return 0;
 }
 
@@ -442,16 +527,19 @@ int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n
     for (int il = 0; il < hp->n_layer; il++) {
         const double t0 = coli_now_s();
         rc = m->layers[il].rs_slot >= 0 ? coli_gdn_layer(m, s, il, n)
+             : m->hp.gemma4             ? gemma4_attention(m, s, il, n)
              : m->hp.mla                ? mla_attention(m, s, il, n)
              : m->hp.mla_fused          ? mla_fused_attention(m, s, il, n)
                                         : attention(m, s, il, n);
         if (rc) return rc;
         const double t1 = coli_now_s();
         add_rows(s->x, s->tmp, (size_t)n * E);
-        if ((rc = ffn(m, s, il, n))) return rc;
+        if ((rc = hp->gemma4 ? gemma4_ffn(m, s, il, n) : ffn(m, s, il, n))) return rc;
         s->t_attention += t1 - t0;
         s->t_ffn += coli_now_s() - t1;
         add_rows(s->x, s->tmp, (size_t)n * E);
+        if (hp->gemma4 && m->layers[il].out_scale != 1.0f) /* layer_output_scale (ggml_mul) */
+            for (size_t j = 0; j < (size_t)n * E; j++) s->x[j] *= m->layers[il].out_scale;
     }
     for (int i = 0; i < n; i++)
         coli_rmsnorm(s->xn + (size_t)i * E, s->x + (size_t)i * E, m->output_norm, E, hp->rms_eps);
@@ -463,6 +551,11 @@ int coli_logits(const coli_model *m, coli_state *s, int first, int n, float *out
     if (first < 0 || n <= 0 || first + n > s->n_batch) return coli_fail(COLI_E_ARG, "coli_logits: rows out of range");
     const double t0 = coli_now_s();
     int rc = matmul(s, &m->output, s->xn + (size_t)first * m->hp.n_embd, n, out);
+    const float cap = m->hp.final_softcap;
+    if (!rc && cap != 0.0f) { /* ggml_scale(1 / c), ggml_tanh, ggml_scale(c) */
+        const float inv = 1.0f / cap;
+        for (size_t j = 0; j < (size_t)n * m->hp.n_vocab; j++) out[j] = tanhf(out[j] * inv) * cap;
+    }
     const double dt = coli_now_s() - t0;
     s->t_lm_head += dt;
     s->t_forward += dt;

@@ -80,6 +80,22 @@ static int family_hparams(coli_hparams *hp, const char *arch) {
         hp->kq_scale = 1.0f;
         return 0;
     }
+    if (strcmp(arch, "gemma4") == 0) { /* src/models/gemma4.cpp; the rest in gemma4_hparams */
+        hp->gemma4 = true;
+        hp->rope_type = COLI_ROPE_NEOX;
+        hp->act = COLI_ACT_GELU;
+        hp->exp_act = COLI_ACT_GELU;
+        hp->qk_norm = true;
+        hp->post_norms = true;
+        hp->swa_pattern = 1; /* the file's attention.sliding_window_pattern decides (required: gemma4_hparams) */
+        hp->rope_base_swa = 10000.0f;
+        hp->embd_scale = sqrtf((float)hp->n_embd);
+        hp->attn_scale = 1.0f; /* f_attention_scale 1: neither q nor the scores are scaled */
+        hp->kq_scale = 1.0f;
+        hp->gating = COLI_GATE_SOFTMAX;
+        hp->expert_norm_w = true;
+        return 0;
+    }
     if (strcmp(arch, "llama") == 0) {
         hp->rope_type = COLI_ROPE_NORM;
         hp->expert_norm_w = true; /* Mixtral: softmax over the chosen experts */
@@ -153,7 +169,7 @@ static int family_hparams(coli_hparams *hp, const char *arch) {
         return 0;
     }
     return coli_fail(COLI_E_UNSUPPORTED,
-                     "unsupported: architecture '%s' (colibri runs gemma3, llama (incl. Mixtral), qwen2, qwen3, qwen3moe, "
+                     "unsupported: architecture '%s' (colibri runs gemma3, gemma4, llama (incl. Mixtral), qwen2, qwen3, qwen3moe, "
                      "olmoe, glm4moe, deepseek2, deepseek32, glm-dsa, gpt-oss, qwen3next and qwen35moe today)", arch);
 }
 
@@ -374,6 +390,53 @@ static int gdn_layer_recurrent(const gguf_file *f, const char *a, int il, int n_
     return 0;
 }
 
+/* Gemma 4's keys (llama_model_gemma4::load_arch_hparams): the sliding layers' head size and rotary dims, the
+ * shared-KV layers, the softcap; its graph fixes the gating (softmax, renormalised over the chosen). */
+static int gemma4_hparams(coli_hparams *hp, const gguf_file *f, const char *a) {
+    int rc, hd_swa = 0, hdv_swa = 0, shared = 0, per_layer = 0;
+    char key[160];
+    if ((rc = get_u32_req(f, a, "attention.key_length_swa", &hd_swa))) return rc;
+    if ((rc = get_u32_req(f, a, "attention.value_length_swa", &hdv_swa))) return rc;
+    if ((rc = get_u32_req(f, a, "attention.sliding_window", &hp->n_swa))) return rc;
+    if ((rc = get_u32_req(f, a, "embedding_length_per_layer_input", &per_layer))) return rc;
+    if ((rc = get_u32_opt(f, a, "attention.shared_kv_layers", &shared))) return rc;
+    hp->final_softcap = 30.0f; /* llama_hparams' default when the key is absent */
+    if ((rc = get_f32_opt(f, a, "final_logit_softcapping", &hp->final_softcap))) return rc;
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a);
+    const gguf_kv *pat = gguf_get(f, key);
+    if (!pat || pat->type != GGUF_TYPE_ARRAY)
+        return coli_fail(COLI_E_MISSING, "missing: '%s' as one flag per layer (gemma4)", key);
+    if (per_layer > 0)
+        return coli_fail(COLI_E_UNSUPPORTED, "unsupported: gemma4 with per-layer embeddings (%s.embedding_length_per_"
+                         "layer_input %d: Gemma 4 E2B/E4B)", a, per_layer);
+    if (hp->head_dim != hp->head_dim_v || hd_swa != hdv_swa || hd_swa <= 0)
+        return coli_fail(COLI_E_CORRUPT, "corrupt: gemma4 needs key and value heads of one size (%d/%d, sliding %d/%d)",
+                         hp->head_dim, hp->head_dim_v, hd_swa, hdv_swa);
+    if (shared < 0 || hp->n_layer - shared < 2)
+        return coli_fail(COLI_E_CORRUPT, "corrupt: %d of %d layers share the KV of others (at least 2 must have their "
+                         "own)", shared, hp->n_layer);
+    hp->n_kv_layers = 0; /* counted per layer */
+    hp->n_kv_from_start = hp->n_layer - shared;
+    hp->head_dim_swa = hd_swa;
+    hp->n_rot_swa = hp->n_rot;
+    if ((rc = get_u32_opt(f, a, "rope.dimension_count_swa", &hp->n_rot_swa))) return rc;
+    hp->head_dim_full = hp->head_dim;
+    hp->n_rot_full = hp->n_rot;
+    if (hp->n_rot_swa <= 0 || hp->n_rot_swa % 2 || hp->n_rot_swa > hd_swa || hp->n_rot_swa > 1024)
+        return coli_fail(COLI_E_CORRUPT, "corrupt: sliding layers' head size %d / rotary dims %d", hd_swa, hp->n_rot_swa);
+    if (!hp->n_head_kv_min) hp->n_head_kv_min = hp->n_head_kv;
+    if (hd_swa > hp->head_dim) hp->head_dim = hp->head_dim_v = hd_swa; /* the largest, for buffers */
+    if (hp->n_expert > 0) { /* its graph: softmax, renormalised over the chosen, unscaled, whatever the keys say */
+        hp->gating = COLI_GATE_SOFTMAX;
+        hp->expert_norm_w = true;
+        hp->expert_w_scale = 0.0f;
+        if (hp->n_ff_shexp || hp->n_layer_dense_lead || hp->n_expert_groups > 1)
+            return coli_fail(COLI_E_UNSUPPORTED, "unsupported: gemma4 with shared experts, leading dense layers or "
+                             "expert groups");
+    }
+    return 0;
+}
+
 static int load_hparams(coli_model *m, const gguf_file *f) {
     coli_hparams *hp = &m->hp;
     const char *a = m->arch;
@@ -384,7 +447,28 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
     if ((rc = get_u32_req(f, a, "feed_forward_length", &hp->n_ff))) return rc;
     if ((rc = get_u32_req(f, a, "attention.head_count", &hp->n_head))) return rc;
     hp->n_head_kv = hp->n_head;
-    if ((rc = get_u32_opt(f, a, "attention.head_count_kv", &hp->n_head_kv))) return rc;
+    char key[160];
+    snprintf(key, sizeof key, "%s.attention.head_count_kv", a);
+    const gguf_kv *hkv = gguf_get(f, key);
+    if (hkv && hkv->type == GGUF_TYPE_ARRAY) { /* one count per layer (gemma4): the largest sizes the buffers */
+        if (strcmp(a, "gemma4") != 0)
+            return coli_fail(COLI_E_UNSUPPORTED, "unsupported: '%s' as one value per layer (gemma4 only)", key);
+        if ((hkv->arr_type != GGUF_TYPE_UINT32 && hkv->arr_type != GGUF_TYPE_INT32) ||
+            hkv->arr_n != (uint64_t)hp->n_layer)
+            return coli_fail(COLI_E_CORRUPT, "corrupt: '%s' is not %d integers (one per layer)", key, hp->n_layer);
+        hp->n_head_kv = 0;
+        hp->n_head_kv_min = 1 << 30;
+        for (int il = 0; il < hp->n_layer; il++) {
+            const int64_t v = gguf_arr_i64(hkv, (uint64_t)il);
+            if (v <= 0 || v > hp->n_head || hp->n_head % v)
+                return coli_fail(COLI_E_CORRUPT, "corrupt: layer %d: %d heads cannot share %" PRId64 " key/value heads",
+                                 il, hp->n_head, v);
+            if (v > hp->n_head_kv) hp->n_head_kv = (int)v;
+            if (v < hp->n_head_kv_min) hp->n_head_kv_min = (int)v;
+        }
+    } else if ((rc = get_u32_opt(f, a, "attention.head_count_kv", &hp->n_head_kv))) {
+        return rc;
+    }
     if (hp->n_layer <= 0 || hp->n_embd <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 || hp->n_ff <= 0)
         return coli_fail(COLI_E_CORRUPT, "corrupt: zero layers, width, heads or feed-forward size");
     if (hp->n_head % hp->n_head_kv)
@@ -409,7 +493,6 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
     float factor = 0.0f;
     if ((rc = get_f32_opt(f, a, "rope.scaling.factor", &factor))) return rc;
     gguf_str stype = {"", 0};
-    char key[160];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
     if (gguf_get_str(f, key, &stype) < 0) return colibri_last_error_code();
     const bool yarn = gguf_str_eq(stype, "yarn");
@@ -477,6 +560,7 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
     }
     if (hp->dsa && (rc = dsa_hparams(hp, f, a))) return rc;
     if (hp->gdn && (rc = gdn_hparams(hp, f, a))) return rc;
+    if (hp->gemma4 && (rc = gemma4_hparams(hp, f, a))) return rc;
     return 0;
 }
 
@@ -729,6 +813,22 @@ static int load_gdn_layer(coli_model *m, const gguf_file *f, int il) {
     return 0;
 }
 
+/* Layer L's RoPE over n_rot dims: the global layers' base, scaling and YaRN, or the sliding layers' base. */
+static void layer_rope(const coli_hparams *hp, coli_layer *L, int n_rot) {
+    coli_rope_params *r = &L->rope;
+    const bool scaled = !L->is_swa || hp->swa_rope_global; /* the global layers' scaling and YaRN */
+    r->base = L->is_swa ? hp->rope_base_swa : hp->rope_base;
+    r->freq_scale = scaled ? hp->rope_scale : 1.0f;
+    r->ext_factor = scaled ? hp->yarn_ext_factor : 0.0f;
+    r->attn_factor = scaled ? hp->yarn_attn_factor : 1.0f;
+    r->type = hp->rope_type;
+    /* ggml_rope_yarn_corr_dims */
+    const float lo = floorf(yarn_corr_dim(n_rot, hp->n_ctx_orig_yarn, hp->yarn_beta_fast, r->base));
+    const float hi = ceilf(yarn_corr_dim(n_rot, hp->n_ctx_orig_yarn, hp->yarn_beta_slow, r->base));
+    r->corr[0] = lo > 0.0f ? lo : 0.0f;
+    r->corr[1] = hi < (float)(n_rot - 1) ? hi : (float)(n_rot - 1);
+}
+
 static int load_layer(coli_model *m, const gguf_file *f, int il) {
     const coli_hparams *hp = &m->hp;
     coli_layer *L = &m->layers[il];
@@ -804,18 +904,105 @@ static int load_layer(coli_model *m, const gguf_file *f, int il) {
     if ((rc = layer_slides(f, m, il, &L->is_swa))) return rc;
     if (L->is_swa && L->kv_slot >= 0 && L->kv_slot < COLI_KV_SWA_BITS) /* its cache keeps the window only */
         m->hp.kv_swa[L->kv_slot / 64] |= 1ull << (L->kv_slot % 64);
-    coli_rope_params *r = &L->rope;
-    const bool scaled = !L->is_swa || hp->swa_rope_global; /* the global layers' scaling and YaRN */
-    r->base = L->is_swa ? hp->rope_base_swa : hp->rope_base;
-    r->freq_scale = scaled ? hp->rope_scale : 1.0f;
-    r->ext_factor = scaled ? hp->yarn_ext_factor : 0.0f;
-    r->attn_factor = scaled ? hp->yarn_attn_factor : 1.0f;
-    r->type = hp->rope_type;
-    /* ggml_rope_yarn_corr_dims */
-    const float lo = floorf(yarn_corr_dim(hp->n_rot, hp->n_ctx_orig_yarn, hp->yarn_beta_fast, r->base));
-    const float hi = ceilf(yarn_corr_dim(hp->n_rot, hp->n_ctx_orig_yarn, hp->yarn_beta_slow, r->base));
-    r->corr[0] = lo > 0.0f ? lo : 0.0f;
-    r->corr[1] = hi < (float)(hp->n_rot - 1) ? hi : (float)(hp->n_rot - 1);
+    layer_rope(hp, L, hp->n_rot);
+    return 0;
+}
+
+/* Layer il's key/value heads: attention.head_count_kv's entry for it when the file has one per layer. */
+static int layer_kv_heads(const gguf_file *f, const coli_model *m, int il) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.attention.head_count_kv", m->arch);
+    const gguf_kv *kv = gguf_get(f, key);
+    if (kv && kv->type == GGUF_TYPE_ARRAY) return (int)gguf_arr_i64(kv, (uint64_t)il); /* checked in load_hparams */
+    return m->hp.n_head_kv;
+}
+
+/* A Gemma 4 layer (llama_model_gemma4::load_arch_tensors): its head size and key/value heads by its kind, K/V
+ * of its own below n_kv_from_start (the values the keys where attn_v is absent), a dense MLP, and where it has a
+ * router the experts beside it with their norms and scales. */
+static int load_gemma4_layer(coli_model *m, const gguf_file *f, int il) {
+    coli_hparams *hp = &m->hp;
+    coli_layer *L = &m->layers[il];
+    const int64_t E = hp->n_embd, H = hp->n_head;
+    char name[96];
+    int rc;
+#define T(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
+    L->rs_slot = -1;
+    L->out_scale = 1.0f;
+    if ((rc = layer_slides(f, m, il, &L->is_swa))) return rc;
+    L->hd = L->is_swa ? hp->head_dim_swa : hp->head_dim_full;
+    L->n_rot = L->is_swa ? hp->n_rot_swa : hp->n_rot_full;
+    L->n_kv_head = layer_kv_heads(f, m, il);
+    if (!L->is_swa && !m->rope_freqs) /* llama.cpp: required on the first global layer */
+        return coli_fail(COLI_E_MISSING, "missing: tensor 'rope_freqs.weight' is not in the file");
+    const int64_t hd = L->hd, kvd = (int64_t)L->n_kv_head * hd;
+    if (il < hp->n_kv_from_start) {
+        L->kv_slot = hp->n_kv_layers++;
+    } else { /* llama.cpp's layer_reuse_cb: the last sliding or global layer with a cache */
+        const int src = hp->n_kv_from_start - (L->is_swa ? 2 : 1);
+        const coli_layer *S = &m->layers[src];
+        if (S->is_swa != L->is_swa || S->hd != L->hd || S->n_kv_head != L->n_kv_head)
+            return coli_fail(COLI_E_UNSUPPORTED,
+                             "unsupported: gemma4 layer %d (%s) would reuse the KV of layer %d (%s, %d heads of %d, "
+                             "not %d of %d)", il, L->is_swa ? "sliding" : "global", src,
+                             S->is_swa ? "sliding" : "global", S->n_kv_head, S->hd, L->n_kv_head, L->hd);
+        L->kv_slot = S->kv_slot;
+        L->kv_shared = true;
+    }
+    if (gguf_find_tensor(f, T("attn_qkv.weight")))
+        return coli_fail(COLI_E_UNSUPPORTED, "unsupported: gemma4 with a fused '%s'", name);
+    if ((rc = bind_vec(&L->attn_norm, f, T("attn_norm.weight"), E, false))) return rc;
+    if ((rc = bind_mat(&L->wq, f, T("attn_q.weight"), E, H * hd))) return rc;
+    if ((rc = bind_vec(&L->q_norm, f, T("attn_q_norm.weight"), hd, false))) return rc;
+    if (!L->kv_shared) {
+        if ((rc = bind_mat(&L->wk, f, T("attn_k.weight"), E, kvd))) return rc;
+        if ((rc = bind_vec(&L->k_norm, f, T("attn_k_norm.weight"), hd, false))) return rc;
+        if (gguf_find_tensor(f, T("attn_v.weight"))) {
+            if ((rc = bind_mat(&L->wv, f, name, E, kvd))) return rc;
+        } else {
+            L->v_from_k = true;
+        }
+    }
+    if ((rc = bind_mat(&L->wo, f, T("attn_output.weight"), H * hd, E))) return rc;
+    if ((rc = bind_vec(&L->post_attn_norm, f, T("post_attention_norm.weight"), E, false))) return rc;
+    if ((rc = bind_vec(&L->ffn_norm, f, T("ffn_norm.weight"), E, false))) return rc;
+    if ((rc = bind_mat(&L->ffn_gate, f, T("ffn_gate.weight"), E, hp->n_ff))) return rc;
+    if ((rc = bind_mat(&L->ffn_up, f, T("ffn_up.weight"), E, hp->n_ff))) return rc;
+    if ((rc = bind_mat(&L->ffn_down, f, T("ffn_down.weight"), hp->n_ff, E))) return rc;
+    if ((rc = bind_vec(&L->post_ffn_norm, f, T("post_ffw_norm.weight"), E, false))) return rc;
+    float *os = NULL;
+    if ((rc = bind_vec(&os, f, T("layer_output_scale.weight"), 1, true))) return rc;
+    if (os) L->out_scale = os[0];
+    free(os);
+    L->is_moe = gguf_find_tensor(f, T("ffn_gate_inp.weight")) != NULL;
+    if (L->is_moe) {
+        const int X = hp->n_expert;
+        const int64_t F = hp->n_ff_exp;
+        if (X <= 0) return coli_fail(COLI_E_CORRUPT, "corrupt: '%s' routes, but the file declares no experts", name);
+        if ((rc = bind_mat(&L->ffn_gate_inp, f, name, E, X))) return rc;
+        if ((rc = bind_vec(&L->gate_inp_s, f, T("ffn_gate_inp.scale"), E, false))) return rc;
+        if ((rc = bind_vec(&L->pre_ffn_norm_2, f, T("pre_ffw_norm_2.weight"), E, false))) return rc;
+        if ((rc = bind_vec(&L->post_ffn_norm_1, f, T("post_ffw_norm_1.weight"), E, false))) return rc;
+        if ((rc = bind_vec(&L->post_ffn_norm_2, f, T("post_ffw_norm_2.weight"), E, false))) return rc;
+        coli_layer_experts *le = &L->exps;
+        if (gguf_find_tensor(f, T("ffn_gate_up_exps.weight"))) {
+            if ((rc = bind_exps(&le->gate, &le->gate_stride, &le->gate_off, f, name, E, 2 * F, X))) return rc;
+            le->gate_up_fused = true;
+            le->up = le->gate;
+            le->up_stride = 0;
+            le->up_off = 0;
+            if ((rc = bind_exps(&le->down, &le->down_stride, &le->down_off, f, T("ffn_down_exps.weight"), F, E, X)))
+                return rc;
+        } else if ((rc = bind_experts(le, f, il, E, F, X))) {
+            return rc;
+        }
+        if ((rc = bind_vec(&L->down_exps_s, f, T("ffn_down_exps.scale"), X, true))) return rc;
+    }
+#undef T
+    if (L->is_swa && !L->kv_shared && L->kv_slot < COLI_KV_SWA_BITS)
+        hp->kv_swa[L->kv_slot / 64] |= 1ull << (L->kv_slot % 64);
+    layer_rope(hp, L, L->n_rot);
+    if (!L->is_swa) L->rope.freq_factors = m->rope_freqs;
     return 0;
 }
 
@@ -852,8 +1039,19 @@ int coli_model_load(coli_model *m, const gguf_file *f) {
     if ((rc = bind_vec(&m->output_norm, f, "output_norm.weight", hp->n_embd, false))) return rc;
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return coli_fail(COLI_E_NOMEM, "out of memory");
+    if (hp->gemma4) { /* the global layers' proportional RoPE (one tensor for all of them) */
+        if (gguf_find_tensor(f, "rope_freqs.weight") && (rc = bind_vec(&m->rope_freqs, f, "rope_freqs.weight", hp->head_dim_full / 2, false))) return rc;
+    }
     for (int il = 0; il < hp->n_layer; il++)
-        if ((rc = load_layer(m, f, il))) return rc;
+        if ((rc = hp->gemma4 ? load_gemma4_layer(m, f, il) : load_layer(m, f, il))) return rc;
+    if (hp->gemma4) { /* the cache's rows: the widest layer's (each layer reads its own heads of them) */
+        hp->kv_k_dim = 0;
+        for (int il = 0; il < hp->n_layer; il++) {
+            const coli_layer *L = &m->layers[il];
+            if (!L->kv_shared && L->n_kv_head * L->hd > hp->kv_k_dim) hp->kv_k_dim = L->n_kv_head * L->hd;
+        }
+        hp->kv_v_dim = hp->kv_k_dim;
+    }
     if (hp->dsa && !(m->idx_rot = hadamard(hp->idx_head_dim))) return coli_fail(COLI_E_NOMEM, "out of memory");
     for (int64_t i = 0; i < gguf_n_tensors(f); i++) {
         const gguf_tensor *t = gguf_tensor_at(f, i);
@@ -891,10 +1089,16 @@ void coli_model_free(coli_model *m) {
             free(L->ssm_dt);
             free(L->ssm_a);
             free(L->ssm_norm);
+            free(L->gate_inp_s);
+            free(L->down_exps_s);
+            free(L->pre_ffn_norm_2);
+            free(L->post_ffn_norm_1);
+            free(L->post_ffn_norm_2);
         }
     }
     free(m->layers);
     free(m->idx_rot);
+    free(m->rope_freqs);
     free(m->output_norm);
     memset(m, 0, sizeof *m);
 }

@@ -25,6 +25,7 @@ typedef struct {
     float attn_factor; /* cos and sin are scaled by this (YaRN's mscale; 1 otherwise) */
     float corr[2];     /* YaRN's correction dims */
     coli_rope_type type;
+    const float *freq_factors; /* (n_rot / 2) pair i's angle is divided by [i] (gemma4's rope_freqs), or NULL */
 } coli_rope_params;
 
 typedef struct {
@@ -41,6 +42,8 @@ typedef struct {
     coli_mat gate, up, down; /* expert 0's matrices */
     size_t gate_stride, up_stride, down_stride; /* bytes from one expert to the next */
     uint64_t gate_off, up_off, down_off;        /* file offsets of expert 0's matrices (streaming reads) */
+    bool gate_up_fused; /* one ffn_gate_up_exps (gemma4): gate is its 2 * n_ff_exp rows (gate rows, then up rows),
+                         * up a copy of gate's view with up_stride 0 (nothing of its own to read) */
 } coli_layer_experts;
 
 /* SOFTMAX_WEIGHT (gpt-oss): top-k on the raw router logits, then a softmax over the k chosen */
@@ -124,6 +127,16 @@ typedef struct {
     int ssm_n_k, ssm_n_v;  /* key heads (ssm.group_count), value heads (ssm.time_step_rank) */
     int n_rs_layers;       /* linear layers: the recurrent state's layers */
     int n_kv_layers;       /* layers with a KV cache: n_layer, less the linear layers of a Gated DeltaNet model */
+    /* Gemma 4 (gemma4: src/models/gemma4.cpp): head sizes, key/value heads and rotary dims per layer (coli_layer
+     * hd, n_kv_head, n_rot; head_dim, head_dim_v and n_head_kv above are the largest, for buffers), layers past
+     * n_kv_layers reusing the KV of an earlier one, a dense MLP beside the experts, final logit softcapping */
+    bool gemma4;
+    int n_head_kv_min;     /* the fewest key/value heads of a layer (attention's scratch), 0: n_head_kv */
+    int head_dim_full, head_dim_swa; /* the global and sliding layers' head sizes (keys and values alike) */
+    int n_rot_full, n_rot_swa;       /* ... and rotary dims */
+    int n_kv_from_start;   /* layers below this have a KV cache of their own; the rest reuse the last sliding
+                            * (n_kv_from_start - 2) or global (n_kv_from_start - 1) layer's, as llama.cpp's reuse */
+    float final_softcap;   /* logits = tanh(logits / c) * c, 0: none */
 #define COLI_KV_SWA_BITS 512
     uint64_t kv_swa[COLI_KV_SWA_BITS / 64]; /* bit kv_slot: that cache layer slides (its cache is a window, coli_kv) */
 } coli_hparams;
@@ -182,6 +195,14 @@ typedef struct {
     float *ssm_dt, *ssm_a;   /* (n_v) */
     float *ssm_norm;         /* (S) */
     coli_mat gate_inp_shexp; /* n_embd -> 1: the shared expert's sigmoid gate (n_in 0: ungated) */
+    /* gemma4 (hp.gemma4): this layer's head size, key/value heads and rotary dims */
+    int hd, n_kv_head, n_rot;
+    bool kv_shared;          /* no K/V of its own: attends to the cache of layer kv_slot (n_layer_kv_from_start) */
+    bool v_from_k;           /* no attn_v: the values are the keys before their norm (attention_k_eq_v) */
+    float *gate_inp_s;       /* (n_embd) the router input's scale (ffn_gate_inp.scale) */
+    float *down_exps_s;      /* (n_expert) each expert's output scale (ffn_down_exps.scale) or NULL */
+    float *pre_ffn_norm_2, *post_ffn_norm_1, *post_ffn_norm_2; /* the experts' input norm, the MLP's and experts' output norms */
+    float out_scale;         /* the layer's output times this (layer_output_scale; 1 without) */
 } coli_layer;
 
 typedef struct {
@@ -192,6 +213,7 @@ typedef struct {
     float *output_norm;  /* (n_embd) */
     coli_layer *layers;  /* n_layer */
     float *idx_rot;      /* DSA: the idx_head_dim^2 Walsh-Hadamard rotation of indexer q and k */
+    float *rope_freqs;   /* gemma4: the global layers' rope_freqs (head_dim / 2), or NULL */
     int64_t n_params;
     const struct gguf_file *file; /* the weights' mapping, watched for changes (gguf_file_state) */
 } coli_model;
@@ -325,6 +347,9 @@ typedef struct {
     float *gdn;             /* [n_batch] x coli_gdn_row_floats() (deltanet.c) */
     float *gq;              /* hp.attn_gated: [n_batch][n_head * 2 * head_dim] attn_q's output, query | gate per head */
     float *attn_gate;       /* [n_batch][n_head * head_dim] the gates, then their sigmoids */
+    /* gemma4 */
+    float *rin;             /* [n_batch][n_embd] the router's input */
+    float *tmp2;            /* [n_batch][n_embd] the dense MLP's output beside the experts' */
     coli_pool *pool;
     int n_threads;
     size_t bytes;    /* memory held by this state */

@@ -60,7 +60,8 @@ static int route(const coli_model *m, coli_state *s, int il, int n) {
     const coli_hparams *hp = &m->hp;
     const coli_layer *L = &m->layers[il];
     const int E = hp->n_expert, K = hp->n_expert_used;
-    int rc = matmul(s, &L->ffn_gate_inp, s->xn, n, s->router);
+    /* gemma4: the router reads its own input (rms_norm(x) / sqrt(n_embd) * ffn_gate_inp.scale, forward.c) */
+    int rc = matmul(s, &L->ffn_gate_inp, L->gate_inp_s ? s->rin : s->xn, n, s->router);
     if (rc) return rc;
     float sel[4096], masked[4096];
     for (int i = 0; i < n; i++) {
@@ -125,6 +126,7 @@ typedef struct {
     int phase;                 /* 0: gate and up, 1: down */
     int up_separate;           /* up's activation type differs from gate's: its rows are in xq_mid */
     size_t up_stride;
+    bool fused;                /* gate and up are one ffn_gate_up_exps matrix per expert (gemma4) */
     int chunk;                 /* output rows per work item */
     int n_items;
     atomic_int next;
@@ -187,6 +189,12 @@ static void moe_worker(void *ctx, int ith, int nth) {
             const int which = r / per_mat, c = r % per_mat; /* 0 gate, 1 up */
             const int64_t o0 = (int64_t)c * C, o1 = o0 + C < F ? o0 + C : F;
             const coli_mat *w = which == 0 ? &ex->gate : &ex->up;
+            coli_mat up_rows;
+            if (which == 1 && J->fused) { /* ffn_gate_up_exps: up is the second half of gate's rows */
+                up_rows = ex->gate;
+                up_rows.data = (const char *)ex->gate.data + (size_t)F * coli_row_size(ex->gate.type, ex->gate.n_in);
+                w = &up_rows;
+            }
             float *y = (which == 0 ? s->hg : s->hg2) + (size_t)lo * F;
             if (which == 1 && J->up_separate) /* up reads its own conversion of the rows */
                 dot_rows(w, o0, o1, (const char *)s->xq_mid + (size_t)lo * J->up_stride, J->up_stride, cnt, as_rows, y,
@@ -259,6 +267,8 @@ static void wave_rows_expert(const wave_rows_job *J, int g) {
             for (int i = 0; i < F; i++) gate[i] += L->gate_exps_b[(size_t)e * F + i];
         if (hp->exp_act == COLI_ACT_SWIGLU_OAI)
             coli_swiglu_oai(gate, up, F, 1.702f, 7.0f); /* build_moe_ffn's alpha and limit */
+        else if (hp->exp_act == COLI_ACT_GELU) /* gemma4: ggml_geglu_split */
+            coli_geglu(gate, up, F);
         else
             coli_swiglu(gate, up, F);
         to_vec_dot_type(le->down.type, gate, (char *)s->xq_mid + (size_t)slot * s->xq_mid_stride, F);
@@ -294,7 +304,7 @@ static void compute_wave(const coli_model *m, coli_state *s, int il, const int32
                         .up_stride = up_stride};
     wave_rows(&rj, rows);
     moe_job job = {.m = m, .s = s, .ex_of = s->ex_of, .experts = wave, .phase = 0, .up_separate = up_separate,
-                   .up_stride = up_stride};
+                   .up_stride = up_stride, .fused = le->gate_up_fused};
     const int nth = coli_pool_size(s->pool);
     job.chunk = moe_chunk((int64_t)nw * 2 * F, nth);
     job.n_items = nw * 2 * ((F + job.chunk - 1) / job.chunk);
@@ -308,6 +318,15 @@ static void compute_wave(const coli_model *m, coli_state *s, int il, const int32
     job.n_items = nw * ((D + job.chunk - 1) / job.chunk);
     atomic_store(&job.next, 0);
     coli_pool_run(s->pool, moe_worker, &job);
+    if (L->down_exps_s) /* gemma4: each expert's output scale (build_lora_mm_id's ggml_mul) */
+        for (int g = 0; g < nw; g++) {
+            const int e = wave[g];
+            const float sc = L->down_exps_s[e];
+            for (int slot = s->counts[e]; slot < s->counts[e + 1]; slot++) {
+                float *y = s->yg + (size_t)slot * D;
+                for (int d = 0; d < D; d++) y[d] *= sc;
+            }
+        }
     if (L->down_exps_b)
         for (int g = 0; g < nw; g++) {
             const int e = wave[g];
@@ -370,7 +389,16 @@ static void predict_next(const coli_model *m, coli_state *s, coli_expert_store *
     if (!coli_experts_streaming(st) || next >= hp->n_layer || !m->layers[next].is_moe) return;
     const coli_layer *N = &m->layers[next];
     float *xn = s->eo; /* free until this layer's experts are weighted */
-    for (int i = 0; i < n; i++) coli_rmsnorm(xn + (size_t)i * D, s->x + (size_t)i * D, N->ffn_norm, D, hp->rms_eps);
+    for (int i = 0; i < n; i++) {
+        float *r = xn + (size_t)i * D;
+        if (N->gate_inp_s) { /* gemma4: its router's own input (forward.c's gemma4_ffn) */
+            coli_rmsnorm(r, s->x + (size_t)i * D, NULL, D, hp->rms_eps);
+            const float rscale = 1.0f / sqrtf((float)D);
+            for (int d = 0; d < D; d++) r[d] = (r[d] * rscale) * N->gate_inp_s[d];
+        } else {
+            coli_rmsnorm(r, s->x + (size_t)i * D, N->ffn_norm, D, hp->rms_eps);
+        }
+    }
     if (coli_matmul(s->pool, N->ffn_gate_inp.data, N->ffn_gate_inp.type, D, E, xn, n, s->router_next, s->mm_scratch))
         return;
     uint8_t seen[4096] = {0};

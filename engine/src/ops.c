@@ -121,10 +121,11 @@ void coli_rope(float *x, int n_heads, int head_stride, int n_rot, int pos, const
     const float theta_scale = powf(p->base, -2.0f / (float)n_rot);
     float theta = (float)pos;
     for (int i = 0; i < half; i++) {
-        float t = p->freq_scale * theta, mscale = p->attn_factor;
+        const float th = p->freq_factors ? theta / p->freq_factors[i] : theta; /* ggml_rope_cache_init's theta / ff */
+        float t = p->freq_scale * th, mscale = p->attn_factor;
         if (p->ext_factor != 0.0f) { /* YaRN: ramp between interpolated and extrapolated angles */
             const float mix = yarn_ramp(p->corr[0], p->corr[1], i) * p->ext_factor;
-            t = fmaf(t, 1.0f - mix, theta * mix); /* as GCC contracts ggml's rope_yarn */
+            t = fmaf(t, 1.0f - mix, th * mix); /* as GCC contracts ggml's rope_yarn */
             mscale *= fmaf(0.1f, logf(1.0f / p->freq_scale), 1.0f);
         }
         cs[i][0] = cosf(t);

@@ -165,6 +165,17 @@ def _kv_bytes_per_slot(meta: dict, arch: str, n_layer: int, ctx: int, trained: i
         # DSA models also cache one f16 indexer key per token and full indexer layer
         indexer = _indexer_layers(meta, arch, n_layer, trained) * int(meta.get(f"{arch}.attention.indexer.key_length") or 0)
         return (n_layer * int(n_head_kv) * k + indexer) * ctx * 2
+    if meta.get(f"{arch}.attention.key_length_swa"):  # gemma4: per-layer head sizes and KV heads, shared KV
+        # the engine caches the first n_layer - shared_kv_layers layers, each row as wide as the widest layer's
+        n_layer -= int(meta.get(f"{arch}.attention.shared_kv_layers") or 0)
+        pattern = meta.get(f"{arch}.attention.sliding_window_pattern")
+        heads = meta.get(f"{arch}.attention.head_count_kv") or n_head
+        k_swa = int(meta[f"{arch}.attention.key_length_swa"])
+        widths = [(int(heads[il]) if isinstance(heads, list) else int(heads))
+                  * (k_swa if isinstance(pattern, list) and il < len(pattern) and pattern[il] else k)
+                  for il in range(max(n_layer, 0))]
+        n_head_kv, k = 1, max(widths, default=0)
+        v = k
     swa_layers, swa_cells = _sliding_layers(meta, arch, n_layer)
     if swa_cells >= ctx:  # a window no smaller than the context: every layer keeps every position
         swa_layers = 0
@@ -242,7 +253,8 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
         info = g.describe()
         arch = info.get("arch") or "?"
         keys = ("head_count", "head_count_kv", "key_length", "value_length", "key_length_mla",
-                "indexer.key_length", "indexer.types", "sliding_window", "sliding_window_pattern")
+                "indexer.key_length", "indexer.types", "sliding_window", "sliding_window_pattern",
+                "key_length_swa", "shared_kv_layers")
         gdn = ("full_attention_interval", "ssm.conv_kernel", "ssm.state_size", "ssm.group_count", "ssm.time_step_rank")
         meta = {k: g.get(k) for k in [f"{arch}.attention.{x}" for x in keys + ("recurrent_layers",)]
                 + [f"{arch}.{x}" for x in ("embedding_length",) + gdn]}

@@ -2,7 +2,7 @@
 the calls parsed back out of a generated reply.
 
     fmt = tool_format(template_source)     # HERMES (Qwen2.5, Qwen3), QWEN3_CODER, GLM45, MISTRAL(_V11), HARMONY,
-                                           # DEEPSEEK_V3, DEEPSEEK_V31, DEEPSEEK_DSML, KIMI_K2, or None
+                                           # DEEPSEEK_V3, DEEPSEEK_V31, DEEPSEEK_DSML, KIMI_K2, GEMMA4, or None
     calls = fmt.parse(section)             # section: the reply after fmt.opener
     fmt.call_opening("f")                  # a call to f written up to its arguments (a forced call)
 
@@ -15,6 +15,7 @@ Formats, as the families' own templates ask the model to write them:
   GLM-4.7, GLM-5  GLM-4.5's, without the newlines
   DeepSeek, Kimi  their special-token sections (tools_deepseek.py, tools_kimi.py)
   gpt-oss         harmony messages addressed to functions.NAME (harmony.py)
+  Gemma 4         <|tool_call>call:f{k:<|"|>v<|"|>,n:1}<tool_call|>   (tools_gemma4.py)
 Everything from the first opener on is the tool section: the answer is the text
 before it, and calls come after all text (docs/openai-api.md#tool-calls). A format may
 know other texts that start a section too (`openers`: Qwen3-Coder's models often drop the
@@ -38,6 +39,7 @@ from colibri.chat.harmony import HARMONY, is_harmony
 from colibri.chat.tool_calls import ParsedCall, Section, ToolFormat, first, skip_space
 from colibri.chat.tool_calls import decode_arguments as _decode_arguments
 from colibri.chat.tools_deepseek import DEEPSEEK_DSML, DEEPSEEK_V3, DEEPSEEK_V4_DSML, DEEPSEEK_V31, DSML
+from colibri.chat.tools_gemma4 import GEMMA4
 from colibri.chat.tools_kimi import KIMI_K2
 
 BLOCK = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.DOTALL)
@@ -402,6 +404,8 @@ def tool_format(template_source: str | None) -> ToolFormat | None:
         return None
     if is_harmony(template_source):  # gpt-oss
         return HARMONY
+    if GEMMA4.opener in template_source and "<tool_call|>" in template_source:  # Gemma 4
+        return GEMMA4
     if "<arg_key>" in template_source:  # GLM-4.5 to GLM-5
         return GLM45
     if DSML in template_source:  # DeepSeek V3.2 (V4 names its block tool_calls)
