@@ -132,8 +132,9 @@ def test_batched_slots_equal_alone(arch):
 
 
 def test_a_cached_prefix_is_reused_only_where_the_state_stands():
-    """A continued conversation reuses the whole cached history; a prompt that branches off inside it runs
-    again from position 0 (the state cannot rewind), with the tokens of a fresh engine."""
+    """A continued conversation reuses the whole cached history; a prompt that branches off inside it before
+    the state's first checkpoint (test_hybrid_prefix.py) runs again from position 0 (the state cannot rewind),
+    with the tokens of a fresh engine."""
     path = mm.tiny("qwen3next", "Q8_0")
     with Engine(path, n_slots=1, n_ctx=200, n_threads=2) as e:
         prompt = _tokens(e, 30)
@@ -150,15 +151,15 @@ def test_a_cached_prefix_is_reused_only_where_the_state_stands():
 
 
 def test_the_same_prompt_again_decodes_alike():
-    """Asked again, a prompt whose generation moved the state past it runs again (no replay of its cached
-    logits from a state that cannot rewind); one whose state still stands there (one token generated, never
-    evaluated) replays them."""
+    """Asked again, a prompt whose generation moved the state past it replays its cached logits from its
+    end-of-prompt checkpoint (test_hybrid_prefix.py; none kept: it runs again from 0); one whose state still
+    stands there (one token generated, never evaluated) replays them."""
     path = mm.tiny("qwen35moe", "Q8_0")
     with Engine(path, n_slots=1, n_ctx=200, n_threads=2) as e:
         prompt = _tokens(e, 25)
         first, _ = _run(e, 0, prompt, 10)
         again, reused = _run(e, 0, prompt, 10)
-        assert again == first and reused == 0
+        assert again == first and reused == len(prompt)
         one, _ = _run(e, 0, prompt + [3], 1)
         third, reused = _run(e, 0, prompt + [3], 10)
         assert third[:1] == one
