@@ -365,6 +365,7 @@ typedef struct {
     uint64_t prefetch_issued, prefetch_used, predicted, predicted_right;
     int64_t cache_bytes, pinned_bytes;
     int n_cached, n_pinned;
+    double linear_attention_s;   /* Gated DeltaNet models: the linear-attention layers (not in attention_s) */
 } colibri_stats_t;
 
 /* One finished request ("turn"): its wall time and the engine's work while it ran
@@ -377,6 +378,7 @@ typedef struct {
     double end_time;             /* when it ended, seconds since the Unix epoch */
     uint64_t bytes_read, forwards;
     double cache_hit_rate, prefetch_hit_rate; /* NaN when no expert was chosen / predicted */
+    double linear_attention_s;   /* Gated DeltaNet models: the linear-attention layers (not in attention_s) */
 } colibri_turn;
 
 /* Counters, and optionally per expert: tier (COLI_TIER_*), routing count since

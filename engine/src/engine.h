@@ -14,7 +14,7 @@ struct coli_tokenizer;
 
 /* The engine's totals at one moment: what a turn's record subtracts. */
 typedef struct {
-    double at, forward_s, attention_s, ffn_s, lm_head_s, wait_s, disk_s;
+    double at, forward_s, attention_s, ffn_s, lm_head_s, wait_s, disk_s, linear_s;
     uint64_t bytes_read, forwards, hits, misses, predicted, predicted_right;
 } coli_totals;
 
@@ -23,7 +23,7 @@ typedef struct {
 typedef struct {
     pthread_mutex_t mu;
     uint64_t seq, tokens_prompt, tokens_generated;
-    double forward_s, attention_s, ffn_s, lm_head_s;
+    double forward_s, attention_s, ffn_s, lm_head_s, linear_s;
     uint32_t *counts;        /* [n_layer * n_expert] */
     float *heat;             /* [n_layer * n_expert] */
     uint8_t *last_hits;      /* [n_layer * n_expert] */

@@ -141,3 +141,17 @@ def test_a_slot_file_and_eval_drop_them(spaced, tmp_path):
         _run(e, history, 0)
         b = np.frombuffer(e.eval([5] * 8, 50, logits="all"), np.float32)
     assert np.array_equal(a[-len(b):], b)
+
+
+def test_linear_attention_is_its_own_phase():
+    """The Gated DeltaNet layers' time is a phase of its own (stats, each turn's record, /profile's
+    linear_attention_s), no longer inside attention_s; a model without them reports 0."""
+    with Engine(mm.tiny("qwen35moe", "Q8_0"), n_slots=1, n_ctx=256, n_threads=2) as e:
+        _run(e, _prompt(e, 200, 1), 4)
+        st, turn = e.stats(), e.turns()[-1]
+    assert st["linear_attention_s"] > 0 and st["attention_s"] > 0
+    assert turn["linear_attention_s"] > 0 and turn["attention_s"] > 0
+    assert turn["attention_s"] + turn["linear_attention_s"] + turn["matmul_s"] <= turn["wall_s"]
+    with Engine(mm.tiny("qwen3moe", "Q8_0"), n_slots=1, n_ctx=256, n_threads=2) as e:
+        _run(e, _prompt(e, 50, 1), 2)
+        assert e.stats()["linear_attention_s"] == 0 and e.turns()[-1]["linear_attention_s"] == 0

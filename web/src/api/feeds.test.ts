@@ -91,7 +91,7 @@ describe("feeds", () => {
   };
 
   it("profile: phases with other = max(0, wall − the rest); tok/s = completion ÷ wall", () => {
-    expect(turnPhases(turn)).toEqual({ wait: 2, matmul: 3, attention: 1.5, head: 0.5, other: 3 });
+    expect(turnPhases(turn)).toEqual({ wait: 2, matmul: 3, attention: 1.5, linear: 0, head: 0.5, other: 3 });
     expect(turnPhases({ ...turn, wall_s: 5 }).other).toBe(0);
     expect(turnTokPerS(turn)).toBe(20);
     expect(turnTokPerS({ ...turn, wall_s: 0 })).toBe(0);
