@@ -399,7 +399,21 @@ int colibri_slot_save(colibri_engine *e, int slot, const char *path) {
     if (rc) return rc;
     const coli_slot *sl = &e->slots[slot];
     if (sl->state != COLI_SLOT_IDLE) return coli_fail(COLI_E_STATE, "slot %d is busy; save it between requests", slot);
-    return coli_kv_save(&sl->kv, e->model_id, sl->hist, sl->n_past, path);
+    /* a Gated DeltaNet slot's checkpoints go with it (newest first), so a branch after a restart finds them */
+    int pos[COLI_RS_CKPT_MAX];
+    float *rs[COLI_RS_CKPT_MAX];
+    coli_kv_ckpts ck = {0, COLI_RS_CKPT_MAX, pos, rs};
+    for (int c = sl->n_past; c > 0;) { /* the next older one below c */
+        int best = -1;
+        for (int i = 0; i < COLI_RS_CKPT_MAX; i++)
+            if (sl->ck_pos[i] > 0 && sl->ck_pos[i] <= c && sl->ck_rs[i] && (best < 0 || sl->ck_pos[i] > sl->ck_pos[best]))
+                best = i;
+        if (best < 0) break;
+        pos[ck.n] = sl->ck_pos[best];
+        rs[ck.n++] = sl->ck_rs[best];
+        c = sl->ck_pos[best] - 1;
+    }
+    return coli_kv_save(&sl->kv, e->model_id, sl->hist, sl->n_past, &ck, path);
 }
 
 int colibri_slot_load(colibri_engine *e, int slot, const char *path) {
@@ -410,13 +424,17 @@ int colibri_slot_load(colibri_engine *e, int slot, const char *path) {
     if (sl->state != COLI_SLOT_IDLE) return coli_fail(COLI_E_STATE, "slot %d is busy", slot);
     sl->n_past = 0; /* empty until the file has proved itself */
     sl->prompt_logits_n = 0;
-    coli_slot_drop_checkpoints(sl, 0); /* slot files hold the state at their end only */
-    rc = coli_kv_load(&sl->kv, e->model_id, sl->hist, path);
+    coli_slot_drop_checkpoints(sl, 0); /* until the file has proved itself */
+    int pos[COLI_RS_CKPT_MAX];
+    const int cap = e->rs_ckpt_n < COLI_RS_CKPT_MAX ? e->rs_ckpt_n : COLI_RS_CKPT_MAX;
+    coli_kv_ckpts ck = {0, cap, pos, sl->ck_rs}; /* into the slot's buffers, in order */
+    rc = coli_kv_load(&sl->kv, e->model_id, sl->hist, &ck, path);
     if (rc < 0) return rc;
     const int V = e->model.hp.n_vocab;
     for (int i = 0; i < rc; i++)
         if (sl->hist[i] < 0 || sl->hist[i] >= V)
             return coli_fail(COLI_E_CORRUPT, "kv load: %s holds token id %d outside the vocabulary", path, sl->hist[i]);
     sl->n_past = rc;
+    for (int i = 0; i < ck.n; i++) sl->ck_pos[i] = pos[i];
     return rc;
 }

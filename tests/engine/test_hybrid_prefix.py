@@ -4,13 +4,14 @@ at or before the branch, keeps the full-attention layers' KV up to it and prefil
 continuation has the bits of a run from position 0 (the engine's own, read out position by position and
 generated greedily) and follows llama.cpp's logits on the fixtures. The ring is bounded (COLI_RS_CHECKPOINTS,
 the lowest position goes first), spaced by COLI_RS_CHECKPOINT_EVERY prompt tokens, taken at the end of every
-prompt, dropped past a branch, by a slot file's load and by eval's rewrite."""
+prompt, dropped past a branch and by eval's rewrite, carried by slot files (version 3)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from colibri.engine import Engine
+from colibri.errors import EngineError
 from tests.fixtures import moe_models as mm
 from tests.reference import assert_same_greedy, greedy_with_margins, load_reference, log_softmax
 
@@ -121,22 +122,43 @@ def test_the_ring_is_bounded_and_keeps_the_newest(monkeypatch):
     assert late == none
 
 
-def test_a_slot_file_and_eval_drop_them(spaced, tmp_path):
-    """Slot files hold the state at their end only: after a load, a branch inside the history runs from 0.
-    eval rewinds slot 0 from its newest checkpoint at or before the position (the cached tokens between run
-    again) and drops those past it (their tokens are gone)."""
+def test_a_slot_file_keeps_them_and_eval_rewinds_through_them(spaced, tmp_path, monkeypatch):
+    """A slot file (version 3) carries the checkpoints: after a load, a branch inside the history resumes at
+    the newest before it, with the tokens of a fresh run; a file without them (version 1, as older engines and
+    COLI_RS_CHECKPOINTS=0 write it) still loads, its branches run from 0. eval rewinds slot 0 from its newest
+    checkpoint at or before the position (the cached tokens between run again) and drops those past it."""
     path = mm.tiny("qwen35moe", "Q8_0")
     with Engine(path, n_slots=1, n_ctx=256, n_batch=32, n_threads=2) as e:
         history = _prompt(e, 80, 2)
+        branch = history[:70] + [3]
         _run(e, history, 0)
         e.slot_save(0, tmp_path / "slot.kv")
-        assert _run(e, history[:70] + [3], 4)[1] == 64
+        want, reused = _run(e, branch, 4)
+        assert reused == 64
+    raw = (tmp_path / "slot.kv").read_bytes()
+    assert raw[8:12] == (3).to_bytes(4, "little")
+    (tmp_path / "bad.kv").write_bytes(raw[:-5] + bytes([raw[-5] ^ 1]) + raw[-4:])  # inside the oldest checkpoint
+    (tmp_path / "short.kv").write_bytes(raw[:-4])
+    with Engine(path, n_slots=1, n_ctx=256, n_batch=32, n_threads=2) as e:
+        with pytest.raises(EngineError, match="checksum"):
+            e.slot_load(0, tmp_path / "bad.kv")
+        with pytest.raises(EngineError, match="has .* bytes"):
+            e.slot_load(0, tmp_path / "short.kv")
+        assert _run(e, branch, 4) == (want, 0)  # nothing of a refused file stays
         assert e.slot_load(0, tmp_path / "slot.kv") == len(history)
-        assert _run(e, history[:70] + [3], 4)[1] == 0
+        assert _run(e, branch, 4) == (want, 64)
         _run(e, history, 0)
         e.eval([5] * 8, 50)  # from the checkpoint at 48 (48, 49 again); 64 and 80 gone
-        assert _run(e, history[:70] + [3], 4)[1] == 48
+        assert _run(e, branch, 4)[1] == 48
+    monkeypatch.setenv("COLI_RS_CHECKPOINTS", "0")
     with Engine(path, n_slots=1, n_ctx=256, n_batch=32, n_threads=2) as e:
+        _run(e, history, 0)
+        e.slot_save(0, tmp_path / "old.kv")
+    assert (tmp_path / "old.kv").read_bytes()[8:12] == (1).to_bytes(4, "little")
+    monkeypatch.delenv("COLI_RS_CHECKPOINTS")
+    with Engine(path, n_slots=1, n_ctx=256, n_batch=32, n_threads=2) as e:
+        assert e.slot_load(0, tmp_path / "old.kv") == len(history)
+        assert _run(e, branch, 4) == (want, 0)
         a = np.frombuffer(e.eval(history[:50] + [5] * 8, 0, logits="all"), np.float32)
         _run(e, history, 0)
         b = np.frombuffer(e.eval([5] * 8, 50, logits="all"), np.float32)
