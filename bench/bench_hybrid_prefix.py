@@ -5,9 +5,12 @@ reply re-rendered with a different end, a new message of TAIL tokens) on one slo
 tokens, tokens taken from the cache, tokens evaluated, prefill seconds (the slot's forward passes, wall) and
 process CPU seconds of the whole submit..first token. The target: turn 2's evaluated tokens and time <= 10% of
 turn 1's. With --no-checkpoints (COLI_RS_CHECKPOINTS=0) the state cannot rewind and turn 2 runs from 0
-(llama.cpp #21831's "forcing full prompt re-processing"), for comparison.
+(llama.cpp #21831's "forcing full prompt re-processing"), for comparison. With --branch-back N turn 2 keeps
+only turn 1's first PREFIX - N tokens (an edit inside the last message): the interval checkpoint at or before
+the branch serves it (COLI_RS_CHECKPOINT_EVERY, 512 by default).
 
     python bench/bench_hybrid_prefix.py [--prefix 16384] [--tail 200] [--reps 3] [--threads 2] [--no-checkpoints]
+                                        [--branch-back N]
 """
 from __future__ import annotations
 
@@ -51,6 +54,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-checkpoints", action="store_true")
+    ap.add_argument("--branch-back", type=int, default=0, help="turn 2 branches off N tokens before turn 1's end")
     ap.add_argument("--json")
     a = ap.parse_args()
     if a.no_checkpoints:
@@ -69,13 +73,14 @@ def main() -> None:
             r1 = turn(e, t1, a.reply)
             # the reply as the next prompt renders it: its last quarter differs, then the new message
             keep = r1["reply"][: a.reply * 3 // 4]
-            t2 = t1 + keep + [int(t) for t in rng.integers(0, e.n_vocab, a.tail)]
+            new = [int(t) for t in rng.integers(0, e.n_vocab, a.tail)]
+            t2 = t1[: a.prefix - a.branch_back] + new if a.branch_back else t1 + keep + new
             r2 = turn(e, t2, 8)
             rows.append((r1, r2))
             print(f"rep {rep}: turn 1 {r1['evaluated']} tokens {r1['prefill_s']:.2f} s; turn 2 {r2['evaluated']} "
                   f"tokens ({r2['reused']} reused) {r2['prefill_s']:.3f} s", flush=True)
     med = lambda k, i: statistics.median(r[i][k] for r in rows)  # noqa: E731
-    res = dict(prefix=a.prefix, tail=a.tail, checkpoints=not a.no_checkpoints, threads=a.threads,
+    res = dict(prefix=a.prefix, tail=a.tail, branch_back=a.branch_back, checkpoints=not a.no_checkpoints, threads=a.threads,
                turn1=dict(evaluated=med("evaluated", 0), prefill_s=med("prefill_s", 0),
                           first_token_cpu_s=med("to_first_token_cpu_s", 0)),
                turn2=dict(evaluated=med("evaluated", 1), reused=med("reused", 1), prefill_s=med("prefill_s", 1),

@@ -6,7 +6,8 @@ per-head q/k norms and rotary on a quarter of the head; 8 experts top-2 plus a s
 600 positions teacher-forced and greedy runs (matches_llama_cpp), the same bits when both split the prompt
 alike; the older qwen3next layout (one ssm_in), an MTP block (loaded as nothing), the layer pattern as flags;
 decode equal to llama.cpp's decode; the recurrent state per slot (slots decoded together as alone, a saved
-slot restored and continued as one never stopped, a cached prefix reused only where the state stands)."""
+slot restored and continued as one never stopped, a cached prefix reused where the state stands or from a
+checkpoint: test_hybrid_prefix.py)."""
 from __future__ import annotations
 
 import numpy as np
