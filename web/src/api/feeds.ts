@@ -137,12 +137,12 @@ export function parseProfile(v: unknown): ProfileFeed | null {
       expert_wait_s: t.expert_wait_s as number,
       expert_matmul_s: t.expert_matmul_s as number,
       attention_s: t.attention_s as number,
-      linear_attention_s: num(t.linear_attention_s) ? t.linear_attention_s : 0,
       lm_head_s: t.lm_head_s as number,
       forwards: num(t.forwards) ? t.forwards : 0,
       bytes_read: num(t.bytes_read) ? t.bytes_read : 0,
       cache_hit_rate: rate(t.cache_hit_rate),
       prefetch_hit_rate: rate(t.prefetch_hit_rate),
+      ...(num(t.linear_attention_s) ? { linear_attention_s: t.linear_attention_s } : {}),
     });
   });
   return { seq: num(v.seq) ? v.seq : turns.length, turns };
