@@ -240,7 +240,10 @@ int colibri_n_batch(const colibri_engine *e);
  * slot 0 serves a request). Long inputs are
  * processed in chunks of n_batch. logits_out: NULL, or n_vocab floats for the
  * last token, or n x n_vocab floats (row i for token i) when all_logits.
- * A sequence that would pass n_ctx is refused before any work (too_long). */
+ * A sequence that would pass n_ctx is refused before any work (too_long).
+ * Gated DeltaNet models: their recurrent state cannot rewind; pos must be where
+ * it stands, 0, or past one of slot 0's checkpoints (colibri_submit), from
+ * which the cached tokens up to pos run again; else invalid_argument. */
 int colibri_eval(colibri_engine *e, const int32_t *tokens, int n, int pos, float *logits_out, int all_logits);
 /* Choose the next token from the last evaluated logits. *logprob (may be
  * NULL) gets its log-softmax under the model's unmodified distribution. */
@@ -317,7 +320,11 @@ const char *colibri_model_id(const colibri_engine *e);
  * history and the longest common prefix reused (with echo, at most up to
  * echo_from - 1: the positions read out are computed). Returns
  * the reused token count; too_long (before any work) when the prompt does not
- * fit the context, bad_state when the slot is busy. The rest is prefilled by
+ * fit the context, bad_state when the slot is busy. Gated DeltaNet models reuse
+ * up to where the slot's recurrent state stands, or else up to its newest
+ * checkpoint at or before the branch (COLI_RS_CHECKPOINTS per slot, taken every
+ * COLI_RS_CHECKPOINT_EVERY prompt tokens and at each prompt's end), the same
+ * bits as a run from position 0. The rest is prefilled by
  * colibri_step, one chunk of n_batch tokens per step. */
 int colibri_submit(colibri_engine *e, int slot, const int32_t *prompt, int n, const colibri_request *req);
 /* Ask a slot to stop; its DONE event (COLI_FINISH_CANCELLED) comes from the
@@ -338,8 +345,8 @@ int colibri_slot_tokens(const colibri_engine *e, int slot, int32_t *out, int cap
  * came from the cache) have NaN and ids -1. Any output may be NULL. */
 int colibri_slot_readout(const colibri_engine *e, int slot, int first, int n, float *logprobs, int32_t *top_ids,
                          float *top_logprobs);
-/* Persist an idle slot's history and KV cache to path (crash-safe), or
- * restore it; restore returns the token count, or a named error after which
+/* Persist an idle slot's history and KV cache (and a Gated DeltaNet model's
+ * recurrent state with its checkpoints) to path (crash-safe), or restore it; restore returns the token count, or a named error after which
  * the slot is empty. */
 int colibri_slot_save(colibri_engine *e, int slot, const char *path);
 int colibri_slot_load(colibri_engine *e, int slot, const char *path);
@@ -365,6 +372,7 @@ typedef struct {
     uint64_t prefetch_issued, prefetch_used, predicted, predicted_right;
     int64_t cache_bytes, pinned_bytes;
     int n_cached, n_pinned;
+    double linear_attention_s;   /* Gated DeltaNet models: the linear-attention layers (not in attention_s) */
 } colibri_stats_t;
 
 /* One finished request ("turn"): its wall time and the engine's work while it ran
@@ -377,6 +385,7 @@ typedef struct {
     double end_time;             /* when it ended, seconds since the Unix epoch */
     uint64_t bytes_read, forwards;
     double cache_hit_rate, prefetch_hit_rate; /* NaN when no expert was chosen / predicted */
+    double linear_attention_s;   /* Gated DeltaNet models: the linear-attention layers (not in attention_s) */
 } colibri_turn;
 
 /* Counters, and optionally per expert: tier (COLI_TIER_*), routing count since

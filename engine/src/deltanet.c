@@ -14,6 +14,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "clock.h"
 #include "deltanet.h"
 #include "error.h"
 #include "ggml_types.h"
@@ -63,7 +64,7 @@ int coli_gdn_check_rows(const coli_model *m, const coli_row *rows, int n) {
     return 0;
 }
 
-int coli_gdn_layer(const coli_model *m, coli_state *s, int il, int n) {
+static int gdn_layer(const coli_model *m, coli_state *s, int il, int n) {
     const coli_hparams *hp = &m->hp;
     const coli_layer *L = &m->layers[il];
     const int E = hp->n_embd, S = hp->ssm_d_state, NK = hp->ssm_n_k, NV = hp->ssm_n_v, r = NV / NK;
@@ -152,4 +153,11 @@ int coli_gdn_layer(const coli_model *m, coli_state *s, int il, int n) {
         }
     }
     return matmul(s, &L->ssm_out, o, n, s->tmp);
+}
+
+int coli_gdn_layer(const coli_model *m, coli_state *s, int il, int n) {
+    const double t0 = coli_now_s();
+    const int rc = gdn_layer(m, s, il, n);
+    s->t_linear += coli_now_s() - t0; /* the forward pass counts it in t_attention too; stats.c takes it apart */
+    return rc;
 }

@@ -21,6 +21,15 @@ void colibri_config_default(colibri_config *cfg) {
 
 /* A digest of the file's size, its metadata and tensor table, and the first
  * and last bytes of its data: what a persisted KV cache must match. */
+/* An integer from the environment, lo..hi, else the default. */
+static int env_int(const char *name, int dflt, int lo, int hi) {
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt;
+    char *end;
+    const long x = strtol(v, &end, 10);
+    return (*end || x < lo || x > hi) ? dflt : (int)x;
+}
+
 static void model_identity(colibri_engine *e) {
     const uint64_t size = gguf_file_size(e->gguf), head = gguf_data_offset(e->gguf);
     uint64_t h = coli_hash64(0x636f6c69627269ULL, &size, sizeof size);
@@ -66,6 +75,9 @@ static int load_model(colibri_engine *e) {
     if ((rc = coli_state_init(&e->state, &e->model, e->experts, c->n_ctx, c->n_batch, logit_rows, c->n_threads)))
         return rc;
     e->slots = calloc((size_t)c->n_slots, sizeof *e->slots);
+    /* Gated DeltaNet models: recurrent-state checkpoints per slot and their spacing in prompt tokens (slots.c) */
+    e->rs_ckpt_n = env_int("COLI_RS_CHECKPOINTS", 8, 0, COLI_RS_CKPT_MAX);
+    e->rs_ckpt_every = env_int("COLI_RS_CHECKPOINT_EVERY", 512, 1, 1 << 30);
     e->rows = calloc((size_t)c->n_batch, sizeof *e->rows);
     if (!e->slots || !e->rows) return coli_fail(COLI_E_NOMEM, "out of memory");
     for (int i = 0; i < c->n_slots; i++) {
@@ -122,6 +134,7 @@ void colibri_close(colibri_engine *e) {
             free(e->slots[i].echo_ids);
             free(e->slots[i].echo_top);
             free(e->slots[i].prompt_logits);
+            coli_slot_free_checkpoints(&e->slots[i]);
         }
     free(e->slots);
     free(e->rows);
@@ -195,6 +208,7 @@ int colibri_eval(colibri_engine *e, const int32_t *tokens, int n, int pos, float
                              V - 1);
     sl->n_past = pos; /* later positions are overwritten */
     sl->prompt_logits_n = 0;
+    coli_slot_drop_checkpoints(sl, pos);
     if (!coli_kv_resumable(&sl->kv, pos)) {
         /* a rewind past what the sliding-window layers still hold: the cached tokens run again from 0 */
         int32_t *again = malloc((size_t)pos * sizeof(int32_t));
@@ -204,6 +218,20 @@ int colibri_eval(colibri_engine *e, const int32_t *tokens, int n, int pos, float
         rc = colibri_eval(e, again, pos, 0, NULL, 0);
         free(again);
         if (rc) return rc;
+    }
+    if (e->model.hp.gdn && pos > 0 && sl->kv.rs_pos != pos) {
+        /* a Gated DeltaNet model's state cannot rewind: from the newest checkpoint at or before pos, the cached
+         * tokens after it run again (none: the forward pass refuses by name) */
+        const int c = coli_slot_restore_checkpoint(sl, pos);
+        if (c > 0 && c < pos) {
+            int32_t *again = malloc((size_t)(pos - c) * sizeof(int32_t));
+            if (!again) return coli_fail(COLI_E_NOMEM, "out of memory");
+            memcpy(again, sl->hist + c, (size_t)(pos - c) * sizeof(int32_t));
+            sl->n_past = c;
+            rc = colibri_eval(e, again, pos - c, c, NULL, 0);
+            free(again);
+            if (rc) return rc;
+        }
     }
     for (int done = 0; done < n;) {
         const int chunk = n - done < e->cfg.n_batch ? n - done : e->cfg.n_batch;

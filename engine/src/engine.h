@@ -14,7 +14,7 @@ struct coli_tokenizer;
 
 /* The engine's totals at one moment: what a turn's record subtracts. */
 typedef struct {
-    double at, forward_s, attention_s, ffn_s, lm_head_s, wait_s, disk_s;
+    double at, forward_s, attention_s, ffn_s, lm_head_s, wait_s, disk_s, linear_s;
     uint64_t bytes_read, forwards, hits, misses, predicted, predicted_right;
 } coli_totals;
 
@@ -23,7 +23,7 @@ typedef struct {
 typedef struct {
     pthread_mutex_t mu;
     uint64_t seq, tokens_prompt, tokens_generated;
-    double forward_s, attention_s, ffn_s, lm_head_s;
+    double forward_s, attention_s, ffn_s, lm_head_s, linear_s;
     uint32_t *counts;        /* [n_layer * n_expert] */
     float *heat;             /* [n_layer * n_expert] */
     uint8_t *last_hits;      /* [n_layer * n_expert] */
@@ -34,6 +34,8 @@ typedef struct {
     int ring_len, ring_next;
     uint64_t turn_id;
 } coli_stats_book;
+
+#define COLI_RS_CKPT_MAX 64 /* the most recurrent-state checkpoints a slot keeps (COLI_RS_CHECKPOINTS) */
 
 /* One conversation: its cache, history and the request it serves. */
 typedef struct {
@@ -54,6 +56,12 @@ typedef struct {
     coli_totals turn_start;  /* the engine's totals when this request was submitted */
     float *prompt_logits;    /* [n_vocab]: logits after the last prefilled prompt, so the same */
     int prompt_logits_n;     /* prompt again (all cached) samples from the same bits; 0: none */
+    /* Gated DeltaNet models: checkpoints of the recurrent state along the cached tokens (slots.c), so a prompt
+     * that branches off inside the history restores the newest one at or before the branch and prefills only
+     * the rest; ck_pos[i] the tokens checkpoint i holds (0: empty), ck_rs[i] its state (as kv.rs), malloc'ed
+     * on first use */
+    int ck_pos[COLI_RS_CKPT_MAX];
+    float *ck_rs[COLI_RS_CKPT_MAX];
 } coli_slot;
 
 struct colibri_engine {
@@ -68,6 +76,8 @@ struct colibri_engine {
     coli_slot *slots;              /* [n_slots] */
     coli_row *rows;                /* [n_batch]: the rows of a forward batch */
     int next_prefill;              /* round robin among prefilling slots */
+    int rs_ckpt_n;                 /* Gated DeltaNet: recurrent-state checkpoints per slot (COLI_RS_CHECKPOINTS) */
+    int rs_ckpt_every;             /* ... taken every this many prompt tokens (COLI_RS_CHECKPOINT_EVERY) */
     uint64_t model_id;
     char model_id_hex[17];
     const float *last_logits;      /* what colibri_sample reads */
@@ -75,6 +85,14 @@ struct colibri_engine {
     float *sample_p;               /* n_vocab: sampling scratch */
     int32_t *sample_i;             /* n_vocab */
 };
+
+/* slots.c: the recurrent-state checkpoints of a Gated DeltaNet model's slot */
+void coli_slot_checkpoint(colibri_engine *e, coli_slot *sl);   /* of the state where it stands now */
+void coli_slot_drop_checkpoints(coli_slot *sl, int pos);       /* those holding more than pos tokens */
+void coli_slot_free_checkpoints(coli_slot *sl);
+/* The newest checkpoint holding at most pos tokens into the slot's state; returns its tokens, 0 when there is
+ * none (the state is left alone: a row at position 0 restarts it). */
+int coli_slot_restore_checkpoint(coli_slot *sl, int pos);
 
 /* stats.c */
 int coli_stats_init(colibri_engine *e);

@@ -3,7 +3,8 @@
  * File layout (little-endian), written as <path>.tmp.<pid>, fsynced, renamed:
  *   kv_header (below)
  *   version 2 (a cache whose sliding-window layers keep a window): uint32 first, uint32 0 — the
- *          first position those layers' rows hold (a multiple of 64); version 1: all from 0
+ *          first position those layers' rows hold (a multiple of 64); version 1: all from 0;
+ *          version 3 (a Gated DeltaNet slot with recurrent-state checkpoints): uint32 first, uint32 n_ck
  *   int32  tokens[n_tokens]
  *   f16    K of each layer: n_tokens rows of k_dim (a sliding layer in version 2: n_tokens - first)
  *   f16    V of each layer: v_dim rows of n_tokens (likewise)
@@ -11,6 +12,8 @@
  *          (the model identity fixes their shape, so the header is the same)
  *   f32    Gated DeltaNet models: the recurrent state after the n_tokens tokens, per linear layer
  *          (conv state, then delta-rule state; shape fixed by the model identity too)
+ *   version 3: n_ck checkpoints of that state along the tokens, newest first, each int32 pos, int32 0,
+ *          then the state after tokens[0..pos) (slots.c)
  * The header carries the model's identity and a checksum of itself and of the
  * payload; a file that fails any check is refused whole, before the cache is
  * marked valid, so a bad file never poisons a slot. */
@@ -31,7 +34,7 @@
 #include "kv.h"
 
 #define KV_MAGIC "COLIKV\r\n" /* the \r\n catches text-mode mangling */
-#define KV_VERSION 2u /* reads 1 (every layer whole) and 2 (windows) */
+#define KV_VERSION 3u /* reads 1 (every layer whole), 2 (windows) and 3 (recurrent-state checkpoints) */
 
 typedef struct {
     char magic[8];
@@ -229,7 +232,8 @@ static void sync_dir(const char *path) {
     free(copy);
 }
 
-int coli_kv_save(const coli_kv *kv, uint64_t model_id, const int32_t *tokens, int n_tokens, const char *path) {
+int coli_kv_save(const coli_kv *kv, uint64_t model_id, const int32_t *tokens, int n_tokens, const coli_kv_ckpts *ck,
+                 const char *path) {
     if (!kv || !kv->k || !path || n_tokens < 0 || n_tokens > kv->n_ctx || (n_tokens > 0 && !tokens))
         return coli_fail(COLI_E_ARG, "kv save: bad arguments");
     if (kv->n_rs_layers && kv->rs_pos != n_tokens)
@@ -247,7 +251,13 @@ int coli_kv_save(const coli_kv *kv, uint64_t model_id, const int32_t *tokens, in
     kv_header h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, KV_MAGIC, 8);
-    h.version = first > 0 ? 2u : 1u; /* a cache with every position is the version-1 file it always was */
+    const int n_ck = kv->n_rs_layers && ck ? ck->n : 0;
+    for (int i = 0; i < n_ck; i++)
+        if (ck->pos[i] <= 0 || ck->pos[i] > n_tokens || !ck->rs[i] || (i && ck->pos[i] >= ck->pos[i - 1]))
+            return coli_fail(COLI_E_ARG, "kv save: checkpoint %d holds %d tokens of %d (newest first)", i, ck->pos[i],
+                             n_tokens);
+    /* a cache with every position and no checkpoint is the version-1 file it always was */
+    h.version = n_ck > 0 ? 3u : first > 0 ? 2u : 1u;
     h.header_bytes = sizeof h;
     h.model_id = model_id;
     h.n_layer = (uint32_t)kv->n_layer;
@@ -259,8 +269,8 @@ int coli_kv_save(const coli_kv *kv, uint64_t model_id, const int32_t *tokens, in
     s.hash = HASH_SEED;
     s.bytes = 0;
     errno = 0;
-    if (h.version == 2) {
-        const uint32_t ext[2] = {(uint32_t)first, 0};
+    if (h.version >= 2) {
+        const uint32_t ext[2] = {(uint32_t)first, (uint32_t)n_ck};
         put(&s, ext, sizeof ext);
     }
     put(&s, tokens, (size_t)n_tokens * sizeof *tokens);
@@ -278,6 +288,11 @@ int coli_kv_save(const coli_kv *kv, uint64_t model_id, const int32_t *tokens, in
         put(&s, kv->ik + (size_t)l * kv->n_ctx * kv->ik_dim, n * kv->ik_dim * sizeof(coli_half));
     if (kv->n_rs_layers)
         put(&s, kv->rs, (size_t)kv->n_rs_layers * (kv->rs_conv + kv->rs_ssm) * sizeof(float));
+    for (int i = 0; i < n_ck; i++) {
+        const int32_t at[2] = {ck->pos[i], 0};
+        put(&s, at, sizeof at);
+        put(&s, ck->rs[i], (size_t)kv->n_rs_layers * (kv->rs_conv + kv->rs_ssm) * sizeof(float));
+    }
     h.payload_bytes = s.bytes;
     h.payload_hash = finish_hash(s.hash);
     h.header_hash = header_hash(&h);
@@ -303,7 +318,7 @@ static int get(FILE *f, void *p, size_t n, uint64_t *hash) {
     return 0;
 }
 
-int coli_kv_load(coli_kv *kv, uint64_t model_id, int32_t *tokens, const char *path) {
+int coli_kv_load(coli_kv *kv, uint64_t model_id, int32_t *tokens, coli_kv_ckpts *ck, const char *path) {
     if (!kv || !kv->k || !tokens || !path) return coli_fail(COLI_E_ARG, "kv load: bad arguments");
     FILE *f = fopen(path, "rb");
     if (!f) return coli_fail(errno == ENOENT ? COLI_E_MISSING : COLI_E_IO, "kv load: cannot open %s: %s", path,
@@ -324,7 +339,7 @@ int coli_kv_load(coli_kv *kv, uint64_t model_id, int32_t *tokens, const char *pa
         rc = coli_fail(COLI_E_FORMAT, "kv load: %s is not a colibri KV file", path);
         goto done;
     }
-    if ((h.version != 1 && h.version != KV_VERSION) || h.header_bytes != sizeof h) {
+    if ((h.version < 1 || h.version > KV_VERSION) || h.header_bytes != sizeof h) {
         rc = coli_fail(COLI_E_VERSION, "kv load: %s has format version %u, this engine reads %u", path, h.version,
                        KV_VERSION);
         goto done;
@@ -343,13 +358,13 @@ int coli_kv_load(coli_kv *kv, uint64_t model_id, int32_t *tokens, const char *pa
         goto done;
     }
     uint64_t hash = HASH_SEED;
-    uint32_t ext[2] = {0, 0}; /* version 2: the window layers' first position */
-    if (h.version == 2 && get(f, ext, sizeof ext, &hash)) {
+    uint32_t ext[2] = {0, 0}; /* version 2: the window layers' first position; 3: and the checkpoints */
+    if (h.version >= 2 && get(f, ext, sizeof ext, &hash)) {
         rc = coli_fail(COLI_E_TRUNCATED, "kv load: %s ends early", path);
         goto done;
     }
-    const size_t first = ext[0];
-    if (first > n || first % 64 || ext[1]) {
+    const size_t first = ext[0], n_ck = h.version == 3 ? ext[1] : 0;
+    if (first > n || first % 64 || (h.version == 2 && ext[1]) || (n_ck && !kv->n_rs_layers) || n_ck > n) {
         rc = coli_fail(COLI_E_CORRUPT, "kv load: %s declares a window from position %zu of %zu", path, first, n);
         goto done;
     }
@@ -363,9 +378,10 @@ int coli_kv_load(coli_kv *kv, uint64_t model_id, int32_t *tokens, const char *pa
     size_t rows_total = 0; /* K / V rows of all layers in the file */
     for (int il = 0; il < kv->n_layer; il++) rows_total += n - (kv->layer[il].slides ? first : 0);
     const uint64_t rs_bytes = (uint64_t)kv->n_rs_layers * (kv->rs_conv + kv->rs_ssm) * sizeof(float);
-    const uint64_t want = (h.version == 2 ? sizeof ext : 0) + n * sizeof(int32_t) +
+    const uint64_t want = (h.version >= 2 ? sizeof ext : 0) + n * sizeof(int32_t) +
                           (uint64_t)rows_total * (kv->k_dim + kv->v_dim) * sizeof(coli_half) +
-                          (uint64_t)kv->n_ik_layers * n * kv->ik_dim * sizeof(coli_half) + rs_bytes;
+                          (uint64_t)kv->n_ik_layers * n * kv->ik_dim * sizeof(coli_half) + rs_bytes +
+                          (uint64_t)n_ck * (2 * sizeof(int32_t) + rs_bytes);
     if (h.payload_bytes != want || (uint64_t)st.st_size != sizeof h + want) {
         rc = coli_fail((uint64_t)st.st_size < sizeof h + want ? COLI_E_TRUNCATED : COLI_E_CORRUPT,
                        "kv load: %s has %lld bytes, its header declares %llu", path, (long long)st.st_size,
@@ -406,6 +422,34 @@ int coli_kv_load(coli_kv *kv, uint64_t model_id, int32_t *tokens, const char *pa
         bad = get(f, kv->ik + (size_t)l * kv->n_ctx * kv->ik_dim, n * kv->ik_dim * sizeof(coli_half), &hash);
     kv->rs_pos = -1; /* no state until the file has proved itself (a row at position 0 restarts it) */
     if (rs_bytes && !bad) bad = get(f, kv->rs, (size_t)rs_bytes, &hash);
+    /* the checkpoints, newest first: the first ck->cap kept, the rest read for the checksum only */
+    float *spare = NULL;
+    int32_t prev = INT32_MAX;
+    if (ck) ck->n = 0;
+    for (size_t i = 0; i < n_ck && !bad; i++) {
+        int32_t at[2];
+        bad = get(f, at, sizeof at, &hash);
+        if (bad) break;
+        if (at[0] <= 0 || (size_t)at[0] > n || at[1] || at[0] >= prev) {
+            free(spare);
+            rc = coli_fail(COLI_E_CORRUPT, "kv load: %s declares a checkpoint of %d tokens of %zu", path, at[0], n);
+            goto done;
+        }
+        float *into = NULL;
+        if (ck && ck->n < ck->cap) {
+            if (!ck->rs[ck->n]) ck->rs[ck->n] = malloc((size_t)rs_bytes);
+            into = ck->rs[ck->n];
+        }
+        if (!into && !spare) spare = malloc((size_t)rs_bytes);
+        if (!into && !spare) {
+            rc = coli_fail(COLI_E_NOMEM, "kv load: out of memory");
+            goto done;
+        }
+        prev = at[0];
+        bad = get(f, into ? into : spare, (size_t)rs_bytes, &hash);
+        if (!bad && into) ck->pos[ck->n++] = at[0];
+    }
+    free(spare);
     if (bad) {
         rc = coli_fail(COLI_E_TRUNCATED, "kv load: %s ends early", path);
         goto done;

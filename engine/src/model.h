@@ -358,6 +358,7 @@ typedef struct {
     bool take_failed; /* a buffer could not be allocated */
     /* seconds spent, for the profile (written by the forward pass only) */
     double t_forward, t_attention, t_ffn, t_lm_head;
+    double t_linear;  /* of t_attention: the Gated DeltaNet (linear attention) layers (deltanet.c) */
 } coli_state;
 
 /* experts: the store routed FFNs read (owned by the caller; NULL for dense models). */

@@ -33,6 +33,61 @@ int64_t colibri_slot_bytes(const colibri_engine *e) {
 
 const char *colibri_model_id(const colibri_engine *e) { return (e && e->loaded) ? e->model_id_hex : ""; }
 
+/* ---- Gated DeltaNet: recurrent-state checkpoints ----
+ *
+ * The state of the linear layers (conv + delta rule, constant size) cannot rewind, so a prompt that branches
+ * off inside a slot's history could reuse nothing of it. The slot keeps copies of the state along the history:
+ * every rs_ckpt_every prompt tokens (the prefill's chunks end there) and at the end of each prompt, at most
+ * rs_ckpt_n of them (the lowest position goes first). A prompt sharing P tokens with the history restores the
+ * newest checkpoint at c <= P; the full-attention layers' KV of positions < c is that history's, and the rest
+ * is prefilled. The prefill rows run with COLI_ROWS_UNIFORM and the recurrence token by token, so the bits do
+ * not depend on where a prefill starts or how it is chunked: the continuation equals a run from position 0. */
+
+static size_t rs_floats(const coli_kv *kv) { return (size_t)kv->n_rs_layers * (kv->rs_conv + kv->rs_ssm); }
+
+void coli_slot_checkpoint(colibri_engine *e, coli_slot *sl) {
+    const coli_kv *kv = &sl->kv;
+    const int n = e->rs_ckpt_n < COLI_RS_CKPT_MAX ? e->rs_ckpt_n : COLI_RS_CKPT_MAX;
+    if (!e->model.hp.gdn || n <= 0 || kv->rs_pos <= 0) return;
+    int at = -1;
+    for (int i = 0; i < n; i++) {
+        if (sl->ck_pos[i] == kv->rs_pos) return; /* held already (the same tokens: the same state) */
+        if (at < 0 || (sl->ck_pos[at] > 0 && sl->ck_pos[i] < sl->ck_pos[at])) at = i; /* empty, else lowest */
+    }
+    if (!sl->ck_rs[at] && !(sl->ck_rs[at] = malloc(rs_floats(kv) * sizeof(float)))) return; /* an optimisation */
+    memcpy(sl->ck_rs[at], kv->rs, rs_floats(kv) * sizeof(float));
+    sl->ck_pos[at] = kv->rs_pos;
+}
+
+void coli_slot_drop_checkpoints(coli_slot *sl, int pos) {
+    for (int i = 0; i < COLI_RS_CKPT_MAX; i++)
+        if (sl->ck_pos[i] > pos) sl->ck_pos[i] = 0;
+}
+
+void coli_slot_free_checkpoints(coli_slot *sl) {
+    for (int i = 0; i < COLI_RS_CKPT_MAX; i++) {
+        free(sl->ck_rs[i]);
+        sl->ck_rs[i] = NULL;
+        sl->ck_pos[i] = 0;
+    }
+}
+
+static int newest_checkpoint(const coli_slot *sl, int pos) {
+    int best = -1;
+    for (int i = 0; i < COLI_RS_CKPT_MAX; i++)
+        if (sl->ck_pos[i] > 0 && sl->ck_pos[i] <= pos && sl->ck_rs[i] && (best < 0 || sl->ck_pos[i] > sl->ck_pos[best]))
+            best = i;
+    return best;
+}
+
+int coli_slot_restore_checkpoint(coli_slot *sl, int pos) {
+    const int best = newest_checkpoint(sl, pos);
+    if (best < 0) return 0;
+    memcpy(sl->kv.rs, sl->ck_rs[best], rs_floats(&sl->kv) * sizeof(float));
+    sl->kv.rs_pos = sl->ck_pos[best];
+    return sl->ck_pos[best];
+}
+
 int colibri_submit(colibri_engine *e, int slot, const int32_t *prompt, int n, const colibri_request *req) {
     coli_clear_error();
     int rc = check(e, slot, "colibri_submit");
@@ -65,17 +120,26 @@ int colibri_submit(colibri_engine *e, int slot, const int32_t *prompt, int n, co
     }
     /* the longest common prefix stays cached; at least one token is evaluated for its logits;
      * a read-out from position p needs the row of p - 1 computed */
-    int reuse = 0, limit = n;
+    const bool gdn = e->model.hp.gdn;
+    int common = 0, limit = n;
     if (req->echo) limit = req->echo_from > 1 ? req->echo_from - 1 : 0;
-    while (reuse < sl->n_past && reuse < n && reuse < limit && sl->hist[reuse] == prompt[reuse]) reuse++;
+    while (common < sl->n_past && common < n && sl->hist[common] == prompt[common]) common++;
+    int reuse = common < limit ? common : limit;
+    /* a Gated DeltaNet model's checkpoints past the branch belong to the old history */
+    if (gdn) coli_slot_drop_checkpoints(sl, common);
     /* all cached: the first token comes from the logits this very prompt left,
-     * not from re-running its last token alone (which would round differently) */
-    const bool replay = reuse == n && sl->prompt_logits_n == n && req->max_tokens > 0 &&
-                        (!e->model.hp.gdn || sl->kv.rs_pos == n); /* a recurrent state past the prompt cannot rewind */
+     * not from re-running its last token alone (which would round differently); a recurrent state that
+     * generation moved past the prompt comes back from its end-of-prompt checkpoint */
+    bool replay = reuse == n && sl->prompt_logits_n == n && req->max_tokens > 0;
+    if (replay && gdn && sl->kv.rs_pos != n) {
+        const int c = newest_checkpoint(sl, n);
+        replay = c >= 0 && sl->ck_pos[c] == n && coli_slot_restore_checkpoint(sl, n) == n;
+    }
     if (reuse == n && !replay) reuse = n - 1;
-    /* a Gated DeltaNet model's recurrent state cannot rewind: the cached prefix is reusable only where the
-     * state stands (a continued conversation), otherwise the prompt runs again from position 0 */
-    if (e->model.hp.gdn && !replay && reuse != sl->kv.rs_pos) reuse = 0;
+    /* a Gated DeltaNet model's recurrent state cannot rewind: the cached prefix is reusable up to where the
+     * state stands (a continued conversation) or else up to its newest checkpoint at or before the branch;
+     * without one the prompt runs again from position 0 */
+    if (gdn && !replay && reuse != sl->kv.rs_pos) reuse = coli_slot_restore_checkpoint(sl, reuse);
     /* likewise a sliding-window layer's cache once it has moved past the window the prefix's next row needs
      * (llama.cpp's SWA cache re-processes the prompt then too) */
     if (!replay && !coli_kv_resumable(&sl->kv, reuse)) reuse = 0;
@@ -234,7 +298,12 @@ static void prefill(event_out *o, colibri_engine *e) {
         next_token(o, e, slot, sl->prompt_logits);
         return;
     }
-    const int chunk = left < e->cfg.n_batch ? left : e->cfg.n_batch;
+    int chunk = left < e->cfg.n_batch ? left : e->cfg.n_batch;
+    const bool ckpt = e->model.hp.gdn && e->rs_ckpt_n > 0 && e->rs_ckpt_every > 0;
+    if (ckpt) { /* a chunk ends where a checkpoint is due */
+        const int due = (pos0 / e->rs_ckpt_every + 1) * e->rs_ckpt_every;
+        if (pos0 + chunk > due) chunk = due - pos0;
+    }
     for (int i = 0; i < chunk; i++) e->rows[i] = (coli_row){sl->hist[pos0 + i], pos0 + i, &sl->kv};
     const double t0 = coli_now_s();
     int rc = coli_forward(&e->model, &e->state, e->rows, chunk, COLI_ROWS_UNIFORM);
@@ -249,6 +318,7 @@ static void prefill(event_out *o, colibri_engine *e) {
         return;
     }
     sl->n_past += chunk;
+    if (ckpt && (last || sl->n_past % e->rs_ckpt_every == 0)) coli_slot_checkpoint(e, sl);
     if (!last) return;
     if (sl->req.max_tokens == 0) {
         finish(o, e, slot, COLI_FINISH_LENGTH, -1);
@@ -329,7 +399,21 @@ int colibri_slot_save(colibri_engine *e, int slot, const char *path) {
     if (rc) return rc;
     const coli_slot *sl = &e->slots[slot];
     if (sl->state != COLI_SLOT_IDLE) return coli_fail(COLI_E_STATE, "slot %d is busy; save it between requests", slot);
-    return coli_kv_save(&sl->kv, e->model_id, sl->hist, sl->n_past, path);
+    /* a Gated DeltaNet slot's checkpoints go with it (newest first), so a branch after a restart finds them */
+    int pos[COLI_RS_CKPT_MAX];
+    float *rs[COLI_RS_CKPT_MAX];
+    coli_kv_ckpts ck = {0, COLI_RS_CKPT_MAX, pos, rs};
+    for (int c = sl->n_past; c > 0;) { /* the next older one below c */
+        int best = -1;
+        for (int i = 0; i < COLI_RS_CKPT_MAX; i++)
+            if (sl->ck_pos[i] > 0 && sl->ck_pos[i] <= c && sl->ck_rs[i] && (best < 0 || sl->ck_pos[i] > sl->ck_pos[best]))
+                best = i;
+        if (best < 0) break;
+        pos[ck.n] = sl->ck_pos[best];
+        rs[ck.n++] = sl->ck_rs[best];
+        c = sl->ck_pos[best] - 1;
+    }
+    return coli_kv_save(&sl->kv, e->model_id, sl->hist, sl->n_past, &ck, path);
 }
 
 int colibri_slot_load(colibri_engine *e, int slot, const char *path) {
@@ -340,12 +424,17 @@ int colibri_slot_load(colibri_engine *e, int slot, const char *path) {
     if (sl->state != COLI_SLOT_IDLE) return coli_fail(COLI_E_STATE, "slot %d is busy", slot);
     sl->n_past = 0; /* empty until the file has proved itself */
     sl->prompt_logits_n = 0;
-    rc = coli_kv_load(&sl->kv, e->model_id, sl->hist, path);
+    coli_slot_drop_checkpoints(sl, 0); /* until the file has proved itself */
+    int pos[COLI_RS_CKPT_MAX];
+    const int cap = e->rs_ckpt_n < COLI_RS_CKPT_MAX ? e->rs_ckpt_n : COLI_RS_CKPT_MAX;
+    coli_kv_ckpts ck = {0, cap, pos, sl->ck_rs}; /* into the slot's buffers, in order */
+    rc = coli_kv_load(&sl->kv, e->model_id, sl->hist, &ck, path);
     if (rc < 0) return rc;
     const int V = e->model.hp.n_vocab;
     for (int i = 0; i < rc; i++)
         if (sl->hist[i] < 0 || sl->hist[i] >= V)
             return coli_fail(COLI_E_CORRUPT, "kv load: %s holds token id %d outside the vocabulary", path, sl->hist[i]);
     sl->n_past = rc;
+    for (int i = 0; i < ck.n; i++) sl->ck_pos[i] = pos[i];
     return rc;
 }

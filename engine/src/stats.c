@@ -76,6 +76,7 @@ void coli_stats_after_forward(colibri_engine *e, int n, bool generated) {
     else b->tokens_prompt += (uint64_t)n;
     b->forward_s = s->t_forward;
     b->attention_s = s->t_attention;
+    b->linear_s = s->t_linear;
     b->ffn_s = s->t_ffn;
     b->lm_head_s = s->t_lm_head;
     if (hp->n_expert > 0) {
@@ -102,8 +103,8 @@ void coli_stats_after_forward(colibri_engine *e, int n, bool generated) {
 
 /* The engine's totals now (called on the engine thread). */
 static coli_totals totals(colibri_engine *e) {
-    coli_totals t = {coli_now_s(), e->state.t_forward, e->state.t_attention, e->state.t_ffn, e->state.t_lm_head, 0, 0, 0,
-                     0, 0, 0, 0, 0};
+    coli_totals t = {coli_now_s(), e->state.t_forward, e->state.t_attention, e->state.t_ffn, e->state.t_lm_head, 0, 0,
+                     e->state.t_linear, 0, 0, 0, 0, 0, 0};
     pthread_mutex_lock(&e->stats.mu);
     t.forwards = e->stats.seq;
     pthread_mutex_unlock(&e->stats.mu);
@@ -139,13 +140,14 @@ void coli_turn_end(colibri_engine *e, int slot, int finish) {
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
     t.end_time = (double)wall.tv_sec + 1e-9 * (double)wall.tv_nsec;
-    t.attention_s = z.attention_s - a.attention_s;
+    t.linear_attention_s = z.linear_s - a.linear_s;
+    t.attention_s = (z.attention_s - a.attention_s) - t.linear_attention_s;
     t.io_wait_s = z.wait_s - a.wait_s;
     t.matmul_s = (z.ffn_s - a.ffn_s) - t.io_wait_s;
     if (t.matmul_s < 0) t.matmul_s = 0;
     t.lm_head_s = z.lm_head_s - a.lm_head_s;
     t.disk_s = z.disk_s - a.disk_s;
-    t.other_s = t.wall_s - t.attention_s - t.matmul_s - t.lm_head_s - t.io_wait_s;
+    t.other_s = t.wall_s - t.attention_s - t.linear_attention_s - t.matmul_s - t.lm_head_s - t.io_wait_s;
     if (t.other_s < 0) t.other_s = 0;
     t.bytes_read = z.bytes_read - a.bytes_read;
     t.forwards = z.forwards - a.forwards;
@@ -195,7 +197,8 @@ int colibri_stats(colibri_engine *e, colibri_stats_t *out, uint8_t *tiers, uint3
     out->tokens_prompt = b->tokens_prompt;
     out->tokens_generated = b->tokens_generated;
     out->forward_s = b->forward_s;
-    out->attention_s = b->attention_s;
+    out->attention_s = b->attention_s - b->linear_s;
+    out->linear_attention_s = b->linear_s;
     out->matmul_s = b->ffn_s - out->io_wait_s > 0 ? b->ffn_s - out->io_wait_s : 0;
     out->lm_head_s = b->lm_head_s;
     if (counts) memcpy(counts, b->counts, cells * sizeof *counts);

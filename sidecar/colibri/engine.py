@@ -486,11 +486,11 @@ class Engine:
 STATS_FIELDS = ("n_layer", "n_expert", "streaming", "seq", "turns", "tokens_prompt", "tokens_generated", "forward_s",
                 "attention_s", "matmul_s", "lm_head_s", "io_wait_s", "disk_s", "bytes_read", "loads", "hits", "misses",
                 "prefetch_issued", "prefetch_used", "predicted", "predicted_right", "cache_bytes", "pinned_bytes",
-                "n_cached", "n_pinned")
+                "n_cached", "n_pinned", "linear_attention_s")
 TURN_FIELDS = ("id", "slot", "finish", "prompt_tokens", "reused_tokens", "completion_tokens", "wall_s", "prefill_s",
                "end_time", "attention_s",
                "matmul_s", "lm_head_s", "io_wait_s", "disk_s", "other_s", "bytes_read", "forwards", "cache_hit_rate",
-               "prefetch_hit_rate")
+               "prefetch_hit_rate", "linear_attention_s")
 STATS_ARRAYS = ("tiers", "counts", "heat", "last_hits")
 MAX_LOGPROBS = lib.COLI_MAX_LOGPROBS  # entries of the top-k table per token
 MAX_SLOTS = lib.COLI_MAX_SLOTS  # KV slots one engine can serve

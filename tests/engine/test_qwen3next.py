@@ -6,7 +6,8 @@ per-head q/k norms and rotary on a quarter of the head; 8 experts top-2 plus a s
 600 positions teacher-forced and greedy runs (matches_llama_cpp), the same bits when both split the prompt
 alike; the older qwen3next layout (one ssm_in), an MTP block (loaded as nothing), the layer pattern as flags;
 decode equal to llama.cpp's decode; the recurrent state per slot (slots decoded together as alone, a saved
-slot restored and continued as one never stopped, a cached prefix reused only where the state stands)."""
+slot restored and continued as one never stopped, a cached prefix reused where the state stands or from a
+checkpoint: test_hybrid_prefix.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -132,8 +133,9 @@ def test_batched_slots_equal_alone(arch):
 
 
 def test_a_cached_prefix_is_reused_only_where_the_state_stands():
-    """A continued conversation reuses the whole cached history; a prompt that branches off inside it runs
-    again from position 0 (the state cannot rewind), with the tokens of a fresh engine."""
+    """A continued conversation reuses the whole cached history; a prompt that branches off inside it before
+    the state's first checkpoint (test_hybrid_prefix.py) runs again from position 0 (the state cannot rewind),
+    with the tokens of a fresh engine."""
     path = mm.tiny("qwen3next", "Q8_0")
     with Engine(path, n_slots=1, n_ctx=200, n_threads=2) as e:
         prompt = _tokens(e, 30)
@@ -150,15 +152,15 @@ def test_a_cached_prefix_is_reused_only_where_the_state_stands():
 
 
 def test_the_same_prompt_again_decodes_alike():
-    """Asked again, a prompt whose generation moved the state past it runs again (no replay of its cached
-    logits from a state that cannot rewind); one whose state still stands there (one token generated, never
-    evaluated) replays them."""
+    """Asked again, a prompt whose generation moved the state past it replays its cached logits from its
+    end-of-prompt checkpoint (test_hybrid_prefix.py; none kept: it runs again from 0); one whose state still
+    stands there (one token generated, never evaluated) replays them."""
     path = mm.tiny("qwen35moe", "Q8_0")
     with Engine(path, n_slots=1, n_ctx=200, n_threads=2) as e:
         prompt = _tokens(e, 25)
         first, _ = _run(e, 0, prompt, 10)
         again, reused = _run(e, 0, prompt, 10)
-        assert again == first and reused == 0
+        assert again == first and reused == len(prompt)
         one, _ = _run(e, 0, prompt + [3], 1)
         third, reused = _run(e, 0, prompt + [3], 10)
         assert third[:1] == one

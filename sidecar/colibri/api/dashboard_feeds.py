@@ -89,7 +89,8 @@ def profile_turn(t: dict) -> dict:
     return {"id": t["id"], "t": t["end_time"], "slot": t["slot"], "wall_s": t["wall_s"],
             "prompt_tokens": t["prompt_tokens"], "completion_tokens": t["completion_tokens"],
             "prefill_s": t["prefill_s"], "expert_disk_s": t["disk_s"], "expert_wait_s": t["io_wait_s"],
-            "expert_matmul_s": t["matmul_s"], "attention_s": t["attention_s"], "lm_head_s": t["lm_head_s"],
+            "expert_matmul_s": t["matmul_s"], "attention_s": t["attention_s"],
+            "linear_attention_s": t["linear_attention_s"], "lm_head_s": t["lm_head_s"],
             "forwards": t["forwards"], "bytes_read": t["bytes_read"], "cache_hit_rate": _rate(t["cache_hit_rate"]),
             "prefetch_hit_rate": _rate(t["prefetch_hit_rate"]), "reused_tokens": t["reused_tokens"],
             "finish": t["finish"], "other_s": t["other_s"]}

@@ -91,8 +91,11 @@ describe("feeds", () => {
   };
 
   it("profile: phases with other = max(0, wall − the rest); tok/s = completion ÷ wall", () => {
-    expect(turnPhases(turn)).toEqual({ wait: 2, matmul: 3, attention: 1.5, head: 0.5, other: 3 });
+    expect(turnPhases(turn)).toEqual({ wait: 2, matmul: 3, attention: 1.5, linear: 0, head: 0.5, other: 3 });
     expect(turnPhases({ ...turn, wall_s: 5 }).other).toBe(0);
+    // a hybrid model's linear-attention layers: a phase of their own, out of "other"
+    expect(turnPhases({ ...turn, linear_attention_s: 2 })).toMatchObject({ attention: 1.5, linear: 2, other: 1 });
+    expect(parseProfile({ seq: 1, turns: [{ ...turn, linear_attention_s: 2 }] })?.turns[0].linear_attention_s).toBe(2);
     expect(turnTokPerS(turn)).toBe(20);
     expect(turnTokPerS({ ...turn, wall_s: 0 })).toBe(0);
   });

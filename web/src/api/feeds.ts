@@ -142,15 +142,17 @@ export function parseProfile(v: unknown): ProfileFeed | null {
       bytes_read: num(t.bytes_read) ? t.bytes_read : 0,
       cache_hit_rate: rate(t.cache_hit_rate),
       prefetch_hit_rate: rate(t.prefetch_hit_rate),
+      ...(num(t.linear_attention_s) ? { linear_attention_s: t.linear_attention_s } : {}),
     });
   });
   return { seq: num(v.seq) ? v.seq : turns.length, turns };
 }
 
-/** A turn's phases for the stack: other = max(0, wall − wait − matmul − attention − head). */
+/** A turn's phases for the stack: other = max(0, wall − wait − matmul − attention − linear attention − head). */
 export function turnPhases(t: ProfileTurn) {
-  const other = Math.max(0, t.wall_s - t.expert_wait_s - t.expert_matmul_s - t.attention_s - t.lm_head_s);
-  return { wait: t.expert_wait_s, matmul: t.expert_matmul_s, attention: t.attention_s, head: t.lm_head_s, other };
+  const linear = t.linear_attention_s ?? 0;
+  const other = Math.max(0, t.wall_s - t.expert_wait_s - t.expert_matmul_s - t.attention_s - linear - t.lm_head_s);
+  return { wait: t.expert_wait_s, matmul: t.expert_matmul_s, attention: t.attention_s, linear, head: t.lm_head_s, other };
 }
 
 /** tok/s of a turn, prefill included (completion ÷ wall). */

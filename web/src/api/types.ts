@@ -257,6 +257,8 @@ export interface ProfileTurn {
   expert_wait_s: number;
   expert_matmul_s: number;
   attention_s: number;
+  /** Optional: Gated DeltaNet models (qwen3next, qwen35moe): the linear-attention layers, apart from attention_s. */
+  linear_attention_s?: number;
   lm_head_s: number;
   /** Forward passes (steps) in the turn. */
   forwards: number;

@@ -18,6 +18,7 @@ export const PHASES = [
   { key: "wait", label: "I/O wait", color: "#e0a458" },
   { key: "matmul", label: "Expert matmul", color: "#4ed6a5" },
   { key: "attention", label: "Attention", color: "#5a9bd8" },
+  { key: "linear", label: "Linear attention", color: "#5ac8d8" },
   { key: "head", label: "LM head", color: "#a78bdb" },
   { key: "other", label: "Other", color: "#8a969c" },
 ] as const;
@@ -50,7 +51,7 @@ export default function ProfilingPage() {
   else if (!last)
     main = (
       <EmptyState icon={<Timer size={28} />} title="No turns yet" testId="profiling-empty">
-        <p>Send a message in Chat: each answer appears here as a bar of I/O wait, expert matmul, attention, LM head and the rest.</p>
+        <p>Send a message in Chat: each answer appears here as a bar of I/O wait, expert matmul, attention, linear attention (hybrid models), LM head and the rest.</p>
       </EmptyState>
     );
   else
