@@ -145,6 +145,42 @@ def test_chat_stream_is_openai_shaped(gateway, llama):
     assert events[-2]["choices"] == [] and "prompt_tokens" in events[-2]["usage"]  # llama-cpp-python's are 0
 
 
+@pytest.fixture(scope="module")
+def qwen_llama():
+    """llama_cpp.server on Qwen2.5-Coder 0.5B Instruct: it chats (gemma-3-270m's chat ends at once here)."""
+    server = LlamaServer(str(real_model_path("qwen2.5-coder-0.5b-instruct"))).start()
+    yield server
+    server.kill()
+
+
+def streamed_logprobs(raw: bytes, key: str) -> list:
+    return [x for e in sse_events(raw)[:-1] if e["choices"] and e["choices"][0].get("logprobs")
+            for x in e["choices"][0]["logprobs"][key]]
+
+
+def test_streams_carry_the_upstreams_logprobs(gateway, llama, qwen_llama):
+    """logprobs + stream (refused by the local engine) is passed on: each chunk with the upstream's own,
+    legacy arrays on completions, `content` entries on chat (OpenAI's chunk schema)."""
+    body = completion(llama.model, logprobs=2, max_tokens=3, stream=True)
+    status, _, raw = post(gateway.base, "/v1/completions", body)
+    assert status == 200, raw
+    direct = post(llama.url, "/v1/completions", body)[2]
+    assert streamed_logprobs(raw, "tokens") == streamed_logprobs(direct, "tokens") and len(streamed_logprobs(raw, "tokens")) == 3
+    assert streamed_logprobs(raw, "token_logprobs") == pytest.approx(streamed_logprobs(direct, "token_logprobs"), abs=1e-3)
+    with ServerProcess(["--upstream", qwen_llama.url]) as gw:
+        body = {"model": qwen_llama.model, "messages": [{"role": "user", "content": "Name a colour."}],
+                "max_tokens": 2, "temperature": 0, "stream": True, "logprobs": True, "top_logprobs": 2}
+        status, _, raw = post(gw.base, "/v1/chat/completions", body)
+        assert status == 200, raw
+        mine, direct = streamed_logprobs(raw, "content"), streamed_logprobs(post(qwen_llama.url, "/v1/chat/completions", body)[2], "content")
+        assert len(mine) == 2 and [c["token"] for c in mine] == [c["token"] for c in direct]
+        # the second request's prompt comes from llama.cpp's prompt cache: its logits differ in the 2nd decimal
+        assert [c["logprob"] for c in mine] == pytest.approx([c["logprob"] for c in direct], abs=0.05)
+        assert all(len(c["top_logprobs"]) == 2 for c in mine)
+        text = "".join(e["choices"][0]["delta"].get("content") or "" for e in sse_events(raw)[:-1] if e["choices"])
+        assert text == "".join(c["token"] for c in mine)
+
+
 def test_count_tokens_is_a_named_refusal(gateway, llama):
     status, _, raw = post(gateway.base, "/v1/messages/count_tokens",
                           {"model": llama.model, "messages": [{"role": "user", "content": "hi"}]},

@@ -240,8 +240,9 @@ class Frames:
 
     def chunk(self, choice: dict, usage: bool) -> dict:
         reason = choice.pop("finish_reason", None)
+        logprobs = choice.pop("logprobs", None)  # only an upstream engine's, per chunk as it sent them
         c = {**self.head(self.object_chunk),
-             "choices": [{"index": 0, **choice, "logprobs": None, "finish_reason": reason}]}
+             "choices": [{"index": 0, **choice, "logprobs": logprobs, "finish_reason": reason}]}
         if usage:
             c["usage"] = None  # while include_usage is on, every chunk carries usage: null
         return c
@@ -281,7 +282,7 @@ class ChatFrames(Frames):
             body["reasoning_content"] = d.reasoning
         if d.content:
             body["content"] = d.content
-        return self.chunk({"delta": body}, usage)
+        return self.chunk({"delta": body, "logprobs": getattr(d, "logprobs", None)}, usage)
 
     def keepalive(self, usage: bool) -> dict:
         return self.chunk({"delta": {"reasoning_content": ""}}, usage)
@@ -322,7 +323,7 @@ class CompletionFrames(Frames):
         self.tokens = tokens or []
 
     def delta(self, d: Delta, usage: bool) -> dict:
-        return self.chunk({"text": d.reasoning + d.content}, usage)
+        return self.chunk({"text": d.reasoning + d.content, "logprobs": getattr(d, "logprobs", None)}, usage)
 
     def keepalive(self, usage: bool) -> dict:
         return self.chunk({"text": ""}, usage)

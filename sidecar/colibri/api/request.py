@@ -46,4 +46,4 @@ async def read_request(request: web.Request) -> dict:
 def limits_of(app: web.Application) -> Limits:
     cfg = app[config_key]
     return Limits(kv_slots=app[model_key].n_slots, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
-                  top_p=cfg.top_p)
+                  top_p=cfg.top_p, stream_logprobs=app.get(upstream_key) is not None)

@@ -15,6 +15,7 @@ class Limits:
     max_tokens: int = 1024
     temperature: float = 0.7
     top_p: float = 0.9
+    stream_logprobs: bool = False  # per-chunk log-probs in a stream: only an upstream engine's, passed on
 
 
 @dataclass

@@ -463,7 +463,9 @@ class UpstreamCore:
                     if choice.get("finish_reason"):
                         outcome.finish_reason = choice["finish_reason"]
                     piece = take_text(delta, outcome)
-                    if piece.content or piece.reasoning:
+                    if choice.get("logprobs"):  # the chunk's own tokens' log-probs, passed on as sent
+                        piece = UpstreamDelta(piece.content, piece.reasoning, choice["logprobs"])
+                    if piece.content or piece.reasoning or isinstance(piece, UpstreamDelta):
                         yield piece
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
             self.upstreams.failed(up, "stream", str(exc) or type(exc).__name__)
@@ -522,6 +524,14 @@ class UpstreamCore:
             raise cannot_score(up, "an option has no tokens of its own to score")
         total = sum(mine)
         return (total / len(mine) if mean else total), len(mine), n_prompt
+
+
+@dataclass
+class UpstreamDelta(Delta):
+    """A streamed piece with the upstream's log-probs for it (OpenAI's chunk `logprobs`: chat's `content`
+    list, or the legacy arrays of /v1/completions); Anthropic's frames read only its text."""
+
+    logprobs: dict | None = None
 
 
 def cannot_score(up: Upstream, why: str) -> NotSupported:
