@@ -181,6 +181,27 @@ def test_streams_carry_the_upstreams_logprobs(gateway, llama, qwen_llama):
         assert text == "".join(c["token"] for c in mine)
 
 
+def test_routing_by_model_across_upstreams_serving_different_models(llama, qwen_llama):
+    """/v1/models lists the union (an alias, an upstream's own id); a request goes only to the upstreams serving
+    the model it names; an unknown one is a 404 model_not_found."""
+    with ServerProcess(["--upstream", llama.url + "#gemma", "--upstream", qwen_llama.url, "--upstream-slots", "1"]) as gw:
+        cards = {c["id"]: c["meta"]["upstreams"] for c in json.loads(get(gw.base, "/v1/models")[1])["data"]}
+        assert cards == {"gemma": [llama.url], qwen_llama.model: [qwen_llama.url]}
+        for name, url in (("gemma", llama.url), (qwen_llama.model, qwen_llama.url), ("gemma", llama.url)):
+            before = upstream_requests(gw)
+            status, _, raw = post(gw.base, "/v1/completions", {**completion(name), "max_tokens": 2})
+            assert status == 200 and json.loads(raw)["model"] == name, raw
+            after = upstream_requests(gw)
+            assert {u: after[u] - before[u] for u in after} == {url: 1, **{u: 0 for u in after if u != url}}
+        status, _, raw = post(gw.base, "/v1/chat/completions", {"model": llama.model, "max_tokens": 2,
+                                                                "messages": [{"role": "user", "content": "hi"}]})
+        assert status == 404 and json.loads(raw)["error"]["code"] == "model_not_found"  # the alias replaces its id
+        status, _, raw = post(gw.base, "/v1/messages", {"model": "claude-x", "max_tokens": 2,
+                                                        "messages": [{"role": "user", "content": "hi"}]},
+                              {"anthropic-version": "2023-06-01"})
+        assert status == 404 and b"model_not_found" in raw
+
+
 def test_count_tokens_is_a_named_refusal(gateway, llama):
     status, _, raw = post(gateway.base, "/v1/messages/count_tokens",
                           {"model": llama.model, "messages": [{"role": "user", "content": "hi"}]},
@@ -261,6 +282,8 @@ def test_several_upstreams_affinity_and_retry_before_first_byte(llama, default_m
             health = json.loads(get(gw.base, "/health")[1])
             states = {u["url"]: u["state"] for u in health["upstreams"]}
             assert states[home] == "down" and health["status"] == "degraded"
+            # the retry took a slot on the other upstream through the scheduler, and gave it back
+            assert health["scheduler"]["active"] == 0 and health["scheduler"]["admitted"] == 4
             profile = json.loads(get(gw.base, "/profile")[1])
             assert profile["source"] == "gateway" and profile["turns"][-1]["upstream"] != home
             assert json.loads(get(gw.base, "/experts")[1])["routing_visible"] is False

@@ -92,7 +92,7 @@ def parse_options(body: dict, limits: Limits) -> Options:
     return Options(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, stream=stream,
                    include_usage=include_usage, stop=parse_stop(body),
                    ignore_leading_stop=bool(opt_bool(body, "x_colibri_ignore_leading_stop", False)),
-                   cache_slot=cache_slot)
+                   cache_slot=cache_slot, model=parse_model(body))
 
 
 def parse_stop(body: dict) -> list[str]:
