@@ -379,3 +379,38 @@ def test_coli_web_keeps_the_upstream_key_out_of_argv():
     args = root.parse_args(["web", "--upstream", "http://gpu:8000", "--upstream-key", "sekrit", "--upstream-slots", "2"])
     argv = desktop.serve_argv(args, args.serve_parser)
     assert argv == ["--upstream", "http://gpu:8000", "--upstream-slots", "2"]
+
+
+def test_openai_and_anthropic_sdks_stream_tools_through_the_gateway(colibri_upstream):
+    """The real clients: openai's and anthropic's SDKs stream a forced tool call through --upstream."""
+    openai = pytest.importorskip("openai")
+    anthropic = pytest.importorskip("anthropic")
+    with ServerProcess(["--upstream", colibri_upstream.base + "#qwen", "--upstream-key", KEY,
+                        "--upstream-slots", "2"]) as gw:
+        weather = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+        client = openai.OpenAI(base_url=gw.base + "/v1", api_key="unused", max_retries=0, timeout=120)
+        stream = client.chat.completions.create(
+            model="qwen", messages=[{"role": "user", "content": "What is the weather in Paris?"}], max_tokens=64,
+            temperature=0, stream=True, stream_options={"include_usage": True},
+            tools=[{"type": "function", "function": {"name": "get_weather", "parameters": weather}}],
+            tool_choice={"type": "function", "function": {"name": "get_weather"}})
+        name, arguments, finish, usage = "", "", None, None
+        for chunk in stream:
+            usage = chunk.usage or usage
+            for choice in chunk.choices:
+                for call in choice.delta.tool_calls or []:
+                    name += call.function.name or ""
+                    arguments += call.function.arguments or ""
+                finish = choice.finish_reason or finish
+        assert name == "get_weather" and "city" in json.loads(arguments) and finish == "tool_calls"
+        assert usage is not None and usage.completion_tokens > 0
+        claude = anthropic.Anthropic(base_url=gw.base, api_key="unused", max_retries=0, timeout=120)
+        with claude.messages.stream(model="qwen", max_tokens=64,
+                                    messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+                                    tools=[{"name": "get_weather", "input_schema": weather}],
+                                    tool_choice={"type": "tool", "name": "get_weather"},
+                                    extra_body={"temperature": 0}) as events:  # stream() takes no temperature
+            message = events.get_final_message()
+        uses = [b for b in message.content if b.type == "tool_use"]
+        assert message.stop_reason == "tool_use" and uses and uses[0].name == "get_weather"
+        assert "city" in uses[0].input
