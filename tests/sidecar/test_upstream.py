@@ -165,14 +165,17 @@ def test_streams_carry_the_upstreams_logprobs(gateway, llama, qwen_llama):
     status, _, raw = post(gateway.base, "/v1/completions", body)
     assert status == 200, raw
     direct = post(llama.url, "/v1/completions", body)[2]
-    assert streamed_logprobs(raw, "tokens") == streamed_logprobs(direct, "tokens") and len(streamed_logprobs(raw, "tokens")) == 3
-    assert streamed_logprobs(raw, "token_logprobs") == pytest.approx(streamed_logprobs(direct, "token_logprobs"), abs=1e-3)
+    tokens = streamed_logprobs(raw, "tokens")
+    assert tokens == streamed_logprobs(direct, "tokens") and len(tokens) == 3
+    assert streamed_logprobs(raw, "token_logprobs") == pytest.approx(streamed_logprobs(direct, "token_logprobs"),
+                                                                     abs=1e-3)
     with ServerProcess(["--upstream", qwen_llama.url]) as gw:
         body = {"model": qwen_llama.model, "messages": [{"role": "user", "content": "Name a colour."}],
                 "max_tokens": 2, "temperature": 0, "stream": True, "logprobs": True, "top_logprobs": 2}
         status, _, raw = post(gw.base, "/v1/chat/completions", body)
         assert status == 200, raw
-        mine, direct = streamed_logprobs(raw, "content"), streamed_logprobs(post(qwen_llama.url, "/v1/chat/completions", body)[2], "content")
+        mine = streamed_logprobs(raw, "content")
+        direct = streamed_logprobs(post(qwen_llama.url, "/v1/chat/completions", body)[2], "content")
         assert len(mine) == 2 and [c["token"] for c in mine] == [c["token"] for c in direct]
         # the second request's prompt comes from llama.cpp's prompt cache: its logits differ in the 2nd decimal
         assert [c["logprob"] for c in mine] == pytest.approx([c["logprob"] for c in direct], abs=0.05)
@@ -184,7 +187,8 @@ def test_streams_carry_the_upstreams_logprobs(gateway, llama, qwen_llama):
 def test_routing_by_model_across_upstreams_serving_different_models(llama, qwen_llama):
     """/v1/models lists the union (an alias, an upstream's own id); a request goes only to the upstreams serving
     the model it names; an unknown one is a 404 model_not_found."""
-    with ServerProcess(["--upstream", llama.url + "#gemma", "--upstream", qwen_llama.url, "--upstream-slots", "1"]) as gw:
+    with ServerProcess(["--upstream", llama.url + "#gemma", "--upstream", qwen_llama.url,
+                        "--upstream-slots", "1"]) as gw:
         cards = {c["id"]: c["meta"]["upstreams"] for c in json.loads(get(gw.base, "/v1/models")[1])["data"]}
         assert cards == {"gemma": [llama.url], qwen_llama.model: [qwen_llama.url]}
         for name, url in (("gemma", llama.url), (qwen_llama.model, qwen_llama.url), ("gemma", llama.url)):
