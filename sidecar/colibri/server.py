@@ -108,7 +108,7 @@ async def serve(cfg: ServeConfig, announce: Callable[[str], None] | None = None)
     upstreams = served = None
     if cfg.upstreams:
         upstreams = Upstreams(list(cfg.upstreams), cfg.upstream_key, cfg.upstream_slots, aiohttp.ClientSession(),
-                              probe_s=cfg.upstream_probe_s)
+                              probe_s=cfg.upstream_probe_s, alias=cfg.model_id)
         await upstreams.probe_all()
         for up in upstreams.all:
             if not up.healthy:

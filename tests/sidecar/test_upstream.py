@@ -145,6 +145,67 @@ def test_chat_stream_is_openai_shaped(gateway, llama):
     assert events[-2]["choices"] == [] and "prompt_tokens" in events[-2]["usage"]  # llama-cpp-python's are 0
 
 
+@pytest.fixture(scope="module")
+def qwen_llama():
+    """llama_cpp.server on Qwen2.5-Coder 0.5B Instruct: it chats (gemma-3-270m's chat ends at once here)."""
+    server = LlamaServer(str(real_model_path("qwen2.5-coder-0.5b-instruct"))).start()
+    yield server
+    server.kill()
+
+
+def streamed_logprobs(raw: bytes, key: str) -> list:
+    return [x for e in sse_events(raw)[:-1] if e["choices"] and e["choices"][0].get("logprobs")
+            for x in e["choices"][0]["logprobs"][key]]
+
+
+def test_streams_carry_the_upstreams_logprobs(gateway, llama, qwen_llama):
+    """logprobs + stream (refused by the local engine) is passed on: each chunk with the upstream's own,
+    legacy arrays on completions, `content` entries on chat (OpenAI's chunk schema)."""
+    body = completion(llama.model, logprobs=2, max_tokens=3, stream=True)
+    status, _, raw = post(gateway.base, "/v1/completions", body)
+    assert status == 200, raw
+    direct = post(llama.url, "/v1/completions", body)[2]
+    tokens = streamed_logprobs(raw, "tokens")
+    assert tokens == streamed_logprobs(direct, "tokens") and len(tokens) == 3
+    assert streamed_logprobs(raw, "token_logprobs") == pytest.approx(streamed_logprobs(direct, "token_logprobs"),
+                                                                     abs=1e-3)
+    with ServerProcess(["--upstream", qwen_llama.url]) as gw:
+        body = {"model": qwen_llama.model, "messages": [{"role": "user", "content": "Name a colour."}],
+                "max_tokens": 2, "temperature": 0, "stream": True, "logprobs": True, "top_logprobs": 2}
+        status, _, raw = post(gw.base, "/v1/chat/completions", body)
+        assert status == 200, raw
+        mine = streamed_logprobs(raw, "content")
+        direct = streamed_logprobs(post(qwen_llama.url, "/v1/chat/completions", body)[2], "content")
+        assert len(mine) == 2 and [c["token"] for c in mine] == [c["token"] for c in direct]
+        # the second request's prompt comes from llama.cpp's prompt cache: its logits differ in the 2nd decimal
+        assert [c["logprob"] for c in mine] == pytest.approx([c["logprob"] for c in direct], abs=0.05)
+        assert all(len(c["top_logprobs"]) == 2 for c in mine)
+        text = "".join(e["choices"][0]["delta"].get("content") or "" for e in sse_events(raw)[:-1] if e["choices"])
+        assert text == "".join(c["token"] for c in mine)
+
+
+def test_routing_by_model_across_upstreams_serving_different_models(llama, qwen_llama):
+    """/v1/models lists the union (an alias, an upstream's own id); a request goes only to the upstreams serving
+    the model it names; an unknown one is a 404 model_not_found."""
+    with ServerProcess(["--upstream", llama.url + "#gemma", "--upstream", qwen_llama.url,
+                        "--upstream-slots", "1"]) as gw:
+        cards = {c["id"]: c["meta"]["upstreams"] for c in json.loads(get(gw.base, "/v1/models")[1])["data"]}
+        assert cards == {"gemma": [llama.url], qwen_llama.model: [qwen_llama.url]}
+        for name, url in (("gemma", llama.url), (qwen_llama.model, qwen_llama.url), ("gemma", llama.url)):
+            before = upstream_requests(gw)
+            status, _, raw = post(gw.base, "/v1/completions", {**completion(name), "max_tokens": 2})
+            assert status == 200 and json.loads(raw)["model"] == name, raw
+            after = upstream_requests(gw)
+            assert {u: after[u] - before[u] for u in after} == {url: 1, **{u: 0 for u in after if u != url}}
+        status, _, raw = post(gw.base, "/v1/chat/completions", {"model": llama.model, "max_tokens": 2,
+                                                                "messages": [{"role": "user", "content": "hi"}]})
+        assert status == 404 and json.loads(raw)["error"]["code"] == "model_not_found"  # the alias replaces its id
+        status, _, raw = post(gw.base, "/v1/messages", {"model": "claude-x", "max_tokens": 2,
+                                                        "messages": [{"role": "user", "content": "hi"}]},
+                              {"anthropic-version": "2023-06-01"})
+        assert status == 404 and b"model_not_found" in raw
+
+
 def test_count_tokens_is_a_named_refusal(gateway, llama):
     status, _, raw = post(gateway.base, "/v1/messages/count_tokens",
                           {"model": llama.model, "messages": [{"role": "user", "content": "hi"}]},
@@ -225,6 +286,8 @@ def test_several_upstreams_affinity_and_retry_before_first_byte(llama, default_m
             health = json.loads(get(gw.base, "/health")[1])
             states = {u["url"]: u["state"] for u in health["upstreams"]}
             assert states[home] == "down" and health["status"] == "degraded"
+            # the retry took a slot on the other upstream through the scheduler, and gave it back
+            assert health["scheduler"]["active"] == 0 and health["scheduler"]["admitted"] == 4
             profile = json.loads(get(gw.base, "/profile")[1])
             assert profile["source"] == "gateway" and profile["turns"][-1]["upstream"] != home
             assert json.loads(get(gw.base, "/experts")[1])["routing_visible"] is False
@@ -320,3 +383,38 @@ def test_coli_web_keeps_the_upstream_key_out_of_argv():
     args = root.parse_args(["web", "--upstream", "http://gpu:8000", "--upstream-key", "sekrit", "--upstream-slots", "2"])
     argv = desktop.serve_argv(args, args.serve_parser)
     assert argv == ["--upstream", "http://gpu:8000", "--upstream-slots", "2"]
+
+
+def test_openai_and_anthropic_sdks_stream_tools_through_the_gateway(colibri_upstream):
+    """The real clients: openai's and anthropic's SDKs stream a forced tool call through --upstream."""
+    openai = pytest.importorskip("openai")
+    anthropic = pytest.importorskip("anthropic")
+    with ServerProcess(["--upstream", colibri_upstream.base + "#qwen", "--upstream-key", KEY,
+                        "--upstream-slots", "2"]) as gw:
+        weather = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+        client = openai.OpenAI(base_url=gw.base + "/v1", api_key="unused", max_retries=0, timeout=120)
+        stream = client.chat.completions.create(
+            model="qwen", messages=[{"role": "user", "content": "What is the weather in Paris?"}], max_tokens=64,
+            temperature=0, stream=True, stream_options={"include_usage": True},
+            tools=[{"type": "function", "function": {"name": "get_weather", "parameters": weather}}],
+            tool_choice={"type": "function", "function": {"name": "get_weather"}})
+        name, arguments, finish, usage = "", "", None, None
+        for chunk in stream:
+            usage = chunk.usage or usage
+            for choice in chunk.choices:
+                for call in choice.delta.tool_calls or []:
+                    name += call.function.name or ""
+                    arguments += call.function.arguments or ""
+                finish = choice.finish_reason or finish
+        assert name == "get_weather" and "city" in json.loads(arguments) and finish == "tool_calls"
+        assert usage is not None and usage.completion_tokens > 0
+        claude = anthropic.Anthropic(base_url=gw.base, api_key="unused", max_retries=0, timeout=120)
+        with claude.messages.stream(model="qwen", max_tokens=64,
+                                    messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+                                    tools=[{"name": "get_weather", "input_schema": weather}],
+                                    tool_choice={"type": "tool", "name": "get_weather"},
+                                    extra_body={"temperature": 0}) as events:  # stream() takes no temperature
+            message = events.get_final_message()
+        uses = [b for b in message.content if b.type == "tool_use"]
+        assert message.stop_reason == "tool_use" and uses and uses[0].name == "get_weather"
+        assert "city" in uses[0].input

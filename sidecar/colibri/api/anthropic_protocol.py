@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from colibri.api.errors import ApiError, bad_request
-from colibri.api.fields import opt_bool, opt_int, out_of_range, sampling, top_k_of, wrong_type
+from colibri.api.fields import opt_bool, opt_int, opt_str, out_of_range, sampling, top_k_of, wrong_type
 from colibri.chat.messages import Message, Thinking
 from colibri.serving.requests import ChatRequest, Limits, Options, ToolChoice, Tools
 
@@ -57,7 +57,7 @@ def parse_messages_request(body: dict, limits: Limits, counting: bool = False) -
         raise out_of_range("cache_slot", f"an integer in [0, {limits.kv_slots})", cache_slot)
     options = Options(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                       stream=bool(opt_bool(body, "stream", False)), stop=stop_sequences(body.get("stop_sequences")),
-                      cache_slot=cache_slot)
+                      cache_slot=cache_slot, model=opt_str(body, "model"))
     convo = conversation(body.get("messages"))
     system = [text for text in [system_text(body.get("system"))] + convo.system if text]
     messages = ([Message("system", "\n\n".join(system))] if system else []) + convo.messages

@@ -83,18 +83,21 @@ async def list_library(request: web.Request, pool) -> web.Response:
 
 
 def upstream_cards(request: web.Request) -> list[dict]:
-    """With --upstream: what the upstreams serve (their ids, or the --model-id alias), each with the
-    upstreams that serve it."""
+    """With --upstream: the union of what the upstreams serve (their ids, or their aliases: `--upstream
+    URL#ALIAS`, --model-id), each with the upstreams that serve it."""
     served, ups = request.app[model_key], request.app[upstream_key]
-    alias = request.app[config_key].model_id
-    by_id: dict[str, list[str]] = {}
+    by_id: dict[str, list] = {}
     for up in ups.all:
-        for mid in ([alias] if alias else up.models[:1]):
-            by_id.setdefault(mid, []).append(up.url)
-    return [{"id": mid, "object": "model", "created": served.created, "owned_by": "upstream",
-             "input_modalities": ["text"], "capabilities": ["chat", "systemone"],
-             "context_length": served.n_ctx or None, "max_model_len": served.n_ctx or None,
-             "meta": {"n_ctx": served.n_ctx or None, "upstreams": urls}} for mid, urls in by_id.items()]
+        for mid in up.names:
+            by_id.setdefault(mid, []).append(up)
+    cards = []
+    for mid, serving in by_id.items():
+        n_ctx = min((u.n_ctx for u in serving if u.n_ctx), default=0) or None
+        cards.append({"id": mid, "object": "model", "created": served.created, "owned_by": "upstream",
+                      "input_modalities": ["text"], "capabilities": ["chat", "systemone"],
+                      "context_length": n_ctx, "max_model_len": n_ctx,
+                      "meta": {"n_ctx": n_ctx, "upstreams": [u.url for u in serving]}})
+    return cards
 
 
 @routes.get("/v1/models")
@@ -232,7 +235,8 @@ class Frames:
         self.id = self.prefix + secrets.token_hex(16)
         self.served = served
         self.options = options
-        self.model = served.model_id
+        # behind --upstream the name asked for (it routes on it); else the one model served
+        self.model = options.model if options.model and getattr(served, "routes_by_model", False) else served.model_id
         self.created = int(time.time())
 
     def head(self, obj: str) -> dict:
@@ -240,8 +244,9 @@ class Frames:
 
     def chunk(self, choice: dict, usage: bool) -> dict:
         reason = choice.pop("finish_reason", None)
+        logprobs = choice.pop("logprobs", None)  # only an upstream engine's, per chunk as it sent them
         c = {**self.head(self.object_chunk),
-             "choices": [{"index": 0, **choice, "logprobs": None, "finish_reason": reason}]}
+             "choices": [{"index": 0, **choice, "logprobs": logprobs, "finish_reason": reason}]}
         if usage:
             c["usage"] = None  # while include_usage is on, every chunk carries usage: null
         return c
@@ -281,7 +286,7 @@ class ChatFrames(Frames):
             body["reasoning_content"] = d.reasoning
         if d.content:
             body["content"] = d.content
-        return self.chunk({"delta": body}, usage)
+        return self.chunk({"delta": body, "logprobs": getattr(d, "logprobs", None)}, usage)
 
     def keepalive(self, usage: bool) -> dict:
         return self.chunk({"delta": {"reasoning_content": ""}}, usage)
@@ -322,7 +327,7 @@ class CompletionFrames(Frames):
         self.tokens = tokens or []
 
     def delta(self, d: Delta, usage: bool) -> dict:
-        return self.chunk({"text": d.reasoning + d.content}, usage)
+        return self.chunk({"text": d.reasoning + d.content, "logprobs": getattr(d, "logprobs", None)}, usage)
 
     def keepalive(self, usage: bool) -> dict:
         return self.chunk({"text": ""}, usage)

@@ -92,7 +92,7 @@ def parse_options(body: dict, limits: Limits) -> Options:
     return Options(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, stream=stream,
                    include_usage=include_usage, stop=parse_stop(body),
                    ignore_leading_stop=bool(opt_bool(body, "x_colibri_ignore_leading_stop", False)),
-                   cache_slot=cache_slot)
+                   cache_slot=cache_slot, model=parse_model(body))
 
 
 def parse_stop(body: dict) -> list[str]:
@@ -129,7 +129,7 @@ def parse_modalities(body: dict) -> None:
 def parse_chat(body: dict, limits: Limits) -> ChatRequest:
     check_fields(body, COMMON | CHAT_ONLY)
     options = parse_options(body, limits)
-    parse_chat_logprobs(body, options)
+    parse_chat_logprobs(body, options, limits.stream_logprobs)
     tools = parse_tools(body, options)
     fmt = opt_object(body, "response_format")
     if fmt is not None and fmt.get("type") != "text":
@@ -144,8 +144,9 @@ def parse_chat(body: dict, limits: Limits) -> ChatRequest:
     return ChatRequest(messages=parse_messages(body.get("messages")), options=options, thinking=thinking, tools=tools)
 
 
-def parse_chat_logprobs(body: dict, options: Options) -> None:
-    """logprobs is a boolean gate on chat; top_logprobs (0..32) is checked even while it is closed."""
+def parse_chat_logprobs(body: dict, options: Options, streamed: bool = False) -> None:
+    """logprobs is a boolean gate on chat; top_logprobs (0..32) is checked even while it is closed.
+    `streamed`: per-chunk log-probs are passed on (an upstream engine's, `coli serve --upstream`)."""
     value = body.get("logprobs")
     if value is not None and not isinstance(value, bool):
         raise wrong_type("logprobs", "a boolean on chat completions", value)
@@ -156,7 +157,7 @@ def parse_chat_logprobs(body: dict, options: Options) -> None:
     if echo:
         raise ApiError(400, "unsupported_parameter", "chat completions have no 'echo'; use /v1/completions",
                        param="echo")
-    if value and options.stream:
+    if value and options.stream and not streamed:
         raise ApiError(400, "unsupported_parameter", "'logprobs' cannot be combined with 'stream': per-delta "
                                                      "log probabilities are not built", param="logprobs")
     options.logprobs = bool(value)
@@ -340,11 +341,11 @@ def parse_completion(body: dict, limits: Limits) -> CompletionRequest:
         raise wrong_type("suffix", "a string", suffix)
     if suffix:
         raise ApiError(400, "unsupported_parameter", "'suffix' (infill) is not supported", param="suffix")
-    parse_completion_logprobs(body, options)
+    parse_completion_logprobs(body, options, limits.stream_logprobs)
     return CompletionRequest(prompt=prompt, options=options)
 
 
-def parse_completion_logprobs(body: dict, options: Options) -> None:
+def parse_completion_logprobs(body: dict, options: Options, streamed: bool = False) -> None:
     """The legacy integer logprobs (0..32; 0, false and null mean none) and boolean echo."""
     value = body.get("logprobs")
     if value is True:
@@ -353,7 +354,7 @@ def parse_completion_logprobs(body: dict, options: Options) -> None:
     echo = body.get("echo")
     if echo is not None and not isinstance(echo, bool):
         raise wrong_type("echo", "a boolean", echo)
-    if count and options.stream:
+    if count and options.stream and not streamed:
         raise ApiError(400, "unsupported_parameter", "'logprobs' cannot be combined with 'stream'", param="logprobs")
     if echo and not count:
         raise bad_request("invalid_value", "'echo' requires 'logprobs': the echo is built from the per-token "

@@ -35,8 +35,12 @@ async def read_request(request: web.Request) -> dict:
         return body
     served = request.app[model_key]
     ups = request.app.get(upstream_key)
-    if ups is not None and not request.app[config_key].model_id and any(model in u.models for u in ups.all):
-        return body  # --upstream: any id an upstream serves
+    if ups is not None:  # --upstream: any name an upstream serves (its ids, or its alias)
+        if any(u.serves(model) for u in ups.all):
+            return body
+        names = sorted({n for u in ups.all for n in u.names})
+        raise ApiError(404, "model_not_found", f"the model {model!r} does not exist; the upstreams serve "
+                                               f"{', '.join(map(repr, names)) or 'nothing yet'}", param="model")
     if model != served.model_id:
         raise ApiError(404, "model_not_found", f"the model {model!r} does not exist; this server serves "
                                                f"{served.model_id!r}", param="model")
@@ -46,4 +50,4 @@ async def read_request(request: web.Request) -> dict:
 def limits_of(app: web.Application) -> Limits:
     cfg = app[config_key]
     return Limits(kv_slots=app[model_key].n_slots, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
-                  top_p=cfg.top_p)
+                  top_p=cfg.top_p, stream_logprobs=app.get(upstream_key) is not None)

@@ -132,7 +132,7 @@ def parse_options(body: dict, limits: Limits) -> Options:
         raise out_of_range("cache_slot", f"an integer in [0, {limits.kv_slots}) (--kv-slots {limits.kv_slots})",
                            cache_slot)
     return Options(max_tokens=max_tokens, temperature=temperature, top_p=top_p, stream=stream,
-                   cache_slot=cache_slot)
+                   cache_slot=cache_slot, model=opt_str(body, "model"))
 
 
 def parse_include(value: object) -> set[str]:

@@ -75,11 +75,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model-ttl", default=None, metavar="SECONDS",
                    help="unload a loaded model idle this long (e.g. 600, 10m), the active one excepted "
                         "(default: never; $COLI_MODEL_TTL)")
-    p.add_argument("--upstream", action="append", default=None, metavar="URL",
+    p.add_argument("--upstream", action="append", default=None, metavar="URL[#ALIAS]",
                    help="front another engine's OpenAI-compatible API (vLLM, SGLang, llama-server, another colibri) "
                         "instead of loading a model: colibri's API, guard, queue, /health, /metrics and dashboard "
-                        "in front of it (repeatable: requests spread across the healthy ones; $COLI_UPSTREAM, "
-                        "comma-separated)")
+                        "in front of it (repeatable: requests spread across the healthy ones serving the model they "
+                        "name; #ALIAS: the name its model is served under, else its own ids, or --model-id; "
+                        "$COLI_UPSTREAM, comma-separated)")
     p.add_argument("--upstream-key", default=_env("COLI_UPSTREAM_KEY"),
                    help="the API key the upstreams want, sent as 'Authorization: Bearer KEY' ($COLI_UPSTREAM_KEY)")
     p.add_argument("--upstream-slots", type=int, default=None,

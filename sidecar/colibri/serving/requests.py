@@ -15,6 +15,7 @@ class Limits:
     max_tokens: int = 1024
     temperature: float = 0.7
     top_p: float = 0.9
+    stream_logprobs: bool = False  # per-chunk log-probs in a stream: only an upstream engine's, passed on
 
 
 @dataclass
@@ -34,6 +35,7 @@ class Options:
     logprobs: bool = False  # per-token log-probabilities in the reply
     top_logprobs: int = 0  # entries of the top-k table per token (the engine's read-out, 0..32)
     echo: bool = False  # /v1/completions: the prompt, with its read-out, before the completion
+    model: str | None = None  # the model the request names (`coli serve --upstream` routes on it)
 
 
 @dataclass

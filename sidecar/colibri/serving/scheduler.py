@@ -68,6 +68,7 @@ class Waiter:
     target: int | None
     tokens: list[int]
     since: float
+    allowed: frozenset[int] | None = None  # the slots it may take (an upstream gateway: those serving its model)
     granted: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
@@ -135,8 +136,9 @@ class Scheduler:
                 "timed_out": c.timed_out, "cancelled": c.cancelled}
 
     @asynccontextmanager
-    async def admit(self, slot: int | None, tokens: list[int]) -> AsyncIterator[Lease]:
-        lease = await self.acquire(slot, tokens)
+    async def admit(self, slot: int | None, tokens: list[int],
+                    allowed: frozenset[int] | None = None) -> AsyncIterator[Lease]:
+        lease = await self.acquire(slot, tokens, allowed)
         outcome = "failed"
         try:
             yield lease
@@ -147,11 +149,11 @@ class Scheduler:
         finally:
             self._release_when_idle(lease, outcome)
 
-    async def acquire(self, slot: int | None, tokens: list[int]) -> Lease:
+    async def acquire(self, slot: int | None, tokens: list[int], allowed: frozenset[int] | None = None) -> Lease:
         if self.closed:
             raise SchedulerClosed()
         now = time.monotonic()
-        w = Waiter(target=slot, tokens=list(tokens), since=now)
+        w = Waiter(target=slot, tokens=list(tokens), since=now, allowed=allowed)
         self._waiters.append(w)
         self._grant()
         if not w.granted.done() and len(self._waiters) - 1 >= self.max_queue:
@@ -236,7 +238,7 @@ class Scheduler:
         """Hand free slots to waiters in FIFO order, honouring older waiters' reservations."""
         reserved: set[int] = set()
         for w in list(self._waiters):
-            available = {s for s in self._free - reserved if self.usable(s)}
+            available = {s for s in self._free - reserved if self.usable(s) and (w.allowed is None or s in w.allowed)}
             if w.target is not None:
                 if w.target in available:
                     self._give(w, w.target)
@@ -244,6 +246,9 @@ class Scheduler:
                     reserved.add(w.target)
                 continue
             if not available:
+                if w.allowed is not None:  # it holds back only the slots it may take: others serve younger waiters
+                    reserved |= w.allowed
+                    continue
                 break  # an any-slot waiter that cannot start blocks everyone younger
             self._give(w, self._best_slot(available, w.tokens))
 

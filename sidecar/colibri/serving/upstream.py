@@ -37,7 +37,7 @@ from colibri.errors import NotSupported, Unavailable, UpstreamFailed
 from colibri.serving.core import Run
 from colibri.serving.generation import Delta, Outcome
 from colibri.serving.requests import ChatRequest, CompletionRequest, Options
-from colibri.serving.scheduler import Observer, Scheduler
+from colibri.serving.scheduler import Lease, Observer, Scheduler
 from colibri.serving.systemone import Scored, SystemOneRequest, answer, prompts, softmax
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,8 @@ class Upstream:
     colibri: bool = False  # another colibri: its dashboard feeds can be relayed
     probe_misses: int = 0
     health_path: str = "/health"  # what the probe GETs once the model ids are known; /v1/models where it 404s
+    alias: str | None = None  # the one name clients call its model by (`--upstream URL#ALIAS`, else --model-id)
+    scoring: str | None = None  # how System One's prompt log-probs are read here: "echo", "prompt_logprobs"
 
     @property
     def headers(self) -> dict[str, str]:
@@ -75,8 +77,16 @@ class Upstream:
     def model(self) -> str | None:
         return self.models[0] if self.models else None
 
+    @property
+    def names(self) -> list[str]:
+        """The model names a request may give to be served here: its alias, else the ids it lists."""
+        return [self.alias] if self.alias else self.models
+
+    def serves(self, name: str | None) -> bool:
+        return name in self.names
+
     def snapshot(self) -> dict:
-        return {"url": self.url, "state": "up" if self.healthy else "down", "models": self.models,
+        return {"url": self.url, "state": "up" if self.healthy else "down", "models": self.models, "alias": self.alias,
                 "in_flight": self.in_flight, "requests": self.requests, "errors": self.errors,
                 "last_error": self.last_error, "colibri": self.colibri}
 
@@ -86,12 +96,22 @@ def base_url(url: str) -> str:
     return url[:-3] if url.endswith("/v1") else url
 
 
+def split_alias(spec: str) -> tuple[str, str | None]:
+    """`http://gpu-a:8000#qwen` -> the URL and the name its model is served under (None: its own ids)."""
+    url, _, alias = spec.partition("#")
+    return url, alias or None
+
+
 class Upstreams:
     """The engines behind the gateway: their health (probed), their share of the slots."""
 
     def __init__(self, urls: list[str], key: str | None, slots: int, session: aiohttp.ClientSession,
-                 series: "UpstreamSeries | None" = None, probe_s: float = PROBE_S):
-        self.all = [Upstream(base_url(u), i, key) for i, u in enumerate(urls)]
+                 series: "UpstreamSeries | None" = None, probe_s: float = PROBE_S, alias: str | None = None):
+        """urls: each `URL` or `URL#ALIAS`; alias (--model-id): the name of every upstream's model without one."""
+        self.all = []
+        for i, spec in enumerate(urls):
+            url, own = split_alias(spec)
+            self.all.append(Upstream(base_url(url), i, key, alias=own or alias))
         self.slots = slots
         self.session = session
         self.series = series
@@ -109,10 +129,17 @@ class Upstreams:
     def usable(self, slot: int) -> bool:
         return self.of_slot(slot).healthy
 
-    def another(self, up: Upstream) -> Upstream | None:
-        """A healthy upstream other than `up`, the least busy first."""
-        others = [u for u in self.all if u is not up and u.healthy]
-        return min(others, key=lambda u: (u.in_flight, u.index)) if others else None
+    def serving(self, model: str | None) -> list[Upstream]:
+        """The upstreams a request naming `model` may go to (all of them when none serves it by that name:
+        the routes have already refused a name no upstream serves, so that is an unprobed one's default)."""
+        named = [u for u in self.all if u.serves(model)]
+        return named or self.all
+
+    def slots_of(self, ups: list[Upstream]) -> frozenset[int] | None:
+        """Their slots for the scheduler (None: every slot)."""
+        if len(ups) == len(self.all):
+            return None
+        return frozenset(s for u in ups for s in range(u.index * self.slots, (u.index + 1) * self.slots))
 
     def mark(self, up: Upstream, healthy: bool, error: str | None = None) -> None:
         if error:
@@ -198,6 +225,7 @@ class UpstreamModel:
     """What the routes read of the model (model_key): its id and sizes, no engine."""
 
     arch = "upstream"
+    routes_by_model = True  # a request goes to the upstreams serving the model it names
     plan = None
     n_ctx_train = 0
     n_params = 0
@@ -211,8 +239,8 @@ class UpstreamModel:
 
     @property
     def model_id(self) -> str:
-        first = next((u.model for u in self.upstreams.all if u.model), None)
-        return self._model_id or first or "upstream"
+        first = next((u.names[0] for u in self.upstreams.all if u.names), None)
+        return first or self._model_id or "upstream"
 
     @property
     def n_ctx(self) -> int:
@@ -304,9 +332,10 @@ def thinking_fields(req: ChatRequest) -> dict:
     return out
 
 
-def for_upstream(up: "Upstream", body: dict) -> dict:
-    """The body as this upstream takes it: its own model id; colibri reads enable_thinking at the top level."""
-    out = {**body, "model": up.model or body.get("model")}
+def for_upstream(up: "Upstream", body: dict, model: str | None = None) -> dict:
+    """The body as this upstream takes it: the id asked for where it lists that one, else its own first id
+    (the name asked for may be an alias); colibri reads enable_thinking at the top level."""
+    out = {**body, "model": model if model in up.models else up.model or body.get("model")}
     if up.colibri and "chat_template_kwargs" in out:
         out["enable_thinking"] = out.pop("chat_template_kwargs")["enable_thinking"]
     return out
@@ -355,28 +384,49 @@ class UpstreamCore:
 
     # ---- run -----------------------------------------------------------------------
 
-    def check_up(self) -> None:
-        """Refuse at once while every upstream is down: a waiter would only wait for its timeout."""
-        if not any(u.healthy for u in self.upstreams.all):
+    def check_up(self, ups: list[Upstream]) -> None:
+        """Refuse at once while every upstream that may serve it is down: a waiter would only wait for its
+        timeout."""
+        if not any(u.healthy for u in ups):
             raise Unavailable("upstream_unavailable", "no upstream engine is answering: "
-                              + "; ".join(f"{u.url}: {u.last_error}" for u in self.upstreams.all))
+                              + "; ".join(f"{u.url}: {u.last_error}" for u in ups))
 
     @asynccontextmanager
     async def run(self, prepared: UpstreamPrepared) -> AsyncIterator[Run]:
-        self.check_up()
-        async with self.scheduler.admit(prepared.options.cache_slot, prepared.affinity) as lease:
+        model = prepared.options.model
+        ups = self.upstreams.serving(model)
+        self.check_up(ups)
+        async with self.scheduler.admit(prepared.options.cache_slot, prepared.affinity,
+                                        self.upstreams.slots_of(ups)) as lease:
             outcome = Outcome()
             yield Run(lease, self._forward(prepared, self.upstreams.of_slot(lease.slot), outcome, lease.wait_s),
                       outcome)
 
-    async def _open(self, up: Upstream, path: str, body: dict) -> tuple[Upstream, aiohttp.ClientResponse]:
-        """The upstream's response, its status checked; a failure before the first byte is retried
-        once on another healthy upstream."""
+    async def _open(self, up: Upstream, path: str, body: dict, model: str | None = None,
+                    affinity: list[int] | None = None) -> tuple[Upstream, aiohttp.ClientResponse, Lease | None]:
+        """The upstream's response, its status checked; a failure before the first byte is retried once on
+        another healthy upstream serving `model`, on a slot of its own taken through the scheduler (waiting for
+        one like any request; Overloaded as any request). That second lease is returned: the caller releases it
+        (`self.retired`) once done with the response."""
+        extra_box: list[Lease] = []
+        try:
+            return await self._attempts(up, path, body, model, affinity or [], extra_box)
+        except BaseException:
+            for extra in extra_box:
+                self.retired(extra, "failed")
+            raise
+
+    def retired(self, extra: Lease | None, outcome: str) -> None:
+        if extra is not None:
+            self.scheduler.release(extra, outcome)
+
+    async def _attempts(self, up: Upstream, path: str, body: dict, model: str | None, affinity: list[int],
+                        extra_box: list) -> tuple[Upstream, aiohttp.ClientResponse, Lease | None]:
         for attempt in (0, 1):
             up.requests += 1
             try:
                 resp = await self.upstreams.session.post(
-                    up.url + path, json=for_upstream(up, body), headers=up.headers,
+                    up.url + path, json=for_upstream(up, body, model), headers=up.headers,
                     timeout=aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT_S))
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
                 self.upstreams.failed(up, "connect", str(exc) or type(exc).__name__)
@@ -384,16 +434,17 @@ class UpstreamCore:
                                                                f"{exc or type(exc).__name__}")
             else:
                 if resp.status < 400:
-                    return up, resp
+                    return up, resp, (extra_box[0] if extra_box else None)
                 error = await refusal(up, resp)
                 if resp.status < 500:
                     raise error  # the upstream refuses the request itself: no other engine would take it
                 self.upstreams.failed(up, "status", error.message)
-            other = self.upstreams.another(up) if attempt == 0 else None
-            if other is None:
+            others = [u for u in self.upstreams.serving(model) if u is not up and u.healthy] if attempt == 0 else []
+            if not others:
                 raise error
-            log.info("retrying on %s: %s", other.url, error.message)
-            up = other
+            log.info("retrying elsewhere: %s", error.message)
+            extra_box.append(await self.scheduler.acquire(None, affinity, self.upstreams.slots_of(others)))
+            up = self.upstreams.of_slot(extra_box[0].slot)
         raise AssertionError("unreachable")
 
     async def _forward(self, prepared: UpstreamPrepared, up: Upstream, outcome: Outcome,
@@ -401,7 +452,8 @@ class UpstreamCore:
         t0 = time.monotonic()
         first = None
         series = self.upstreams.series
-        up, resp = await self._open(up, prepared.path, prepared.body)
+        up, resp, extra = await self._open(up, prepared.path, prepared.body, prepared.options.model,
+                                           prepared.affinity)
         up.in_flight += 1
         chunks = 0
         try:
@@ -428,6 +480,7 @@ class UpstreamCore:
         finally:
             up.in_flight -= 1
             resp.release()
+            self.retired(extra, "failed" if outcome.finish_reason is None else "completed")
             elapsed = time.monotonic() - t0
             if self.observer:
                 self.observer.observe("engine_call", elapsed)
@@ -463,7 +516,9 @@ class UpstreamCore:
                     if choice.get("finish_reason"):
                         outcome.finish_reason = choice["finish_reason"]
                     piece = take_text(delta, outcome)
-                    if piece.content or piece.reasoning:
+                    if choice.get("logprobs"):  # the chunk's own tokens' log-probs, passed on as sent
+                        piece = UpstreamDelta(piece.content, piece.reasoning, choice["logprobs"])
+                    if piece.content or piece.reasoning or isinstance(piece, UpstreamDelta):
                         yield piece
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
             self.upstreams.failed(up, "stream", str(exc) or type(exc).__name__)
@@ -481,8 +536,10 @@ class UpstreamCore:
         """Each option's log-probability read from the upstream's /v1/completions with echo + logprobs."""
         plans = [(q, *prompts(req, q)) for q in req.questions]
         answers, output_tokens, longest, calls = {}, 0, 0, 0
-        self.check_up()
-        async with self.scheduler.admit(req.cache_slot, chained([req.prefix, req.state])) as lease:
+        ups = self.upstreams.serving(self.served.model_id)  # the default model's upstreams
+        self.check_up(ups)
+        async with self.scheduler.admit(req.cache_slot, chained([req.prefix, req.state]),
+                                        self.upstreams.slots_of(ups)) as lease:
             up = self.upstreams.of_slot(lease.slot)
             for q, question, options in plans:
                 if len(options) == 1:
@@ -499,29 +556,81 @@ class UpstreamCore:
         return Scored(answers, longest, output_tokens, wait_s, 0, 0, calls)
 
     async def _option_score(self, up: Upstream, question: str, option: str, mean: bool) -> tuple[float, int, int]:
-        body = {"prompt": option, "max_tokens": 1, "temperature": 0.0, "echo": True, "logprobs": 1,
-                "stream": False}
-        try:
-            up, resp = await self._open(up, "/v1/completions", body)
-        except UpstreamFailed as exc:
-            if exc.status < 500:
-                raise cannot_score(up, exc.message) from exc
-            raise
-        try:
-            reply = await resp.json(content_type=None)
-        finally:
-            resp.release()
-        choice = (reply.get("choices") or [{}])[0]
-        lp = choice.get("logprobs") or {}
-        offsets, values = lp.get("text_offset"), lp.get("token_logprobs")
-        n_prompt = int((reply.get("usage") or {}).get("prompt_tokens") or 0)
-        if not offsets or not values or not n_prompt or not str(choice.get("text", "")).startswith(option):
-            raise cannot_score(up, "it returned no echoed prompt log-probs")
-        mine = [v for off, v in zip(offsets[:n_prompt], values[:n_prompt]) if off >= len(question) and v is not None]
-        if not mine:
-            raise cannot_score(up, "an option has no tokens of its own to score")
-        total = sum(mine)
-        return (total / len(mine) if mean else total), len(mine), n_prompt
+        """One option's log-probability: echo + logprobs (OpenAI's legacy completions: llama.cpp, SGLang,
+        colibri), else vLLM's prompt_logprobs; which one an upstream takes is remembered."""
+        refused = []
+        for how in ([up.scoring] if up.scoring else ["echo", "prompt_logprobs"]):
+            body = {"prompt": option, "max_tokens": 1, "temperature": 0.0, "stream": False,
+                    **({"echo": True, "logprobs": 1} if how == "echo" else {"prompt_logprobs": 0})}
+            try:
+                at, resp, extra = await self._open(up, "/v1/completions", body, self.served.model_id)
+            except UpstreamFailed as exc:
+                if exc.status >= 500:
+                    raise
+                refused.append(f"{how}: {exc.message}")
+                continue
+            try:
+                reply = await resp.json(content_type=None)
+            finally:
+                resp.release()
+                self.retired(extra, "completed")
+            rows = echoed_logprobs(reply, option) if how == "echo" else prompt_logprobs(reply, option)
+            if rows is None:
+                refused.append(f"{how}: it returned no prompt log-probs")
+                continue
+            at.scoring = up.scoring = how
+            mine = [v for off, v in rows if off >= len(question) and v is not None]
+            if not mine:
+                raise cannot_score(at, "an option has no tokens of its own to score")
+            total = sum(mine)
+            return (total / len(mine) if mean else total), len(mine), len(rows)
+        raise cannot_score(up, "; ".join(refused))
+
+
+def echoed_logprobs(reply: dict, prompt: str) -> list[tuple[int, float | None]] | None:
+    """(character offset, log-prob) of each prompt token from an echo + logprobs completion; None when the
+    reply has no echoed prompt."""
+    choice = (reply.get("choices") or [{}])[0]
+    lp = choice.get("logprobs") or {}
+    offsets, values = lp.get("text_offset"), lp.get("token_logprobs")
+    n_prompt = int((reply.get("usage") or {}).get("prompt_tokens") or 0)
+    if not offsets or not values or not n_prompt or not str(choice.get("text", "")).startswith(prompt):
+        return None
+    return list(zip(offsets[:n_prompt], values[:n_prompt]))
+
+
+def prompt_logprobs(reply: dict, prompt: str) -> list[tuple[int, float | None]] | None:
+    """(character offset, log-prob) of each prompt token from vLLM's `prompt_logprobs` (on the choice, or
+    the reply in older versions): a list with one entry a prompt token, the first None (nothing before it),
+    each else {token_id: {logprob, rank, decoded_token}} with the prompt's own token first. The offsets are
+    counted back from the prompt's end by the decoded tokens' lengths (the first token's text is not given);
+    None when there are no such entries or their text is not the prompt's."""
+    choice = (reply.get("choices") or [{}])[0]
+    rows = choice.get("prompt_logprobs") or reply.get("prompt_logprobs")
+    if not isinstance(rows, list) or len(rows) < 2:
+        return None
+    out: list[tuple[int, float | None]] = []
+    end = len(prompt)
+    for row in reversed(rows[1:]):
+        if not isinstance(row, dict) or not row:
+            return None
+        own = next(iter(row.values()))
+        text = own.get("decoded_token") if isinstance(own, dict) else None
+        if not isinstance(text, str) or not prompt[:end].endswith(text):
+            return None
+        end -= len(text)
+        value = own.get("logprob")
+        out.append((end, float(value) if isinstance(value, (int, float)) else None))
+    out.append((0, None))  # the first token: no log-prob (nothing before it), its text before `end`
+    return out[::-1]
+
+
+@dataclass
+class UpstreamDelta(Delta):
+    """A streamed piece with the upstream's log-probs for it (OpenAI's chunk `logprobs`: chat's `content`
+    list, or the legacy arrays of /v1/completions); Anthropic's frames read only its text."""
+
+    logprobs: dict | None = None
 
 
 def cannot_score(up: Upstream, why: str) -> NotSupported:

@@ -1,0 +1,114 @@
+"""`coli serve --upstream`'s leftovers of issue #24: the scheduler's per-request slot restriction (routing by
+model, the retry's slot elsewhere), vLLM's prompt_logprobs read for System One, and the named 501 when an
+upstream gives System One no prompt log-probs at all."""
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import pytest
+from aiohttp import web
+
+from colibri.serving.scheduler import Scheduler
+from colibri.serving.upstream import echoed_logprobs, prompt_logprobs, split_alias
+from tests.sidecar.serve_support import ServerProcess
+from tests.sidecar.test_upstream import free_port, post
+
+
+def test_upstream_alias_syntax():
+    assert split_alias("http://gpu-a:8000#qwen") == ("http://gpu-a:8000", "qwen")
+    assert split_alias("http://gpu-a:8000/v1") == ("http://gpu-a:8000/v1", None)
+
+
+def test_a_restricted_waiter_holds_back_only_its_own_slots():
+    """Slots 0-1 serve model A, 2-3 model B: a waiter for A that cannot start does not block one for B."""
+    async def main():
+        s = Scheduler(4, max_queue=4, queue_timeout=5)
+        a, b = frozenset({0, 1}), frozenset({2, 3})
+        held = [await s.acquire(None, [], a), await s.acquire(None, [], a)]
+        assert {h.slot for h in held} == a
+        waiting = asyncio.ensure_future(s.acquire(None, [], a))
+        await asyncio.sleep(0.05)
+        other = await asyncio.wait_for(s.acquire(None, [], b), 1)  # younger, other model: not blocked
+        assert other.slot in b and not waiting.done()
+        s.release(held[0], "completed")
+        assert (await asyncio.wait_for(waiting, 1)).slot == held[0].slot
+    asyncio.run(main())
+
+
+# The shape of a vLLM /v1/completions reply with `prompt_logprobs: 0` (vllm.entrypoints.openai.protocol:
+# CompletionResponseChoice.prompt_logprobs, a list of None | {token_id: Logprob(logprob, rank, decoded_token)},
+# the first entry None). Built from vLLM's documented types, not captured from a running vLLM (none runs here).
+VLLM_REPLY = {
+    "id": "cmpl-5f0c", "object": "text_completion", "created": 1764700000, "model": "Qwen/Qwen2.5-0.5B-Instruct",
+    "choices": [{"index": 0, "text": ".", "logprobs": None, "finish_reason": "length", "stop_reason": None,
+                 "prompt_logprobs": [None,
+                                     {"12095": {"logprob": -7.25, "rank": 311, "decoded_token": " sky"}},
+                                     {"374": {"logprob": -0.5, "rank": 1, "decoded_token": " is"}},
+                                     {"6303": {"logprob": -1.75, "rank": 2, "decoded_token": " blue"},
+                                      "2518": {"logprob": -1.5, "rank": 1, "decoded_token": " red"}}]}],
+    "usage": {"prompt_tokens": 4, "total_tokens": 5, "completion_tokens": 1}}
+
+
+def test_vllm_prompt_logprobs_are_read_with_offsets():
+    rows = prompt_logprobs(VLLM_REPLY, "The sky is blue")
+    assert rows == [(0, None), (3, -7.25), (7, -0.5), (10, -1.75)]  # the prompt's own token, not the top one
+    question = "The sky is"
+    assert [v for off, v in rows if off >= len(question)] == [-1.75]
+    assert prompt_logprobs(VLLM_REPLY, "The sea is green") is None  # not this prompt's tokens
+    assert prompt_logprobs({"choices": [{"text": "x", "logprobs": None}]}, "x") is None
+    assert echoed_logprobs(VLLM_REPLY, "The sky is blue") is None
+
+
+class Refuser:
+    """A real HTTP upstream speaking OpenAI's API that refuses echo and prompt_logprobs with a 400, as hosted
+    APIs do. ONLY for the refusal path: no engine here refuses echo (llama.cpp's, colibri's take it)."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.seen: list[dict] = []
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        asyncio.run_coroutine_threadsafe(self.start(), self.loop).result(10)
+
+    async def start(self):
+        app = web.Application()
+        async def models(_):
+            return web.json_response({"object": "list", "data": [{"id": "refuser"}]})
+
+        app.router.add_get("/v1/models", models)
+        app.router.add_post("/v1/completions", self.completions)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
+
+    async def completions(self, request):
+        body = await request.json()
+        self.seen.append(body)
+        bad = "echo" if body.get("echo") else "prompt_logprobs" if "prompt_logprobs" in body else None
+        if bad:
+            return web.json_response({"error": {"message": f"'{bad}' is not supported", "type": "invalid_request_error",
+                                                "code": "unsupported_parameter"}}, status=400)
+        return web.json_response({"choices": [{"text": "ok", "finish_reason": "stop"}]})
+
+    def close(self):
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+def test_system_one_against_an_upstream_without_prompt_logprobs_is_501():
+    refuser = Refuser()
+    try:
+        with ServerProcess(["--upstream", refuser.url]) as gw:
+            body = {"state": "The sky is blue.", "questions": {"q": {"type": "choice", "text": "What colour?",
+                                                                     "criteria": {"blue": None, "red": None}}}}
+            status, _, raw = post(gw.base, "/v1/systemone", body)
+            err = json.loads(raw)["error"]
+            assert status == 501 and err["code"] == "upstream_cannot_score", raw
+            assert "echo" in err["message"] and "prompt_logprobs" in err["message"]
+            assert [("echo" in b, "prompt_logprobs" in b) for b in refuser.seen] == [(True, False), (False, True)]
+    finally:
+        refuser.close()
