@@ -11,6 +11,7 @@
  *
  * The recurrence runs token by token in both decode and prefill (ggml's fused op does the same), so the rows
  * of one sequence are processed in order; every row updates its own sequence's state in place. */
+#define _POSIX_C_SOURCE 200112L /* clock_gettime (clock.h) */
 #include <math.h>
 #include <string.h>
 
