@@ -73,6 +73,7 @@ class Plan:
     reason: str
     memory_limit: int = 0      # the container's (cgroup) memory limit in bytes; 0: none applies
     memory_source: str = ""    # where ram_available came from when a cgroup limits it
+    checkpoint_bytes_per_slot: int = 0  # hybrid models: the recurrent-state checkpoints a slot may keep
     cpu_quota: float = 0.0     # the cgroup's CPU quota in CPUs; 0: none
 
     def read_per_token(self, hit_rate: float) -> int:
@@ -132,6 +133,17 @@ def _recurrent_state_bytes(meta: dict, arch: str, n_layer: int) -> int:
     k_heads = int(meta.get(f"{arch}.ssm.group_count") or 16)
     v_heads = int(meta.get(f"{arch}.ssm.time_step_rank") or 32)
     return n * ((conv - 1) * head * (2 * k_heads + v_heads) + v_heads * head * head) * 4
+
+
+def _checkpoint_bytes(meta: dict, arch: str, n_layer: int) -> int:
+    """What a slot's recurrent-state checkpoints may take (slots.c: COLI_RS_CHECKPOINTS copies of the
+    state, 8 by default, at most 64), beside the KV mapping: taken on first use, so not in kv_bytes."""
+    state = _recurrent_state_bytes(meta, arch, n_layer)
+    try:
+        n = int(os.environ.get("COLI_RS_CHECKPOINTS", "8"))
+    except ValueError:
+        n = 8
+    return state * min(max(n, 0), 64)
 
 
 def _sliding_layers(meta: dict, arch: str, n_layer: int) -> tuple[int, int]:
@@ -287,12 +299,13 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
                 dense_bytes=dense, expert_bytes=experts, expert_bytes_per_token=per_token, ctx=ctx,
                 kv_slots=kv_slots, kv_bytes_per_slot=kv, ram_total=vm.total, ram_available=vm.available,
                 margin=margin, cores=cores, threads=vm.threads, disk_free=disk_free, memory_limit=vm.limit,
-                memory_source=vm.source, cpu_quota=vm.cpu_quota)
+                memory_source=vm.source, cpu_quota=vm.cpu_quota,
+                checkpoint_bytes_per_slot=_checkpoint_bytes(meta, arch, n_layer))
     if kv_tokens and kv_tokens < ctx:  # the tokens a one-shot run writes, every slot
         kv_counted = _kv_bytes_per_slot(meta, arch, n_layer, kv_tokens, trained) * kv_slots
     else:  # what the slots may hold (_slots_kv)
         kv_counted = _slots_kv(lambda n: _kv_bytes_per_slot(meta, arch, n_layer, n, trained), ctx, kv_slots)
-    fixed = dense + kv_counted
+    fixed = dense + kv_counted + base["checkpoint_bytes_per_slot"] * kv_slots
     room = vm.available - margin - fixed
     one_round = per_token * MIN_EXPERTS_PER_LAYER_FACTOR  # a couple of tokens' experts in every layer
     if expert_cache_gb is not None or pin_gb is not None:
@@ -386,6 +399,9 @@ def describe(plan: Plan) -> str:
                      f"active per token")
     lines.append(f"KV cache     up to {human(p.kv_bytes_per_slot)} per slot at {p.ctx} tokens x {p.kv_slots} slot(s); "
                  f"pages are taken as positions fill")
+    if p.checkpoint_bytes_per_slot:
+        lines.append(f"checkpoints  up to {human(p.checkpoint_bytes_per_slot)} per slot of recurrent state kept "
+                     f"along cached prompts (COLI_RS_CHECKPOINTS)")
     lines.append(f"margin       {human(p.margin)} kept free for the system")
     if p.placement == "resident":
         lines.append("placement    resident: every weight stays in RAM")

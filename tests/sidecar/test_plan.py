@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from colibri.engine import Engine, GGUFFile
-from colibri.plan import AGENT_CTX, auto_ctx, make_plan
+from colibri.plan import AGENT_CTX, auto_ctx, describe, make_plan
 from tests.conftest import run_coli
 from tests.fixtures import moe_models
 
@@ -66,3 +66,22 @@ def test_plan_of_a_hybrid_model_counts_full_attention_layers_and_the_recurrent_s
             with Engine(path, n_ctx=ctx, n_threads=1) as e:
                 engine_kv = e.model_info()["kv_bytes_per_slot"]
             assert abs(plan.kv_bytes_per_slot - engine_kv) < 64, (arch, ctx, plan.kv_bytes_per_slot, engine_kv)
+
+
+def test_plan_of_a_hybrid_model_counts_its_recurrent_checkpoints(monkeypatch):
+    """Each slot may keep COLI_RS_CHECKPOINTS copies of the recurrent state (8 by default), taken
+    on first use beside the KV mapping: the plan counts them per slot, and none for other models."""
+    path = moe_models.tiny("qwen35moe", "Q8_0")
+    monkeypatch.delenv("COLI_RS_CHECKPOINTS", raising=False)
+    eight = make_plan(path, ctx=64, kv_slots=2)
+    monkeypatch.setenv("COLI_RS_CHECKPOINTS", "0")
+    none = make_plan(path, ctx=64, kv_slots=2)
+    monkeypatch.setenv("COLI_RS_CHECKPOINTS", "2")
+    two = make_plan(path, ctx=64, kv_slots=2)
+    assert none.checkpoint_bytes_per_slot == 0 and eight.checkpoint_bytes_per_slot > 0
+    assert eight.checkpoint_bytes_per_slot == 4 * two.checkpoint_bytes_per_slot
+    # one checkpoint is the state the KV mapping already holds once per slot
+    assert two.checkpoint_bytes_per_slot // 2 < eight.kv_bytes_per_slot
+    assert "checkpoints" in describe(eight) and "checkpoints" not in describe(none)
+    monkeypatch.delenv("COLI_RS_CHECKPOINTS")
+    assert make_plan(moe_models.tiny("qwen3moe", "Q8_0"), ctx=64).checkpoint_bytes_per_slot == 0
