@@ -308,7 +308,13 @@ def test_engine_failure_mid_stream_only_closes_the_socket(default_model):
         with pytest.raises(aiohttp.ClientPayloadError):  # the socket closed mid-body
             while chunk := await r.content.readany():
                 raw += chunk
-        return raw, (await (await c.get("/health")).json())["scheduler"]
+        # the slot frees once the engine thread has failed the generation: a moment after the socket
+        for _ in range(200):
+            scheduler = (await (await c.get("/health")).json())["scheduler"]
+            if scheduler["active"] == 0:
+                break
+            await asyncio.sleep(0.05)
+        return raw, scheduler
 
     try:
         raw, scheduler = run(doomed, body)

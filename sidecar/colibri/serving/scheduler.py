@@ -183,10 +183,12 @@ class Scheduler:
         return Lease(slot=slot, wait_s=wait, tokens=w.tokens, cached=common_prefix(self._cached.get(slot, []), w.tokens))
 
     def _release_when_idle(self, lease: Lease, outcome: str) -> None:
-        """End the lease now, or once the engine has finished every generation started on it."""
+        """Count the request's outcome now (it has ended); free its slot now, or once the engine
+        has finished every generation started on it."""
+        self._count(outcome)
         pending = [f for f in lease.engine_work if not f.done()]
         if not pending:
-            self.release(lease, outcome)
+            self._free_slot(lease)
             return
         remaining = len(pending)
 
@@ -194,13 +196,19 @@ class Scheduler:
             nonlocal remaining
             remaining -= 1
             if remaining == 0:
-                self.release(lease, outcome)
+                self._free_slot(lease)
 
         for f in pending:
             f.add_done_callback(one_done)
 
     def release(self, lease: Lease, outcome: str) -> None:
+        self._count(outcome)
+        self._free_slot(lease)
+
+    def _count(self, outcome: str) -> None:
         setattr(self.counters, outcome, getattr(self.counters, outcome) + 1)
+
+    def _free_slot(self, lease: Lease) -> None:
         if self.observer:
             self.observer.observe("slot_duration", time.monotonic() - lease.started)
         self._cached[lease.slot] = list(lease.tokens)
