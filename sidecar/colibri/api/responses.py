@@ -35,7 +35,7 @@ from colibri.api.keys import config_key, core_key, model_key
 from colibri.api.request import limits_of, read_request
 from colibri.api.responses_protocol import ResponsesRequest, encrypted, parse_responses
 from colibri.api.sse import KEEPALIVE, SSE_HEADERS, with_keepalive
-from colibri.chat.reasoning import CLOSE
+from colibri.chat.reasoning import THINK
 from colibri.errors import InvalidRequest
 from colibri.serving.core import ServingCore
 from colibri.serving.generation import Delta, Outcome, Prepared
@@ -119,7 +119,8 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     req = parse_responses(body, limits_of(app), previous)
     served = app[model_key]
     prepared = prepare(app[core_key], served, req)
-    reply = Reply(served.model_id, req)
+    tags = served.chat_format.reasoning_tags
+    reply = Reply(served.model_id, req, close=(tags or THINK).close)
     async with app[core_key].run(prepared) as run:
         headers = {"x-colibri-queue-wait-ms": str(round(run.lease.wait_s * 1000))}
         if req.chat.options.stream:
@@ -189,10 +190,11 @@ def new_id(prefix: str) -> str:
 class Reply:
     """The response object of one request, and its output items."""
 
-    def __init__(self, model: str, req: ResponsesRequest):
+    def __init__(self, model: str, req: ResponsesRequest, close: str = THINK.close):
         self.id = new_id("resp_")
         self.model = model
         self.req = req
+        self.close = close  # the family's reasoning close tag (reasoning_tokens)
         self.created_at = int(time.time())
 
     def snapshot(self, status: str, output: list[dict], outcome: Outcome | None = None,
@@ -211,7 +213,7 @@ class Reply:
                     "tool_choice": echo["tool_choice"], "tools": echo["tools"], "top_logprobs": 0,
                     "top_p": echo["top_p"], "truncation": "disabled", "metadata": echo["metadata"] or {}}
         if outcome is not None and done:
-            response["usage"] = usage(outcome)
+            response["usage"] = usage(outcome, self.close)
         if echo["user"] is not None:
             response["user"] = echo["user"]
         return response
@@ -265,22 +267,22 @@ def status_of(outcome: Outcome) -> str:
     return "incomplete" if outcome.finish_reason == "length" else "completed"
 
 
-def usage(outcome: Outcome) -> dict:
+def usage(outcome: Outcome, close: str = THINK.close) -> dict:
     n_in, cached, n_out = outcome.prompt_tokens, outcome.cached_tokens, outcome.completion_tokens
     return {"input_tokens": n_in,
             "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": n_in - cached},
-            "output_tokens": n_out, "output_tokens_details": {"reasoning_tokens": reasoning_tokens(outcome)},
+            "output_tokens": n_out, "output_tokens_details": {"reasoning_tokens": reasoning_tokens(outcome, close)},
             "total_tokens": n_in + n_out}
 
 
-def reasoning_tokens(outcome: Outcome) -> int:
-    """The generated tokens that wrote the reasoning block: those up to its close (all of
-    them when it never closed)."""
+def reasoning_tokens(outcome: Outcome, close: str = THINK.close) -> int:
+    """The generated tokens that wrote the reasoning block: those up to its close tag (the
+    family's; all of them when it never closed)."""
     if not outcome.reasoning:
         return 0
     raw = "".join(outcome.raw)
-    close = raw.find(CLOSE)
-    end = len(raw) + 1 if close < 0 else close + len(CLOSE)
+    at = raw.find(close)
+    end = len(raw) + 1 if at < 0 else at + len(close)
     return sum(1 for r in outcome.records if r.start < end)
 
 

@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass, replace
 
 from colibri.chat.messages import Message, Thinking
+from colibri.chat.reasoning import ReasoningTags
 from colibri.chat.template import ChatTemplate, TemplateRefused
 from colibri.chat.tools import ToolFormat, tool_format
 from colibri.errors import InvalidRequest
@@ -27,7 +28,7 @@ from colibri.errors import InvalidRequest
 class Prompt:
     text: str
     continued: bool = False  # ends inside the last assistant turn
-    in_reasoning: bool = False  # ends inside an open <think> block
+    in_reasoning: bool = False  # ends inside an open reasoning block (<think>, Gemma 4's thought channel)
     harmony_tail: str | None = None  # harmony (gpt-oss): the text from the last <|start|>, where the reply goes on
 
 
@@ -40,6 +41,11 @@ class ChatFormat:
     @property
     def has_reasoning(self) -> bool:
         return self.template is not None and self.template.has_reasoning
+
+    @property
+    def reasoning_tags(self) -> ReasoningTags | None:
+        """The family's reasoning block (None: none, or harmony's channels)."""
+        return self.template.reasoning_tags if self.template is not None else None
 
     @property
     def tool_format(self) -> ToolFormat | None:
@@ -91,9 +97,9 @@ class ChatFormat:
 
     @property
     def markers(self) -> tuple[str, ...]:
-        """The texts replies are read by (tool syntax, think tags): shown even when control tokens."""
-        fmt = self.tool_format
-        return (*(fmt.markers if fmt else ()), *(("<think>", "</think>") if self.has_reasoning else ()))
+        """The texts replies are read by (tool syntax, reasoning tags): shown even when control tokens."""
+        fmt, tags = self.tool_format, self.reasoning_tags
+        return (*(fmt.markers if fmt else ()), *(tags.markers if tags else ()))
 
     def _with_tool_instructions(self, messages: list[Message], tools: list[dict]) -> list[Message]:
         fmt = self.tool_format
@@ -148,13 +154,17 @@ class ChatFormat:
 
     def _finish(self, text: str, continued: bool = False) -> Prompt:
         # a cue that ends in <think> (DeepSeek R1, V3.1 and V3.2 thinking, GLM-4.7 and 5) starts the reply
-        # inside the reasoning block; a continued turn, where its own text left a block open
+        # inside the reasoning block; a continued turn, where its own text left a block open. Gemma 4's cue
+        # with thinking off closes an empty thought channel (<|channel>thought\n<channel|>): not open
         if self.template.harmony:  # channels, not <think>: the reply goes on from the last header
             start = text.rfind("<|start|>")  # none: a template that writes no header; the reply starts between messages
             return Prompt(text=text, continued=continued, harmony_tail=text[start:] if start >= 0 else "")
+        tags = self.reasoning_tags
+        if tags is None:
+            return Prompt(text=text, continued=continued)
         tail = text.rstrip()
-        opened = tail.rfind("<think>") > tail.rfind("</think>") if continued else tail.endswith("<think>")
-        return Prompt(text=text, continued=continued, in_reasoning=self.has_reasoning and opened)
+        opened = tail.rfind(tags.open) > tail.rfind(tags.close) if continued else tail.endswith(tags.open)
+        return Prompt(text=text, continued=continued, in_reasoning=opened)
 
 
 def _harmony_effort(thinking: Thinking) -> str:

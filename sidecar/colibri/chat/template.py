@@ -17,6 +17,7 @@ from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
 from colibri.chat.harmony import is_harmony
+from colibri.chat.reasoning import ReasoningTags, tags_for
 
 
 # `... + tool['function']['arguments'] + ...`: the template adds the arguments to text (DeepSeek's own)
@@ -109,9 +110,14 @@ class ChatTemplate:
 
     @property
     def has_reasoning(self) -> bool:
-        """The family's template knows a <think> block (Qwen3, DeepSeek-R1, GLM...) or harmony's
-        analysis channel (gpt-oss)."""
-        return "<think>" in self.source or self.harmony
+        """The family's template knows a reasoning block (<think> for Qwen3, DeepSeek-R1, GLM...;
+        Gemma 4's thought channel) or harmony's analysis channel (gpt-oss)."""
+        return self.reasoning_tags is not None or self.harmony
+
+    @property
+    def reasoning_tags(self) -> ReasoningTags | None:
+        """The tags of its reasoning block (chat/reasoning.py); None for harmony, which has channels."""
+        return None if self.harmony else tags_for(self.source)
 
     @property
     def harmony(self) -> bool:

@@ -54,6 +54,7 @@ class ServingCore:
         if check_fits:
             served.check_fits(tokens, "messages")
         return Prepared(tokens, req.options, in_reasoning=prompt.in_reasoning, reasoning=fmt.has_reasoning,
+                        reasoning_tags=fmt.reasoning_tags,
                         tools=tools, harmony_tail=prompt.harmony_tail)
 
     def count_chat(self, req: ChatRequest) -> int:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import AsyncIterator
 
 from colibri.chat.harmony import HarmonySplitter
-from colibri.chat.reasoning import ReasoningSplitter
+from colibri.chat.reasoning import THINK, ReasoningSplitter, ReasoningTags
 from colibri.chat.spans import Spans
 from colibri.chat.stops import StopFilter
 from colibri.chat.tools import ToolFormat, strict_problems
@@ -62,6 +62,7 @@ class Prepared:
     options: Options
     in_reasoning: bool = False  # the prompt ends inside an open reasoning block
     reasoning: bool = False  # the family reasons: split its reasoning from the answer
+    reasoning_tags: ReasoningTags | None = None  # its block's tags (None: <think>)
     tools: ToolSetup | None = None
     harmony_tail: str | None = None  # gpt-oss: the prompt from its last <|start|> (chat/harmony.py)
 
@@ -150,7 +151,8 @@ class Session:
         elif prepared.harmony_tail is not None:  # channels: reasoning, answer and calls by message
             split = HarmonySplitter(prepared.harmony_tail, tools=tools is not None)
         else:
-            split = ReasoningSplitter(prepared.in_reasoning) if prepared.reasoning else None
+            split = ReasoningSplitter(prepared.in_reasoning, prepared.reasoning_tags or THINK) if prepared.reasoning \
+                else None
         section = StopFilter(list(tools.format.openers)) if tools else None  # the answer ends where calls begin
         if opened:  # a forced call: the reply starts inside the tool section
             section.assume_matched(tools.format.opener, opened[len(tools.format.opener):])

@@ -217,6 +217,7 @@ class UpstreamFormat:
     """The chat format as the gateway sees it: the upstream's own template decides everything."""
 
     has_reasoning = True  # whether it reasons is the upstream's business; its reasoning is passed on
+    reasoning_tags = None  # it comes split already (reasoning_content)
     tool_format = True  # likewise its tool calls
     template = None
 
