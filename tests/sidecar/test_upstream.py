@@ -286,8 +286,10 @@ def test_several_upstreams_affinity_and_retry_before_first_byte(llama, default_m
             health = json.loads(get(gw.base, "/health")[1])
             states = {u["url"]: u["state"] for u in health["upstreams"]}
             assert states[home] == "down" and health["status"] == "degraded"
-            # the retry took a slot on the other upstream through the scheduler, and gave it back
-            assert health["scheduler"]["active"] == 0 and health["scheduler"]["admitted"] == 4
+            # the retry took a slot on the other upstream through the scheduler, and gave it back; it is the same
+            # request, counted once
+            assert health["scheduler"]["active"] == 0 and health["scheduler"]["admitted"] == 3
+            assert (health["scheduler"]["completed"], health["scheduler"]["failed"]) == (3, 0)
             profile = json.loads(get(gw.base, "/profile")[1])
             assert profile["source"] == "gateway" and profile["turns"][-1]["upstream"] != home
             assert json.loads(get(gw.base, "/experts")[1])["routing_visible"] is False

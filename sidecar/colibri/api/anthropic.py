@@ -24,7 +24,7 @@ from aiohttp import web
 from colibri.api.anthropic_protocol import error_body, parse_messages_request, shows_thinking, tool_input
 from colibri.api.errors import ApiError, StreamAborted, as_api_error, json_response
 from colibri.api.keys import config_key, core_key, model_key, request_id_key
-from colibri.api.request import limits_of, read_request
+from colibri.api.request import limits_of, read_request, reply_model
 from colibri.api.sse import KEEPALIVE, SSE_HEADERS, with_keepalive
 from colibri.serving.generation import Delta, Outcome
 
@@ -71,7 +71,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
     shown = shows_thinking(body)
     prepared = app[core_key].prepare_chat(req, thinking_is_a_hint=True)
     head = {"id": "msg_" + secrets.token_hex(12), "type": "message", "role": "assistant",
-            "model": app[model_key].model_id}
+            "model": reply_model(app[model_key], req.options)}
     async with app[core_key].run(prepared) as run:
         headers = {"x-colibri-queue-wait-ms": str(round(run.lease.wait_s * 1000))}
         if req.options.stream:

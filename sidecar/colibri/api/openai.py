@@ -20,7 +20,7 @@ from colibri.api.errors import ApiError, StreamAborted, as_api_error, json_respo
 from colibri.api.keys import config_key, core_key, model_key, pool_key, upstream_key
 from colibri.api.logprobs import Entry, chat_logprobs, described_tokens, legacy_logprobs, prompt_rows
 from colibri.api.protocol import parse_chat, parse_completion
-from colibri.api.request import limits_of, read_request
+from colibri.api.request import limits_of, read_request, reply_model
 from colibri.api.sse import DONE, KEEPALIVE, SSE_HEADERS, frame, with_keepalive
 from colibri.chat.spans import Spans
 from colibri.detok import Detokenizer
@@ -235,8 +235,7 @@ class Frames:
         self.id = self.prefix + secrets.token_hex(16)
         self.served = served
         self.options = options
-        # behind --upstream the name asked for (it routes on it); else the one model served
-        self.model = options.model if options.model and getattr(served, "routes_by_model", False) else served.model_id
+        self.model = reply_model(served, options)
         self.created = int(time.time())
 
     def head(self, obj: str) -> dict:

@@ -51,3 +51,9 @@ def limits_of(app: web.Application) -> Limits:
     cfg = app[config_key]
     return Limits(kv_slots=app[model_key].n_slots, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
                   top_p=cfg.top_p, stream_logprobs=app.get(upstream_key) is not None)
+
+
+def reply_model(served, options) -> str:
+    """The model a reply names: behind --upstream the one the request asked for (it routes on it;
+    an alias stays the alias), else the one model served."""
+    return options.model if options.model and getattr(served, "routes_by_model", False) else served.model_id

@@ -32,7 +32,7 @@ from aiohttp import web
 from colibri.api.errors import ApiError, StreamAborted, as_api_error, json_response
 from colibri.api.fields import wrong_type
 from colibri.api.keys import config_key, core_key, model_key
-from colibri.api.request import limits_of, read_request
+from colibri.api.request import limits_of, read_request, reply_model
 from colibri.api.responses_protocol import ResponsesRequest, encrypted, parse_responses
 from colibri.api.sse import KEEPALIVE, SSE_HEADERS, with_keepalive
 from colibri.chat.reasoning import THINK
@@ -120,7 +120,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     served = app[model_key]
     prepared = prepare(app[core_key], served, req)
     tags = served.chat_format.reasoning_tags
-    reply = Reply(served.model_id, req, close=(tags or THINK).close)
+    reply = Reply(reply_model(served, req.chat.options), req, close=(tags or THINK).close)
     async with app[core_key].run(prepared) as run:
         headers = {"x-colibri-queue-wait-ms": str(round(run.lease.wait_s * 1000))}
         if req.chat.options.stream:

@@ -149,7 +149,10 @@ class Scheduler:
         finally:
             self._release_when_idle(lease, outcome)
 
-    async def acquire(self, slot: int | None, tokens: list[int], allowed: frozenset[int] | None = None) -> Lease:
+    async def acquire(self, slot: int | None, tokens: list[int], allowed: frozenset[int] | None = None,
+                      counted: bool = True) -> Lease:
+        """A slot. counted=False: a second slot for a request already admitted (an upstream's retry elsewhere),
+        which the counters and the queue-wait series do not count again (release it with outcome None)."""
         if self.closed:
             raise SchedulerClosed()
         now = time.monotonic()
@@ -158,7 +161,7 @@ class Scheduler:
         self._grant()
         if not w.granted.done() and len(self._waiters) - 1 >= self.max_queue:
             self._waiters.remove(w)
-            self.counters.rejected += 1
+            self._count("rejected", counted)
             raise QueueFull(self.max_queue)
         deadline = now + self.queue_timeout
         while not w.granted.done():
@@ -166,18 +169,18 @@ class Scheduler:
                 await asyncio.wait({w.granted}, timeout=max(0.0, min(POLL_S, deadline - time.monotonic())))
             except asyncio.CancelledError:
                 self._abandon(w)
-                self.counters.cancelled += 1
+                self._count("cancelled", counted)
                 raise
             if self.closed:
                 self._abandon(w)
                 raise SchedulerClosed()
             if time.monotonic() >= deadline:  # checked before availability (docs/server.md#slots-and-the-queue)
                 self._abandon(w)
-                self.counters.timed_out += 1
+                self._count("timed_out", counted)
                 raise QueueTimeout(self.queue_timeout)
         wait = time.monotonic() - w.since
-        self.counters.admitted += 1
-        if self.observer:
+        self._count("admitted", counted)
+        if self.observer and counted:
             self.observer.observe("queue_wait", wait)
         slot = w.granted.result()
         return Lease(slot=slot, wait_s=wait, tokens=w.tokens, cached=common_prefix(self._cached.get(slot, []), w.tokens))
@@ -201,12 +204,14 @@ class Scheduler:
         for f in pending:
             f.add_done_callback(one_done)
 
-    def release(self, lease: Lease, outcome: str) -> None:
+    def release(self, lease: Lease, outcome: str | None) -> None:
+        """Free the slot and count the request's outcome (None: a slot acquired uncounted)."""
         self._count(outcome)
         self._free_slot(lease)
 
-    def _count(self, outcome: str) -> None:
-        setattr(self.counters, outcome, getattr(self.counters, outcome) + 1)
+    def _count(self, outcome: str | None, counted: bool = True) -> None:
+        if outcome is not None and counted:
+            setattr(self.counters, outcome, getattr(self.counters, outcome) + 1)
 
     def _free_slot(self, lease: Lease) -> None:
         if self.observer:

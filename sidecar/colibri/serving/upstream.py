@@ -414,12 +414,13 @@ class UpstreamCore:
             return await self._attempts(up, path, body, model, affinity or [], extra_box)
         except BaseException:
             for extra in extra_box:
-                self.retired(extra, "failed")
+                self.retired(extra)
             raise
 
-    def retired(self, extra: Lease | None, outcome: str) -> None:
+    def retired(self, extra: Lease | None) -> None:
+        """Give back the retry's slot: the request it served is counted once, by its own admission."""
         if extra is not None:
-            self.scheduler.release(extra, outcome)
+            self.scheduler.release(extra, None)
 
     async def _attempts(self, up: Upstream, path: str, body: dict, model: str | None, affinity: list[int],
                         extra_box: list) -> tuple[Upstream, aiohttp.ClientResponse, Lease | None]:
@@ -444,7 +445,8 @@ class UpstreamCore:
             if not others:
                 raise error
             log.info("retrying elsewhere: %s", error.message)
-            extra_box.append(await self.scheduler.acquire(None, affinity, self.upstreams.slots_of(others)))
+            extra_box.append(await self.scheduler.acquire(None, affinity, self.upstreams.slots_of(others),
+                                                          counted=False))
             up = self.upstreams.of_slot(extra_box[0].slot)
         raise AssertionError("unreachable")
 
@@ -481,7 +483,7 @@ class UpstreamCore:
         finally:
             up.in_flight -= 1
             resp.release()
-            self.retired(extra, "failed" if outcome.finish_reason is None else "completed")
+            self.retired(extra)
             elapsed = time.monotonic() - t0
             if self.observer:
                 self.observer.observe("engine_call", elapsed)
@@ -574,7 +576,7 @@ class UpstreamCore:
                 reply = await resp.json(content_type=None)
             finally:
                 resp.release()
-                self.retired(extra, "completed")
+                self.retired(extra)
             rows = echoed_logprobs(reply, option) if how == "echo" else prompt_logprobs(reply, option)
             if rows is None:
                 refused.append(f"{how}: it returned no prompt log-probs")
