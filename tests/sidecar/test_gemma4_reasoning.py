@@ -22,7 +22,7 @@ from colibri.chat.prompt import ChatFormat
 from colibri.chat.reasoning import GEMMA4, THINK, ReasoningSplitter, tags_for
 from colibri.chat.template import ChatTemplate
 from colibri.chat.tools import tool_format
-from colibri.chat.tools_gemma4 import GEMMA4 as GEMMA4_TOOLS
+from colibri.chat.tools_gemma4 import GEMMA4_OPENAI
 from tests.fixtures import gemma4_models as g4
 
 SOURCE = (Path(__file__).parent / "templates" / "gemma4_31b_it.jinja").read_text()
@@ -49,7 +49,7 @@ def test_the_family_table():
     assert tags_for(SOURCE) is GEMMA4 and tags_for(g4.CHAT_TEMPLATE) is GEMMA4
     assert tags_for("{{ '<think>' }}") is THINK and tags_for("{{ messages }}") is None and tags_for(None) is None
     f = fmt()
-    assert f.has_reasoning and f.reasoning_tags is GEMMA4 and tool_format(SOURCE) is GEMMA4_TOOLS
+    assert f.has_reasoning and f.reasoning_tags is GEMMA4 and tool_format(SOURCE) is GEMMA4_OPENAI
     assert {"<|channel>", "<channel|>"} <= set(f.markers)  # shown to the splitter though control tokens
 
 
@@ -90,6 +90,19 @@ def test_past_reasoning_is_dropped_except_before_a_call_after_the_last_user_turn
     text = fmt().render(chain, thinking=Thinking(enable=True), tools=[WEATHER]).text
     assert "<|turn>model\n<|channel>thought\nneed weather\n<channel|><|tool_call>call:get_weather{city:" in text
     assert "greet" not in text
+
+
+def test_the_updated_template_reads_tool_results_as_they_came():
+    """llama.cpp merges calls and results into one message (tool_responses, JSON decoded) only for the older
+    Gemma 4 templates; this one forward-scans the role "tool" messages and quotes each result's text."""
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}
+    msgs = [Message("user", "Oslo?"), Message("assistant", "", tool_calls=[call]),
+            Message("tool", '{"temp": 3}', tool_call_id="call_1")]
+    text = fmt().render(msgs, tools=[WEATHER]).text
+    assert text.endswith('<|turn>model\n<|tool_call>call:get_weather{city:<|"|>Oslo<|"|>}<tool_call|>'
+                         '<|tool_response>response:get_weather{value:<|"|>{"temp": 3}<|"|>}<tool_response|>')
+    text = fmt().render(msgs + [Message("assistant", "Cold."), Message("user", "Thanks")], tools=[WEATHER]).text
+    assert text.endswith("<tool_response|>Cold.<turn|>\n<|turn>user\nThanks<turn|>\n" + CUE_OFF)
 
 
 def test_a_continued_turn_goes_on_as_its_answer():
@@ -170,20 +183,20 @@ def test_the_channel_comes_back_as_reasoning_in_the_three_apis(gemma):
     served, cfg = gemma
     submit = served.engine_thread.submit
     ask = {"model": cfg.model_id, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 30, "temperature": 0}
-    anthropic = {"model": cfg.model_id, "max_tokens": 30, "temperature": 0,
-                 "thinking": {"type": "enabled", "budget_tokens": 1024}, "messages": [{"role": "user", "content": "Hi"}]}
+    anthropic = {"model": cfg.model_id, "max_tokens": 30, "temperature": 0, "messages": ask["messages"],
+                 "thinking": {"type": "enabled", "budget_tokens": 1024}}
     responses = {"model": cfg.model_id, "input": "Hi", "max_output_tokens": 30, "temperature": 0,
                  "reasoning": {"effort": "high"}}
     head = {"anthropic-version": "2023-06-01"}
 
+    thinking = {**ask, "enable_thinking": True}
+    calls = (("/v1/chat/completions", thinking, None), ("/v1/chat/completions", {**thinking, "stream": True}, None),
+             ("/v1/messages", anthropic, head), ("/v1/messages", {**anthropic, "stream": True}, head),
+             ("/v1/responses", responses, None), ("/v1/responses", {**responses, "stream": True}, None))
+
     async def body(c, _):
         out = []
-        for path, payload, headers in (("/v1/chat/completions", {**ask, "enable_thinking": True}, None),
-                                       ("/v1/chat/completions", {**ask, "enable_thinking": True, "stream": True}, None),
-                                       ("/v1/messages", anthropic, head), ("/v1/messages", {**anthropic, "stream": True},
-                                                                           head),
-                                       ("/v1/responses", responses, None),
-                                       ("/v1/responses", {**responses, "stream": True}, None)):
+        for path, payload, headers in calls:
             r = await c.post(path, json=payload, headers=headers)
             out.append((r.status, await r.text()))
         return out

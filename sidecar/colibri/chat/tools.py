@@ -39,7 +39,7 @@ from colibri.chat.harmony import HARMONY, is_harmony
 from colibri.chat.tool_calls import ParsedCall, Section, ToolFormat, first, skip_space
 from colibri.chat.tool_calls import decode_arguments as _decode_arguments
 from colibri.chat.tools_deepseek import DEEPSEEK_DSML, DEEPSEEK_V3, DEEPSEEK_V4_DSML, DEEPSEEK_V31, DSML
-from colibri.chat.tools_gemma4 import GEMMA4
+from colibri.chat.tools_gemma4 import GEMMA4, GEMMA4_OPENAI, OPENAI_RESULTS
 from colibri.chat.tools_kimi import KIMI_K2
 
 BLOCK = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.DOTALL)
@@ -405,7 +405,7 @@ def tool_format(template_source: str | None) -> ToolFormat | None:
     if is_harmony(template_source):  # gpt-oss
         return HARMONY
     if GEMMA4.opener in template_source and "<tool_call|>" in template_source:  # Gemma 4
-        return GEMMA4
+        return GEMMA4_OPENAI if OPENAI_RESULTS in template_source else GEMMA4
     if "<arg_key>" in template_source:  # GLM-4.5 to GLM-5
         return GLM45
     if DSML in template_source:  # DeepSeek V3.2 (V4 names its block tool_calls)

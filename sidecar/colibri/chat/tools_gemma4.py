@@ -173,4 +173,14 @@ class Gemma4(ToolFormat):
         return call
 
 
+class Gemma4OpenAI(Gemma4):
+    """Gemma 4's updated template (OPENAI_RESULTS in it) reads role "tool" messages itself, each result as the
+    text it came as: llama.cpp hands it the conversation unchanged (its merge is for the older templates)."""
+
+    def prepare_history(self, messages: list[dict]) -> list[dict]:
+        return messages
+
+
+OPENAI_RESULTS = "{#- OpenAI Chat Completions:"  # llama.cpp's test for the updated template (common/chat.cpp)
 GEMMA4 = Gemma4()
+GEMMA4_OPENAI = Gemma4OpenAI()
