@@ -105,6 +105,14 @@ def test_the_updated_template_reads_tool_results_as_they_came():
     assert text.endswith("<tool_response|>Cold.<turn|>\n<|turn>user\nThanks<turn|>\n" + CUE_OFF)
 
 
+def test_a_turn_with_results_and_text_gets_the_models_header_as_llama_cpp_adds_it():
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}
+    msgs = [Message("user", "Oslo?"), Message("assistant", "Let me look.", tool_calls=[call]),
+            Message("tool", "3 C", tool_call_id="call_1")]
+    text = fmt().render(msgs, tools=[WEATHER]).text
+    assert text.endswith('{value:<|"|>3 C<|"|>}<tool_response|>Let me look.<turn|>\n<|turn>model\n')
+
+
 def test_a_continued_turn_goes_on_as_its_answer():
     p = fmt().render([Message("user", "Hi"), Message("assistant", "The answer is")])
     assert p.continued and p.text.endswith("<|turn>model\nThe answer is") and not p.in_reasoning

@@ -21,6 +21,7 @@ from colibri.chat.messages import Message, Thinking
 from colibri.chat.reasoning import ReasoningTags
 from colibri.chat.template import ChatTemplate, TemplateRefused
 from colibri.chat.tools import ToolFormat, tool_format
+from colibri.chat.tools_gemma4 import GEMMA4_CUE, GEMMA4_TURN_END, Gemma4
 from colibri.errors import InvalidRequest
 
 
@@ -73,7 +74,7 @@ class ChatFormat:
                 raise InvalidRequest("invalid_value", "a trailing assistant turn cannot be continued together "
                                                       "with tools", param=f"messages.{len(messages) - 1}")
             return self._continue(messages, kwargs)
-        return self._finish(self._render(messages, True, kwargs))
+        return self._finish(self._cued(self._render(messages, True, kwargs)))
 
     def _continue(self, messages: list[Message], kwargs: dict) -> Prompt:
         last = messages[-1]
@@ -84,8 +85,15 @@ class ChatFormat:
         full = self._render(messages, False, kwargs)
         cut = full.rfind(last.content.lstrip())
         if cut < 0:  # the template rewrote the text: no open-turn shape, complete it instead
-            return self._finish(self._render(messages, True, kwargs))
+            return self._finish(self._cued(self._render(messages, True, kwargs)))
         return self._finish(full[:cut + len(last.content.lstrip())], continued=True)
+
+    def _cued(self, text: str) -> str:
+        """Gemma 4's template writes no cue after a model turn that has both calls with their results and text
+        (it ends in <turn|>): llama.cpp adds the model's turn header then, and so does this."""
+        if isinstance(self.tool_format, Gemma4) and text.endswith(GEMMA4_TURN_END):
+            return text + GEMMA4_CUE
+        return text
 
     def _render(self, messages: list[Message], cue: bool, kwargs: dict) -> str:
         try:

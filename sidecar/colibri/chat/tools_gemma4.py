@@ -17,6 +17,7 @@ from typing import Any
 from colibri.chat.tool_calls import ParsedCall, Section, ToolFormat, delimited_calls
 
 CALL_BEGIN, CALL_END, QUOTE = "<|tool_call>", "<tool_call|>", '<|"|>'
+GEMMA4_TURN_END, GEMMA4_CUE = "<turn|>\n", "<|turn>model\n"  # a turn's end; the model's turn header
 NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
 LITERALS = (("true", True), ("false", False), ("null", None))
 
