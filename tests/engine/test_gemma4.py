@@ -227,5 +227,7 @@ def test_its_chat_template_serves_through_coli_serve():
     events = [json.loads(b[6:]) for b in streamed.split("\n\n") if b.startswith("data: ") and b[6:] != "[DONE]"]
     text = "".join((e["choices"][0]["delta"].get("content") or "") for e in events if e.get("choices"))
     assert text == (choice["message"]["content"] or "")  # greedy: the same reply either way
-    for marker in g4.SPECIALS:
+    # control tokens stay out of the text, but the thought channel's (the reasoning splitter reads them, as
+    # llama.cpp renders its preserved tokens): random weights write stray <channel|>s after the closed channel
+    for marker in set(g4.SPECIALS) - {"<|channel>", "<channel|>"}:
         assert marker not in text
