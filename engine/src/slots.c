@@ -212,7 +212,10 @@ static void next_token(event_out *o, colibri_engine *e, int slot, const float *l
     const bool stop = !sl->req.ignore_eos && colibri_token_is_eog(e, tok);
     colibri_event *ev = push(o, slot, stop ? COLI_EVENT_DONE : COLI_EVENT_TOKEN, tok, stop ? COLI_FINISH_STOP : 0);
     ev->n_top = sl->req.n_logprobs;
-    ev->logprob = coli_readout(logits, V, tok, ev->n_top, ev->top_ids, ev->top_logprobs);
+    /* the read-out only when the request asked for one: serving must not pay for what nobody reads */
+    ev->logprob = ev->n_top == 0 && sl->req.no_logprob
+                      ? NAN
+                      : coli_readout(logits, V, tok, ev->n_top, ev->top_ids, ev->top_logprobs);
     if (stop) {
         finish(o, e, slot, COLI_FINISH_STOP, tok);
         return;

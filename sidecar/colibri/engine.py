@@ -344,13 +344,15 @@ class Engine:
 
     def submit(self, slot: int, prompt: list[int], *, max_tokens: int, temperature: float = 0.0, top_p: float = 1.0,
                seed: int = 0, n_logprobs: int = 0, echo: bool = False, echo_from: int = 0,
-               ignore_eos: bool = False, top_k: int = 0) -> int:
+               ignore_eos: bool = False, top_k: int = 0, logprob: bool = True) -> int:
         """Start a request on an idle slot; returns how many prompt tokens came from its cache.
-        With echo, positions from echo_from on are read out (the prefix before may be reused)."""
+        With echo, positions from echo_from on are read out (the prefix before may be reused).
+        logprob=False: events carry NaN for the sampled token's log-probability unless n_logprobs > 0
+        (the log-softmax over the vocabulary, a few percent of a small model's step, is skipped)."""
         req = ffi.new("colibri_request *", {
             "sampling": {"temperature": temperature, "top_p": top_p, "top_k": top_k},
             "seed": seed & 0xFFFFFFFFFFFFFFFF, "max_tokens": max_tokens, "n_logprobs": n_logprobs, "echo": int(echo),
-            "echo_from": echo_from, "ignore_eos": int(ignore_eos)})
+            "echo_from": echo_from, "ignore_eos": int(ignore_eos), "no_logprob": int(not logprob)})
         reused = lib.colibri_submit(self._e, slot, ffi.new("int32_t[]", prompt), len(prompt), req)
         if reused < 0:
             raise last_error()

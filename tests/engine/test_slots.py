@@ -202,6 +202,32 @@ def test_logprob_readout_matches_the_distribution(default_model):
         assert first.token in [t for t, _ in first.top] and len(first.top) == 5
 
 
+def test_no_logprob_skips_the_readout_and_changes_no_token(default_model):
+    """logprob=False (what serving asks when no request wants log-probs): the same tokens, NaN for
+    the sampled token's log-prob; with a top-k table asked for, the log-prob comes anyway (it is free then)."""
+    def run(e, **kw):
+        e.submit(0, prompt, max_tokens=6, ignore_eos=True, **kw)
+        out = []
+        while not (out and out[-1].done):
+            out += e.step()
+        return out
+
+    with Engine(default_model, n_slots=1, n_ctx=128, n_threads=2) as e:
+        prompt = e.tokenize("The capital of France is")
+        e.submit(0, [e.bos], max_tokens=0)  # an unrelated prompt first: no reuse between the runs below
+        while not any(ev.done for ev in e.step()):
+            pass
+        full = run(e)
+        e.submit(0, [e.bos], max_tokens=0)
+        while not any(ev.done for ev in e.step()):
+            pass
+        bare = run(e, logprob=False)
+        topk = run(e, logprob=False, n_logprobs=2)
+    assert [ev.token for ev in bare] == [ev.token for ev in full] == [ev.token for ev in topk]
+    assert all(math.isnan(ev.logprob) for ev in bare[:-1]) and all(ev.logprob <= 0 for ev in full[:-1])
+    assert [ev.logprob for ev in topk[:-1]] == [ev.logprob for ev in full[:-1]]
+
+
 def test_the_same_prompt_again_gives_the_same_tokens(default_model):
     """A fully cached prompt samples from the logits it left, not from its last token re-run alone."""
     with Engine(default_model, n_slots=1, n_ctx=128, n_batch=64, n_threads=2) as e:

@@ -52,6 +52,27 @@ def test_concurrent_consumers_get_their_alone_tokens(default_model):
         assert fa.n_generated == 12 and fa.n_prompt > 0 and "ttft_s" in fa.timings
 
 
+def test_a_request_without_logprobs_gets_the_same_tokens_and_no_readout(default_model):
+    """GenRequest.logprobs=False (a serve request that asked for no log-probs): the engine skips
+    the log-softmax, the tokens are those of a request that asked (NaN stands for the log-prob)."""
+    async def main():
+        with Engine(default_model, n_slots=2, n_ctx=128, n_threads=2) as e:
+            et = EngineThread(e)
+            et.start()
+            prompt = e.tokenize("The sea is")
+            out = []
+            for slot, logprobs in ((0, True), (1, False)):
+                events = [ev async for ev in et.generate(GenRequest(slot=slot, prompt=prompt, max_tokens=6,
+                                                                    ignore_eos=True, logprobs=logprobs))]
+                out.append([ev for ev in events if isinstance(ev, TokenEvent)])
+            await et.close()
+        return out
+
+    asked, bare = asyncio.run(main())
+    assert [ev.token for ev in asked] == [ev.token for ev in bare] and len(bare) == 6
+    assert all(ev.logprob <= 0 for ev in asked) and all(ev.logprob != ev.logprob for ev in bare)
+
+
 def test_leaving_early_cancels_and_frees_the_slot(default_model):
     async def main():
         with Engine(default_model, n_slots=1, n_ctx=128, n_threads=2) as e:

@@ -50,12 +50,14 @@ class GenRequest:
     echo: bool = False         # read-out of the prompt positions (Finish.prompt_readout)
     echo_from: int = 0         # with echo: the first position that needs one; the prefix before may be reused
     ignore_eos: bool = False
+    logprobs: bool = True      # False: TokenEvent.logprob is NaN unless top_logprobs > 0 (the engine skips
+                               # the log-softmax over the vocabulary: what no request asked for is free)
 
 
 @dataclass(frozen=True)
 class TokenEvent:
     token: int
-    logprob: float                          # may be -inf or nan: reported, never clamped
+    logprob: float                          # may be -inf or nan: reported, never clamped (nan: not asked for)
     top: list[tuple[int, float]] | None     # unsorted; None when top_logprobs == 0
 
 
@@ -361,7 +363,8 @@ class EngineThread:
         try:
             job.n_reused = self.engine.submit(slot, r.prompt, max_tokens=r.max_tokens, temperature=r.temperature,
                                               top_p=r.top_p, seed=seed, n_logprobs=r.top_logprobs, echo=r.echo,
-                                              echo_from=r.echo_from, ignore_eos=r.ignore_eos, top_k=r.top_k)
+                                              echo_from=r.echo_from, ignore_eos=r.ignore_eos, top_k=r.top_k,
+                                              logprob=r.logprobs)
         except EngineError as e:
             self._deliver(job, e)
             return

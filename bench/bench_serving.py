@@ -1,0 +1,213 @@
+"""What the serving path costs: decode through the raw engine loop (`Engine.eval` +
+`Engine.sample`, as bench_engine.py runs it), through `coli generate` (its command,
+in process, stdout to /dev/null) and through a streamed `coli serve` request (a
+real server, an SSE client), on the same file, prompt and token count.
+
+Each run is a fresh child process; the three modes alternate round by round (so
+machine noise hits them alike); medians, spread and the ratios mode/raw are
+printed, in wall tok/s and per core-second (the process's CPU time over the
+decode, engine threads included; for serve, the server process's CPU time).
+
+    python bench/bench_serving.py [--model M] [--threads 1 2] [--reps 5] [--gen-tokens 128]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SIDECAR = os.path.join(ROOT, "sidecar")
+
+# raw and generate: decode measured from the start of the first one-token eval to the end of the
+# last (so the prefill is outside it, and both count evals the same way)
+CHILD = r"""
+import json, os, sys, time
+mode, model, threads, n_prompt, n_gen, ctx = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+sys.path.insert(0, sys.argv[7])
+from tests.reference import real_text
+from colibri.engine import Engine
+marks = []
+_eval = Engine.eval
+def eval_(self, tokens, pos, logits=None):
+    if len(tokens) == 1 and not marks:
+        marks.append((time.perf_counter(), time.process_time()))
+    out = _eval(self, tokens, pos, logits)
+    if len(tokens) == 1:
+        marks[1:] = [(time.perf_counter(), time.process_time())]
+        counts[0] += 1
+    return out
+counts = [0]
+Engine.eval = eval_
+text = real_text()
+if mode == "raw":
+    e = Engine(model, n_ctx=ctx, n_threads=threads)
+    prompt = e.tokenize(text)[:n_prompt]
+    e.eval(prompt, 0)
+    pos = len(prompt)
+    for _ in range(n_gen):
+        tok, _ = e.sample(); e.eval([tok], pos); pos += 1
+else:  # coli generate, its own command with the prompt cut to n_prompt tokens
+    from colibri.cli import build_parser
+    import colibri.commands.generate as g
+    vocab = Engine(model, vocab_only=True)
+    prompt_text = vocab.detokenize(vocab.tokenize(text, add_bos=False)[:n_prompt - 1]).decode("utf-8", "replace")
+    vocab.close()
+    args = build_parser().parse_args(["generate", "--model", model, "--threads", str(threads), "--ctx", str(ctx),
+                                      "-p", prompt_text, "-n", str(n_gen + 1), "--ignore-eos"])
+    sys.stdout = open(os.devnull, "w")
+    args.func(args)
+(t1, c1), (t2, c2) = marks[0], marks[-1]
+n = counts[0] - 1
+print(json.dumps({"decode": n / (t2 - t1), "decode_cpu": n / (c2 - c1), "tokens": n}), file=sys.__stdout__)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def proc_cpu(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        parts = f.read().rsplit(")", 1)[1].split()
+    return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu(pid: int, tid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/task/{tid}/stat") as f:
+            parts = f.read().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_serve(args) -> dict:
+    """A real `coli serve` and one streamed /v1/completions request with the prompt as token ids."""
+    sys.path.insert(0, SIDECAR)
+    sys.path.insert(0, ROOT)
+    from colibri.engine import Engine
+    from tests.reference import real_text
+
+    vocab = Engine(args.model, vocab_only=True)  # the prompt as text (serve takes no token ids), as generate's
+    prompt = vocab.detokenize(vocab.tokenize(real_text(), add_bos=False)[:args.prompt_tokens - 1]).decode(
+        "utf-8", "replace")
+    vocab.close()
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=os.path.join(args.root, "sidecar"))
+    srv = subprocess.Popen([sys.executable, "-m", "colibri", "serve", "--model", args.model, "--port", str(port),
+                            "--threads", str(args.threads), "--ctx", str(args.ctx), "--kv-slots", "1",
+                            "--no-kv-persist"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 300
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/health", timeout=2) as r:
+                    if r.status == 200 and json.loads(r.read()).get("status") in ("ok", "ready"):
+                        break
+            except Exception:  # noqa: BLE001 - not up yet
+                pass
+            if srv.poll() is not None or time.time() > deadline:
+                raise SystemExit(f"serve did not start:\n{srv.stderr.read().decode()[-3000:]}")
+            time.sleep(0.2)
+        with urllib.request.urlopen(base + "/v1/models", timeout=10) as r:
+            model_id = json.loads(r.read())["data"][0]["id"]
+        body = json.dumps({"model": model_id, "prompt": prompt, "max_tokens": args.gen_tokens + 1, "temperature": 0, "stream": True})
+        req = urllib.request.Request(base + "/v1/completions", body.encode(), {"Content-Type": "application/json"})
+        times, cpus, loop_cpu = [], [], []
+        try:
+            r = urllib.request.urlopen(req, timeout=600)
+        except urllib.error.HTTPError as exc:
+            raise SystemExit(f"serve refused the request: {exc.read().decode()[:2000]}")
+        with r:
+            for line in r:
+                if line.startswith(b"data: ") and b'"text"' in line and not line.startswith(b"data: [DONE]"):
+                    d = json.loads(line[6:])
+                    if d["choices"] and d["choices"][0].get("text"):
+                        times.append(time.perf_counter())
+                        cpus.append(proc_cpu(srv.pid))
+                        loop_cpu.append(thread_cpu(srv.pid, srv.pid))
+        n = len(times) - 1
+        return {"decode": n / (times[-1] - times[0]), "decode_cpu": n / max(cpus[-1] - cpus[0], 1e-9), "tokens": n,
+                # the event loop's (main thread's) CPU per token: the Python side of serving, in ms
+                "loop_ms": 1000 * (loop_cpu[-1] - loop_cpu[0]) / n}
+    finally:
+        srv.terminate()
+        try:
+            srv.wait(10)
+        except subprocess.TimeoutExpired:
+            srv.kill()
+
+
+def run_child(mode: str, args) -> dict:
+    if mode == "serve":
+        return run_serve(args)
+    env = dict(os.environ, PYTHONPATH=os.path.join(args.root, "sidecar"))
+    cmd = [sys.executable, "-c", CHILD, mode, args.model, str(args.threads), str(args.prompt_tokens),
+           str(args.gen_tokens), str(args.ctx), args.root]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
+    if out.returncode != 0:
+        raise SystemExit(f"{mode} run failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=None, help="GGUF file (default: the embedded default model)")
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--modes", nargs="+", default=["raw", "generate", "serve"])
+    ap.add_argument("--prompt-tokens", type=int, default=256)
+    ap.add_argument("--gen-tokens", type=int, default=128)
+    ap.add_argument("--ctx", type=int, default=512)
+    ap.add_argument("--root", default=ROOT,
+                    help="the checkout whose sidecar and built engine run (default: this one), e.g. main's for a before")
+    ap.add_argument("--json", default=None, help="also write the results here")
+    args = ap.parse_args()
+    if args.model is None:
+        sys.path.insert(0, SIDECAR)
+        from colibri.models import default_model_path
+
+        os.environ.setdefault("COLI_DEFAULT_MODEL", "gemma-3-270m")  # as the tests' default model
+
+        args.model = str(default_model_path())
+    report = {}
+    for threads in args.threads:
+        args.threads_now = threads
+        a = argparse.Namespace(**{**vars(args), "threads": threads})
+        res: dict[str, list[dict]] = {m: [] for m in args.modes}
+        for rep in range(args.reps):
+            for mode in args.modes:
+                r = run_child(mode, a)
+                res[mode].append(r)
+                print(f"[{threads}t rep {rep + 1}/{args.reps}] {mode:9s} {r['decode']:7.1f} tok/s  "
+                      f"{r['decode_cpu']:7.1f} tok/cpu-s  ({r['tokens']} steps)"
+                      + (f"  event loop {r['loop_ms']:.2f} ms/token" if "loop_ms" in r else ""), file=sys.stderr, flush=True)
+        print(f"\n{os.path.basename(args.model)} ({args.root}), {threads} thread(s), {args.reps} interleaved reps, "
+              f"{args.prompt_tokens}-token prompt, {args.gen_tokens} decoded")
+        print(f"{'':10s}{'tok/s med':>10s}{'min..max':>16s}{'ratio':>8s}{'tok/cpu-s':>11s}{'ratio':>8s}")
+        med = {m: {k: statistics.median(r[k] for r in rs) for k in ("decode", "decode_cpu")} for m, rs in res.items()}
+        base = med.get("raw") or next(iter(med.values()))
+        for m, rs in res.items():
+            lo, hi = min(r["decode"] for r in rs), max(r["decode"] for r in rs)
+            print(f"{m:10s}{med[m]['decode']:10.1f}{f'{lo:.1f}..{hi:.1f}':>16s}{med[m]['decode'] / base['decode']:8.3f}"
+                  f"{med[m]['decode_cpu']:11.1f}{med[m]['decode_cpu'] / base['decode_cpu']:8.3f}")
+        report[threads] = {"median": med, "runs": res}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"model": args.model, "results": report}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
