@@ -227,10 +227,22 @@ static void gdn_conv(gdn_job *j, int c0, int c1) {
             for (int t = 0; t < KC - 1; t++) sum = fmaf(w[t], k[t], sum);
             sum = fmaf(row[c], k[KC - 1], sum);
             conv[c] = sum;
-            memmove(w, w + 1, (size_t)(KC - 2) * sizeof(float));
+            for (int t = 0; t < KC - 2; t++) w[t] = w[t + 1];
             w[KC - 2] = row[c];
         }
     }
+}
+
+/* ggml_vec_silu_f32: x / (1 + exp(-x)); the table's SIMD swiglu times exact ones where it has one (its whole
+ * vectors and libm tail split the row as coli_silu does), else coli_silu */
+static void silu(float *x, int n) {
+    if (!coli_kernels()->swiglu) {
+        coli_silu(x, n);
+        return;
+    }
+    float ones[256];
+    for (int i = 0; i < 256; i++) ones[i] = 1.0f;
+    for (int i = 0; i < n; i += 256) coli_swiglu(x + i, ones, n - i < 256 ? n - i : 256);
 }
 
 /* silu of the conv output, then q, k: per head l2 norm */
@@ -238,7 +250,7 @@ static void gdn_qk(gdn_job *j, int i) {
     const coli_hparams *hp = &j->m->hp;
     const int S = hp->ssm_d_state, NK = hp->ssm_n_k, KD = S * NK, CD = 2 * KD + S * hp->ssm_n_v;
     float *conv = j->conv + (size_t)i * CD;
-    coli_silu(conv, CD);
+    silu(conv, CD);
     for (int h = 0; h < NK; h++) {
         l2_norm(conv + h * S, S, hp->rms_eps);
         l2_norm(conv + KD + h * S, S, hp->rms_eps);
@@ -269,7 +281,7 @@ static void gdn_head(gdn_job *j, int h) {
         j->rows(M, S, conv + KD + kh * S, conv + kh * S, conv + 2 * KD + h * S, beta, expf(g), scale, oh);
         coli_rmsnorm(oh, oh, L->ssm_norm, S, eps);
         float *zh = j->zb + (size_t)i * VD + h * S;
-        coli_silu(zh, S);
+        silu(zh, S);
         for (int x = 0; x < S; x++) oh[x] *= zh[x];
     }
 }
