@@ -87,6 +87,28 @@ def default_model() -> str:
     return str(embedded_model_path(progress=False))
 
 
+def with_context_length(model: str, n: int) -> str:
+    """A copy of model beside it whose <arch>.context_length is n (the synthetic bench files are trained on 4096;
+    the weights do not care): the key's uint32 patched in place in the copy, made once."""
+    import mmap
+    import shutil
+    import struct
+    base, ext = os.path.splitext(model)
+    out = f"{base}-ctx{n}{ext}"
+    if os.path.exists(out):
+        return out
+    tmp = out + ".tmp"
+    shutil.copyfile(model, tmp)
+    with open(tmp, "r+b") as f, mmap.mmap(f.fileno(), 0) as m:
+        head = m[:1 << 20]
+        at = head.find(b".context_length")
+        if at < 0 or struct.unpack("<I", head[at + 15:at + 19])[0] != 4:  # GGUF_TYPE_UINT32
+            raise SystemExit(f"{model}: no uint32 context_length key to patch")
+        m[at + 19:at + 23] = struct.pack("<I", n)
+    os.replace(tmp, out)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", help="GGUF file (default: the tests' Gemma 3 270M)")
@@ -96,8 +118,13 @@ def main() -> None:
     ap.add_argument("--contexts", default="256,1024,4096,8192,16384,32768")
     ap.add_argument("--ctx", type=int, default=0, help="--ctx of both engines (default: the prompt + --gen, rounded up)")
     ap.add_argument("--json", help="write the raw runs here")
+    ap.add_argument("--context-length", type=int, default=0,
+                    help="bench a copy of --model whose trained context is this (e.g. 32768 for the 4096-token "
+                         "synthetic bench files: bench_moe.py's qwen35moe / qwen3moe at 16k)")
     args = ap.parse_args()
     model = args.model or default_model()
+    if args.context_length:
+        model = with_context_length(model, args.context_length)
     sys.path.insert(0, os.path.join(ROOT, "sidecar"))
     from colibri.engine import GGUFFile
 

@@ -27,7 +27,10 @@ FIXTURES = [("qwen3next", "F32", "F32", {}), ("qwen3next", "Q8_0", "Q8_0", {}), 
             ("qwen3next", "legacy_ssm_in", "Q8_0", dict(ssm_legacy_in=True)),
             ("qwen35moe", "F32", "F32", {}), ("qwen35moe", "Q8_0", "Q8_0", {}), ("qwen35moe", "Q4_0", "Q4_0", {}),
             ("qwen35moe", "nextn_flags", "Q8_0", dict(nextn_layers=1, recurrent_layers=(True, True, False, True, False),
-                                                     n_ff_shexp=128))]
+                                                     n_ff_shexp=128)),
+            # the released models' state size (Qwen3.5/3.6, Qwen3-Next: 128): deltanet.c's AVX-512 recurrence keeps
+            # a state row in 8 registers there (4 at the fixtures' 64, the table's dot at 32)
+            ("qwen35moe", "d_state128", "Q8_0", dict(ssm_d_state=128))]
 
 
 def _tokens(e: Engine, n: int, seed: int = 5) -> list[int]:
