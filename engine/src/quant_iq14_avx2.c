@@ -504,6 +504,21 @@ INL __m256i grid4(int i0, int i1, int i2, int i3) {
                              (long long)coli_iq1s_grid[i0]);
 }
 
+/* The 32 grid indices of a super-block, qs[j] | (high 3 bits of j) << 8, formed 16 at a time: each block's
+ * qh word broadcast to its 4 groups and shifted into bits 8..10 by a multiply (shifts left `sl` per group)
+ * or, for the group whose bits lie above bit 10, a right shift `sr` (scalar shift/and/or per index cost more). */
+INL void iq1_indices(const uint8_t *qs, __m128i qh01, __m128i qh23, __m256i mul, const int sr, uint16_t idx[32]) {
+    const __m256i mask = _mm256_set1_epi16(0x700);
+    const __m256i ha = _mm256_set_m128i(_mm_unpackhi_epi32(qh01, qh01), _mm_unpacklo_epi32(qh01, qh01));
+    const __m256i hb = _mm256_set_m128i(_mm_unpackhi_epi32(qh23, qh23), _mm_unpacklo_epi32(qh23, qh23));
+    const __m256i sa = _mm256_blend_epi16(_mm256_mullo_epi16(ha, mul), _mm256_srli_epi16(ha, sr), 0x88);
+    const __m256i sb = _mm256_blend_epi16(_mm256_mullo_epi16(hb, mul), _mm256_srli_epi16(hb, sr), 0x88);
+    const __m256i lo = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)qs));
+    const __m256i hi = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(qs + 16)));
+    _mm256_storeu_si256((__m256i *)idx, _mm256_or_si256(lo, _mm256_and_si256(sa, mask)));
+    _mm256_storeu_si256((__m256i *)(idx + 16), _mm256_or_si256(hi, _mm256_and_si256(sb, mask)));
+}
+
 /* IQ1_S. Lanes: sum over blocks of ls * (grid . q8) per 4 elements (ggml's
  * sumi), and one integer sumi1 = sum of ls * delta * (the block's two bsums).
  * One row (ggml_vec_dot_iq1_s_q8_K): d = dy * dx, acc = fma(d, float(lanes),
@@ -541,13 +556,15 @@ INL void iq1_s_nr(int n, const void *w, const char *a, size_t as, float *s, size
             const __m128i p2 = _mm_add_epi32(p, _mm_unpackhi_epi64(p, p));
             sumi1[r] = _mm_cvtsi128_si32(_mm_add_epi32(p2, _mm_shuffle_epi32(p2, 1)));
         }
+        uint16_t idx[32];
+        iq1_indices(x->qs, _mm_unpacklo_epi16(qhv, qhv), _mm_unpackhi_epi16(qhv, qhv),
+                    _mm256_set_epi16(1, 4, 32, 256, 1, 4, 32, 256, 1, 4, 32, 256, 1, 4, 32, 256), 1, idx);
+        const __m256i ls2 = _mm256_broadcastsi128_si256(lsv);
+#pragma GCC unroll 8
         for (int ib = 0; ib < QK_K / 32; ib++) {
-            const uint16_t qh = x->qh[ib];
-            const uint8_t *qs = x->qs + 4 * ib;
-            const __m256i g = grid4(qs[0] | ((qh << 8) & 0x700), qs[1] | ((qh << 5) & 0x700), qs[2] | ((qh << 2) & 0x700),
-                                    qs[3] | ((qh >> 1) & 0x700));
+            const __m256i g = grid4(idx[4 * ib], idx[4 * ib + 1], idx[4 * ib + 2], idx[4 * ib + 3]);
             const __m256i ag = _mm256_sign_epi8(g, g);
-            const __m256i sc = _mm256_set1_epi16((int16_t)(2 * ((qh >> 12) & 7) + 1));
+            const __m256i sc = _mm256_shuffle_epi8(ls2, _mm256_set1_epi16((int16_t)(0x0100 + 0x0202 * ib)));
             for (int r = 0; r < nr; r++) {
                 const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;
                 const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * ib));
@@ -605,13 +622,15 @@ INL void iq1_m_nr(int n, const void *w, const char *a, size_t as, float *s, size
         const __m256i dmask = _mm256_set_epi64x(1 << 15, 1 << 11, 1 << 7, 1 << 3);
         __m256i sumi1[COLI_MAX_NR], sumi2[COLI_MAX_NR];
         for (int r = 0; r < nr; r++) sumi1[r] = sumi2[r] = _mm256_setzero_si256();
+        const __m128i qhv = _mm_loadu_si128((const __m128i *)x->qh);  /* block ib's two bytes as word ib */
+        uint16_t idx[32];
+        iq1_indices(x->qs, _mm_unpacklo_epi16(qhv, qhv), _mm_unpackhi_epi16(qhv, qhv),
+                    _mm256_set_epi16(1, 1, 16, 256, 1, 1, 16, 256, 1, 1, 16, 256, 1, 1, 16, 256), 4, idx);
 #pragma GCC unroll 8
         for (int ib = 0; ib < QK_K / 32; ib++) {
-            const uint8_t *qs = x->qs + 4 * ib;
             uint16_t qh16;
             memcpy(&qh16, x->qh + 2 * ib, 2);
-            const __m256i g = grid4(qs[0] | ((qh16 << 8) & 0x700), qs[1] | ((qh16 << 4) & 0x700), qs[2] | (qh16 & 0x700),
-                                    qs[3] | ((qh16 >> 4) & 0x700));
+            const __m256i g = grid4(idx[4 * ib], idx[4 * ib + 1], idx[4 * ib + 2], idx[4 * ib + 3]);
             const __m256i ag = _mm256_sign_epi8(g, g);
             /* delta signs: 0x01 or 0xff in each byte of group l's 8 (qh bit 3 + 4l) */
             const __m256i dl = _mm256_or_si256(
