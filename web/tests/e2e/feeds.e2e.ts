@@ -100,7 +100,9 @@ describe.runIf(!live)("feeds drawn", () => {
       await page.goto(`${baseUrl}/profiling`);
       await page.waitForSelector('[data-testid="profile-turn"]');
       await page.waitForSelector('[data-testid="profile-history"] canvas');
-      expect(await page.locator(".stack-seg").count()).toBe(6);
+      // Six phases (linear attention included) in the turn's stack, one disk bar beside it.
+      expect(await page.locator(".stack:not(.disk) .stack-seg").count()).toBe(6);
+      expect(await page.locator(".stack.disk .stack-seg").count()).toBe(1);
       await page.waitForTimeout(300);
       await shot(page, `profiling-data-${w}-${scheme}`);
       expect(errors).toEqual([]);
