@@ -406,9 +406,9 @@ static int gemma4_hparams(coli_hparams *hp, const gguf_file *f, const char *a) {
     const gguf_kv *pat = gguf_get(f, key);
     if (!pat || pat->type != GGUF_TYPE_ARRAY)
         return coli_fail(COLI_E_MISSING, "missing: '%s' as one flag per layer (gemma4)", key);
-    if (per_layer > 0)
-        return coli_fail(COLI_E_UNSUPPORTED, "unsupported: gemma4 with per-layer embeddings (%s.embedding_length_per_"
-                         "layer_input %d: Gemma 4 E2B/E4B)", a, per_layer);
+    if (per_layer < 0 || per_layer > (1 << 20) / (hp->n_layer > 0 ? hp->n_layer : 1))
+        return coli_fail(COLI_E_CORRUPT, "corrupt: %s.embedding_length_per_layer_input is %d", a, per_layer);
+    hp->n_embd_per_layer = per_layer;
     if (hp->head_dim != hp->head_dim_v || hd_swa != hdv_swa || hd_swa <= 0)
         return coli_fail(COLI_E_CORRUPT, "corrupt: gemma4 needs key and value heads of one size (%d/%d, sliding %d/%d)",
                          hp->head_dim, hp->head_dim_v, hd_swa, hdv_swa);
@@ -998,6 +998,12 @@ static int load_gemma4_layer(coli_model *m, const gguf_file *f, int il) {
         }
         if ((rc = bind_vec(&L->down_exps_s, f, T("ffn_down_exps.scale"), X, true))) return rc;
     }
+    if (hp->n_embd_per_layer > 0) { /* per-layer embeddings (E2B/E4B) */
+        const int64_t P = hp->n_embd_per_layer;
+        if ((rc = bind_mat(&L->ple_gate, f, T("inp_gate.weight"), E, P))) return rc;
+        if ((rc = bind_mat(&L->ple_proj, f, T("proj.weight"), P, E))) return rc;
+        if ((rc = bind_vec(&L->ple_post_norm, f, T("post_norm.weight"), E, false))) return rc;
+    }
 #undef T
     if (L->is_swa && !L->kv_shared && L->kv_slot < COLI_KV_SWA_BITS)
         hp->kv_swa[L->kv_slot / 64] |= 1ull << (L->kv_slot % 64);
@@ -1041,6 +1047,16 @@ int coli_model_load(coli_model *m, const gguf_file *f) {
     if (!m->layers) return coli_fail(COLI_E_NOMEM, "out of memory");
     if (hp->gemma4) { /* the global layers' proportional RoPE (one tensor for all of them) */
         if (gguf_find_tensor(f, "rope_freqs.weight") && (rc = bind_vec(&m->rope_freqs, f, "rope_freqs.weight", hp->head_dim_full / 2, false))) return rc;
+        if (hp->n_embd_per_layer > 0) { /* per-layer embeddings: the table stays in the mapping, read per token */
+            const int64_t LP = (int64_t)hp->n_layer * hp->n_embd_per_layer;
+            if ((rc = bind_mat(&m->ple_tok_embd, f, "per_layer_token_embd.weight", LP, hp->n_vocab))) return rc;
+            if (!coli_kernels()->type[m->ple_tok_embd.type].to_float)
+                return coli_fail(COLI_E_UNSUPPORTED, "unsupported: tensor 'per_layer_token_embd.weight' has type %s",
+                                 ggml_type_get(m->ple_tok_embd.type)->name);
+            if ((rc = bind_mat(&m->ple_model_proj, f, "per_layer_model_proj.weight", hp->n_embd, LP))) return rc;
+            if ((rc = bind_vec(&m->ple_proj_norm, f, "per_layer_proj_norm.weight", hp->n_embd_per_layer, false)))
+                return rc;
+        }
     }
     for (int il = 0; il < hp->n_layer; il++)
         if ((rc = hp->gemma4 ? load_gemma4_layer(m, f, il) : load_layer(m, f, il))) return rc;
@@ -1094,11 +1110,13 @@ void coli_model_free(coli_model *m) {
             free(L->pre_ffn_norm_2);
             free(L->post_ffn_norm_1);
             free(L->post_ffn_norm_2);
+            free(L->ple_post_norm);
         }
     }
     free(m->layers);
     free(m->idx_rot);
     free(m->rope_freqs);
+    free(m->ple_proj_norm);
     free(m->output_norm);
     memset(m, 0, sizeof *m);
 }
