@@ -313,7 +313,7 @@ static int gemma4_attention(const coli_model *m, coli_state *s, int il, int n) {
 static int gemma4_ffn(const coli_model *m, coli_state *s, int il, int n) {
     const coli_hparams *hp = &m->hp;
     const coli_layer *L = &m->layers[il];
-    const int E = hp->n_embd, F = hp->n_ff;
+    const int E = hp->n_embd, F = L->n_ff;
     const size_t nE = (size_t)n * E;
     float *mlp = L->is_moe ? s->tmp2 : s->tmp;
     int rc;

@@ -444,10 +444,24 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
     memset(hp, 0, sizeof *hp);
     if ((rc = get_u32_req(f, a, "block_count", &hp->n_layer))) return rc;
     if ((rc = get_u32_req(f, a, "embedding_length", &hp->n_embd))) return rc;
-    if ((rc = get_u32_req(f, a, "feed_forward_length", &hp->n_ff))) return rc;
+    char key[160];
+    snprintf(key, sizeof key, "%s.feed_forward_length", a);
+    const gguf_kv *hff = gguf_get(f, key);
+    if (hff && hff->type == GGUF_TYPE_ARRAY) { /* one per layer (gemma4 E2B/E4B's double-wide MLPs): the largest */
+        if (strcmp(a, "gemma4") != 0)
+            return coli_fail(COLI_E_UNSUPPORTED, "unsupported: '%s' as one value per layer (gemma4 only)", key);
+        if ((hff->arr_type != GGUF_TYPE_UINT32 && hff->arr_type != GGUF_TYPE_INT32) || hff->arr_n != (uint64_t)hp->n_layer)
+            return coli_fail(COLI_E_CORRUPT, "corrupt: '%s' is not %d integers (one per layer)", key, hp->n_layer);
+        for (int il = 0; il < hp->n_layer; il++) {
+            const int64_t v = gguf_arr_i64(hff, (uint64_t)il);
+            if (v <= 0 || v > (1 << 30)) return coli_fail(COLI_E_CORRUPT, "corrupt: '%s'[%d] is %" PRId64, key, il, v);
+            if (v > hp->n_ff) hp->n_ff = (int)v;
+        }
+    } else if ((rc = get_u32_req(f, a, "feed_forward_length", &hp->n_ff))) {
+        return rc;
+    }
     if ((rc = get_u32_req(f, a, "attention.head_count", &hp->n_head))) return rc;
     hp->n_head_kv = hp->n_head;
-    char key[160];
     snprintf(key, sizeof key, "%s.attention.head_count_kv", a);
     const gguf_kv *hkv = gguf_get(f, key);
     if (hkv && hkv->type == GGUF_TYPE_ARRAY) { /* one count per layer (gemma4): the largest sizes the buffers */
@@ -966,9 +980,13 @@ static int load_gemma4_layer(coli_model *m, const gguf_file *f, int il) {
     if ((rc = bind_mat(&L->wo, f, T("attn_output.weight"), H * hd, E))) return rc;
     if ((rc = bind_vec(&L->post_attn_norm, f, T("post_attention_norm.weight"), E, false))) return rc;
     if ((rc = bind_vec(&L->ffn_norm, f, T("ffn_norm.weight"), E, false))) return rc;
-    if ((rc = bind_mat(&L->ffn_gate, f, T("ffn_gate.weight"), E, hp->n_ff))) return rc;
-    if ((rc = bind_mat(&L->ffn_up, f, T("ffn_up.weight"), E, hp->n_ff))) return rc;
-    if ((rc = bind_mat(&L->ffn_down, f, T("ffn_down.weight"), hp->n_ff, E))) return rc;
+    L->n_ff = hp->n_ff;
+    snprintf(name, sizeof name, "%s.feed_forward_length", m->arch);
+    const gguf_kv *hff = gguf_get(f, name);
+    if (hff && hff->type == GGUF_TYPE_ARRAY) L->n_ff = (int)gguf_arr_i64(hff, (uint64_t)il); /* checked above */
+    if ((rc = bind_mat(&L->ffn_gate, f, T("ffn_gate.weight"), E, L->n_ff))) return rc;
+    if ((rc = bind_mat(&L->ffn_up, f, T("ffn_up.weight"), E, L->n_ff))) return rc;
+    if ((rc = bind_mat(&L->ffn_down, f, T("ffn_down.weight"), L->n_ff, E))) return rc;
     if ((rc = bind_vec(&L->post_ffn_norm, f, T("post_ffw_norm.weight"), E, false))) return rc;
     float *os = NULL;
     if ((rc = bind_vec(&os, f, T("layer_output_scale.weight"), 1, true))) return rc;

@@ -198,6 +198,7 @@ typedef struct {
     coli_mat gate_inp_shexp; /* n_embd -> 1: the shared expert's sigmoid gate (n_in 0: ungated) */
     /* gemma4 (hp.gemma4): this layer's head size, key/value heads and rotary dims */
     int hd, n_kv_head, n_rot;
+    int n_ff;                /* its dense MLP's width (feed_forward_length, one per layer in E2B/E4B's files) */
     bool kv_shared;          /* no K/V of its own: attends to the cache of layer kv_slot (n_layer_kv_from_start) */
     bool v_from_k;           /* no attn_v: the values are the keys before their norm (attention_k_eq_v) */
     float *gate_inp_s;       /* (n_embd) the router input's scale (ffn_gate_inp.scale) */

@@ -28,8 +28,9 @@ pytest.importorskip("gguf")
 ARCH = "gemma4"
 POSITIONS = 600  # teacher-forced, one sequence: far past the window of 32
 QUANTS = ("F32", "Q8_0", "Q4_0")
-# E2B/E4B-like: dense, attn_v everywhere, the last two layers sharing KV, per-layer embeddings of 32
-PLE = dict(n_embd_per_layer=32, moe=False, k_eq_v=False)
+# E2B/E4B-like: dense, attn_v everywhere, the last two layers sharing KV with MLPs twice as wide (use_double_wide_mlp:
+# feed_forward_length one per layer), per-layer embeddings of 32
+PLE = dict(n_embd_per_layer=32, moe=False, k_eq_v=False, double_wide=True)
 PLE_MOE = dict(n_embd_per_layer=32)
 PLE_POSITIONS = 300
 
