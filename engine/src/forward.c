@@ -132,6 +132,12 @@ int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store
     if (hp->gemma4) {
         s->rin = take(s, nb * hp->n_embd * sizeof(float));
         s->tmp2 = take(s, nb * hp->n_embd * sizeof(float));
+        if (hp->n_embd_per_layer > 0) {
+            const size_t LP = (size_t)hp->n_layer * hp->n_embd_per_layer;
+            s->ple = take(s, nb * LP * sizeof(float));
+            s->ple_proj = take(s, nb * LP * sizeof(float));
+            s->ple_h = take(s, nb * (size_t)hp->n_embd_per_layer * sizeof(float));
+        }
     }
     if (hp->gdn) {
         s->gdn = take(s, nb * coli_gdn_row_floats(hp) * sizeof(float));
@@ -147,7 +153,7 @@ int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store
                                   &L->up_shexp, &L->down_shexp, &L->wq_a, &L->wq_b, &L->wkv_a, &L->wk_b,
                                   &L->wv_b, &L->wkv_b, &L->idx_wq_b, &L->idx_wk, &L->idx_proj, &L->ssm_qkv,
                                   &L->ssm_gate, &L->ssm_ba, &L->ssm_beta, &L->ssm_alpha, &L->ssm_out,
-                                  &L->gate_inp_shexp};
+                                  &L->gate_inp_shexp, &L->ple_gate, &L->ple_proj};
         for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) {
             if (!mats[i]->n_in) continue; /* absent in this layer */
             size_t sz = coli_matmul_scratch_size(mats[i]->type, mats[i]->n_in, n_batch);
@@ -157,6 +163,10 @@ int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store
     }
     size_t out_sz = coli_matmul_scratch_size(m->output.type, m->output.n_in, n_batch);
     if (out_sz > need) need = out_sz;
+    if (m->ple_model_proj.n_in) {
+        const size_t ple_sz = coli_matmul_scratch_size(m->ple_model_proj.type, m->ple_model_proj.n_in, n_batch);
+        if (ple_sz > need) need = ple_sz;
+    }
     s->mm_scratch = take(s, need);
     if (s->take_failed) {
         size_t want = s->bytes;
@@ -303,7 +313,7 @@ static int gemma4_attention(const coli_model *m, coli_state *s, int il, int n) {
 static int gemma4_ffn(const coli_model *m, coli_state *s, int il, int n) {
     const coli_hparams *hp = &m->hp;
     const coli_layer *L = &m->layers[il];
-    const int E = hp->n_embd, F = hp->n_ff;
+    const int E = hp->n_embd, F = L->n_ff;
     const size_t nE = (size_t)n * E;
     float *mlp = L->is_moe ? s->tmp2 : s->tmp;
     int rc;
@@ -329,6 +339,49 @@ static int gemma4_ffn(const coli_model *m, coli_state *s, int il, int n) {
     }
     for (int i = 0; i < n; i++)
         coli_rmsnorm(s->tmp + (size_t)i * E, s->tmp + (size_t)i * E, L->post_ffn_norm, E, hp->rms_eps);
+    return 0;
+}
+
+/* Gemma 4 E2B/E4B's per-layer inputs (llama_model_gemma4::graph build_inp_per_layer and
+ * project_per_layer_inputs), from the scaled token embeddings in s->x: per row and layer,
+ * ((rms_norm(per_layer_model_proj x / sqrt(n_embd)) * per_layer_proj_norm) + per_layer_token_embd[token] *
+ * sqrt(n_embd_per_layer)) / sqrt(2), each op rounded as ggml's graph rounds it. Only the rows' tokens of the
+ * table are read. */
+static int gemma4_ple_inputs(const coli_model *m, coli_state *s, int n) {
+    const coli_hparams *hp = &m->hp;
+    const int P = hp->n_embd_per_layer, NL = hp->n_layer;
+    const size_t LP = (size_t)NL * P;
+    const coli_to_float_fn to_float = coli_kernels()->type[m->ple_tok_embd.type].to_float;
+    const size_t row_bytes = coli_row_size(m->ple_tok_embd.type, (int64_t)LP);
+    const float tok_scale = sqrtf((float)P), proj_scale = 1.0f / sqrtf((float)hp->n_embd),
+                in_scale = 1.0f / sqrtf(2.0f);
+    int rc;
+    if ((rc = matmul(s, &m->ple_model_proj, s->x, n, s->ple_proj))) return rc;
+    for (int i = 0; i < n; i++) {
+        float *t = s->ple + (size_t)i * LP, *p = s->ple_proj + (size_t)i * LP;
+        to_float((const uint8_t *)m->ple_tok_embd.data + (size_t)s->rows[i].token * row_bytes, t, (int64_t)LP);
+        for (size_t j = 0; j < LP; j++) t[j] *= tok_scale;
+        for (size_t j = 0; j < LP; j++) p[j] *= proj_scale;
+        for (int l = 0; l < NL; l++) coli_rmsnorm(p + (size_t)l * P, p + (size_t)l * P, m->ple_proj_norm, P, hp->rms_eps);
+        for (size_t j = 0; j < LP; j++) t[j] = (p[j] + t[j]) * in_scale;
+    }
+    return 0;
+}
+
+/* Layer il's per-layer embedding on its output x: x += post_norm(proj(gelu(inp_gate x) * input_il)). */
+static int gemma4_ple_layer(const coli_model *m, coli_state *s, int il, int n) {
+    const coli_hparams *hp = &m->hp;
+    const coli_layer *L = &m->layers[il];
+    const int E = hp->n_embd, P = hp->n_embd_per_layer;
+    const size_t LP = (size_t)hp->n_layer * P;
+    int rc;
+    if ((rc = matmul(s, &L->ple_gate, s->x, n, s->ple_h))) return rc;
+    for (int i = 0; i < n; i++) /* ggml_gelu then ggml_mul: one table lookup, one product, as geglu */
+        coli_geglu(s->ple_h + (size_t)i * P, s->ple + (size_t)i * LP + (size_t)il * P, P);
+    if ((rc = matmul(s, &L->ple_proj, s->ple_h, n, s->tmp))) return rc;
+    for (int i = 0; i < n; i++)
+        coli_rmsnorm(s->tmp + (size_t)i * E, s->tmp + (size_t)i * E, L->ple_post_norm, E, hp->rms_eps);
+    for (size_t j = 0; j < (size_t)n * E; j++) s->x[j] += s->tmp[j];
     return 0;
 }
 
@@ -523,6 +576,7 @@ int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n
         if (hp->embd_scale != 1.0f)
             for (int d = 0; d < E; d++) x[d] *= hp->embd_scale;
     }
+    if (hp->n_embd_per_layer > 0 && (rc = gemma4_ple_inputs(m, s, n))) return rc;
     const double t_start = coli_now_s();
     for (int il = 0; il < hp->n_layer; il++) {
         const double t0 = coli_now_s();
@@ -538,6 +592,11 @@ int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n
         s->t_attention += t1 - t0;
         s->t_ffn += coli_now_s() - t1;
         add_rows(s->x, s->tmp, (size_t)n * E);
+        if (hp->n_embd_per_layer > 0) { /* gemma4 E2B/E4B: the per-layer embedding, before the output scale */
+            const double t2 = coli_now_s();
+            if ((rc = gemma4_ple_layer(m, s, il, n))) return rc;
+            s->t_ffn += coli_now_s() - t2;
+        }
         if (hp->gemma4 && m->layers[il].out_scale != 1.0f) /* layer_output_scale (ggml_mul) */
             for (size_t j = 0; j < (size_t)n * E; j++) s->x[j] *= m->layers[il].out_scale;
     }

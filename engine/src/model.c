@@ -406,9 +406,9 @@ static int gemma4_hparams(coli_hparams *hp, const gguf_file *f, const char *a) {
     const gguf_kv *pat = gguf_get(f, key);
     if (!pat || pat->type != GGUF_TYPE_ARRAY)
         return coli_fail(COLI_E_MISSING, "missing: '%s' as one flag per layer (gemma4)", key);
-    if (per_layer > 0)
-        return coli_fail(COLI_E_UNSUPPORTED, "unsupported: gemma4 with per-layer embeddings (%s.embedding_length_per_"
-                         "layer_input %d: Gemma 4 E2B/E4B)", a, per_layer);
+    if (per_layer < 0 || per_layer > (1 << 20) / (hp->n_layer > 0 ? hp->n_layer : 1))
+        return coli_fail(COLI_E_CORRUPT, "corrupt: %s.embedding_length_per_layer_input is %d", a, per_layer);
+    hp->n_embd_per_layer = per_layer;
     if (hp->head_dim != hp->head_dim_v || hd_swa != hdv_swa || hd_swa <= 0)
         return coli_fail(COLI_E_CORRUPT, "corrupt: gemma4 needs key and value heads of one size (%d/%d, sliding %d/%d)",
                          hp->head_dim, hp->head_dim_v, hd_swa, hdv_swa);
@@ -444,10 +444,24 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
     memset(hp, 0, sizeof *hp);
     if ((rc = get_u32_req(f, a, "block_count", &hp->n_layer))) return rc;
     if ((rc = get_u32_req(f, a, "embedding_length", &hp->n_embd))) return rc;
-    if ((rc = get_u32_req(f, a, "feed_forward_length", &hp->n_ff))) return rc;
+    char key[160];
+    snprintf(key, sizeof key, "%s.feed_forward_length", a);
+    const gguf_kv *hff = gguf_get(f, key);
+    if (hff && hff->type == GGUF_TYPE_ARRAY) { /* one per layer (gemma4 E2B/E4B's double-wide MLPs): the largest */
+        if (strcmp(a, "gemma4") != 0)
+            return coli_fail(COLI_E_UNSUPPORTED, "unsupported: '%s' as one value per layer (gemma4 only)", key);
+        if ((hff->arr_type != GGUF_TYPE_UINT32 && hff->arr_type != GGUF_TYPE_INT32) || hff->arr_n != (uint64_t)hp->n_layer)
+            return coli_fail(COLI_E_CORRUPT, "corrupt: '%s' is not %d integers (one per layer)", key, hp->n_layer);
+        for (int il = 0; il < hp->n_layer; il++) {
+            const int64_t v = gguf_arr_i64(hff, (uint64_t)il);
+            if (v <= 0 || v > (1 << 30)) return coli_fail(COLI_E_CORRUPT, "corrupt: '%s'[%d] is %" PRId64, key, il, v);
+            if (v > hp->n_ff) hp->n_ff = (int)v;
+        }
+    } else if ((rc = get_u32_req(f, a, "feed_forward_length", &hp->n_ff))) {
+        return rc;
+    }
     if ((rc = get_u32_req(f, a, "attention.head_count", &hp->n_head))) return rc;
     hp->n_head_kv = hp->n_head;
-    char key[160];
     snprintf(key, sizeof key, "%s.attention.head_count_kv", a);
     const gguf_kv *hkv = gguf_get(f, key);
     if (hkv && hkv->type == GGUF_TYPE_ARRAY) { /* one count per layer (gemma4): the largest sizes the buffers */
@@ -966,9 +980,13 @@ static int load_gemma4_layer(coli_model *m, const gguf_file *f, int il) {
     if ((rc = bind_mat(&L->wo, f, T("attn_output.weight"), H * hd, E))) return rc;
     if ((rc = bind_vec(&L->post_attn_norm, f, T("post_attention_norm.weight"), E, false))) return rc;
     if ((rc = bind_vec(&L->ffn_norm, f, T("ffn_norm.weight"), E, false))) return rc;
-    if ((rc = bind_mat(&L->ffn_gate, f, T("ffn_gate.weight"), E, hp->n_ff))) return rc;
-    if ((rc = bind_mat(&L->ffn_up, f, T("ffn_up.weight"), E, hp->n_ff))) return rc;
-    if ((rc = bind_mat(&L->ffn_down, f, T("ffn_down.weight"), hp->n_ff, E))) return rc;
+    L->n_ff = hp->n_ff;
+    snprintf(name, sizeof name, "%s.feed_forward_length", m->arch);
+    const gguf_kv *hff = gguf_get(f, name);
+    if (hff && hff->type == GGUF_TYPE_ARRAY) L->n_ff = (int)gguf_arr_i64(hff, (uint64_t)il); /* checked above */
+    if ((rc = bind_mat(&L->ffn_gate, f, T("ffn_gate.weight"), E, L->n_ff))) return rc;
+    if ((rc = bind_mat(&L->ffn_up, f, T("ffn_up.weight"), E, L->n_ff))) return rc;
+    if ((rc = bind_mat(&L->ffn_down, f, T("ffn_down.weight"), L->n_ff, E))) return rc;
     if ((rc = bind_vec(&L->post_ffn_norm, f, T("post_ffw_norm.weight"), E, false))) return rc;
     float *os = NULL;
     if ((rc = bind_vec(&os, f, T("layer_output_scale.weight"), 1, true))) return rc;
@@ -997,6 +1015,12 @@ static int load_gemma4_layer(coli_model *m, const gguf_file *f, int il) {
             return rc;
         }
         if ((rc = bind_vec(&L->down_exps_s, f, T("ffn_down_exps.scale"), X, true))) return rc;
+    }
+    if (hp->n_embd_per_layer > 0) { /* per-layer embeddings (E2B/E4B) */
+        const int64_t P = hp->n_embd_per_layer;
+        if ((rc = bind_mat(&L->ple_gate, f, T("inp_gate.weight"), E, P))) return rc;
+        if ((rc = bind_mat(&L->ple_proj, f, T("proj.weight"), P, E))) return rc;
+        if ((rc = bind_vec(&L->ple_post_norm, f, T("post_norm.weight"), E, false))) return rc;
     }
 #undef T
     if (L->is_swa && !L->kv_shared && L->kv_slot < COLI_KV_SWA_BITS)
@@ -1041,6 +1065,16 @@ int coli_model_load(coli_model *m, const gguf_file *f) {
     if (!m->layers) return coli_fail(COLI_E_NOMEM, "out of memory");
     if (hp->gemma4) { /* the global layers' proportional RoPE (one tensor for all of them) */
         if (gguf_find_tensor(f, "rope_freqs.weight") && (rc = bind_vec(&m->rope_freqs, f, "rope_freqs.weight", hp->head_dim_full / 2, false))) return rc;
+        if (hp->n_embd_per_layer > 0) { /* per-layer embeddings: the table stays in the mapping, read per token */
+            const int64_t LP = (int64_t)hp->n_layer * hp->n_embd_per_layer;
+            if ((rc = bind_mat(&m->ple_tok_embd, f, "per_layer_token_embd.weight", LP, hp->n_vocab))) return rc;
+            if (!coli_kernels()->type[m->ple_tok_embd.type].to_float)
+                return coli_fail(COLI_E_UNSUPPORTED, "unsupported: tensor 'per_layer_token_embd.weight' has type %s",
+                                 ggml_type_get(m->ple_tok_embd.type)->name);
+            if ((rc = bind_mat(&m->ple_model_proj, f, "per_layer_model_proj.weight", hp->n_embd, LP))) return rc;
+            if ((rc = bind_vec(&m->ple_proj_norm, f, "per_layer_proj_norm.weight", hp->n_embd_per_layer, false)))
+                return rc;
+        }
     }
     for (int il = 0; il < hp->n_layer; il++)
         if ((rc = hp->gemma4 ? load_gemma4_layer(m, f, il) : load_layer(m, f, il))) return rc;
@@ -1094,11 +1128,13 @@ void coli_model_free(coli_model *m) {
             free(L->pre_ffn_norm_2);
             free(L->post_ffn_norm_1);
             free(L->post_ffn_norm_2);
+            free(L->ple_post_norm);
         }
     }
     free(m->layers);
     free(m->idx_rot);
     free(m->rope_freqs);
+    free(m->ple_proj_norm);
     free(m->output_norm);
     memset(m, 0, sizeof *m);
 }

@@ -137,6 +137,7 @@ typedef struct {
     int n_kv_from_start;   /* layers below this have a KV cache of their own; the rest reuse the last sliding
                             * (n_kv_from_start - 2) or global (n_kv_from_start - 1) layer's, as llama.cpp's reuse */
     float final_softcap;   /* logits = tanh(logits / c) * c, 0: none */
+    int n_embd_per_layer;  /* per-layer embeddings' width (E2B/E4B: embedding_length_per_layer_input), 0: none */
 #define COLI_KV_SWA_BITS 512
     uint64_t kv_swa[COLI_KV_SWA_BITS / 64]; /* bit kv_slot: that cache layer slides (its cache is a window, coli_kv) */
 } coli_hparams;
@@ -197,12 +198,17 @@ typedef struct {
     coli_mat gate_inp_shexp; /* n_embd -> 1: the shared expert's sigmoid gate (n_in 0: ungated) */
     /* gemma4 (hp.gemma4): this layer's head size, key/value heads and rotary dims */
     int hd, n_kv_head, n_rot;
+    int n_ff;                /* its dense MLP's width (feed_forward_length, one per layer in E2B/E4B's files) */
     bool kv_shared;          /* no K/V of its own: attends to the cache of layer kv_slot (n_layer_kv_from_start) */
     bool v_from_k;           /* no attn_v: the values are the keys before their norm (attention_k_eq_v) */
     float *gate_inp_s;       /* (n_embd) the router input's scale (ffn_gate_inp.scale) */
     float *down_exps_s;      /* (n_expert) each expert's output scale (ffn_down_exps.scale) or NULL */
     float *pre_ffn_norm_2, *post_ffn_norm_1, *post_ffn_norm_2; /* the experts' input norm, the MLP's and experts' output norms */
     float out_scale;         /* the layer's output times this (layer_output_scale; 1 without) */
+    /* gemma4 per-layer embeddings (hp.n_embd_per_layer > 0) */
+    coli_mat ple_gate;       /* n_embd -> n_embd_per_layer (inp_gate) */
+    coli_mat ple_proj;       /* n_embd_per_layer -> n_embd (proj) */
+    float *ple_post_norm;    /* (n_embd) post_norm */
 } coli_layer;
 
 typedef struct {
@@ -214,6 +220,12 @@ typedef struct {
     coli_layer *layers;  /* n_layer */
     float *idx_rot;      /* DSA: the idx_head_dim^2 Walsh-Hadamard rotation of indexer q and k */
     float *rope_freqs;   /* gemma4: the global layers' rope_freqs (head_dim / 2), or NULL */
+    /* gemma4 per-layer embeddings (hp.n_embd_per_layer > 0, else n_in 0 / NULL): token t's row of
+     * per_layer_token_embd ([n_layer][n_embd_per_layer], read from the mapping per token), the projection of
+     * the scaled token embedding to the same shape and its norm (n_embd_per_layer) */
+    coli_mat ple_tok_embd;   /* n_layer * n_embd_per_layer x n_vocab */
+    coli_mat ple_model_proj; /* n_embd -> n_layer * n_embd_per_layer */
+    float *ple_proj_norm;
     int64_t n_params;
     const struct gguf_file *file; /* the weights' mapping, watched for changes (gguf_file_state) */
 } coli_model;
@@ -350,6 +362,9 @@ typedef struct {
     /* gemma4 */
     float *rin;             /* [n_batch][n_embd] the router's input */
     float *tmp2;            /* [n_batch][n_embd] the dense MLP's output beside the experts' */
+    float *ple;             /* per-layer embeddings: [n_batch][n_layer][n_embd_per_layer] each layer's input */
+    float *ple_proj;        /* [n_batch][n_layer][n_embd_per_layer] the projection part of ple */
+    float *ple_h;           /* [n_batch][n_embd_per_layer] a layer's gated input */
     coli_pool *pool;
     int n_threads;
     size_t bytes;    /* memory held by this state */

@@ -7,7 +7,9 @@ the scaled RMS router) beside the dense MLP, layer output scales, final logit so
 F32, Q8_0 and Q4_0 matrices: 600 positions teacher-forced (top-1 on clear positions, the same
 bits where our kernels mirror ggml's), greedy identical. Also: the dense and unshared variants,
 streamed experts decode as resident ones, slots decoded together as alone, a restored slot as
-one never stopped, and files we cannot run refused by name."""
+one never stopped, and files we cannot run refused by name. Gemma 4 E2B/E4B's per-layer
+embeddings (PLE: a dense file with per_layer_token_embd, per_layer_model_proj and each layer's
+inp_gate / proj / post_norm) the same way, and beside routed experts (PLE_MOE)."""
 from __future__ import annotations
 
 import struct
@@ -26,6 +28,11 @@ pytest.importorskip("gguf")
 ARCH = "gemma4"
 POSITIONS = 600  # teacher-forced, one sequence: far past the window of 32
 QUANTS = ("F32", "Q8_0", "Q4_0")
+# E2B/E4B-like: dense, attn_v everywhere, the last two layers sharing KV with MLPs twice as wide (use_double_wide_mlp:
+# feed_forward_length one per layer), per-layer embeddings of 32
+PLE = dict(n_embd_per_layer=32, moe=False, k_eq_v=False, double_wide=True)
+PLE_MOE = dict(n_embd_per_layer=32)
+PLE_POSITIONS = 300
 
 
 def _tokens(e: Engine, n: int, seed: int = 5) -> list[int]:
@@ -54,26 +61,42 @@ def test_matches_llama_cpp(quant):
         assert dsame == 0.0
 
 
+@pytest.mark.parametrize("quant", QUANTS)
+def test_per_layer_embeddings_match_llama_cpp(quant):
+    """E2B/E4B's per-layer embeddings: matches_llama_cpp's checks, and the same bits in the same batches."""
+    path = g4.tiny(quant, **PLE)
+    ours, theirs = matches_llama_cpp(path, PLE_POSITIONS, f"{ARCH} PLE {quant}", n_greedy=16)
+    with Engine(path, n_ctx=PLE_POSITIONS + 64, n_threads=2, n_batch=512) as e:
+        alike = _logits(e, _tokens(e, PLE_POSITIONS))
+    dmax, dsame = float(np.abs(ours - theirs).max()), float(np.abs(alike - theirs).max())
+    print(f"FIDELITY {ARCH} PLE {quant}: max |dlogit| {dmax:.3g} (batches of 128 against 512), {dsame:.3g} "
+          f"(the same batches), greedy equal")
+    if arithmetic_mirrored():
+        assert dsame == 0.0
+
+
 # Gemma 4 26B-A4B's head sizes (256 sliding, 512 global with a quarter of it rotated), in small
 REAL_HEADS = dict(n_embd=256, head_dim_swa=256, head_dim=512, n_rot_swa=256, rope_pairs_full=64, n_ff=256,
                   n_ff_exp=128, n_expert=16, n_expert_used=4)
 
 
 @pytest.mark.parametrize("options", [dict(moe=False, shared_kv_layers=0, k_eq_v=False, softcap=0.0),
-                                     dict(shared_kv_layers=0, softcap=None), REAL_HEADS],
-                         ids=["dense-31B-like-no-softcap", "unshared-default-softcap", "26B-head-sizes"])
+                                     dict(shared_kv_layers=0, softcap=None), REAL_HEADS, PLE_MOE],
+                         ids=["dense-31B-like-no-softcap", "unshared-default-softcap", "26B-head-sizes",
+                              "moe-per-layer-embeddings"])
 def test_variants_match(options):
     """The dense graph (no router: the MLP alone, attn_v everywhere) with a softcap of 0 (none); every
     layer with its own KV and no softcapping key (llama.cpp's default of 30 applies); the real model's
-    head sizes (the attention kernels' choices at 256 and 512)."""
+    head sizes (the attention kernels' choices at 256 and 512); per-layer embeddings beside the experts."""
     path = g4.tiny("Q8_0", **options)
     ours, theirs = matches_llama_cpp(path, 200, f"{ARCH} {options}", n_greedy=8)
     if arithmetic_mirrored():
         assert np.abs(ours - theirs).max() < 1e-3
 
 
-def test_streamed_tokens_equal_resident():
-    streamed_equals_resident(g4.tiny("Q4_0"), f"{ARCH} Q4_0")
+@pytest.mark.parametrize("options", [{}, PLE_MOE], ids=["moe", "moe-per-layer-embeddings"])
+def test_streamed_tokens_equal_resident(options):
+    streamed_equals_resident(g4.tiny("Q4_0", **options), f"{ARCH} Q4_0 {options}")
 
 
 def _run(e: Engine, slot: int, prompt: list[int], n: int) -> tuple[list[int], int]:
@@ -86,10 +109,11 @@ def _run(e: Engine, slot: int, prompt: list[int], n: int) -> tuple[list[int], in
             return out, reused
 
 
-def test_batched_slots_equal_alone():
+@pytest.mark.parametrize("options", [{}, PLE], ids=["moe", "per-layer-embeddings"])
+def test_batched_slots_equal_alone(options):
     """Four conversations past the window, decoded together (joining at different steps)
     give each the tokens it decodes alone."""
-    path = g4.tiny("Q8_0")
+    path = g4.tiny("Q8_0", **options)
     lengths, max_new = [40, 70, 12, 50], [20, 16, 30, 12]
     with Engine(path, n_slots=4, n_ctx=160, n_batch=16, n_threads=2) as e:
         rng = np.random.default_rng(7)
@@ -112,8 +136,9 @@ def test_batched_slots_equal_alone():
     assert [got[i] for i in range(4)] == alone
 
 
-def test_a_saved_slot_restores_and_continues_identically(tmp_path):
-    path = g4.tiny("Q8_0")
+@pytest.mark.parametrize("options", [{}, PLE], ids=["moe", "per-layer-embeddings"])
+def test_a_saved_slot_restores_and_continues_identically(tmp_path, options):
+    path = g4.tiny("Q8_0", **options)
     prompt = [1] + list(range(20, 90))  # past the window
     with Engine(path, n_slots=1, n_ctx=256, n_threads=2) as e:
         e.submit(0, prompt, max_tokens=0)
@@ -159,8 +184,22 @@ def test_a_missing_tensor_is_a_named_error(name, new, tmp_path):
         Engine(bad, n_ctx=64, n_threads=1)
 
 
-def test_per_layer_embeddings_are_refused_by_name(tmp_path):
-    """Gemma 4 E2B/E4B's per-layer embeddings are not run: such a file is refused, naming them."""
+@pytest.mark.parametrize("name,new", [
+    ("per_layer_token_embd.weight", "per_layer_token_embd.weighz"),
+    ("per_layer_model_proj.weight", "per_layer_model_proj.weighz"),
+    ("per_layer_proj_norm.weight", "per_layer_proj_norm.weighz"),
+    ("blk.3.inp_gate.weight", "blk.3.inp_gate.weighz"),
+    ("blk.0.proj.weight", "blk.0.proj.weighz"),
+    ("blk.5.post_norm.weight", "blk.5.post_norm.weighz"),
+])
+def test_a_missing_per_layer_embedding_tensor_is_a_named_error(name, new, tmp_path):
+    bad = _renamed(g4.tiny("Q8_0", **PLE), tmp_path / "bad.gguf", name, new)
+    with pytest.raises(EngineError, match=name.replace(".", r"\.")):
+        Engine(bad, n_ctx=64, n_threads=1)
+
+
+def test_per_layer_embeddings_without_their_tensors_are_refused_by_name(tmp_path):
+    """A file declaring per-layer embeddings (E2B/E4B) but lacking their tensors is refused, naming the first."""
     src = g4.tiny("Q8_0")
     raw = bytearray(src.read_bytes())
     key = f"{ARCH}.embedding_length_per_layer_input".encode()
@@ -171,7 +210,7 @@ def test_per_layer_embeddings_are_refused_by_name(tmp_path):
     struct.pack_into("<I", raw, at + 4, 256)
     bad = tmp_path / "ple.gguf"
     bad.write_bytes(bytes(raw))
-    with pytest.raises(EngineError, match="per-layer embeddings"):
+    with pytest.raises(EngineError, match=r"per_layer_token_embd\.weight"):
         Engine(bad, n_ctx=64, n_threads=1)
 
 
