@@ -56,7 +56,7 @@ async def with_keepalive(source: AsyncIterator[T], interval: float) -> AsyncIter
 
     def tick() -> None:
         nonlocal timer, due
-        if loop.time() - last >= interval:
+        if loop.time() >= last + interval - 0.001:  # timers may run a clock tick early
             timer, due = None, True  # re-armed once the consumer has sent something
             wake()
         else:
@@ -70,8 +70,10 @@ async def with_keepalive(source: AsyncIterator[T], interval: float) -> AsyncIter
                 wake()
         except StopAsyncIteration:
             buf.append(_END)
-        except asyncio.CancelledError:
-            raise  # the consumer left
+        except asyncio.CancelledError as exc:  # the consumer left (or the source was cancelled: say so)
+            buf.append(_Failed(exc))
+            wake()
+            raise
         except Exception as exc:
             buf.append(_Failed(exc))
         wake()
