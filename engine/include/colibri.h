@@ -135,6 +135,9 @@ int colibri_kernel_pv(int len, int n_d, int nr, const uint16_t *v, const uint16_
 /* x[i] = silu(x[i]) * g[i] (ggml_vec_swiglu_f32) with the kernels in force (lanes 0), or one
  * lane at a time as a reference built with `lanes` (8 or 16) f32 lanes computes it. */
 int colibri_kernel_swiglu(float *x, const float *g, int n, int lanes);
+/* Greedy sampling's argmax with the kernels in force: the first index of the largest of
+ * x[0..n), a NaN never winning unless at x[0] (n < 1: 0). */
+int32_t colibri_kernel_argmax(const float *x, int n);
 /* y[r][o] = dot(W row o, x row r); W has n_out rows of n_in elements. */
 int colibri_kernel_matmul(uint32_t wtype, const void *w, size_t w_bytes, int64_t n_in, int64_t n_out,
                           const float *x, int64_t n_rows, float *y, int n_threads);

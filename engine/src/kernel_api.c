@@ -133,3 +133,8 @@ int colibri_kernel_swiglu(float *x, const float *g, int n, int lanes) {
         coli_swiglu(x, g, n);
     return COLI_OK;
 }
+
+int32_t colibri_kernel_argmax(const float *x, int n) {
+    if (!x || n < 1) return 0;
+    return coli_kernels()->argmax(x, n);
+}

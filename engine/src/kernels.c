@@ -64,6 +64,7 @@ static void build_tables(void) {
     coli_kernel_table *t = &g_tables[0];
     t->name = "scalar";
     t->exp_sum = coli_exp_sum_generic;
+    t->argmax = coli_argmax_generic;
     t->f32_lanes = 16;
     memcpy(t->type, scalar_rows, sizeof scalar_rows);
 #define SET_GENERIC(T_, fn) t->type[GGML_TYPE_##T_].vec_dot = vec_dot_##fn##_generic;
@@ -73,6 +74,7 @@ static void build_tables(void) {
     *t = g_tables[0];
     t->name = "avx2";
     t->exp_sum = coli_exp_sum_avx2; /* an AVX2 reference: 8-lane exp, softmax and silu */
+    t->argmax = coli_argmax_avx2;
     t->swiglu = coli_swiglu_avx2;
     t->pv_rows_f16 = coli_pv_rows_f16_avx2;
     t->f32_lanes = 8;
@@ -135,6 +137,7 @@ static void build_tables(void) {
     t->type[GGML_TYPE_F32].vec_dot_mm_2w = vec_dot_f32_f32_mm_2w_avx512;
     t->type[GGML_TYPE_F16].vec_dot_mm_2w = vec_dot_f16_f16_mm_2w_avx512;
     t->exp_sum = coli_exp_sum_avx512;
+    t->argmax = coli_argmax_avx512;
     t->pv_rows_f16 = coli_pv_rows_f16_avx512;
     t->f32_lanes = 16;
     t->geglu = coli_geglu_avx512;

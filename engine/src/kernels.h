@@ -62,6 +62,7 @@ typedef struct {
     coli_exp_sum_fn exp_sum;
     coli_pv_rows_fn pv_rows_f16; /* optional: P.V from row-major F16 V (one-row arithmetic) */
     coli_geglu_fn geglu;
+    coli_argmax_fn argmax; /* greedy sampling's argmax over the vocabulary */
     coli_swiglu_fn swiglu; /* NULL: ops.c's lanes, one at a time (the scalar set) */
     /* the f32 vector width of the reference build's element-wise ops (exp,
      * silu, softmax): 16 lanes for AVX-512, 8 for AVX2, whose exp rounds differently */

@@ -195,6 +195,9 @@ typedef void (*coli_geglu_fn)(float *x, const float *g, int n, const coli_half *
 /* ggml_vec_swiglu_f32: x[i] = silu(x[i]) * g[i], silu(v) = v / (1 + exp(0 - v)) by the
  * reference's SIMD exp over whole vectors, x / (1 + expf(-x)) (libm) for the tail. */
 typedef void (*coli_swiglu_fn)(float *x, const float *g, int n);
+/* the first index of the largest logit, NaNs never winning but logits[0] (as coli_argmax_generic) */
+typedef int32_t (*coli_argmax_fn)(const float *x, int n);
+int32_t coli_argmax_generic(const float *x, int n);
 /* P.V read straight from row-major V, with the bits the one-row F16 vec_dot
  * gives each value row of V^T against p (len % 64 == 0): for r < nr and
  * d < n_d (n_d % 16 == 0), out[r * out_stride + d] = vec_dot(V^T row d, p_r),
@@ -254,6 +257,7 @@ double coli_exp_sum_generic(float *x, int n, float max);
 /* The same as ggml's AVX2 build computes it: 8 lanes of its AVX2 exp, libm for the tail */
 double coli_exp_sum_avx2(float *x, int n, float max);
 void coli_swiglu_avx2(float *x, const float *g, int n);
+int32_t coli_argmax_avx2(const float *x, int n);
 void coli_pv_rows_f16_avx2(int len, const coli_half *v, size_t v_stride, int n_d, const coli_half *p,
                            size_t p_stride, float *out, size_t out_stride, int nr);
 /* Eight floats summed in the order of ggml's AVX2 horizontal adds. */
@@ -324,6 +328,7 @@ COLI_DECLARE_VEC_DOT_2W(vec_dot_f32_f32_mm_2w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_f16_f16_mm_2w_avx512);
 double coli_exp_sum_avx512(float *x, int n, float max);
 void coli_swiglu_avx512(float *x, const float *g, int n);
+int32_t coli_argmax_avx512(const float *x, int n);
 void coli_pv_rows_f16_avx512(int len, const coli_half *v, size_t v_stride, int n_d, const coli_half *p,
                              size_t p_stride, float *out, size_t out_stride, int nr);
 void coli_geglu_avx512(float *x, const float *g, int n, const coli_half *table);

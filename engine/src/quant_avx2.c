@@ -1565,6 +1565,38 @@ TGT void vec_dot_q3_K_q8_K_tiled_avx2(int n, const void *w, const void *a, size_
     COLI_DISPATCH_NR(nr, q3_K_nr, n, w, (const char *)a, as, s, ss, 1);
 }
 
+
+/* coli_argmax_generic's index, 8 lanes: the largest non-NaN value (max_ps returns its second
+ * operand when either is NaN, so the running max, seeded with x[0], never takes a NaN), then
+ * the first index holding a value equal to it (-0 == +0, as the scalar loop's strict > keeps
+ * the first of them). A NaN at x[0] wins outright, as in the scalar loop. */
+TGT int32_t coli_argmax_avx2(const float *x, int n) {
+    if (n < 32 || x[0] != x[0]) return coli_argmax_generic(x, n);
+    const __m256 x0 = _mm256_set1_ps(x[0]);
+    __m256 m0 = x0, m1 = x0, m2 = x0, m3 = x0;
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+        m1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), m1);
+        m2 = _mm256_max_ps(_mm256_loadu_ps(x + i + 16), m2);
+        m3 = _mm256_max_ps(_mm256_loadu_ps(x + i + 24), m3);
+    }
+    m0 = _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)); /* no NaN in any */
+    float lanes[8], m = x[0];
+    _mm256_storeu_ps(lanes, m0);
+    for (int j = 0; j < 8; j++) m = lanes[j] > m ? lanes[j] : m;
+    for (int k = i; k < n; k++) m = x[k] > m ? x[k] : m;
+    const __m256 vm = _mm256_set1_ps(m);
+    int k = 0;
+    for (; k + 8 <= n; k += 8) {
+        const int bits = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + k), vm, _CMP_EQ_OQ));
+        if (bits) return k + __builtin_ctz((unsigned)bits);
+    }
+    for (; k < n; k++)
+        if (x[k] == m) return k;
+    return 0; /* unreachable: m is one of x */
+}
+
 #else
 typedef int coli_quant_avx2_unused;
 #endif

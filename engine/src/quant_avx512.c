@@ -1742,6 +1742,36 @@ TGT void vec_dot_q3_K_q8_K_tiled_16w_avx512(int n, const void *w, size_t wst, co
     lowk_16w(n, w, wst, a, as, s, ss, nr, 1, LOWK16_TILED);
 }
 
+
+/* coli_argmax_avx2's two passes, 16 lanes (max_ps keeps its second operand on a NaN). */
+TGT int32_t coli_argmax_avx512(const float *x, int n) {
+    if (n < 64 || x[0] != x[0]) return coli_argmax_generic(x, n);
+    const __m512 x0 = _mm512_set1_ps(x[0]);
+    __m512 m0 = x0, m1 = x0, m2 = x0, m3 = x0;
+    int i = 0;
+    for (; i + 64 <= n; i += 64) {
+        m0 = _mm512_max_ps(_mm512_loadu_ps(x + i), m0);
+        m1 = _mm512_max_ps(_mm512_loadu_ps(x + i + 16), m1);
+        m2 = _mm512_max_ps(_mm512_loadu_ps(x + i + 32), m2);
+        m3 = _mm512_max_ps(_mm512_loadu_ps(x + i + 48), m3);
+    }
+    for (; i + 16 <= n; i += 16) m0 = _mm512_max_ps(_mm512_loadu_ps(x + i), m0);
+    if (i < n) {
+        const __mmask16 tail = (__mmask16)((1u << (n - i)) - 1);
+        m1 = _mm512_mask_max_ps(m1, tail, _mm512_maskz_loadu_ps(tail, x + i), m1);
+    }
+    const float m = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
+    const __m512 vm = _mm512_set1_ps(m);
+    int k = 0;
+    for (; k + 16 <= n; k += 16) {
+        const __mmask16 eq = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + k), vm, _CMP_EQ_OQ);
+        if (eq) return k + __builtin_ctz((unsigned)eq);
+    }
+    for (; k < n; k++)
+        if (x[k] == m) return k;
+    return 0; /* unreachable: m is one of x */
+}
+
 #else
 typedef int coli_quant_avx512_unused;
 #endif

@@ -1,6 +1,7 @@
 #include <math.h>
 
 #include "sample.h"
+#include "kernels.h"
 
 static uint64_t splitmix64(uint64_t *x) {
     uint64_t z = (*x += 0x9E3779B97F4A7C15ULL);
@@ -30,12 +31,16 @@ static uint64_t next_u64(coli_rng *r) {
 
 double coli_rng_uniform(coli_rng *r) { return (double)(next_u64(r) >> 11) * 0x1.0p-53; }
 
-int32_t coli_argmax(const float *logits, int n) {
+/* The scalar twin of the kernels' argmax: a later logit wins only when strictly greater,
+ * so ties keep the first index, a NaN never wins, and a NaN at [0] wins outright. */
+int32_t coli_argmax_generic(const float *logits, int n) {
     int32_t best = 0;
     for (int i = 1; i < n; i++)
         if (logits[i] > logits[best]) best = i;
     return best;
 }
+
+int32_t coli_argmax(const float *logits, int n) { return coli_kernels()->argmax(logits, n); }
 
 float coli_logprob(const float *logits, int n, int32_t tok) {
     float max = logits[coli_argmax(logits, n)];

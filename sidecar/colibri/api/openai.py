@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import logging
 import secrets
 import time
@@ -198,8 +199,7 @@ async def stream(request: web.Request, frames: "Frames", deltas: AsyncIterator[D
     try:
         async for item in with_keepalive(deltas, request.app[config_key].keepalive_s):
             await start()
-            chunk = frames.keepalive(usage) if item is KEEPALIVE else frames.delta(item, usage)
-            await resp.write(frame(chunk))
+            await resp.write(frame(frames.keepalive(usage)) if item is KEEPALIVE else frames.delta_frame(item, usage))
     except (asyncio.CancelledError, ConnectionResetError):
         raise  # the client went away
     except Exception as err:  # the streaming twin of the last-resort layer (middleware.gateway)
@@ -226,6 +226,10 @@ async def stream(request: web.Request, frames: "Frames", deltas: AsyncIterator[D
 
 # ---- framing -------------------------------------------------------------------
 
+_SLOT = "\x00colibri-text\x00"  # a placeholder no chunk's constant part holds
+_SLOT_JSON = json.dumps(_SLOT, ensure_ascii=False).encode("utf-8")
+
+
 class Frames:
     """The JSON objects of one reply, chat or legacy completion."""
 
@@ -237,9 +241,29 @@ class Frames:
         self.options = options
         self.model = reply_model(served, options)
         self.created = int(time.time())
+        self._framed: dict[tuple[str, bool], tuple[bytes, bytes]] = {}  # delta_frame's prefix, suffix
 
     def head(self, obj: str) -> dict:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model}
+
+    def text_slot(self, d: Delta) -> tuple[str, str] | None:
+        """(the Delta field, the text) of a delta whose chunk differs from another such only by
+        that one string (no logprobs); None for any other."""
+        return None
+
+    def delta_frame(self, d: Delta, usage: bool) -> bytes:
+        """frame(self.delta(d, usage)), the same bytes; for the common token (text_slot) from the
+        chunk's serialised prefix and suffix, made once per stream: one json.dumps of a string."""
+        slot = self.text_slot(d)
+        if slot is None:
+            return frame(self.delta(d, usage))
+        field, text = slot
+        parts = self._framed.get((field, usage))
+        if parts is None:
+            whole = frame(self.delta(Delta(**{field: _SLOT}), usage))
+            pre, post = whole.split(_SLOT_JSON)  # the placeholder's one occurrence
+            parts = self._framed[(field, usage)] = (pre, post)
+        return parts[0] + json.dumps(text, ensure_ascii=False).encode("utf-8") + parts[1]
 
     def chunk(self, choice: dict, usage: bool) -> dict:
         reason = choice.pop("finish_reason", None)
@@ -290,6 +314,11 @@ class ChatFrames(Frames):
     def keepalive(self, usage: bool) -> dict:
         return self.chunk({"delta": {"reasoning_content": ""}}, usage)
 
+    def text_slot(self, d: Delta) -> tuple[str, str] | None:
+        if getattr(d, "logprobs", None) is not None or bool(d.reasoning) == bool(d.content):
+            return None
+        return ("content", d.content) if d.content else ("reasoning", d.reasoning)
+
     def tool_calls(self, outcome: Outcome, usage: bool) -> list[dict]:
         return [self.chunk({"delta": {"tool_calls": [{"index": i, **call}]}}, usage)
                 for i, call in enumerate(outcome.tool_calls)]
@@ -330,6 +359,11 @@ class CompletionFrames(Frames):
 
     def keepalive(self, usage: bool) -> dict:
         return self.chunk({"text": ""}, usage)
+
+    def text_slot(self, d: Delta) -> tuple[str, str] | None:
+        if getattr(d, "logprobs", None) is not None:
+            return None
+        return "content", d.reasoning + d.content
 
     def finish(self, reason: str, usage: bool) -> dict:
         return self.chunk({"text": "", "finish_reason": reason}, usage)

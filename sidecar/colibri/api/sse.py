@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import deque
 from typing import AsyncIterator, TypeVar
 
 T = TypeVar("T")
@@ -22,32 +23,94 @@ def frame(payload: object) -> bytes:
     return b"data: " + json.dumps(payload, ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n\n"
 
 
+class _Failed:
+    """The source raised: re-raised to the consumer after the items read before it."""
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+_END = object()
+
+
 async def with_keepalive(source: AsyncIterator[T], interval: float) -> AsyncIterator[T | object]:
     """Items of `source`, and KEEPALIVE after each `interval` seconds without one. The pending
     read is never cancelled by a keep-alive (that would cancel the generation); leaving this
-    iterator cancels it and closes `source`."""
-    pending: asyncio.Task | None = None
+    iterator cancels it and closes `source`.
+
+    One reader task for the whole stream drives `source` and hands its items over through a
+    deque; the consumer waits on a bare future only when the deque is empty; one keep-alive
+    timer is armed per `interval`, not per item. A token costs no new task and no timer (the
+    event loop's per-token work sits on a core a decoding thread pool shares)."""
+    loop = asyncio.get_running_loop()
+    buf: deque = deque()
+    waiter: asyncio.Future | None = None
+    due = False  # the keep-alive timer found `interval` seconds without an item
+    last = loop.time()  # when the consumer last came back for more
+    timer: asyncio.TimerHandle | None = None
+
+    def wake() -> None:
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def tick() -> None:
+        nonlocal timer, due
+        if loop.time() >= last + interval - 0.001:  # timers may run a clock tick early
+            timer, due = None, True  # re-armed once the consumer has sent something
+            wake()
+        else:
+            timer = loop.call_at(last + interval, tick)
+
+    async def pump() -> None:
+        anext = source.__anext__
+        try:
+            while True:
+                buf.append(await anext())
+                wake()
+        except StopAsyncIteration:
+            buf.append(_END)
+        except asyncio.CancelledError as exc:  # the consumer left (or the source was cancelled: say so)
+            buf.append(_Failed(exc))
+            wake()
+            raise
+        except Exception as exc:
+            buf.append(_Failed(exc))
+        wake()
+
+    reader = loop.create_task(pump())
+    timer = loop.call_at(last + interval, tick)
     try:
         while True:
-            if pending is None:
-                pending = asyncio.ensure_future(source.__anext__())
-            done, _ = await asyncio.wait({pending}, timeout=interval)
-            if not done:
+            if buf:
+                item = buf.popleft()
+                if item is _END:
+                    return
+                if type(item) is _Failed:
+                    raise item.exc
+                yield item
+            elif due:
                 yield KEEPALIVE
+            else:
+                waiter = loop.create_future()
+                try:
+                    await waiter
+                finally:
+                    waiter = None
                 continue
-            task, pending = pending, None
-            try:
-                item = task.result()
-            except StopAsyncIteration:
-                return
-            yield item
+            last = loop.time()
+            if timer is None:  # it fired: count the silence from now
+                due = False
+                timer = loop.call_at(last + interval, tick)
     finally:
-        if pending is not None:
-            pending.cancel()
-            try:
-                await pending
-            except (asyncio.CancelledError, Exception):  # cleaning up: its outcome no longer matters
-                pass
+        if timer is not None:
+            timer.cancel()
+        if not reader.done():
+            reader.cancel()
+        try:
+            await reader
+        except (asyncio.CancelledError, Exception):  # cleaning up: its outcome no longer matters
+            pass
         aclose = getattr(source, "aclose", None)
         if aclose is not None:
             await aclose()
