@@ -138,6 +138,23 @@ int colibri_kernel_swiglu(float *x, const float *g, int n, int lanes);
 /* Greedy sampling's argmax with the kernels in force: the first index of the largest of
  * x[0..n), a NaN never winning unless at x[0] (n < 1: 0). */
 int32_t colibri_kernel_argmax(const float *x, int n);
+/* Run-time kernel choice (the sidecar's kernel_choice.py): 1 when every SIMD set
+ * gives weight type wtype the same bits (so picking the fastest changes nothing
+ * else), 0 otherwise. set_type_isa: weights of wtype take the kernels of `isa`
+ * ("avx2", "avxvnni", "avx512"; "auto": the set in force's own) from now on,
+ * process-wide, to be called before a model runs; COLI_E_UNSUPPORTED for a type
+ * whose sets differ or an ISA this CPU lacks. type_isa: the set wtype runs with
+ * now (NULL: unknown type). set_isa undoes every per-type choice. */
+int colibri_kernel_same_bits(uint32_t wtype);
+/* 1 when this CPU (and build) runs the kernel set `isa`, else 0. */
+int colibri_kernel_has_isa(const char *isa);
+int colibri_kernel_set_type_isa(uint32_t wtype, const char *isa);
+const char *colibri_kernel_type_isa(uint32_t wtype);
+/* *seconds: the fastest of `reps` one-row products (a decode step's matvec) of
+ * the n_out weight rows w with the kernels of `isa`, on the calling thread alone
+ * (the set in force stays as it is for every other thread). */
+int colibri_kernel_time_decode(const char *isa, uint32_t wtype, const void *w, size_t w_bytes, int64_t n_in,
+                               int64_t n_out, int reps, double *seconds);
 /* y[r][o] = dot(W row o, x row r); W has n_out rows of n_in elements. */
 int colibri_kernel_matmul(uint32_t wtype, const void *w, size_t w_bytes, int64_t n_in, int64_t n_out,
                           const float *x, int64_t n_rows, float *y, int n_threads);

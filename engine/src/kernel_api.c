@@ -13,6 +13,16 @@ int colibri_kernel_set_isa(const char *isa) { return coli_kernels_select(isa); }
 
 const char *colibri_kernel_isa(void) { return coli_kernels()->name; }
 
+int colibri_kernel_same_bits(uint32_t wtype) { return coli_kernels_same_bits(wtype); }
+
+int colibri_kernel_has_isa(const char *isa) { return coli_kernels_table(isa) != NULL; }
+
+int colibri_kernel_set_type_isa(uint32_t wtype, const char *isa) { return coli_kernels_select_type(wtype, isa); }
+
+const char *colibri_kernel_type_isa(uint32_t wtype) {
+    return wtype < GGML_TYPE_COUNT && ggml_type_get(wtype) ? coli_kernels_type_isa(wtype) : NULL;
+}
+
 /* Checks type, n (> 0, block multiple, <= INT32_MAX for dots) and buffer size. */
 static int check_row(const char *what, uint32_t type, int64_t n, size_t bytes, size_t *need) {
     const ggml_type_traits *tt = ggml_type_get(type);

@@ -1,7 +1,11 @@
 /* kernels.c — the kernel tables: one per ISA (scalar, avx2, avxvnni, avx512),
  * built once from the functions of quant*.c, and the one in force, chosen from
  * the CPU on first use (kernels.h). */
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../include/colibri.h" /* colibri_cpu_features */
@@ -55,6 +59,10 @@ static void set_q4_0_plain(coli_kernel_table *t) {
 
 static coli_kernel_table g_tables[COLI_ISA_COUNT];  /* by COLI_ISA_*; filled once in build_tables */
 static _Atomic(const coli_kernel_table *) g_current;
+/* Set at load (colibri_kernel_set_type_isa), not while engines run a forward */
+static const coli_kernel_table *g_base;                         /* the ISA chosen or forced */
+static const coli_kernel_table *g_type_src[GGML_TYPE_COUNT];   /* per type: another table's kernels, or NULL */
+static pthread_mutex_t g_select_lock = PTHREAD_MUTEX_INITIALIZER; /* two models loading at once */
 static atomic_flag g_building = ATOMIC_FLAG_INIT;
 static atomic_int g_built;
 
@@ -233,7 +241,12 @@ static const coli_kernel_table *table_for(const char *isa) {
     return NULL;
 }
 
+/* A timing of another ISA's kernels (colibri_kernel_time_decode) sees its table on
+ * its own thread only: the engines running meanwhile keep the table in force. */
+static _Thread_local const coli_kernel_table *tl_table;
+
 const coli_kernel_table *coli_kernels(void) {
+    if (tl_table) return tl_table;
     const coli_kernel_table *t = atomic_load_explicit(&g_current, memory_order_acquire);
     if (t) return t;
     const coli_kernel_table *want = table_for("auto");
@@ -250,6 +263,108 @@ int coli_kernels_select(const char *isa) {
     const coli_kernel_table *t = table_for(isa);
     if (!t) return coli_fail(COLI_E_UNSUPPORTED, "kernel isa '%s' not supported by this CPU (features: %s)",
                              isa, colibri_cpu_features());
+    pthread_mutex_lock(&g_select_lock);
+    g_base = t;
+    memset(g_type_src, 0, sizeof g_type_src); /* a forced ISA is that ISA's for every type */
     atomic_store_explicit(&g_current, t, memory_order_release);
+    pthread_mutex_unlock(&g_select_lock);
     return COLI_OK;
+}
+
+const coli_kernel_table *coli_kernels_table(const char *isa) { return isa ? table_for(isa) : NULL; }
+
+void coli_kernels_set_thread_table(const coli_kernel_table *t) { tl_table = t; }
+
+/* Weight types whose kernels give the same bits in every SIMD table (checked by
+ * tests/engine/test_kernel_choice.py): a model may take them from whichever table
+ * runs them fastest here. Not F32/F16 (tinyBLAS<16> vs <8>), BF16 (AVX512-BF16's
+ * dot), Q2_K (repacked on AVX-512). */
+bool coli_kernels_same_bits(uint32_t wtype) {
+    switch (wtype) {
+    case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1: case GGML_TYPE_Q8_0:
+    case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
+    case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ2_S: case GGML_TYPE_IQ3_XXS:
+    case GGML_TYPE_IQ3_S: case GGML_TYPE_IQ1_S: case GGML_TYPE_IQ1_M: case GGML_TYPE_IQ4_NL:
+    case GGML_TYPE_IQ4_XS: case GGML_TYPE_MXFP4: case GGML_TYPE_TQ1_0: case GGML_TYPE_TQ2_0:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* A mixed table: the base's, with some types' entries from other tables. Tables
+ * handed out stay valid for the process (a running matmul may hold one): each
+ * change adds one to this list (a few KB; changes come at model load). */
+typedef struct mixed_table {
+    coli_kernel_table t;
+    char name[160];
+    struct mixed_table *next;
+} mixed_table;
+static mixed_table *g_mixed;
+
+static void copy_type(coli_kernel_table *dst, const coli_kernel_table *src, uint32_t wtype) {
+    dst->type[wtype] = src->type[wtype];
+    dst->unpacked[wtype] = src->unpacked[wtype];
+    if (wtype == GGML_TYPE_Q4_K) dst->q4_K_unpacked = src->q4_K_unpacked;
+    if (wtype == GGML_TYPE_Q4_0) dst->q4_0_plain = src->q4_0_plain;
+}
+
+static int select_type(uint32_t wtype, const char *isa);
+
+int coli_kernels_select_type(uint32_t wtype, const char *isa) {
+    pthread_mutex_lock(&g_select_lock);
+    const int rc = select_type(wtype, isa);
+    pthread_mutex_unlock(&g_select_lock);
+    return rc;
+}
+
+static int select_type(uint32_t wtype, const char *isa) {
+    if (wtype >= GGML_TYPE_COUNT || !ggml_type_get(wtype)) return coli_fail(COLI_E_ARG, "kernel type %u: unknown", wtype);
+    if (!isa) return coli_fail(COLI_E_ARG, "kernel isa: NULL");
+    const coli_kernel_table *base = g_base ? g_base : table_for("auto");
+    const coli_kernel_table *src = strcmp(isa, "auto") == 0 ? NULL : table_for(isa);
+    if (strcmp(isa, "auto") && !src)
+        return coli_fail(table_for("auto") && (!strcmp(isa, "avx2") || !strcmp(isa, "avxvnni") || !strcmp(isa, "avx512"))
+                             ? COLI_E_UNSUPPORTED : COLI_E_ARG,
+                         "kernel isa '%s' for %s: not one this CPU runs (auto, avx2, avxvnni, avx512)", isa,
+                         ggml_type_get(wtype)->name);
+    if (src && (src == &g_tables[0] || base == &g_tables[0]))
+        return coli_fail(COLI_E_UNSUPPORTED, "kernel isa '%s' for %s: the scalar set is not mixed with others", isa,
+                         ggml_type_get(wtype)->name);
+    if (src && !coli_kernels_same_bits(wtype))
+        return coli_fail(COLI_E_UNSUPPORTED, "kernel isa '%s' for %s: its kernels there give other bits", isa,
+                         ggml_type_get(wtype)->name);
+    g_base = base;
+    g_type_src[wtype] = src == base ? NULL : src;
+    bool mixed = false;
+    for (int i = 0; i < GGML_TYPE_COUNT; i++) mixed |= g_type_src[i] != NULL;
+    if (!mixed) {
+        atomic_store_explicit(&g_current, base, memory_order_release);
+        return COLI_OK;
+    }
+    mixed_table *m = malloc(sizeof *m);
+    if (!m) return coli_fail(COLI_E_NOMEM, "kernel table: %zu bytes", sizeof *m);
+    m->t = *base;
+    size_t len = (size_t)snprintf(m->name, sizeof m->name, "%s", base->name);
+    const char *sep = " (";
+    for (int i = 0; i < GGML_TYPE_COUNT; i++) {
+        if (!g_type_src[i]) continue;
+        copy_type(&m->t, g_type_src[i], (uint32_t)i);
+        if (len < sizeof m->name)
+            len += (size_t)snprintf(m->name + len, sizeof m->name - len, "%s%s: %s", sep, ggml_type_get((uint32_t)i)->name,
+                                    g_type_src[i]->name);
+        sep = ", ";
+    }
+    if (len < sizeof m->name) snprintf(m->name + len, sizeof m->name - len, ")");
+    m->t.name = m->name;
+    m->next = g_mixed;
+    g_mixed = m;
+    atomic_store_explicit(&g_current, &m->t, memory_order_release);
+    return COLI_OK;
+}
+
+const char *coli_kernels_type_isa(uint32_t wtype) {
+    if (wtype >= GGML_TYPE_COUNT) return NULL;
+    if (g_type_src[wtype]) return g_type_src[wtype]->name;
+    return (g_base ? g_base : coli_kernels())->name;
 }

@@ -7,6 +7,7 @@
 #ifndef COLI_KERNELS_H
 #define COLI_KERNELS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ggml_types.h"
@@ -102,5 +103,17 @@ static inline const coli_type_kernels *coli_plain_kernels(const coli_kernel_tabl
 /* Force an ISA: "auto", "scalar", "avx2", "avxvnni", "avx512". COLI_E_UNSUPPORTED when
  * this CPU (or build) cannot run it, COLI_E_ARG for an unknown name. */
 int coli_kernels_select(const char *isa);
+
+/* Run-time choice between kernel sets that give the same bits (kernel_choice):
+ * whether every SIMD table computes wtype alike; weights of wtype take `isa`'s
+ * kernels from now on ("auto": the set in force's own; COLI_E_UNSUPPORTED for a
+ * type whose sets differ, or an ISA this CPU lacks); the set a type runs now. */
+bool coli_kernels_same_bits(uint32_t wtype);
+int coli_kernels_select_type(uint32_t wtype, const char *isa);
+const char *coli_kernels_type_isa(uint32_t wtype);
+/* A table by ISA name (NULL: unknown or not runnable here), and the calling
+ * thread's override of coli_kernels() (NULL: none), for timing one set. */
+const coli_kernel_table *coli_kernels_table(const char *isa);
+void coli_kernels_set_thread_table(const coli_kernel_table *t);
 
 #endif

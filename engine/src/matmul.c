@@ -1,4 +1,5 @@
 /* matmul.c — threaded, tiled y = x . W^T over the kernels in force (kernels.h). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime (clock.h) */
 #include "matmul.h"
 
 #include <sched.h>
@@ -7,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "error.h"
 #include "kernels.h"
 #include "quant.h"
@@ -314,6 +316,50 @@ int colibri_kernel_matmul(uint32_t wtype, const void *w, size_t w_bytes, int64_t
     if (n_threads > 1 && !pool) { free(scratch); return colibri_last_error_code(); }
     rc = coli_matmul(pool, w, wtype, n_in, n_out, x, n_rows, y, scratch);
     coli_pool_free(pool);
+    free(scratch);
+    return rc;
+}
+
+int colibri_kernel_time_decode(const char *isa, uint32_t wtype, const void *w, size_t w_bytes, int64_t n_in,
+                               int64_t n_out, int reps, double *seconds) {
+    if (!seconds || !w) return coli_fail(COLI_E_ARG, "time_decode: NULL argument");
+    const coli_kernel_table *t = coli_kernels_table(isa);
+    if (!t) return coli_fail(COLI_E_UNSUPPORTED, "time_decode: kernel isa '%s' not one this CPU runs", isa ? isa : "NULL");
+    if (reps < 1 || reps > 100000) return coli_fail(COLI_E_ARG, "time_decode: reps = %d", reps);
+    coli_kernels_set_thread_table(t);
+    const coli_type_kernels *k = NULL;
+    int rc = check_shape(wtype, n_in, n_out, 1, &k);
+    const size_t row = rc ? 0 : coli_row_size(wtype, n_in);
+    if (!rc && ((uint64_t)n_out > SIZE_MAX / row || w_bytes < row * (size_t)n_out))
+        rc = coli_fail(COLI_E_TOO_LONG, "time_decode: weight buffer of %zu bytes, %lld rows of %zu bytes needed",
+                       w_bytes, (long long)n_out, row);
+    float *x = NULL, *y = NULL;
+    void *scratch = NULL;
+    if (!rc) {
+        const size_t sbytes = coli_matmul_scratch_size(wtype, n_in, 1);
+        x = malloc((size_t)n_in * sizeof *x);
+        y = malloc((size_t)(n_out > 0 ? n_out : 1) * sizeof *y);
+        scratch = sbytes ? aligned_alloc(64, (sbytes + 63) & ~(size_t)63) : NULL;
+        if (!x || !y || (sbytes && !scratch)) rc = coli_fail(COLI_E_NOMEM, "time_decode: buffers");
+    }
+    if (!rc) {
+        uint32_t r = 0x9e3779b9u; /* activations of a decode step: small, signed, deterministic */
+        for (int64_t i = 0; i < n_in; i++) {
+            r = r * 1664525u + 1013904223u;
+            x[i] = (float)((int32_t)(r >> 8) - (1 << 23)) * (1.0f / (float)(1 << 23));
+        }
+        double best = 1e30;
+        for (int i = 0; i < reps && !rc; i++) {
+            const double t0 = coli_now_s();
+            rc = coli_matmul(NULL, w, wtype, n_in, n_out, x, 1, y, scratch);
+            const double dt = coli_now_s() - t0;
+            if (dt < best) best = dt;
+        }
+        *seconds = best;
+    }
+    coli_kernels_set_thread_table(NULL);
+    free(x);
+    free(y);
     free(scratch);
     return rc;
 }

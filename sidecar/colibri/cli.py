@@ -26,13 +26,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def version_text() -> str:
+def version_text(verbose: int = 0) -> str:
     lines = [f"coli {__version__}"]
     try:
         from colibri import engine
 
         lines.append(f"engine {engine.version()} ({engine.build_info()})")
         lines.append(f"cpu: {engine.cpu_features() or 'no SIMD features detected'}")
+        if verbose:
+            from colibri import kernel_choice
+
+            lines.append(f"cpu model: {kernel_choice.cpu_model()}")
+            lines += kernel_choice.version_lines()
     except ImportError as exc:  # the C extension failed to build or load
         lines.append(f"engine: not loaded ({exc})")
     return "\n".join(lines)
@@ -44,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     level = logging.WARNING if args.verbose == 0 else logging.INFO if args.verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     if args.version:
-        print(version_text())
+        print(version_text(args.verbose))
         return 0
     if not getattr(args, "func", None):
         parser.print_help()

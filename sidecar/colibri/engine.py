@@ -154,6 +154,59 @@ class GGUFFile:
         lib.colibri_gguf_tensor(self._g, i, info)
         return ffi.buffer(lib.colibri_gguf_tensor_data(self._g, i), info.nbytes)[:]
 
+    def time_decode(self, name: str, isa: str, n_out: int, reps: int) -> float:
+        """Seconds of the fastest of `reps` decode-step products of tensor `name`'s first n_out rows
+        with the kernels of `isa`, read in place from the mapping (kernel_choice's measure)."""
+        i = lib.colibri_gguf_find_tensor(self._g, name.encode())
+        if i < 0:
+            raise KeyError(name)
+        info = ffi.new("colibri_tensor_info *")
+        lib.colibri_gguf_tensor(self._g, i, info)
+        out = ffi.new("double *")
+        if lib.colibri_kernel_time_decode(isa.encode(), info.type, lib.colibri_gguf_tensor_data(self._g, i),
+                                          info.nbytes, info.ne[0], n_out, reps, out) != 0:
+            raise last_error()
+        return out[0]
+
+
+GGML_TYPE_IDS = {name: i for i, name in GGML_TYPE_NAMES.items()}
+
+
+def kernel_isa() -> str:
+    """The kernel set in force, with any per-type choice: "avx512", "avx512 (Q4_0: avx2)"."""
+    return ffi.string(lib.colibri_kernel_isa()).decode()
+
+
+def kernel_default_isa() -> str:
+    """The set every type without a choice of its own runs with ("avx512")."""
+    return kernel_type_isa("F32") or kernel_isa()
+
+
+def kernel_set_runnable(isa: str) -> bool:
+    return bool(lib.colibri_kernel_has_isa(isa.encode()))
+
+
+def set_kernel_isa(isa: str) -> None:
+    """One kernel set for everything ("auto", "scalar", "avx2", "avxvnni", "avx512"); undoes per-type choices."""
+    if lib.colibri_kernel_set_isa(isa.encode()) != 0:
+        raise last_error()
+
+
+def kernel_same_bits(type_name: str) -> bool:
+    """Whether every SIMD kernel set gives this weight type the same bits."""
+    return type_name in GGML_TYPE_IDS and bool(lib.colibri_kernel_same_bits(GGML_TYPE_IDS[type_name]))
+
+
+def kernel_type_isa(type_name: str) -> str | None:
+    p = lib.colibri_kernel_type_isa(GGML_TYPE_IDS.get(type_name, 1 << 30))
+    return None if p == ffi.NULL else ffi.string(p).decode()
+
+
+def set_kernel_type_isa(type_name: str, isa: str) -> None:
+    """Weights of this type take `isa`'s kernels from now on (same-bits types only; "auto" undoes)."""
+    if lib.colibri_kernel_set_type_isa(GGML_TYPE_IDS[type_name], isa.encode()) != 0:
+        raise last_error()
+
 
 class Engine:
     """One model opened by the engine. vocab_only=True loads metadata and tokenizer only."""

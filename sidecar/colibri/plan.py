@@ -347,12 +347,14 @@ def open_planned(path: str | os.PathLike[str], placement: dict, *, ctx: int | No
     One-shot commands learn no routing heat, so an automatic budget is all LRU cache. kv_tokens: most
     tokens the run writes (make_plan). Returns (engine, plan). `coli generate` and `coli perplexity`
     open models here."""
+    from colibri import kernel_choice
     from colibri.engine import Engine
 
     plan = make_plan(path, ctx=ctx or ENGINE_DEFAULT_CTX, kv_slots=kv_slots, kv_tokens=kv_tokens,
                      expert_cache_gb=placement.get("expert_cache_gb"), pin_gb=placement.get("pin_gb"),
                      learned_heat=False)
     log_plan(plan)
+    kernel_choice.choose(path)
     engine = Engine(path, n_ctx=plan.ctx, n_slots=kv_slots, n_threads=threads or plan.threads, n_batch=n_batch,
                     expert_cache_bytes=plan.cache_bytes, expert_pin_bytes=plan.pin_bytes,
                     io_threads=placement.get("io_threads") or 0, direct_io=bool(placement.get("direct_io")),

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from colibri import kernel_choice
 from colibri.chat.builtin_templates import BY_ARCH, TURN_OPENERS
 from colibri.chat.messages import Message
 from colibri.chat.prompt import ChatFormat
@@ -155,6 +156,7 @@ def load_model(cfg: ServeConfig, path: Path | None = None, model_id: str | None 
                     plan.pin_bytes / (1 << 30), plan.reason, f"; {plan.memory_source}" if plan.memory_source else "")
     elif not plan.fits:
         log.warning("the model does not fit in available memory: %s", plan.reason)
+    kernel_choice.choose(path)
     engine = Engine(path, n_ctx=plan.ctx, n_slots=cfg.kv_slots, n_threads=cfg.threads or plan.threads,
                     expert_cache_bytes=plan.cache_bytes, expert_pin_bytes=plan.pin_bytes, io_threads=cfg.io_threads,
                     direct_io=cfg.direct_io, prefetch=cfg.prefetch)
