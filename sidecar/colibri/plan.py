@@ -28,6 +28,9 @@ MIB = 1 << 20
 # not for the system: an eighth of the limit, at least this much, at most the host's margin.
 MIN_CGROUP_MARGIN = 64 * MIB
 EXPERT_TENSOR = re.compile(r"^blk\.\d+\.ffn_(gate|up|down)_exps\.weight$")
+# Gemma 4 E2B/E4B's per-layer token table: the engine reads a token's row in place from the
+# file mapping (model.c binds it, forward.c reads rows), so only the rows of tokens seen are in RAM
+ROW_READ_TENSORS = ("per_layer_token_embd.weight",)
 # a cache smaller than this many experts per layer thrashes on every token
 MIN_EXPERTS_PER_LAYER_FACTOR = 2
 # The automatic context: the model's trained length (coding agents send 20-60k-token prompts),
@@ -74,6 +77,7 @@ class Plan:
     memory_limit: int = 0      # the container's (cgroup) memory limit in bytes; 0: none applies
     memory_source: str = ""    # where ram_available came from when a cgroup limits it
     checkpoint_bytes_per_slot: int = 0  # hybrid models: the recurrent-state checkpoints a slot may keep
+    row_read_bytes: int = 0    # tables read a token's row at a time from the file (not in dense_bytes)
     cpu_quota: float = 0.0     # the cgroup's CPU quota in CPUs; 0: none
 
     def read_per_token(self, hit_rate: float) -> int:
@@ -271,12 +275,14 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
         meta = {k: g.get(k) for k in [f"{arch}.attention.{x}" for x in keys + ("recurrent_layers",)]
                 + [f"{arch}.{x}" for x in ("embedding_length",) + gdn]}
         mtp_layers = int(g.get(f"{arch}.nextn_predict_layers") or 0)  # in the file, never run nor cached
-        dense = experts = 0
+        dense = experts = row_read = 0
         moe_layers = set()
         for t in g.tensors():
             if EXPERT_TENSOR.match(t.name):
                 experts += t.nbytes
                 moe_layers.add(t.name.split(".")[1])
+            elif t.name in ROW_READ_TENSORS:
+                row_read += t.nbytes
             else:
                 dense += t.nbytes
     n_layer = int(info.get("n_layer") or 0) - mtp_layers
@@ -300,7 +306,7 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
                 kv_slots=kv_slots, kv_bytes_per_slot=kv, ram_total=vm.total, ram_available=vm.available,
                 margin=margin, cores=cores, threads=vm.threads, disk_free=disk_free, memory_limit=vm.limit,
                 memory_source=vm.source, cpu_quota=vm.cpu_quota,
-                checkpoint_bytes_per_slot=_checkpoint_bytes(meta, arch, n_layer))
+                checkpoint_bytes_per_slot=_checkpoint_bytes(meta, arch, n_layer), row_read_bytes=row_read)
     if kv_tokens and kv_tokens < ctx:  # the tokens a one-shot run writes, every slot
         kv_counted = _kv_bytes_per_slot(meta, arch, n_layer, kv_tokens, trained) * kv_slots
     else:  # what the slots may hold (_slots_kv)
@@ -396,6 +402,9 @@ def describe(plan: Plan) -> str:
     if p.cpu_quota:
         lines.append(f"cpu quota    {p.cpu_quota:g} CPUs (cgroup): {p.threads} compute thread(s) by default")
     lines.append(f"dense part   {human(p.dense_bytes)} (always in RAM)")
+    if p.row_read_bytes:
+        lines.append(f"token table  {human(p.row_read_bytes)} per-layer embeddings, read a token's row at a time from "
+                     f"the file (only the rows of tokens seen take RAM)")
     if p.n_expert:
         lines.append(f"experts      {human(p.expert_bytes)} in all; {human(p.expert_bytes_per_token)} are "
                      f"active per token")

@@ -85,3 +85,18 @@ def test_plan_of_a_hybrid_model_counts_its_recurrent_checkpoints(monkeypatch):
     assert "checkpoints" in describe(eight) and "checkpoints" not in describe(none)
     monkeypatch.delenv("COLI_RS_CHECKPOINTS")
     assert make_plan(moe_models.tiny("qwen3moe", "Q8_0"), ctx=64).checkpoint_bytes_per_slot == 0
+
+
+def test_per_layer_token_table_is_read_by_the_row_not_counted_in_ram(tmp_path):
+    """Gemma 4 E2B/E4B's per_layer_token_embd is read a token's row at a time from the file mapping:
+    the plan keeps it out of the dense part that must sit in RAM, and says so."""
+    from tests.fixtures import gemma4_models
+
+    path = gemma4_models.tiny("Q8_0", directory=tmp_path, n_embd_per_layer=32, moe=False, k_eq_v=False,
+                              double_wide=True)
+    with GGUFFile(path) as g:
+        sizes = {t.name: t.nbytes for t in g.tensors()}
+    plan = make_plan(path, ctx=256)
+    assert plan.row_read_bytes == sizes["per_layer_token_embd.weight"] > 0
+    assert plan.dense_bytes == sum(sizes.values()) - plan.row_read_bytes
+    assert "token table" in describe(plan) and "row at a time" in describe(plan)
