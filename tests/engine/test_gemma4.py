@@ -19,9 +19,11 @@ import pytest
 
 from colibri.engine import Engine, GGUFFile
 from colibri.errors import EngineError
+from tests.engine.family_checks import (all_logits, assert_batched_slots_equal_alone, assert_fidelity,
+                                        assert_saved_slot_continues, random_tokens)
 from tests.engine.test_streaming import streamed_equals_resident
 from tests.fixtures import gemma4_models as g4
-from tests.reference import arithmetic_mirrored, matches_llama_cpp, top1_where_decided
+from tests.reference import arithmetic_mirrored, matches_llama_cpp
 
 pytest.importorskip("gguf")
 
@@ -35,30 +37,11 @@ PLE_MOE = dict(n_embd_per_layer=32)
 PLE_POSITIONS = 300
 
 
-def _tokens(e: Engine, n: int, seed: int = 5) -> list[int]:
-    rng = np.random.default_rng(seed)
-    return [e.bos] + [int(t) for t in rng.integers(0, e.n_vocab, n - 1)]
-
-
-def _logits(e: Engine, tokens: list[int]) -> np.ndarray:
-    return np.frombuffer(e.eval(tokens, 0, logits="all"), np.float32).reshape(len(tokens), -1)
-
-
 @pytest.mark.parametrize("quant", QUANTS)
 def test_matches_llama_cpp(quant):
-    """matches_llama_cpp's checks (ours in batches of 128, llama.cpp's of 512; top-1 >= 99.5 %
-    on clear positions, mean KL < 1e-4, 32 greedy tokens equal), and the same bits when both
-    split the prompt alike, where our kernels mirror ggml's."""
+    """assert_fidelity: llama.cpp's logits and greedy tokens, the same bits where the kernels mirror ggml's."""
     path = g4.tiny(quant)
-    ours, theirs = matches_llama_cpp(path, POSITIONS, f"{ARCH} {quant}")
-    agree, decided = top1_where_decided(ours, theirs)
-    with Engine(path, n_ctx=POSITIONS + 64, n_threads=2, n_batch=512) as e:  # llama.cpp's batches
-        alike = _logits(e, _tokens(e, POSITIONS))
-    dmax, dsame = float(np.abs(ours - theirs).max()), float(np.abs(alike - theirs).max())
-    print(f"FIDELITY {ARCH} {quant}: top-1 {agree}/{decided} = {agree / decided:.4f} on clear positions, "
-          f"max |dlogit| {dmax:.3g} (batches of 128 against 512), {dsame:.3g} (the same batches), greedy equal")
-    if arithmetic_mirrored():
-        assert dsame == 0.0
+    assert_fidelity(path, POSITIONS, f"{ARCH} {quant}")
 
 
 @pytest.mark.parametrize("quant", QUANTS)
@@ -67,7 +50,7 @@ def test_per_layer_embeddings_match_llama_cpp(quant):
     path = g4.tiny(quant, **PLE)
     ours, theirs = matches_llama_cpp(path, PLE_POSITIONS, f"{ARCH} PLE {quant}", n_greedy=16)
     with Engine(path, n_ctx=PLE_POSITIONS + 64, n_threads=2, n_batch=512) as e:
-        alike = _logits(e, _tokens(e, PLE_POSITIONS))
+        alike = all_logits(e, random_tokens(e, PLE_POSITIONS))
     dmax, dsame = float(np.abs(ours - theirs).max()), float(np.abs(alike - theirs).max())
     print(f"FIDELITY {ARCH} PLE {quant}: max |dlogit| {dmax:.3g} (batches of 128 against 512), {dsame:.3g} "
           f"(the same batches), greedy equal")
@@ -99,57 +82,18 @@ def test_streamed_tokens_equal_resident(options):
     streamed_equals_resident(g4.tiny("Q4_0", **options), f"{ARCH} Q4_0 {options}")
 
 
-def _run(e: Engine, slot: int, prompt: list[int], n: int) -> tuple[list[int], int]:
-    reused = e.submit(slot, prompt, max_tokens=n, ignore_eos=True)
-    out: list[int] = []
-    while True:
-        evs = e.step()
-        out += [ev.token for ev in evs if not ev.done]
-        if any(ev.done for ev in evs):
-            return out, reused
-
-
 @pytest.mark.parametrize("options", [{}, PLE], ids=["moe", "per-layer-embeddings"])
 def test_batched_slots_equal_alone(options):
     """Four conversations past the window, decoded together (joining at different steps)
     give each the tokens it decodes alone."""
     path = g4.tiny("Q8_0", **options)
-    lengths, max_new = [40, 70, 12, 50], [20, 16, 30, 12]
-    with Engine(path, n_slots=4, n_ctx=160, n_batch=16, n_threads=2) as e:
-        rng = np.random.default_rng(7)
-        prompts = [[e.bos] + [int(t) for t in rng.integers(0, e.n_vocab, k)] for k in lengths]
-        alone = [_run(e, i, p, m)[0] for i, (p, m) in enumerate(zip(prompts, max_new))]
-    with Engine(path, n_slots=4, n_ctx=160, n_batch=16, n_threads=2) as e:
-        got: dict[int, list[int]] = {i: [] for i in range(4)}
-        done: set[int] = set()
-        joins = {0: [0], 3: [1, 2], 6: [3]}
-        for step in range(300):
-            for i in joins.get(step, []):
-                e.submit(i, prompts[i], max_tokens=max_new[i], ignore_eos=True)
-            for ev in e.step():
-                if ev.done:
-                    done.add(ev.slot)
-                else:
-                    got[ev.slot].append(ev.token)
-            if len(done) == 4:
-                break
-    assert [got[i] for i in range(4)] == alone
+    assert_batched_slots_equal_alone(path)
 
 
 @pytest.mark.parametrize("options", [{}, PLE], ids=["moe", "per-layer-embeddings"])
 def test_a_saved_slot_restores_and_continues_identically(tmp_path, options):
     path = g4.tiny("Q8_0", **options)
-    prompt = [1] + list(range(20, 90))  # past the window
-    with Engine(path, n_slots=1, n_ctx=256, n_threads=2) as e:
-        e.submit(0, prompt, max_tokens=0)
-        while e.step():
-            pass
-        e.slot_save(0, tmp_path / "slot.kv")
-        want, _ = _run(e, 0, prompt + [7], 16)
-    with Engine(path, n_slots=1, n_ctx=256, n_threads=2) as e:
-        assert e.slot_load(0, tmp_path / "slot.kv") == len(prompt)
-        got, reused = _run(e, 0, prompt + [7], 16)
-    assert reused == len(prompt) and got == want
+    assert_saved_slot_continues(path, tmp_path)
 
 
 def test_described_and_loaded():

@@ -18,9 +18,11 @@ import pytest
 
 from colibri.engine import Engine, GGUFFile
 from colibri.errors import EngineError
+from tests.engine.family_checks import (all_logits, assert_batched_slots_equal_alone, assert_fidelity,
+                                        assert_saved_slot_continues, random_tokens)
 from tests.engine.test_streaming import streamed_equals_resident
 from tests.fixtures import moe_models as mm
-from tests.reference import arithmetic_mirrored, matches_llama_cpp, top1_where_decided
+from tests.reference import arithmetic_mirrored, matches_llama_cpp
 
 pytest.importorskip("gguf")
 
@@ -35,30 +37,11 @@ def fixture(label: str):
     return mm.tiny(ARCH, quant, **options)
 
 
-def _tokens(e: Engine, n: int, seed: int = 5) -> list[int]:
-    rng = np.random.default_rng(seed)
-    return [e.bos] + [int(t) for t in rng.integers(0, e.n_vocab, n - 1)]
-
-
-def _logits(e: Engine, tokens: list[int]) -> np.ndarray:
-    return np.frombuffer(e.eval(tokens, 0, logits="all"), np.float32).reshape(len(tokens), -1)
-
-
 @pytest.mark.parametrize("label", list(FIXTURES))
 def test_matches_llama_cpp(label):
-    """matches_llama_cpp's checks (ours in batches of 128, llama.cpp's of 512; top-1 >= 99.5 %
-    on clear positions, mean KL < 1e-4, 32 greedy tokens equal), and the same bits when both
-    split the prompt alike, where our kernels mirror ggml's."""
+    """assert_fidelity: llama.cpp's logits and greedy tokens, the same bits where the kernels mirror ggml's."""
     path = fixture(label)
-    ours, theirs = matches_llama_cpp(path, POSITIONS, f"{ARCH} {label}")
-    agree, decided = top1_where_decided(ours, theirs)
-    with Engine(path, n_ctx=POSITIONS + 64, n_threads=2, n_batch=512) as e:  # llama.cpp's batches
-        alike = _logits(e, _tokens(e, POSITIONS))
-    dmax, dsame = float(np.abs(ours - theirs).max()), float(np.abs(alike - theirs).max())
-    print(f"FIDELITY {ARCH} {label}: top-1 {agree}/{decided} = {agree / decided:.4f} on clear positions, "
-          f"max |dlogit| {dmax:.3g} (batches of 128 against 512), {dsame:.3g} (the same batches), greedy equal")
-    if arithmetic_mirrored():
-        assert dsame == 0.0
+    assert_fidelity(path, POSITIONS, f"{ARCH} {label}")
 
 
 def _patched_u32(src, dst, key: str, value: int):
@@ -80,10 +63,10 @@ def test_the_window_slides(tmp_path):
     n_swa = mm.tiny_config(ARCH, "Q8_0").n_swa
     wide = _patched_u32(path, tmp_path / "wide.gguf", f"{ARCH}.attention.sliding_window", 4096)
     with Engine(path, n_ctx=128, n_threads=2) as e:
-        tokens = _tokens(e, 100, seed=3)
-        sliding = _logits(e, tokens)
+        tokens = random_tokens(e, 100, seed=3)
+        sliding = all_logits(e, tokens)
     with Engine(wide, n_ctx=128, n_threads=2) as e:
-        full = _logits(e, tokens)
+        full = all_logits(e, tokens)
     assert np.array_equal(sliding[:n_swa], full[:n_swa])
     assert (np.abs(sliding[n_swa:] - full[n_swa:]).max(-1) > 1e-3).mean() > 0.9
 
@@ -104,55 +87,16 @@ def test_streamed_tokens_equal_resident(label):
     streamed_equals_resident(fixture(label), f"{ARCH} {label}")
 
 
-def _run(e: Engine, slot: int, prompt: list[int], n: int) -> tuple[list[int], int]:
-    reused = e.submit(slot, prompt, max_tokens=n, ignore_eos=True)
-    out: list[int] = []
-    while True:
-        evs = e.step()
-        out += [ev.token for ev in evs if not ev.done]
-        if any(ev.done for ev in evs):
-            return out, reused
-
-
 def test_batched_slots_equal_alone():
     """Four conversations past the window, decoded together (joining at different steps)
     give each the tokens it decodes alone."""
     path = fixture("MXFP4")
-    lengths, max_new = [40, 70, 12, 50], [20, 16, 30, 12]
-    with Engine(path, n_slots=4, n_ctx=160, n_batch=16, n_threads=2) as e:
-        rng = np.random.default_rng(7)
-        prompts = [[e.bos] + [int(t) for t in rng.integers(0, e.n_vocab, k)] for k in lengths]
-        alone = [_run(e, i, p, m)[0] for i, (p, m) in enumerate(zip(prompts, max_new))]
-    with Engine(path, n_slots=4, n_ctx=160, n_batch=16, n_threads=2) as e:
-        got: dict[int, list[int]] = {i: [] for i in range(4)}
-        done: set[int] = set()
-        joins = {0: [0], 3: [1, 2], 6: [3]}
-        for step in range(300):
-            for i in joins.get(step, []):
-                e.submit(i, prompts[i], max_tokens=max_new[i], ignore_eos=True)
-            for ev in e.step():
-                if ev.done:
-                    done.add(ev.slot)
-                else:
-                    got[ev.slot].append(ev.token)
-            if len(done) == 4:
-                break
-    assert [got[i] for i in range(4)] == alone
+    assert_batched_slots_equal_alone(path)
 
 
 def test_a_saved_slot_restores_and_continues_identically(tmp_path):
     path = fixture("Q8_0")
-    prompt = [1] + list(range(20, 90))  # past the window
-    with Engine(path, n_slots=1, n_ctx=256, n_threads=2) as e:
-        e.submit(0, prompt, max_tokens=0)
-        while e.step():
-            pass
-        e.slot_save(0, tmp_path / "slot.kv")
-        want, _ = _run(e, 0, prompt + [7], 16)
-    with Engine(path, n_slots=1, n_ctx=256, n_threads=2) as e:
-        assert e.slot_load(0, tmp_path / "slot.kv") == len(prompt)
-        got, reused = _run(e, 0, prompt + [7], 16)
-    assert reused == len(prompt) and got == want
+    assert_saved_slot_continues(path, tmp_path)
 
 
 def test_described_and_loaded():

@@ -15,9 +15,11 @@ import pytest
 
 from colibri.engine import Engine, GGUFFile
 from colibri.errors import EngineError
+from tests.engine.family_checks import (all_logits, assert_batched_slots_equal_alone, assert_fidelity,
+                                        assert_saved_slot_continues, random_tokens, run_slot)
 from tests.engine.test_streaming import streamed_equals_resident
 from tests.fixtures import moe_models as mm
-from tests.reference import arithmetic_mirrored, load_reference, matches_llama_cpp, top1_where_decided
+from tests.reference import arithmetic_mirrored, load_reference
 
 pytest.importorskip("gguf")
 
@@ -33,27 +35,10 @@ FIXTURES = [("qwen3next", "F32", "F32", {}), ("qwen3next", "Q8_0", "Q8_0", {}), 
             ("qwen35moe", "d_state128", "Q8_0", dict(ssm_d_state=128))]
 
 
-def _tokens(e: Engine, n: int, seed: int = 5) -> list[int]:
-    rng = np.random.default_rng(seed)
-    return [e.bos] + [int(t) for t in rng.integers(0, e.n_vocab, n - 1)]
-
-
-def _logits(e: Engine, tokens: list[int]) -> np.ndarray:
-    return np.frombuffer(e.eval(tokens, 0, logits="all"), np.float32).reshape(len(tokens), -1)
-
-
 @pytest.mark.parametrize("arch,label,quant,options", FIXTURES, ids=[f"{a}-{lb}" for a, lb, _, _ in FIXTURES])
 def test_matches_llama_cpp(arch, label, quant, options):
     path = mm.tiny(arch, quant, **options)
-    ours, theirs = matches_llama_cpp(path, POSITIONS, f"{arch} {label}")
-    agree, decided = top1_where_decided(ours, theirs)
-    with Engine(path, n_ctx=POSITIONS + 64, n_threads=2, n_batch=512) as e:  # llama.cpp's batches
-        alike = _logits(e, _tokens(e, POSITIONS))
-    dmax, dsame = float(np.abs(ours - theirs).max()), float(np.abs(alike - theirs).max())
-    print(f"FIDELITY {arch} {label}: top-1 {agree}/{decided} = {agree / decided:.4f} on clear positions, "
-          f"max |dlogit| {dmax:.3g} (batches of 128 against 512), {dsame:.3g} (the same batches), greedy equal")
-    if arithmetic_mirrored():
-        assert dsame == 0.0
+    assert_fidelity(path, POSITIONS, f"{arch} {label}")
 
 
 @pytest.mark.parametrize("arch", mm.GDN_ARCHS)
@@ -61,7 +46,7 @@ def test_decode_matches_llama_cpp_decode(arch):
     """Token by token (the recurrence's one-token path), against llama.cpp fed one token at a time."""
     path = mm.tiny(arch, "Q8_0")
     with Engine(path, n_ctx=96, n_threads=2) as e:
-        toks = _tokens(e, 40)
+        toks = random_tokens(e, 40)
         ours = np.stack([np.frombuffer(e.eval([t], i, logits="last"), np.float32) for i, t in enumerate(toks)])
     ref = load_reference(path, n_ctx=96)
     theirs = []
@@ -81,31 +66,21 @@ def test_threads_and_chunks_change_no_bit(arch):
     the same bits (Q8_0's batched kernels do not depend on the chunking)."""
     path = mm.tiny(arch, "Q8_0")
     with Engine(path, n_ctx=96, n_threads=2, n_batch=64) as e:
-        toks = _tokens(e, 50)
-        a = _logits(e, toks)
+        toks = random_tokens(e, 50)
+        a = all_logits(e, toks)
     with Engine(path, n_ctx=96, n_threads=1, n_batch=7) as e:
-        b = _logits(e, toks)
+        b = all_logits(e, toks)
     assert np.array_equal(a, b)
 
 
 def test_the_state_cannot_rewind():
     """A position 0 restarts the state; any other position but where it stands is refused by name."""
     with Engine(mm.tiny("qwen3next", "Q8_0"), n_ctx=64, n_threads=1) as e:
-        toks = _tokens(e, 12)
-        a = _logits(e, toks)
+        toks = random_tokens(e, 12)
+        a = all_logits(e, toks)
         with pytest.raises(EngineError, match="recurrent state holds 12 tokens"):
             e.eval(toks[5:], 5)
-        assert np.array_equal(_logits(e, toks), a)
-
-
-def _run(e: Engine, slot: int, prompt: list[int], n: int) -> tuple[list[int], int]:
-    reused = e.submit(slot, prompt, max_tokens=n, ignore_eos=True)
-    out: list[int] = []
-    while True:
-        evs = e.step()
-        out += [ev.token for ev in evs if not ev.done]
-        if any(ev.done for ev in evs):
-            return out, reused
+        assert np.array_equal(all_logits(e, toks), a)
 
 
 @pytest.mark.parametrize("arch", mm.GDN_ARCHS)
@@ -113,26 +88,7 @@ def test_batched_slots_equal_alone(arch):
     """Four conversations decoded together (joining at different steps, each slot with its own recurrent
     state) give each the tokens it decodes alone."""
     path = mm.tiny(arch, "Q8_0")
-    lengths, max_new = [40, 70, 12, 50], [20, 16, 30, 12]
-    with Engine(path, n_slots=4, n_ctx=160, n_batch=16, n_threads=2) as e:
-        rng = np.random.default_rng(7)
-        prompts = [[e.bos] + [int(t) for t in rng.integers(0, e.n_vocab, k)] for k in lengths]
-        alone = [_run(e, i, p, m)[0] for i, (p, m) in enumerate(zip(prompts, max_new))]
-    with Engine(path, n_slots=4, n_ctx=160, n_batch=16, n_threads=2) as e:
-        got: dict[int, list[int]] = {i: [] for i in range(4)}
-        done: set[int] = set()
-        joins = {0: [0], 3: [1, 2], 6: [3]}
-        for step in range(300):
-            for i in joins.get(step, []):
-                e.submit(i, prompts[i], max_tokens=max_new[i], ignore_eos=True)
-            for ev in e.step():
-                if ev.done:
-                    done.add(ev.slot)
-                else:
-                    got[ev.slot].append(ev.token)
-            if len(done) == 4:
-                break
-    assert [got[i] for i in range(4)] == alone
+    assert_batched_slots_equal_alone(path)
 
 
 def test_a_cached_prefix_is_reused_only_where_the_state_stands():
@@ -141,15 +97,15 @@ def test_a_cached_prefix_is_reused_only_where_the_state_stands():
     with the tokens of a fresh engine."""
     path = mm.tiny("qwen3next", "Q8_0")
     with Engine(path, n_slots=1, n_ctx=200, n_threads=2) as e:
-        prompt = _tokens(e, 30)
-        first, _ = _run(e, 0, prompt, 8)
+        prompt = random_tokens(e, 30)
+        first, _ = run_slot(e, 0, prompt, 8)
         cont = prompt + first[:-1] + [5, 6, 7]
-        got_cont, reused_cont = _run(e, 0, cont, 8)
+        got_cont, reused_cont = run_slot(e, 0, cont, 8)
         branch = prompt[:20] + [9, 9]
-        got_branch, reused_branch = _run(e, 0, branch, 8)
+        got_branch, reused_branch = run_slot(e, 0, branch, 8)
     with Engine(path, n_slots=1, n_ctx=200, n_threads=2) as e:
-        want_cont, _ = _run(e, 0, cont, 8)
-        want_branch, _ = _run(e, 0, branch, 8)
+        want_cont, _ = run_slot(e, 0, cont, 8)
+        want_branch, _ = run_slot(e, 0, branch, 8)
     assert reused_cont == len(prompt) + len(first) - 1 and got_cont == want_cont
     assert reused_branch == 0 and got_branch == want_branch
 
@@ -160,31 +116,21 @@ def test_the_same_prompt_again_decodes_alike():
     stands there (one token generated, never evaluated) replays them."""
     path = mm.tiny("qwen35moe", "Q8_0")
     with Engine(path, n_slots=1, n_ctx=200, n_threads=2) as e:
-        prompt = _tokens(e, 25)
-        first, _ = _run(e, 0, prompt, 10)
-        again, reused = _run(e, 0, prompt, 10)
+        prompt = random_tokens(e, 25)
+        first, _ = run_slot(e, 0, prompt, 10)
+        again, reused = run_slot(e, 0, prompt, 10)
         assert again == first and reused == len(prompt)
-        one, _ = _run(e, 0, prompt + [3], 1)
-        third, reused = _run(e, 0, prompt + [3], 10)
+        one, _ = run_slot(e, 0, prompt + [3], 1)
+        third, reused = run_slot(e, 0, prompt + [3], 10)
         assert third[:1] == one
         assert reused == len(prompt) + 1
     with Engine(path, n_slots=1, n_ctx=200, n_threads=2) as e:
-        assert _run(e, 0, prompt + [3], 10)[0] == third
+        assert run_slot(e, 0, prompt + [3], 10)[0] == third
 
 
 def test_a_saved_slot_restores_and_continues_identically(tmp_path):
     path = mm.tiny("qwen35moe", "Q8_0")
-    prompt = [1] + list(range(20, 90))
-    with Engine(path, n_slots=1, n_ctx=256, n_threads=2) as e:
-        e.submit(0, prompt, max_tokens=0)
-        while e.step():
-            pass
-        e.slot_save(0, tmp_path / "slot.kv")
-        want, _ = _run(e, 0, prompt + [7], 16)
-    with Engine(path, n_slots=1, n_ctx=256, n_threads=2) as e:
-        assert e.slot_load(0, tmp_path / "slot.kv") == len(prompt)
-        got, reused = _run(e, 0, prompt + [7], 16)
-    assert reused == len(prompt) and got == want
+    assert_saved_slot_continues(path, tmp_path)
 
 
 @pytest.mark.parametrize("arch", mm.GDN_ARCHS)
