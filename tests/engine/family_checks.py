@@ -3,6 +3,7 @@ conversations decoded together equal each decoded alone, and a saved slot
 restores and continues as the live one would have."""
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -86,3 +87,26 @@ def assert_fidelity(path: Path, positions: int, label: str) -> None:
           f"max |dlogit| {dmax:.3g} (batches of 128 against 512), {dsame:.3g} (the same batches), greedy equal")
     if arithmetic_mirrored():
         assert dsame == 0.0
+
+
+def renamed_tensor(src: Path, dst: Path, name: str, new: str) -> Path:
+    """A copy of GGUF file src with tensor `name` renamed to `new` (same length): a file that lacks it."""
+    raw = bytearray(src.read_bytes())
+    i = raw.find(struct.pack("<Q", len(name)) + name.encode())
+    assert i >= 0 and len(new) == len(name), name
+    raw[i + 8: i + 8 + len(name)] = new.encode()
+    dst.write_bytes(bytes(raw))
+    return dst
+
+
+def patched_u32(src: Path, dst: Path, key: str, value: int) -> Path:
+    """A copy of GGUF file src with the u32 metadata value of `key` set to `value`."""
+    raw = bytearray(src.read_bytes())
+    k = key.encode()
+    i = raw.find(struct.pack("<Q", len(k)) + k)
+    assert i >= 0, key
+    at = i + 8 + len(k)
+    assert struct.unpack_from("<I", raw, at)[0] == 4  # GGUF u32
+    struct.pack_into("<I", raw, at + 4, value)
+    dst.write_bytes(bytes(raw))
+    return dst

@@ -16,6 +16,7 @@ import pytest
 from colibri.engine import Engine
 from colibri.errors import EngineError
 from colibri.plan import make_plan
+from tests.engine.family_checks import assert_saved_slot_continues, patched_u32, renamed_tensor
 from tests.fixtures import moe_models as mm
 from tests.reference import arithmetic_mirrored, matches_llama_cpp
 
@@ -43,25 +44,13 @@ def test_matches_llama_cpp(arch, quant):
         assert np.array_equal(ours, theirs)
 
 
-def _patched_u32(src, dst, key: str, value: int):
-    raw = bytearray(src.read_bytes())
-    k = key.encode()
-    i = raw.find(struct.pack("<Q", len(k)) + k)
-    assert i >= 0, key
-    at = i + 8 + len(k)
-    assert struct.unpack_from("<I", raw, at)[0] == 4  # GGUF u32
-    struct.pack_into("<I", raw, at + 4, value)
-    dst.write_bytes(bytes(raw))
-    return dst
-
-
 @pytest.mark.parametrize("arch", ARCHS)
 def test_the_selection_drops_cells(arch, tmp_path):
     """With a top-k past the prompt every cell is seen (plain MLA): the logits agree
     while the prompt fits the fixture's top-k and differ after it."""
     cfg = mm.tiny_config(arch, "Q8_0")
     path = mm.tiny(arch, "Q8_0")
-    dense = _patched_u32(path, tmp_path / "dense.gguf", f"{arch}.attention.indexer.top_k", 4096)
+    dense = patched_u32(path, tmp_path / "dense.gguf", f"{arch}.attention.indexer.top_k", 4096)
     with Engine(path, n_ctx=256, n_threads=2) as e:
         tokens = _tokens(e, 200, seed=3)
         sparse_logits = _logits(e, tokens)
@@ -98,42 +87,12 @@ def test_long_prompt_in_chunks_equals_one_batch(arch):
     assert np.array_equal(whole, chunked)
 
 
-def _decode(e: Engine, prompt: list[int], n: int) -> tuple[list[int], int]:
-    """Greedy tokens on slot 0, and how many prompt tokens came from its cache."""
-    reused = e.submit(0, prompt, max_tokens=n, ignore_eos=True)
-    out: list[int] = []
-    while True:
-        evs = e.step()
-        out += [ev.token for ev in evs if not ev.done]
-        if any(ev.done for ev in evs):
-            return out, reused
-
-
 @pytest.mark.parametrize("arch", ARCHS)
 def test_a_saved_slot_restores_and_continues_identically(arch, tmp_path):
     """The slot file carries the indexer keys with the latent: a restored slot reuses
     the prompt (longer than the top-k) and decodes what the original session does."""
     path = mm.tiny(arch, "Q8_0")
-    prompt = [1] + list(range(20, 90))
-    with Engine(path, n_slots=1, n_ctx=256, n_threads=2) as e:
-        e.submit(0, prompt, max_tokens=0)
-        while e.step():
-            pass
-        e.slot_save(0, tmp_path / "slot.kv")
-        want, _ = _decode(e, prompt + [7], 16)
-    with Engine(path, n_slots=1, n_ctx=256, n_threads=2) as e:
-        assert e.slot_load(0, tmp_path / "slot.kv") == len(prompt)
-        got, reused = _decode(e, prompt + [7], 16)
-    assert reused == len(prompt) and got == want
-
-
-def _renamed_tensor(src, dst, name: str, new: str):
-    raw = bytearray(src.read_bytes())
-    i = raw.find(struct.pack("<Q", len(name)) + name.encode())
-    assert i >= 0 and len(new) == len(name), name
-    raw[i + 8: i + 8 + len(name)] = new.encode()
-    dst.write_bytes(bytes(raw))
-    return dst
+    assert_saved_slot_continues(path, tmp_path)
 
 
 def _first_layer_shared(src, dst):
@@ -158,19 +117,19 @@ def test_bad_files_are_named_errors(case, fragment, tmp_path):
     src = mm.tiny("glm-dsa", "Q8_0")
     bad = tmp_path / "bad.gguf"
     if case == "missing_indexer":  # layer 2 is a full layer
-        _renamed_tensor(src, bad, "blk.2.indexer.attn_k.weight", "blk.2.indexer.attn_x.weight")
+        renamed_tensor(src, bad, "blk.2.indexer.attn_k.weight", "blk.2.indexer.attn_x.weight")
     elif case == "shared_first":
         _first_layer_shared(src, bad)
     elif case == "top_k_0":
-        _patched_u32(src, bad, "glm-dsa.attention.indexer.top_k", 0)
+        patched_u32(src, bad, "glm-dsa.attention.indexer.top_k", 0)
     else:
-        _patched_u32(src, bad, "glm-dsa.attention.indexer.key_length", 48)
+        patched_u32(src, bad, "glm-dsa.attention.indexer.key_length", 48)
     with pytest.raises(EngineError, match=fragment):
         Engine(bad, n_ctx=64, n_threads=1)
 
 
 def test_deepseek32_needs_every_layers_indexer(tmp_path):
-    bad = _renamed_tensor(mm.tiny("deepseek32", "Q8_0"), tmp_path / "bad.gguf", "blk.1.indexer.proj.weight",
+    bad = renamed_tensor(mm.tiny("deepseek32", "Q8_0"), tmp_path / "bad.gguf", "blk.1.indexer.proj.weight",
                           "blk.1.indexer.prox.weight")
     with pytest.raises(EngineError, match="blk.1.indexer.proj.weight"):
         Engine(bad, n_ctx=64, n_threads=1)

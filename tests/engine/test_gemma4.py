@@ -20,7 +20,7 @@ import pytest
 from colibri.engine import Engine, GGUFFile
 from colibri.errors import EngineError
 from tests.engine.family_checks import (all_logits, assert_batched_slots_equal_alone, assert_fidelity,
-                                        assert_saved_slot_continues, random_tokens)
+                                        assert_saved_slot_continues, random_tokens, renamed_tensor)
 from tests.engine.test_streaming import streamed_equals_resident
 from tests.fixtures import gemma4_models as g4
 from tests.reference import arithmetic_mirrored, matches_llama_cpp
@@ -107,15 +107,6 @@ def test_described_and_loaded():
         assert e.model_info()["arch"] == ARCH
 
 
-def _renamed(src, dst, name: str, new: str):
-    raw = bytearray(src.read_bytes())
-    i = raw.find(struct.pack("<Q", len(name)) + name.encode())
-    assert i >= 0 and len(new) == len(name), name
-    raw[i + 8: i + 8 + len(name)] = new.encode()
-    dst.write_bytes(bytes(raw))
-    return dst
-
-
 @pytest.mark.parametrize("name,new", [
     ("blk.1.ffn_gate_inp.scale", "blk.1.ffn_gate_inp.scalx"),
     ("blk.2.pre_ffw_norm_2.weight", "blk.2.pre_ffw_norm_2.weighz"),
@@ -123,7 +114,7 @@ def _renamed(src, dst, name: str, new: str):
     ("rope_freqs.weight", "rope_freqz.weight"),
 ])
 def test_a_missing_tensor_is_a_named_error(name, new, tmp_path):
-    bad = _renamed(g4.tiny("Q8_0"), tmp_path / "bad.gguf", name, new)
+    bad = renamed_tensor(g4.tiny("Q8_0"), tmp_path / "bad.gguf", name, new)
     with pytest.raises(EngineError, match=name.replace(".", r"\.")):
         Engine(bad, n_ctx=64, n_threads=1)
 
@@ -137,7 +128,7 @@ def test_a_missing_tensor_is_a_named_error(name, new, tmp_path):
     ("blk.5.post_norm.weight", "blk.5.post_norm.weighz"),
 ])
 def test_a_missing_per_layer_embedding_tensor_is_a_named_error(name, new, tmp_path):
-    bad = _renamed(g4.tiny("Q8_0", **PLE), tmp_path / "bad.gguf", name, new)
+    bad = renamed_tensor(g4.tiny("Q8_0", **PLE), tmp_path / "bad.gguf", name, new)
     with pytest.raises(EngineError, match=name.replace(".", r"\.")):
         Engine(bad, n_ctx=64, n_threads=1)
 

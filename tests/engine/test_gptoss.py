@@ -11,7 +11,6 @@ slots decoded together as alone, a restored slot as one never stopped, the file
 described, and bad files refused by name."""
 from __future__ import annotations
 
-import struct
 
 import numpy as np
 import pytest
@@ -19,7 +18,7 @@ import pytest
 from colibri.engine import Engine, GGUFFile
 from colibri.errors import EngineError
 from tests.engine.family_checks import (all_logits, assert_batched_slots_equal_alone, assert_fidelity,
-                                        assert_saved_slot_continues, random_tokens)
+                                        assert_saved_slot_continues, patched_u32, random_tokens, renamed_tensor)
 from tests.engine.test_streaming import streamed_equals_resident
 from tests.fixtures import moe_models as mm
 from tests.reference import arithmetic_mirrored, matches_llama_cpp
@@ -44,24 +43,12 @@ def test_matches_llama_cpp(label):
     assert_fidelity(path, POSITIONS, f"{ARCH} {label}")
 
 
-def _patched_u32(src, dst, key: str, value: int):
-    raw = bytearray(src.read_bytes())
-    k = key.encode()
-    i = raw.find(struct.pack("<Q", len(k)) + k)
-    assert i >= 0, key
-    at = i + 8 + len(k)
-    assert struct.unpack_from("<I", raw, at)[0] == 4  # GGUF u32
-    struct.pack_into("<I", raw, at + 4, value)
-    dst.write_bytes(bytes(raw))
-    return dst
-
-
 def test_the_window_slides(tmp_path):
     """With the window past the prompt (every layer global), the logits agree while the
     prompt fits the fixture's window of 32 and differ after it."""
     path = fixture("Q8_0")
     n_swa = mm.tiny_config(ARCH, "Q8_0").n_swa
-    wide = _patched_u32(path, tmp_path / "wide.gguf", f"{ARCH}.attention.sliding_window", 4096)
+    wide = patched_u32(path, tmp_path / "wide.gguf", f"{ARCH}.attention.sliding_window", 4096)
     with Engine(path, n_ctx=128, n_threads=2) as e:
         tokens = random_tokens(e, 100, seed=3)
         sliding = all_logits(e, tokens)
@@ -110,15 +97,6 @@ def test_described_and_loaded():
         assert e.model_info()["arch"] == ARCH
 
 
-def _renamed_tensor(src, dst, name: str, new: str):
-    raw = bytearray(src.read_bytes())
-    i = raw.find(struct.pack("<Q", len(name)) + name.encode())
-    assert i >= 0 and len(new) == len(name), name
-    raw[i + 8: i + 8 + len(name)] = new.encode()
-    dst.write_bytes(bytes(raw))
-    return dst
-
-
 @pytest.mark.parametrize("name,new", [
     ("blk.1.attn_sinks.weight", "blk.1.attn_sinkz.weight"),
     ("blk.0.ffn_gate_inp.bias", "blk.0.ffn_gate_inp.biaz"),
@@ -126,6 +104,6 @@ def _renamed_tensor(src, dst, name: str, new: str):
     ("blk.3.post_attention_norm.weight", "blk.3.post_attention_norm.weighz"),
 ])
 def test_a_missing_tensor_is_a_named_error(name, new, tmp_path):
-    bad = _renamed_tensor(fixture("Q8_0"), tmp_path / "bad.gguf", name, new)
+    bad = renamed_tensor(fixture("Q8_0"), tmp_path / "bad.gguf", name, new)
     with pytest.raises(EngineError, match=name.replace(".", r"\.")):
         Engine(bad, n_ctx=64, n_threads=1)

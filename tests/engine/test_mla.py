@@ -15,6 +15,7 @@ import pytest
 from colibri.engine import Engine
 from colibri.errors import EngineError
 from colibri.plan import make_plan
+from tests.engine.family_checks import assert_saved_slot_continues
 from tests.fixtures import moe_models as mm
 from tests.reference import matches_llama_cpp
 
@@ -86,29 +87,8 @@ def test_bad_mla_metadata_is_a_named_error(tmp_path, key, value, rename, fragmen
         Engine(bad, n_ctx=64, n_threads=1)
 
 
-def _decode(e: Engine, prompt: list[int], n: int) -> tuple[list[int], int]:
-    """Greedy tokens on slot 0, and how many prompt tokens came from its cache."""
-    reused = e.submit(0, prompt, max_tokens=n, ignore_eos=True)
-    out: list[int] = []
-    while True:
-        evs = e.step()
-        out += [ev.token for ev in evs if not ev.done]
-        if any(ev.done for ev in evs):
-            return out, reused
-
-
 def test_a_saved_latent_cache_restores_and_continues_identically(tmp_path):
     """The slot file carries the latent cache: a restored slot reuses the prompt and
     continues with the tokens the original session decodes."""
     path = mm.tiny("deepseek2", "Q8_0")
-    prompt = [1] + list(range(20, 90))
-    with Engine(path, n_slots=1, n_ctx=256, n_threads=2) as e:
-        e.submit(0, prompt, max_tokens=0)
-        while e.step():
-            pass
-        e.slot_save(0, tmp_path / "slot.kv")
-        want, _ = _decode(e, prompt + [7], 16)
-    with Engine(path, n_slots=1, n_ctx=256, n_threads=2) as e:
-        assert e.slot_load(0, tmp_path / "slot.kv") == len(prompt)
-        got, reused = _decode(e, prompt + [7], 16)
-    assert reused == len(prompt) and got == want
+    assert_saved_slot_continues(path, tmp_path)
