@@ -178,7 +178,9 @@ describe.runIf(live)("against a live coli serve", () => {
   it("shows a Profiling bar after a turn, and Brain cells flashing while the model answers (or the dense notice)", async () => {
     const { context, page, errors } = await open(browser, `${baseUrl}/profiling`, { width: 1440, height: 900 });
     await page.waitForSelector('[data-testid="profile-turn"]', { timeout: 30_000 });
-    expect(await page.locator('[data-testid="profile-turn"] .stack-seg').count()).toBe(6);
+    // six phases in the turn's stack (linear attention among them), one disk bar beside it
+    expect(await page.locator('[data-testid="profile-turn"] .stack:not(.disk) .stack-seg').count()).toBe(6);
+    expect(await page.locator('[data-testid="profile-turn"] .stack.disk .stack-seg').count()).toBe(1);
     await shot(page, "live-profiling");
     await page.click('[data-testid="dock-brain"]');
     await page.waitForSelector('[data-testid="live-canvas"], [data-testid="brain-dense"]', { timeout: 30_000 });
