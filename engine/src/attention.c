@@ -67,7 +67,8 @@ size_t coli_attention_scratch_halves(const coli_hparams *hp, int n_ctx) {
 }
 
 size_t coli_attention_scratch_floats(const coli_hparams *hp, int n_ctx) {
-    return (size_t)max_task_heads(hp) * ((size_t)ceil_chunk(n_ctx) + CHUNK) + 16;
+    const size_t per = (size_t)max_task_heads(hp);
+    return per * ((size_t)ceil_chunk(n_ctx) + CHUNK) + per * (size_t)hp->head_dim + 16; /* scores, widened query */
 }
 
 typedef struct {
@@ -80,6 +81,10 @@ typedef struct {
     coli_exp_sum_fn exp_sum;
     coli_from_float_fn to_f16;
     coli_pv_rows_fn pv_rows;  /* MLA: P.V straight from the latent rows of K (no transposed copy), or NULL */
+    /* the kernels above take the query and the probabilities widened to f32 (kernel
+     * table's f16_f32a: the same products, converted once instead of per K / V row) */
+    int widened;
+    coli_to_float_fn widen;
 } attn_job;
 
 /* Scores sc[c0..c1) of cells [lo, hi] (the rest masked) -> probabilities ph (f16).
@@ -130,11 +135,18 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
     const int v0 = c0 - first, v1 = c1 - first;            /* the cells' span in a V row */
     /* kq for the visible cells, all heads of the task per K row */
     J->to_f16(s->q + ((size_t)i * hp->n_head + h0) * hd, qh, (int64_t)ng * hd); /* the task's heads are adjacent */
-    const size_t qstride = (size_t)hd * sizeof(coli_half);
+    const void *qa = qh; /* the query as the kernels take it */
+    size_t qstride = (size_t)hd * sizeof(coli_half);
+    if (J->widened) {
+        float *qf = sc + (size_t)ng * cstride; /* past the scores */
+        J->widen(qh, qf, (int64_t)ng * hd);
+        qa = qf;
+        qstride = (size_t)hd * sizeof(float);
+    }
     if (sel) { /* DSA: the indexer's cells only, the rest masked as llama.cpp's top-k mask does */
         for (int g0 = 0; g0 < ng; g0 += COLI_MAX_NR) {
             const int nr = ng - g0 < COLI_MAX_NR ? ng - g0 : COLI_MAX_NR;
-            const coli_half *qg = qh + (size_t)g0 * hd;
+            const void *qg = (const char *)qa + (size_t)g0 * qstride;
             float *sg = sc + (size_t)g0 * cstride;
             for (int g = 0; g < nr; g++)
                 for (int c = c0; c < c1; c++) sg[(size_t)g * cstride + (c - c0)] = -INFINITY;
@@ -149,7 +161,7 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
         const int b1 = b0 + KQ_CELLS - 1 < p ? b0 + KQ_CELLS - 1 : p;
         for (int g0 = 0; g0 < ng; g0 += COLI_MAX_NR) {
             const int nr = ng - g0 < COLI_MAX_NR ? ng - g0 : COLI_MAX_NR;
-            const coli_half *qg = qh + (size_t)g0 * hd;
+            const void *qg = (const char *)qa + (size_t)g0 * qstride;
             float *sg = sc + (size_t)g0 * cstride;
             int c = b0;
             if (J->kq_dot2)
@@ -164,7 +176,7 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
                     L->attn_sinks ? L->attn_sinks + h0 + g : NULL);
     /* kqv: one V row (value dimension) against the probabilities of every head */
     float *out = s->att + ((size_t)i * hp->n_head + h0) * hdv;
-    const size_t ph_stride = cstride * sizeof(coli_half);
+    size_t ph_stride = cstride * sizeof(coli_half);
     if (J->pv_rows) { /* the latent rows of K, read in place, the bits of the loop below */
         for (int g0 = 0; g0 < ng; g0 += COLI_MAX_NR) {
             const int nr = ng - g0 < COLI_MAX_NR ? ng - g0 : COLI_MAX_NR;
@@ -173,12 +185,18 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
         }
         return;
     }
+    const char *pa = (const char *)ph; /* the probabilities as the kernels take them */
+    if (J->widened) { /* the scores are spent: the f16 probabilities widened into their place */
+        for (int g = 0; g < ng; g++) J->widen(ph + (size_t)g * cstride, sc + (size_t)g * cstride, len);
+        pa = (const char *)sc;
+        ph_stride = cstride * sizeof(float);
+    }
     /* likewise value rows in blocks, each block's rows read from memory once for every run of heads */
     for (int d0 = 0; d0 < hdv; d0 += V_ROWS) {
         const int d1 = d0 + V_ROWS < hdv ? d0 + V_ROWS : hdv;
         for (int g0 = 0; g0 < ng; g0 += COLI_MAX_NR) {
             const int nr = ng - g0 < COLI_MAX_NR ? ng - g0 : COLI_MAX_NR;
-            const coli_half *pg = ph + (size_t)g0 * cstride;
+            const void *pg = pa + (size_t)g0 * ph_stride;
             float *og = out + (size_t)g0 * hdv;
             int d = d0;
             if (J->kqv_dot2 && v1 <= v_cells)
@@ -279,7 +297,7 @@ void coli_attention(const coli_model *m, coli_state *s, int il, int n) {
     const coli_kernel_table *t = coli_kernels();
     const coli_type_kernels *k = &t->type[GGML_TYPE_F16];
     attn_job job = {m, s, il, 0, n, task_heads(hp), k->vec_dot, k->vec_dot, k->vec_dot_2w, k->vec_dot_2w, t->exp_sum,
-                    t->type[GGML_TYPE_F16].from_float, NULL};
+                    t->type[GGML_TYPE_F16].from_float, NULL, 0, NULL};
     /* llama.cpp's n_kv is a multiple of 256 cells; a batch of queries goes
      * through tinyBLAS, rows alone as a batch of one, uniform rows as in a
      * batch large enough for it whatever their number */
@@ -310,6 +328,16 @@ void coli_attention(const coli_model *m, coli_state *s, int il, int n) {
         job.pv_rows = t->pv_rows_f16;
         for (int i = 0; i < n && job.pv_rows; i++)
             if (ceil_chunk(s->rows[i].pos + 1) > s->rows[i].kv->n_ctx) job.pv_rows = NULL;
+    }
+    /* the widened twins of the kernels chosen above, where the set has them (not for MLA's pv_rows) */
+    const coli_type_kernels *w = &t->f16_f32a;
+    if (w->vec_dot && !job.pv_rows) {
+        job.kq_dot = job.kq_dot == k->vec_dot_mm ? w->vec_dot_mm : w->vec_dot;
+        job.kq_dot2 = job.kq_dot2 && job.kq_dot2 == k->vec_dot_mm_2w ? w->vec_dot_mm_2w : NULL;
+        job.kqv_dot = job.kqv_dot == k->vec_dot_mm ? w->vec_dot_mm : w->vec_dot;
+        job.kqv_dot2 = job.kqv_dot2 && job.kqv_dot2 == k->vec_dot_mm_2w ? w->vec_dot_mm_2w : NULL;
+        job.widened = 1;
+        job.widen = w->to_float;
     }
     if (!hp->mla || job.pv_rows) {
         coli_pool_run(s->pool, attn_worker, &job);

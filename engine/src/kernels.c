@@ -147,6 +147,12 @@ static void build_tables(void) {
     t->exp_sum = coli_exp_sum_avx512;
     t->argmax = coli_argmax_avx512;
     t->pv_rows_f16 = coli_pv_rows_f16_avx512;
+    t->f16_f32a = t->type[GGML_TYPE_F16];
+    t->f16_f32a.vec_dot = vec_dot_f16_f32a_avx512;
+    t->f16_f32a.to_float = coli_f16_to_f32_avx512; /* the widening itself */
+    t->f16_f32a.vec_dot_mm = vec_dot_f16_f32a_mm_avx512;
+    t->f16_f32a.vec_dot_mm_2w = vec_dot_f16_f32a_mm_2w_avx512;
+    t->f16_f32a.vec_dot_2w = t->f16_f32a.vec_dot_16w = t->f16_f32a.vec_dot_mm_16w = NULL;
     t->f32_lanes = 16;
     t->geglu = coli_geglu_avx512;
     t->swiglu = coli_swiglu_avx512;

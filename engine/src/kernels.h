@@ -62,6 +62,10 @@ typedef struct {
     coli_type_kernels unpacked[GGML_TYPE_COUNT];
     coli_exp_sum_fn exp_sum;
     coli_pv_rows_fn pv_rows_f16; /* optional: P.V from row-major F16 V (one-row arithmetic) */
+    /* optional: type[F16]'s vec_dot / vec_dot_mm / vec_dot_mm_2w with the activation rows in
+     * f32 holding f16 values (attention widens its query and probabilities once, with this
+     * entry's to_float): the same bits */
+    coli_type_kernels f16_f32a;
     coli_geglu_fn geglu;
     coli_argmax_fn argmax; /* greedy sampling's argmax over the vocabulary */
     coli_swiglu_fn swiglu; /* NULL: ops.c's lanes, one at a time (the scalar set) */

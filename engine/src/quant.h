@@ -326,6 +326,11 @@ COLI_DECLARE_VEC_DOT(vec_dot_f16_f16_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_f16_f16_mm_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_f32_f32_mm_2w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_f16_f16_mm_2w_avx512);
+/* the f16_f16 kernels' bits with the activation rows stored as f32 (f16 values widened) */
+COLI_DECLARE_VEC_DOT(vec_dot_f16_f32a_avx512);
+void coli_f16_to_f32_avx512(const void *src, float *dst, int64_t n);
+COLI_DECLARE_VEC_DOT(vec_dot_f16_f32a_mm_avx512);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_f16_f32a_mm_2w_avx512);
 double coli_exp_sum_avx512(float *x, int n, float max);
 void coli_swiglu_avx512(float *x, const float *g, int n);
 int32_t coli_argmax_avx512(const float *x, int n);

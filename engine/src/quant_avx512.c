@@ -47,7 +47,10 @@ INL __m512 ld16(const void *p, int i, const int f16) {
 }
 INL float el(const void *p, int i, const int f16) { return f16 ? h2f(((const coli_half *)p)[i]) : ((const float *)p)[i]; }
 
-INL void fdot_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int f16, const int nr) {
+/* af16: the activation rows' storage (f16, or f32 holding f16 values: attention's
+ * query and probabilities widened once, the same products) when the weights are f16 */
+INL void fdot_nr_a(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int f16, const int af16,
+                   const int nr) {
     __m512 acc[COLI_MAX_NR][4];
     for (int r = 0; r < nr; r++)
         for (int k = 0; k < 4; k++) acc[r][k] = _mm512_setzero_ps();
@@ -55,7 +58,7 @@ INL void fdot_nr(int n, const void *w, const char *a, size_t as, float *s, size_
     for (int i = 0; i < np; i += 64)
         for (int k = 0; k < 4; k++) {
             const __m512 wv = ld16(w, i + 16 * k, f16);
-            for (int r = 0; r < nr; r++) acc[r][k] = _mm512_fmadd_ps(wv, ld16(a + r * as, i + 16 * k, f16), acc[r][k]);
+            for (int r = 0; r < nr; r++) acc[r][k] = _mm512_fmadd_ps(wv, ld16(a + r * as, i + 16 * k, af16), acc[r][k]);
         }
     for (int r = 0; r < nr; r++) {
         const void *x = a + r * as;
@@ -63,7 +66,7 @@ INL void fdot_nr(int n, const void *w, const char *a, size_t as, float *s, size_
         const float red = _mm512_reduce_add_ps(t);
         if (f16) {
             double sumf = red;
-            for (int j = np; j < n; j++) sumf += (double)(el(w, j, 1) * el(x, j, 1));
+            for (int j = np; j < n; j++) sumf += (double)(el(w, j, 1) * el(x, j, af16));
             s[r * ss] = (float)sumf;
         } else { /* the leftover loop as GCC vectorised it: 16, then 8 products at a time added
                   * one by one, the last < 8 by fma (an MLA head of 32 takes the first two) */
@@ -79,28 +82,42 @@ INL void fdot_nr(int n, const void *w, const char *a, size_t as, float *s, size_
     }
 }
 
+INL void fdot_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int f16, const int nr) {
+    fdot_nr_a(n, w, a, as, s, ss, f16, f16, nr);
+}
+INL void fdot_f32a_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
+    fdot_nr_a(n, w, a, as, s, ss, 1, 0, nr);
+}
+
 /* llamafile's tinyBLAS<16> (batches; n % 16 == 0): one 16-lane accumulator
  * per output, one fma per 16 elements, _mm512_reduce_add_ps at the end. */
-INL void fdot_mm_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int f16, const int nr) {
+INL void fdot_mm_nr_a(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int f16,
+                      const int af16, const int nr) {
     __m512 acc[COLI_MAX_NR];
     for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
     for (int i = 0; i < n; i += 16) {
         const __m512 wv = ld16(w, i, f16);
-        for (int r = 0; r < nr; r++) acc[r] = _mm512_fmadd_ps(wv, ld16(a + r * as, i, f16), acc[r]);
+        for (int r = 0; r < nr; r++) acc[r] = _mm512_fmadd_ps(wv, ld16(a + r * as, i, af16), acc[r]);
     }
     for (int r = 0; r < nr; r++) s[r * ss] = _mm512_reduce_add_ps(acc[r]);
 }
+INL void fdot_mm_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int f16, const int nr) {
+    fdot_mm_nr_a(n, w, a, as, s, ss, f16, f16, nr);
+}
+INL void fdot_mm_f32a_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
+    fdot_mm_nr_a(n, w, a, as, s, ss, 1, 0, nr);
+}
 
 /* tinyBLAS<16> for two weight rows: twice the independent fma chains */
-INL void fdot_mm_2w_nr(int n, const void *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int f16,
-                       const int nr) {
+INL void fdot_mm_2w_nr_a(int n, const void *w, size_t wst, const char *a, size_t as, float *s, size_t ss,
+                         const int f16, const int af16, const int nr) {
     const char *w1 = (const char *)w + wst;
     __m512 acc[COLI_MAX_NR][2];
     for (int r = 0; r < nr; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (int i = 0; i < n; i += 16) {
         const __m512 w0v = ld16(w, i, f16), w1v = ld16(w1, i, f16);
         for (int r = 0; r < nr; r++) {
-            const __m512 x = ld16(a + r * as, i, f16);
+            const __m512 x = ld16(a + r * as, i, af16);
             acc[r][0] = _mm512_fmadd_ps(w0v, x, acc[r][0]);
             acc[r][1] = _mm512_fmadd_ps(w1v, x, acc[r][1]);
         }
@@ -109,6 +126,36 @@ INL void fdot_mm_2w_nr(int n, const void *w, size_t wst, const char *a, size_t a
         s[r * ss] = _mm512_reduce_add_ps(acc[r][0]);
         s[r * ss + 1] = _mm512_reduce_add_ps(acc[r][1]);
     }
+}
+
+INL void fdot_mm_2w_nr(int n, const void *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int f16,
+                       const int nr) {
+    fdot_mm_2w_nr_a(n, w, wst, a, as, s, ss, f16, f16, nr);
+}
+INL void fdot_mm_2w_f32a_nr(int n, const void *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int nr) {
+    fdot_mm_2w_nr_a(n, w, wst, a, as, s, ss, 1, 0, nr);
+}
+
+/* F16 weights against activations widened to f32 (attention's query and
+ * probabilities, f16 values): the bits of the f16_f16 kernels, one conversion
+ * per weight load instead of one more per activation row */
+/* f16 -> f32, 16 at a time (exact: attention's widening of its f16 query and probabilities) */
+TGT void coli_f16_to_f32_avx512(const void *src, float *dst, int64_t n) {
+    const coli_half *x = src;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i))));
+    for (; i < n; i++) dst[i] = h2f(x[i]);
+}
+
+TGT void vec_dot_f16_f32a_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, fdot_f32a_nr, n, w, (const char *)a, as, s, ss);
+}
+TGT void vec_dot_f16_f32a_mm_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, fdot_mm_f32a_nr, n, w, (const char *)a, as, s, ss);
+}
+TGT void vec_dot_f16_f32a_mm_2w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
+                                       int nr) {
+    COLI_DISPATCH_NR(nr, fdot_mm_2w_f32a_nr, n, w, wst, (const char *)a, as, s, ss);
 }
 
 TGT void vec_dot_f32_f32_mm_2w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
