@@ -143,10 +143,18 @@ def choose(path: str | os.PathLike[str]) -> str:
         return engine.kernel_isa()  # the open that follows names what is wrong with the file
     for type_name, sample in sorted(found.items()):
         key = f"{type_name} {sample[1]}x{sample[2]}"
-        if key not in choices or set(choices[key].get("us", {})) != set(sets):
-            choices[key] = measure(path, type_name, sample, sets)
+        cached = choices.get(key)
+        if not isinstance(cached, dict) or cached.get("isa") not in sets or set(cached.get("us", {})) != set(sets):
+            try:
+                choices[key] = measure(path, type_name, sample, sets)
+            except engine.EngineError as exc:  # a tensor the engine cannot take: its open will say so
+                log.info("kernels for %s not measured: %s", type_name, exc)
+                continue
             measured.append(key)
-        engine.set_kernel_type_isa(type_name, choices[key]["isa"])
+        try:
+            engine.set_kernel_type_isa(type_name, choices[key]["isa"])
+        except engine.EngineError as exc:  # a set this (virtual) CPU no longer runs: the default stays
+            log.info("kernels for %s stay %s: %s", type_name, default, exc)
     if measured:
         _write_cache(choices)
         log.info("kernels measured for %s in %.0f ms: %s", ", ".join(measured), 1e3 * (time.perf_counter() - started),

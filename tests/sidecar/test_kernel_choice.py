@@ -92,3 +92,19 @@ def test_coli_kernels_forces_a_set_or_skips_the_measure(model, monkeypatch):
     monkeypatch.setenv("COLI_KERNELS", "neon-ish")
     with pytest.raises(engine.EngineError, match="COLI_KERNELS=neon-ish: .*expected auto, scalar"):
         kernel_choice.choose(model)
+
+
+@two_sets
+def test_a_cached_choice_this_cpu_cannot_run_is_measured_again(model):
+    """A cache entry naming a set not among this CPU's (a VM that hides a feature under the same
+    model name), or a broken entry, is measured again instead of failing the load."""
+    kernel_choice.choose(model)
+    data = json.loads(kernel_choice.cache_path().read_text())
+    choices = data["cpus"][kernel_choice.cpu_model()]["choices"]
+    for key in choices:
+        choices[key] = {"isa": "neon"} if key.startswith("Q8_0 ") else "garbage"
+    kernel_choice.cache_path().write_text(json.dumps(data))
+    engine.set_kernel_isa("auto")
+    assert kernel_choice.choose(model).split()[0] == engine.kernel_default_isa()
+    again = kernel_choice.cached_choices()
+    assert all(isinstance(v, dict) and v["isa"] in SIMD for v in again.values())
