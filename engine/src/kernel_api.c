@@ -124,13 +124,27 @@ int colibri_kernel_pv(int len, int n_d, int nr, const uint16_t *v, const uint16_
         t->pv_rows_f16(len, v, (size_t)n_d, n_d, p, (size_t)len, out, (size_t)n_d, nr);
         return COLI_OK;
     }
+    const coli_type_kernels *w = &t->f16_f32a;
+    if (transposed == 2 && !w->vec_dot)
+        return coli_fail(COLI_E_UNSUPPORTED, "pv: the %s kernels have no widened F16 dots", t->name);
     uint16_t *vt = malloc((size_t)len * n_d * sizeof *vt);
-    if (!vt) return coli_fail(COLI_E_NOMEM, "pv: out of memory");
+    float *pf = transposed == 2 ? malloc((size_t)nr * len * sizeof *pf) : NULL;
+    if (!vt || (transposed == 2 && !pf)) {
+        free(vt);
+        free(pf);
+        return coli_fail(COLI_E_NOMEM, "pv: out of memory");
+    }
     for (int c = 0; c < len; c++)
         for (int d = 0; d < n_d; d++) vt[(size_t)d * len + c] = v[(size_t)c * n_d + d];
-    for (int d = 0; d < n_d; d++)
-        t->type[GGML_TYPE_F16].vec_dot(len, vt + (size_t)d * len, p, (size_t)len * sizeof *p, out + d, (size_t)n_d, nr);
+    if (pf) w->to_float(p, pf, (int64_t)nr * len); /* attention's widening */
+    for (int d = 0; d < n_d; d++) {
+        if (pf)
+            w->vec_dot(len, vt + (size_t)d * len, pf, (size_t)len * sizeof *pf, out + d, (size_t)n_d, nr);
+        else
+            t->type[GGML_TYPE_F16].vec_dot(len, vt + (size_t)d * len, p, (size_t)len * sizeof *p, out + d, (size_t)n_d, nr);
+    }
     free(vt);
+    free(pf);
     return COLI_OK;
 }
 

@@ -96,6 +96,11 @@ static void build_tables(void) {
      * (Q6_K, 8+ rows), the repacked q4_K_8x8 gemm (Q4_K, whole groups of 4) */
     set_mm(&t->type[GGML_TYPE_F32], vec_dot_f32_f32_mm_avx2, 2, 1, 8, 4);
     set_mm(&t->type[GGML_TYPE_F16], vec_dot_f16_f16_mm_avx2, 2, 1, 8, 4);
+    t->f16_f32a = t->type[GGML_TYPE_F16]; /* attention's widened query / probabilities (kernels.h) */
+    t->f16_f32a.to_float = coli_f16_to_f32_avx2;
+    t->f16_f32a.vec_dot = vec_dot_f16_f32a_avx2;
+    t->f16_f32a.vec_dot_mm = vec_dot_f16_f32a_mm_avx2;
+    t->f16_f32a.vec_dot_2w = t->f16_f32a.vec_dot_mm_2w = t->f16_f32a.vec_dot_16w = t->f16_f32a.vec_dot_mm_16w = NULL;
     set_mm(&t->type[GGML_TYPE_Q4_K], vec_dot_q4_K_q8_K_mm_avx2, 4, 4, QK_K, 8);
     /* not repacked (n_out % 8): ggml's AVX2 vec_dot (the AVX-512 build's too), tiled from 8 rows */
     t->q4_K_unpacked = t->type[GGML_TYPE_Q4_K];

@@ -298,6 +298,9 @@ COLI_DECLARE_VEC_DOTS(generic);
 COLI_DECLARE_VEC_DOTS(avx2);
 COLI_DECLARE_VEC_DOT(vec_dot_f32_f32_mm_avx2);  /* tinyBLAS<8> */
 COLI_DECLARE_VEC_DOT(vec_dot_f16_f16_mm_avx2);
+COLI_DECLARE_VEC_DOT(vec_dot_f16_f32a_avx2); /* the f16_f16 kernels' bits, activation rows in f32 */
+COLI_DECLARE_VEC_DOT(vec_dot_f16_f32a_mm_avx2);
+void coli_f16_to_f32_avx2(const void *src, float *dst, int64_t n);
 COLI_DECLARE_VEC_DOT(vec_dot_q4_0_q8_0_mm_avx2); /* repacked q4_0_8x8 gemv/gemm */
 COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_mm_avx2); /* repacked q4_K_8x8 gemm */
 COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_plain_avx2); /* ggml_vec_dot_q4_K_q8_K (not repacked) */

@@ -185,7 +185,10 @@ INL __m256 ld8(const void *p, int i, const int f16) {
 }
 INL float el(const void *p, int i, const int f16) { return f16 ? h2f(((const coli_half *)p)[i]) : ((const float *)p)[i]; }
 
-INL void fdot_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int f16, const int nr) {
+/* af16: the activation rows' storage (f16, or f32 holding f16 values: attention's
+ * query and probabilities widened once, the same products) when the weights are f16 */
+INL void fdot_nr_a(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int f16, const int af16,
+                   const int nr) {
     __m256 acc[COLI_MAX_NR][4];
     for (int r = 0; r < nr; r++)
         for (int k = 0; k < 4; k++) acc[r][k] = _mm256_setzero_ps();
@@ -193,14 +196,14 @@ INL void fdot_nr(int n, const void *w, const char *a, size_t as, float *s, size_
     for (int i = 0; i < np; i += 32)
         for (int k = 0; k < 4; k++) {
             const __m256 wv = ld8(w, i + 8 * k, f16);
-            for (int r = 0; r < nr; r++) acc[r][k] = _mm256_fmadd_ps(wv, ld8(a + r * as, i + 8 * k, f16), acc[r][k]);
+            for (int r = 0; r < nr; r++) acc[r][k] = _mm256_fmadd_ps(wv, ld8(a + r * as, i + 8 * k, af16), acc[r][k]);
         }
     for (int r = 0; r < nr; r++) {
         const void *x = a + r * as;
         const float red = reduce4_f32x8(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
         if (f16) {
             double sumf = red;
-            for (int j = np; j < n; j++) sumf += (double)(el(w, j, 1) * el(x, j, 1));
+            for (int j = np; j < n; j++) sumf += (double)(el(w, j, 1) * el(x, j, af16));
             s[r * ss] = (float)sumf;
         } else {
             float sumf = red;
@@ -208,6 +211,13 @@ INL void fdot_nr(int n, const void *w, const char *a, size_t as, float *s, size_
             s[r * ss] = sumf;
         }
     }
+}
+
+INL void fdot_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int f16, const int nr) {
+    fdot_nr_a(n, w, a, as, s, ss, f16, f16, nr);
+}
+INL void fdot_f32a_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
+    fdot_nr_a(n, w, a, as, s, ss, 1, 0, nr);
 }
 
 /* fdot_nr's f16 arithmetic (n % 32 == 0) on its side, as the AVX-512 pv_rows:
@@ -257,14 +267,36 @@ TGT void coli_pv_rows_f16_avx2(int len, const coli_half *v, size_t v_stride, int
 
 /* llamafile's tinyBLAS<8> (batches, n % 8 == 0): one 8-lane accumulator per
  * output, one fma per 8 elements, hsum at the end. */
-INL void fdot_mm_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int f16, const int nr) {
+INL void fdot_mm_nr_a(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int f16,
+                      const int af16, const int nr) {
     __m256 acc[COLI_MAX_NR];
     for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
     for (int i = 0; i < n; i += 8) {
         const __m256 wv = ld8(w, i, f16);
-        for (int r = 0; r < nr; r++) acc[r] = _mm256_fmadd_ps(wv, ld8(a + r * as, i, f16), acc[r]);
+        for (int r = 0; r < nr; r++) acc[r] = _mm256_fmadd_ps(wv, ld8(a + r * as, i, af16), acc[r]);
     }
     for (int r = 0; r < nr; r++) s[r * ss] = hsum_f32_8(acc[r]);
+}
+INL void fdot_mm_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int f16, const int nr) {
+    fdot_mm_nr_a(n, w, a, as, s, ss, f16, f16, nr);
+}
+INL void fdot_mm_f32a_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
+    fdot_mm_nr_a(n, w, a, as, s, ss, 1, 0, nr);
+}
+
+/* F16 weights against activations widened to f32 (attention's query and probabilities,
+ * f16 values): the bits of the f16_f16 kernels with one conversion per weight load */
+TGT void vec_dot_f16_f32a_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, fdot_f32a_nr, n, w, (const char *)a, as, s, ss);
+}
+TGT void vec_dot_f16_f32a_mm_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, fdot_mm_f32a_nr, n, w, (const char *)a, as, s, ss);
+}
+TGT void coli_f16_to_f32_avx2(const void *src, float *dst, int64_t n) {
+    const coli_half *x = src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load_f16x8(x + i));
+    for (; i < n; i++) dst[i] = h2f(x[i]);
 }
 
 TGT void vec_dot_f32_f32_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
