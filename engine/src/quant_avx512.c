@@ -136,9 +136,6 @@ INL void fdot_mm_2w_f32a_nr(int n, const void *w, size_t wst, const char *a, siz
     fdot_mm_2w_nr_a(n, w, wst, a, as, s, ss, 1, 0, nr);
 }
 
-/* F16 weights against activations widened to f32 (attention's query and
- * probabilities, f16 values): the bits of the f16_f16 kernels, one conversion
- * per weight load instead of one more per activation row */
 /* f16 -> f32, 16 at a time (exact: attention's widening of its f16 query and probabilities) */
 TGT void coli_f16_to_f32_avx512(const void *src, float *dst, int64_t n) {
     const coli_half *x = src;
@@ -147,6 +144,9 @@ TGT void coli_f16_to_f32_avx512(const void *src, float *dst, int64_t n) {
     for (; i < n; i++) dst[i] = h2f(x[i]);
 }
 
+/* F16 weights against activations widened to f32 (attention's query and
+ * probabilities, f16 values): the bits of the f16_f16 kernels, one conversion
+ * per weight load instead of one more per activation row */
 TGT void vec_dot_f16_f32a_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
     COLI_DISPATCH_NR(nr, fdot_f32a_nr, n, w, (const char *)a, as, s, ss);
 }
