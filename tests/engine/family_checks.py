@@ -74,11 +74,11 @@ def all_logits(e: Engine, tokens: list[int]) -> np.ndarray:
     return np.frombuffer(e.eval(tokens, 0, logits="all"), np.float32).reshape(len(tokens), -1)
 
 
-def assert_fidelity(path: Path, positions: int, label: str) -> None:
+def assert_fidelity(path: Path, positions: int, label: str, n_greedy: int = 32) -> None:
     """matches_llama_cpp's checks (ours in batches of 128, llama.cpp's of 512; top-1 >= 99.5 %
-    on clear positions, mean KL < 1e-4, 32 greedy tokens equal), and the same bits when both
+    on clear positions, mean KL < 1e-4, n_greedy greedy tokens equal), and the same bits when both
     split the prompt alike, where our kernels mirror ggml's."""
-    ours, theirs = matches_llama_cpp(path, positions, label)
+    ours, theirs = matches_llama_cpp(path, positions, label, n_greedy=n_greedy)
     agree, decided = top1_where_decided(ours, theirs)
     with Engine(path, n_ctx=positions + 64, n_threads=2, n_batch=512) as e:  # llama.cpp's batches
         alike = all_logits(e, random_tokens(e, positions))

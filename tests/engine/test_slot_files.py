@@ -17,36 +17,27 @@ import pytest
 
 from colibri.engine import Engine
 from colibri.errors import EngineError
+from tests.engine.family_checks import run_slot
 from tests.fixtures import moe_models
 
 pytest.importorskip("gguf")
-
-
-def continue_greedy(e: Engine, slot: int, prompt: list[int], n: int) -> tuple[int, list[int]]:
-    reused = e.submit(slot, prompt, max_tokens=n, ignore_eos=True)
-    out: list[int] = []
-    while True:
-        evs = e.step()
-        out += [ev.token for ev in evs if not ev.done]
-        if any(ev.done for ev in evs):
-            return reused, out
 
 
 def test_saved_slot_continues_after_restart(tmp_path, default_model):
     path = tmp_path / "slot-1.kv"
     with Engine(default_model, n_slots=2, n_ctx=128, n_threads=2) as e:
         first = e.tokenize("A short story about a lighthouse keeper:")
-        _, out = continue_greedy(e, 1, first, 8)
+        out, _ = run_slot(e, 1, first, 8)
         history = e.slot_tokens(1)
         e.slot_save(1, path)
         follow = history + [out[-1]] + e.tokenize(" Then", add_bos=False)
-        reused_live, live = continue_greedy(e, 1, follow, 6)
+        live, reused_live = run_slot(e, 1, follow, 6)
         model_id = e.model_id
     with Engine(default_model, n_slots=2, n_ctx=128, n_threads=2) as e:
         assert e.model_id == model_id
         assert e.slot_load(1, path) == len(history)
         assert e.slot_tokens(1) == history and e.slot_tokens(0) == []
-        reused, restored = continue_greedy(e, 1, follow, 6)
+        restored, reused = run_slot(e, 1, follow, 6)
     assert reused == reused_live == len(history)
     assert restored == live
 
@@ -69,7 +60,7 @@ def damaged(tmp_path: Path, good: bytes) -> dict[str, tuple[bytes, str]]:
 
 def test_bad_files_are_refused_and_leave_the_slot_empty(tmp_path, default_model):
     with Engine(default_model, n_slots=1, n_ctx=64, n_threads=2) as e:
-        continue_greedy(e, 0, e.tokenize("Hello there"), 3)
+        run_slot(e, 0, e.tokenize("Hello there"), 3)
         good_path = tmp_path / "good.kv"
         e.slot_save(0, good_path)
         good = good_path.read_bytes()
