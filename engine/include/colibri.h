@@ -157,6 +157,22 @@ const char *colibri_kernel_type_isa(uint32_t wtype);
  * (the set in force stays as it is for every other thread). */
 int colibri_kernel_time_decode(const char *isa, uint32_t wtype, const void *w, size_t w_bytes, int64_t n_in,
                                int64_t n_out, int reps, double *seconds);
+/* Where the kernels' software prefetches of weights land: "l1" (the default) or
+ * "l2" (prefetch.h: AMD Zen 4 stalls on bursts of L1 prefetches). Process-wide;
+ * never changes a result. */
+int colibri_kernel_set_prefetch(const char *level);
+const char *colibri_kernel_prefetch(void);
+/* Decode matvecs over weights streamed from memory, as a model bigger than the
+ * caches runs them: the n_out rows at w are copied end to end into a buffer of
+ * about stream_bytes (0: twice the last-level cache, at least 64 MiB), and each
+ * copy multiplied by one activation row. For each variant v (kernel set isas[v]
+ * at prefetch level levels[v]) seconds[v] is the fastest pass's time per copy;
+ * the variants alternate pass by pass, `rounds` each, on the calling thread
+ * (other threads keep the set in force; the prefetch level is process-wide and
+ * restored after). */
+int colibri_kernel_time_stream(uint32_t wtype, const void *w, size_t w_bytes, int64_t n_in, int64_t n_out,
+                               size_t stream_bytes, const char *const *isas, const char *const *levels,
+                               int n_variants, int rounds, double *seconds);
 /* y[r][o] = dot(W row o, x row r); W has n_out rows of n_in elements. */
 int colibri_kernel_matmul(uint32_t wtype, const void *w, size_t w_bytes, int64_t n_in, int64_t n_out,
                           const float *x, int64_t n_rows, float *y, int n_threads);

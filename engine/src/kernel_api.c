@@ -19,6 +19,18 @@ int colibri_kernel_has_isa(const char *isa) { return coli_kernels_table(isa) != 
 
 int colibri_kernel_set_type_isa(uint32_t wtype, const char *isa) { return coli_kernels_select_type(wtype, isa); }
 
+/* prefetch.h's level (read by the x86 kernels; defined on every target) */
+int coli_prefetch_l2;
+
+int colibri_kernel_set_prefetch(const char *level) {
+    if (!level || (strcmp(level, "l1") && strcmp(level, "l2")))
+        return coli_fail(COLI_E_ARG, "kernel prefetch level '%s': expected l1 or l2", level ? level : "NULL");
+    coli_prefetch_l2 = level[1] == '2';
+    return COLI_OK;
+}
+
+const char *colibri_kernel_prefetch(void) { return coli_prefetch_l2 ? "l2" : "l1"; }
+
 const char *colibri_kernel_type_isa(uint32_t wtype) {
     return wtype < GGML_TYPE_COUNT && ggml_type_get(wtype) ? coli_kernels_type_isa(wtype) : NULL;
 }

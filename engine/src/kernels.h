@@ -119,5 +119,7 @@ const char *coli_kernels_type_isa(uint32_t wtype);
  * thread's override of coli_kernels() (NULL: none), for timing one set. */
 const coli_kernel_table *coli_kernels_table(const char *isa);
 void coli_kernels_set_thread_table(const coli_kernel_table *t);
+/* prefetch.h: the kernels prefetch weights into L2 (1) or L1 (0); colibri_kernel_set_prefetch */
+extern int coli_prefetch_l2;
 
 #endif

@@ -3,6 +3,7 @@
 #include "matmul.h"
 
 #include <sched.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -320,6 +321,15 @@ int colibri_kernel_matmul(uint32_t wtype, const void *w, size_t w_bytes, int64_t
     return rc;
 }
 
+/* activations of a decode step: small, signed, deterministic */
+static void decode_activations(float *x, int64_t n) {
+    uint32_t r = 0x9e3779b9u;
+    for (int64_t i = 0; i < n; i++) {
+        r = r * 1664525u + 1013904223u;
+        x[i] = (float)((int32_t)(r >> 8) - (1 << 23)) * (1.0f / (float)(1 << 23));
+    }
+}
+
 int colibri_kernel_time_decode(const char *isa, uint32_t wtype, const void *w, size_t w_bytes, int64_t n_in,
                                int64_t n_out, int reps, double *seconds) {
     if (!seconds || !w) return coli_fail(COLI_E_ARG, "time_decode: NULL argument");
@@ -343,11 +353,7 @@ int colibri_kernel_time_decode(const char *isa, uint32_t wtype, const void *w, s
         if (!x || !y || (sbytes && !scratch)) rc = coli_fail(COLI_E_NOMEM, "time_decode: buffers");
     }
     if (!rc) {
-        uint32_t r = 0x9e3779b9u; /* activations of a decode step: small, signed, deterministic */
-        for (int64_t i = 0; i < n_in; i++) {
-            r = r * 1664525u + 1013904223u;
-            x[i] = (float)((int32_t)(r >> 8) - (1 << 23)) * (1.0f / (float)(1 << 23));
-        }
+        decode_activations(x, n_in);
         double best = 1e30;
         for (int i = 0; i < reps && !rc; i++) {
             const double t0 = coli_now_s();
@@ -358,6 +364,95 @@ int colibri_kernel_time_decode(const char *isa, uint32_t wtype, const void *w, s
         *seconds = best;
     }
     coli_kernels_set_thread_table(NULL);
+    free(x);
+    free(y);
+    free(scratch);
+    return rc;
+}
+
+/* The biggest CPU cache Linux lists (the last level), 0 when unknown. */
+static size_t last_level_cache_bytes(void) {
+    size_t best = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[80], buf[32];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        if (fgets(buf, sizeof buf, f)) {
+            char *end;
+            size_t v = strtoul(buf, &end, 10);
+            v <<= *end == 'K' ? 10 : *end == 'M' ? 20 : 0;
+            if (v > best) best = v;
+        }
+        fclose(f);
+    }
+    return best;
+}
+
+#define STREAM_MIN_BYTES ((size_t)64 << 20)
+#define STREAM_MAX_BYTES ((size_t)1 << 30)
+#define STREAM_MAX_VARIANTS 16
+
+int colibri_kernel_time_stream(uint32_t wtype, const void *w, size_t w_bytes, int64_t n_in, int64_t n_out,
+                               size_t stream_bytes, const char *const *isas, const char *const *levels,
+                               int n_variants, int rounds, double *seconds) {
+    if (!seconds || !w || !isas || !levels) return coli_fail(COLI_E_ARG, "time_stream: NULL argument");
+    if (n_variants < 1 || n_variants > STREAM_MAX_VARIANTS)
+        return coli_fail(COLI_E_ARG, "time_stream: %d variants (1..%d)", n_variants, STREAM_MAX_VARIANTS);
+    if (rounds < 1 || rounds > 1000) return coli_fail(COLI_E_ARG, "time_stream: rounds = %d", rounds);
+    const coli_kernel_table *tables[STREAM_MAX_VARIANTS];
+    int l2[STREAM_MAX_VARIANTS];
+    for (int v = 0; v < n_variants; v++) {
+        tables[v] = coli_kernels_table(isas[v]);
+        if (!tables[v])
+            return coli_fail(COLI_E_UNSUPPORTED, "time_stream: kernel isa '%s' not one this CPU runs",
+                             isas[v] ? isas[v] : "NULL");
+        if (!levels[v] || (strcmp(levels[v], "l1") && strcmp(levels[v], "l2")))
+            return coli_fail(COLI_E_ARG, "time_stream: prefetch level '%s': expected l1 or l2",
+                             levels[v] ? levels[v] : "NULL");
+        l2[v] = levels[v][1] == '2';
+    }
+    const coli_type_kernels *k = NULL;
+    int rc = check_shape(wtype, n_in, n_out, 1, &k);
+    if (rc) return rc;
+    const size_t row = coli_row_size(wtype, n_in);
+    if ((uint64_t)n_out > SIZE_MAX / row || w_bytes < row * (size_t)n_out)
+        return coli_fail(COLI_E_TOO_LONG, "time_stream: weight buffer of %zu bytes, %lld rows of %zu bytes needed",
+                         w_bytes, (long long)n_out, row);
+    const size_t mat = row * (size_t)n_out;
+    if (!stream_bytes) {
+        stream_bytes = 2 * last_level_cache_bytes();
+        if (stream_bytes < STREAM_MIN_BYTES) stream_bytes = STREAM_MIN_BYTES;
+    }
+    if (stream_bytes > STREAM_MAX_BYTES) stream_bytes = STREAM_MAX_BYTES;
+    if (mat > STREAM_MAX_BYTES / 2)
+        return coli_fail(COLI_E_TOO_LONG, "time_stream: %zu weight bytes, at most %zu", mat, STREAM_MAX_BYTES / 2);
+    const size_t copies = stream_bytes / mat < 2 ? 2 : stream_bytes / mat;
+    const size_t total = (copies * mat + 4095) & ~(size_t)4095;
+    char *buf = aligned_alloc(4096, total);
+    const size_t sbytes = coli_matmul_scratch_size(wtype, n_in, 1);
+    float *x = malloc((size_t)n_in * sizeof *x), *y = malloc((size_t)n_out * sizeof *y);
+    void *scratch = sbytes ? aligned_alloc(64, (sbytes + 63) & ~(size_t)63) : NULL;
+    if (!buf || !x || !y || (sbytes && !scratch)) rc = coli_fail(COLI_E_NOMEM, "time_stream: %zu bytes", total);
+    const int saved_l2 = coli_prefetch_l2;
+    if (!rc) {
+        for (size_t c = 0; c < copies; c++) memcpy(buf + c * mat, w, mat);
+        decode_activations(x, n_in);
+        for (int v = 0; v < n_variants; v++) seconds[v] = 1e30;
+        for (int r = -1; r < rounds && !rc; r++) /* round -1: untimed, the buffer's pages and the code warm */
+            for (int v = 0; v < n_variants && !rc; v++) {
+                coli_kernels_set_thread_table(tables[v]);
+                coli_prefetch_l2 = l2[v];
+                const double t0 = coli_now_s();
+                for (size_t c = 0; c < copies && !rc; c++)
+                    rc = coli_matmul(NULL, buf + c * mat, wtype, n_in, n_out, x, 1, y, scratch);
+                const double dt = (coli_now_s() - t0) / (double)copies;
+                if (r >= 0 && dt < seconds[v]) seconds[v] = dt;
+            }
+    }
+    coli_prefetch_l2 = saved_l2;
+    coli_kernels_set_thread_table(NULL);
+    free(buf);
     free(x);
     free(y);
     free(scratch);

@@ -11,6 +11,8 @@
 
 #ifdef COLI_X86
 #include <immintrin.h>
+
+#include "prefetch.h"
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -397,7 +399,7 @@ INL void q8_0_family_4w_nr(int nb, const char *w, size_t wst, const char *a, siz
     for (int j = 0; j < Q0_W; j++)
         for (int r = 0; r < nr; r++) acc[j][r] = _mm256_setzero_ps();
     for (int ib = 0; ib < nb; ib++) {
-        for (int l = ib * pf_lines / nb; l < (ib + 1) * pf_lines / nb; l++) _mm_prefetch(pf + 64 * (size_t)l, _MM_HINT_T0);
+        for (int l = ib * pf_lines / nb; l < (ib + 1) * pf_lines / nb; l++) COLI_PREFETCH_W(pf + 64 * (size_t)l);
         __m256i y[2];
         float dy[2];
         for (int r = 0; r < nr; r++) {
@@ -430,7 +432,7 @@ INL void q0_batch_nr(int nb, const char *wr, const float *dxf, const char *a, si
     for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
     for (int i0 = 0; i0 < nb; i0 += 8) {
         const int cnt = nb - i0 < 8 ? nb - i0 : 8;
-        for (int l = i0 * pf_lines / nb; l < (i0 + cnt) * pf_lines / nb; l++) _mm_prefetch(pf + 64 * (size_t)l, _MM_HINT_T0);
+        for (int l = i0 * pf_lines / nb; l < (i0 + cnt) * pf_lines / nb; l++) COLI_PREFETCH_W(pf + 64 * (size_t)l);
         float d[COLI_MAX_NR][8];
         const __m256 dx = _mm256_loadu_ps(dxf + i0); /* dxf/dyf are padded to whole 8s */
         for (int r = 0; r < nr; r++) _mm256_storeu_ps(d[r], _mm256_mul_ps(dx, _mm256_loadu_ps(dyf + (size_t)r * Q0_DY_STRIDE + i0)));
@@ -605,7 +607,7 @@ INL void q4_0_8w_few(int nb, const char *w, size_t wst, const char *a, size_t as
     for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
     const int pf_lines = (int)((8 * wst + 63) / 64); /* the next 8 rows: see the 16-row kernels */
     for (int ib = 0; ib < nb; ib++) {
-        for (int l = ib * pf_lines / nb; l < (ib + 1) * pf_lines / nb; l++) _mm_prefetch(w + 8 * wst + 64 * (size_t)l, _MM_HINT_T0);
+        for (int l = ib * pf_lines / nb; l < (ib + 1) * pf_lines / nb; l++) COLI_PREFETCH_W(w + 8 * wst + 64 * (size_t)l);
         const __m256 dw = q4_0_scales8(w, wst, ib);
         __m256i q[4];
         q4_0_block8(w, wst, ib, q);
@@ -642,7 +644,7 @@ TGT void vec_dot_q4_0_q8_0_mm_16w_avx2(int n, const void *w, size_t wst, const v
             const int pf_lines = r0 == 0 ? (int)((8 * wst + 63) / 64) : 0; /* the next 8 rows */
             for (int ib = 0; ib < nb; ib++) {
                 for (int l = ib * pf_lines / nb; l < (ib + 1) * pf_lines / nb; l++)
-                    _mm_prefetch(wg + 8 * wst + 64 * (size_t)l, _MM_HINT_T0);
+                    COLI_PREFETCH_W(wg + 8 * wst + 64 * (size_t)l);
                 const __m256 dw = q4_0_scales8(wg, wst, ib);
                 __m256i q[4];
                 q4_0_block8(wg, wst, ib, q);
@@ -950,7 +952,7 @@ INL void q4_K_8w_few(int nb, const char *w, size_t wst, const char *a, size_t as
     for (int i = 0; i < nb; i++) {
         const char *base = w + (size_t)i * sizeof(block_q4_K);
         for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++)
-            _mm_prefetch(w + 8 * wst + 64 * (size_t)l, _MM_HINT_T0);
+            COLI_PREFETCH_W(w + 8 * wst + 64 * (size_t)l);
         __m256 dx, dmx;
         __m256i sc[8], mn[4];
         q4_K_scales8(base, wst, &dx, &dmx, sc, mn);
@@ -1019,7 +1021,7 @@ INL void q4_K_8w(int nb, const char *w, size_t wst, const char *a, size_t as, fl
             const char *base = w + (size_t)i * sizeof(block_q4_K);
             if (r0 == 0) /* the next 8 rows, spread over the super-blocks */
                 for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++)
-                    _mm_prefetch(w + 8 * wst + 64 * (size_t)l, _MM_HINT_T0);
+                    COLI_PREFETCH_W(w + 8 * wst + 64 * (size_t)l);
             __m256 dx, dmx;
             __m256i sc[8], mn[4];
             q4_K_scales8(base, wst, &dx, &dmx, sc, mn);
@@ -1120,7 +1122,7 @@ INL void q6_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_
     for (int i = 0; i < nb; i++) {
         const block_q6_K *x = (const block_q6_K *)w + i;
         for (int l = 0; l < (int)sizeof(block_q6_K); l += 64) /* rows lie end to end: stream 4 KiB ahead */
-            _mm_prefetch((const char *)x + Q6_K_PREFETCH + l, _MM_HINT_T0);
+            COLI_PREFETCH_W((const char *)x + Q6_K_PREFETCH + l);
         const float dx = h2f(x->d);
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)x->scales);
         const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
@@ -1182,7 +1184,7 @@ INL void q6_K_8w(int nb, const char *w, size_t wst, const char *a, size_t as, fl
         const int pf_lines = r0 == 0 ? (int)((8 * wst + 63) / 64) : 0; /* the next 8 rows */
         for (int i = 0; i < nb; i++) {
             const char *base = w + (size_t)i * sizeof(block_q6_K);
-            for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++) _mm_prefetch(w + 8 * wst + 64 * (size_t)l, _MM_HINT_T0);
+            for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++) COLI_PREFETCH_W(w + 8 * wst + 64 * (size_t)l);
             const __m256 dx = halves8(base + offsetof(block_q6_K, d), wst);
             __m256i scw[4];
             transpose8x4(base + offsetof(block_q6_K, scales), wst, scw);
@@ -1312,7 +1314,7 @@ INL void q2_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_
     for (int r = 0; r < nr; r++) { acc[r] = _mm256_setzero_ps(); acc1[r] = accm[r] = 0.0f; }
     for (int i = 0; i < nb; i++) {
         const block_q2_K *x = (const block_q2_K *)w + i;
-        _mm_prefetch((const char *)x + LOWK_PREFETCH, _MM_HINT_T0);
+        COLI_PREFETCH_W((const char *)x + LOWK_PREFETCH);
         const float dx = h2f(x->d), dminx = h2f(x->dmin);
         const __m128i mins_and_scales = _mm_loadu_si128((const __m128i *)x->scales);
         const __m256i mins = _mm256_cvtepi8_epi16(_mm_and_si128(_mm_srli_epi16(mins_and_scales, 4), m4));
@@ -1372,7 +1374,7 @@ INL void q3_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_
     for (int r = 0; r < nr; r++) { acc[r] = _mm256_setzero_ps(); acc1[r] = 0.0f; }
     for (int i = 0; i < nb; i++) {
         const block_q3_K *x = (const block_q3_K *)w + i;
-        _mm_prefetch((const char *)x + LOWK_PREFETCH, _MM_HINT_T0);
+        COLI_PREFETCH_W((const char *)x + LOWK_PREFETCH);
         const float dx = h2f(x->d);
         __m256i sc[8], ql[8], qh[8];
         lowk_scales(q3_K_scales8(x->scales), sc);
@@ -1419,7 +1421,7 @@ INL void q3_K_4w(int n, const char *w, size_t wst, const block_q8_K *y, float *s
     for (int i = 0; i < nb; i++)
         for (int row = 0; row < 4; row++) {
             const block_q3_K *x = (const block_q3_K *)(w + (size_t)row * wst) + i;
-            _mm_prefetch((const char *)x + LOWK_PREFETCH, _MM_HINT_T0);
+            COLI_PREFETCH_W((const char *)x + LOWK_PREFETCH);
             __m256i sc[8];
             lowk_scales(q3_K_scales8(x->scales), sc);
             const __m256i hbits = _mm256_loadu_si256((const __m256i *)x->hmask);
@@ -1484,7 +1486,7 @@ INL void lowk_8w(int nb, const char *w, size_t wst, const char *a, size_t as, fl
         const int pf_lines = r0 == 0 ? (int)((8 * wst + 63) / 64) : 0; /* the next 8 rows */
         for (int i = 0; i < nb; i++) {
             const char *base = w + (size_t)i * bsize;
-            for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++) _mm_prefetch(w + 8 * wst + 64 * (size_t)l, _MM_HINT_T0);
+            for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++) COLI_PREFETCH_W(w + 8 * wst + 64 * (size_t)l);
             __m256 dx, dmx = _mm256_setzero_ps();
             __m256i sc[16], scp[8], mnp[8]; /* sc[b]: scale b in both 16-bit halves; scp / mnp: pairs 2t | 2t + 1 << 16 */
             if (three) {

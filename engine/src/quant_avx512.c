@@ -10,6 +10,8 @@
 
 #ifdef COLI_X86
 #include <immintrin.h>
+
+#include "prefetch.h"
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -571,7 +573,7 @@ INL void q0_half(int nb, const char *wh, size_t wst, const __m512i *ub, const fl
         for (int k = 0; k < cnt; k++) {
             const int ib = i0 + k;
             for (int l = ib * pf_lines / nb; l < (ib + 1) * pf_lines / nb; l++)
-                _mm_prefetch(pf + 64 * (size_t)l, _MM_HINT_T0);
+                COLI_PREFETCH_W(pf + 64 * (size_t)l);
             __m512i y[COLI_MAX_NR], ncs[COLI_MAX_NR];
             for (int r = 0; r < nr; r++) {
                 y[r] = _mm512_broadcast_i64x4(
@@ -777,7 +779,7 @@ INL void q4_0_16w_few(int nb, const char *w, size_t wst, const char *a, size_t a
     __m512 acc[COLI_MAX_NR];
     for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
     for (int ib = 0; ib < nb; ib++) {
-        for (int l = ib * pf_lines / nb; l < (ib + 1) * pf_lines / nb; l++) _mm_prefetch(pf + 64 * (size_t)l, _MM_HINT_T0);
+        for (int l = ib * pf_lines / nb; l < (ib + 1) * pf_lines / nb; l++) COLI_PREFETCH_W(pf + 64 * (size_t)l);
         const __m512 dw = _mm512_cvtph_ps(
             _mm512_cvtepi32_epi16(_mm512_i32gather_epi32(off, w + (size_t)ib * sizeof(block_q4_0), 1)));
         __m512i wk[8];
@@ -935,7 +937,7 @@ INL void q4_K_16w_few(int nb, const char *w, size_t wst, const char *a, size_t a
     for (int i = 0; i < nb; i++) {
         const char *base = w + (size_t)i * sizeof(block_q4_K);
         for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++)
-            _mm_prefetch(w + 16 * wst + 64 * (size_t)l, _MM_HINT_T0);
+            COLI_PREFETCH_W(w + 16 * wst + 64 * (size_t)l);
         __m512 dx, dmx;
         __m512i sc[8], mn[8];
         q4_K_scales16(base, wst, &dx, &dmx, sc, mn);
@@ -1007,7 +1009,7 @@ INL void q4_K_16w(int n, const char *w, size_t wst, const char *a, size_t as, fl
             const char *base = w + (size_t)i * sizeof(block_q4_K);
             if (r0 == 0) /* the next tile, spread over the super-blocks: see q0_half */
                 for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++)
-                    _mm_prefetch(w + 16 * wst + 64 * (size_t)l, _MM_HINT_T0);
+                    COLI_PREFETCH_W(w + 16 * wst + 64 * (size_t)l);
             __m512 dx, dmx;
             __m512i sc[8], mn[8];
             q4_K_scales16(base, wst, &dx, &dmx, sc, mn);
@@ -1354,7 +1356,7 @@ TGT void vec_dot_q6_K_q8_K_mm_16w_avx512(int n, const void *w, size_t wst, const
 #ifndef LOWK_PF_DIST
 #define LOWK_PF_DIST 2048 /* rows lie end to end: stream ahead of the hardware prefetcher's 4 KiB pages */
 #endif
-#define LOWK_PF(p) do { if (LOWK_PF_DIST) _mm_prefetch((p) + LOWK_PF_DIST, _MM_HINT_T0); } while (0)
+#define LOWK_PF(p) do { if (LOWK_PF_DIST) COLI_PREFETCH_W((p) + LOWK_PF_DIST); } while (0)
 
 INL void lowk_z_consts(__m512i shift[2], __m512i sidx[4]) {
     for (int p = 0; p < 2; p++) /* 16-bit shift counts: 4p in the low 256 bits, 4p + 2 in the high */
@@ -1586,7 +1588,7 @@ INL void lowk_16w(int n, const char *w, size_t wst, const char *a, size_t as, fl
             const char *base = w + (size_t)i * bsize;
             if (r0 == 0) /* the next tile, spread over the super-blocks */
                 for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++)
-                    _mm_prefetch(w + 16 * wst + 64 * (size_t)l, _MM_HINT_T0);
+                    COLI_PREFETCH_W(w + 16 * wst + 64 * (size_t)l);
             __m512 dx, dmx = _mm512_setzero_ps();
             __m512i sc[16], mnp[8];
             if (three) {
@@ -1711,7 +1713,7 @@ INL void q2_K_16w_few(int nb, const char *w, size_t wst, const char *a, size_t a
     for (int i = 0; i < nb; i++) {
         const char *base = w + (size_t)i * sizeof(block_q2_K);
         for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++)
-            _mm_prefetch(w + 16 * wst + 64 * (size_t)l, _MM_HINT_T0);
+            COLI_PREFETCH_W(w + 16 * wst + 64 * (size_t)l);
         const __m512i dd = _mm512_i32gather_epi32(off, base + offsetof(block_q2_K, d), 1); /* d | dmin << 16 */
         const __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
         const __m512 dmx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));

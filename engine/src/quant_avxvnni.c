@@ -11,6 +11,8 @@
 
 #ifdef COLI_HAVE_AVXVNNI
 #include <immintrin.h>
+
+#include "prefetch.h"
 #include <string.h>
 
 #define TGT __attribute__((target("avx2,fma,f16c,avxvnni")))
@@ -43,7 +45,7 @@ INL void q0_tile(int nb, const char *w, size_t wst, const char *a, size_t as, fl
     for (int j = 0; j < W; j++)
         for (int r = 0; r < nr; r++) acc[j][r] = _mm256_setzero_ps();
     for (int ib = 0; ib < nb; ib++) {
-        for (int l = ib * pf_lines / nb; l < (ib + 1) * pf_lines / nb; l++) _mm_prefetch(pf + 64 * (size_t)l, _MM_HINT_T0);
+        for (int l = ib * pf_lines / nb; l < (ib + 1) * pf_lines / nb; l++) COLI_PREFETCH_W(pf + 64 * (size_t)l);
         __m256i y[4], ncs[4];
         float dy[4];
         for (int r = 0; r < nr; r++) {
@@ -82,7 +84,7 @@ INL void q0_batch(int nb, const char *w, size_t wst, const float *dxf, const cha
         for (int r = 0; r < nr; r++) acc[j][r] = _mm256_setzero_ps();
     for (int i0 = 0; i0 < nb; i0 += 8) {
         const int cnt = nb - i0 < 8 ? nb - i0 : 8;
-        for (int l = i0 * pf_lines / nb; l < (i0 + cnt) * pf_lines / nb; l++) _mm_prefetch(pf + 64 * (size_t)l, _MM_HINT_T0);
+        for (int l = i0 * pf_lines / nb; l < (i0 + cnt) * pf_lines / nb; l++) COLI_PREFETCH_W(pf + 64 * (size_t)l);
         float d[2][4][8];
         for (int j = 0; j < 2; j++) {
             const __m256 dx = _mm256_loadu_ps(dxf + (size_t)j * Q0_DY + i0);

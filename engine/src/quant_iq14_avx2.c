@@ -18,6 +18,8 @@
 
 #ifdef COLI_X86
 #include <immintrin.h>
+
+#include "prefetch.h"
 #include <math.h>
 #include <string.h>
 
@@ -458,8 +460,8 @@ INL void iq4_xs_nr(int n, const void *w, const char *a, size_t as, float *s, siz
     }
     for (int i = 0; i < nb; i++) {
         const block_iq4_xs *x = (const block_iq4_xs *)w + i;
-        _mm_prefetch((const char *)x + 2048, _MM_HINT_T0);
-        _mm_prefetch((const char *)x + 2048 + 64, _MM_HINT_T0);
+        COLI_PREFETCH_W((const char *)x + 2048);
+        COLI_PREFETCH_W((const char *)x + 2048 + 64);
         __m256i sumi[COLI_MAX_NR];
         for (int r = 0; r < nr; r++) sumi[r] = _mm256_setzero_si256();
         uint16_t sh = x->scales_h;
@@ -535,7 +537,7 @@ INL void iq1_s_nr(int n, const void *w, const char *a, size_t as, float *s, size
     }
     for (int i = 0; i < nb; i++) {
         const block_iq1_s *x = (const block_iq1_s *)w + i;
-        _mm_prefetch((const char *)x + 1024, _MM_HINT_T0);
+        COLI_PREFETCH_W((const char *)x + 1024);
         __m256i sumi[COLI_MAX_NR];
         int sumi1[COLI_MAX_NR];
         for (int r = 0; r < nr; r++) {
@@ -609,7 +611,7 @@ INL void iq1_m_nr(int n, const void *w, const char *a, size_t as, float *s, size
     const __m256i mone8 = _mm256_set1_epi8(1);
     for (int i = 0; i < nb; i++) {
         const block_iq1_m *x = (const block_iq1_m *)w + i;
-        _mm_prefetch((const char *)x + 1024, _MM_HINT_T0);
+        COLI_PREFETCH_W((const char *)x + 1024);
         uint64_t sc64;
         memcpy(&sc64, x->scales, 8);
         /* the 16 scales 2 * s + 1 as int16, ggml's layout: qword lanes shifted by 0, 6, 3, 9, so word k of the

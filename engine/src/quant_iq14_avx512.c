@@ -16,6 +16,8 @@
 
 #ifdef COLI_X86
 #include <immintrin.h>
+
+#include "prefetch.h"
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -448,8 +450,8 @@ INL void iq4_xs_nr512(int n, const void *w, const char *a, size_t as, float *s, 
     for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
     for (int i = 0; i < nb; i++) {
         const block_iq4_xs *x = (const block_iq4_xs *)w + i;
-        _mm_prefetch((const char *)x + 2048, _MM_HINT_T0);
-        _mm_prefetch((const char *)x + 2048 + 64, _MM_HINT_T0);
+        COLI_PREFETCH_W((const char *)x + 2048);
+        COLI_PREFETCH_W((const char *)x + 2048 + 64);
         uint32_t sl;
         memcpy(&sl, x->scales_l, 4);
         const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),

@@ -12,6 +12,8 @@
 
 #ifdef COLI_X86
 #include <immintrin.h>
+
+#include "prefetch.h"
 #include <math.h>
 
 #include "iq_grids.h"
@@ -208,7 +210,7 @@ INL void dec_iq3_s(const block_iq3_s *x, __m256i *q, __m256i *sg, __m256i *sc) {
         }                                                                                                           \
         for (int i = 0; i < n / QK_K; i++) {                                                                        \
             for (int l = 0; l < (int)sizeof(block_##t); l += 64)                                                    \
-                _mm_prefetch((const char *)(x + i) + IQ23_PREFETCH + l, _MM_HINT_T0);                               \
+                COLI_PREFETCH_W((const char *)(x + i) + IQ23_PREFETCH + l);                               \
             __m256i q[8], sg[8], sc[8];                                                                             \
             dec_##t(x + i, q, sg, sc);                                                                              \
             __m256i sumi[COLI_MAX_NR];                                                                              \

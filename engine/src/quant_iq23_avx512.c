@@ -12,6 +12,8 @@
 
 #ifdef COLI_X86
 #include <immintrin.h>
+
+#include "prefetch.h"
 #include <math.h>
 
 #include "iq_grids.h"
@@ -195,7 +197,7 @@ INL void dec_iq3_s(const block_iq3_s *x, __m512i g[4], __mmask64 m[4], __m512i s
         }                                                                                                            \
         for (int i = 0; i < n / QK_K; i++) {                                                                         \
             for (int l = 0; l < (int)sizeof(block_##t); l += 64)                                                     \
-                _mm_prefetch((const char *)(x + i) + IQ23_PREFETCH + l, _MM_HINT_T0);                                \
+                COLI_PREFETCH_W((const char *)(x + i) + IQ23_PREFETCH + l);                                \
             __m512i g[4], sc[4];                                                                                     \
             __mmask64 m[4];                                                                                          \
             dec_##t(x + i, g, m, sc);                                                                                \

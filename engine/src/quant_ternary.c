@@ -94,6 +94,8 @@ void vec_dot_tq2_0_q8_K_generic(int n, const void *w, const void *a, size_t as, 
 #ifdef COLI_X86
 #include <immintrin.h>
 
+#include "prefetch.h"
+
 #define TGT __attribute__((target("avx2,fma,f16c")))
 #define INL static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 
@@ -188,7 +190,7 @@ INL void tq_w(int n, const char *w, size_t wst, const char *a, size_t as, float 
     for (int i = 0; i < nb; i++)
         for (int j = 0; j < W; j++) {
             const char *xb = w + (size_t)j * wst + (size_t)i * bsize;
-            _mm_prefetch(xb + TQ_PREFETCH, _MM_HINT_T0);
+            COLI_PREFETCH_W(xb + TQ_PREFETCH);
             __m256i t[8];
             float dx;
             if (one) {
@@ -299,7 +301,7 @@ INL512 void tq_z(int n, const char *w, size_t wst, const char *a, size_t as, flo
         float dx[2];
         for (int j = 0; j < W; j++) {
             const char *xb = w + (size_t)j * wst + (size_t)i * bsize;
-            _mm_prefetch(xb + TQ_PREFETCH, _MM_HINT_T0);
+            COLI_PREFETCH_W(xb + TQ_PREFETCH);
             if (one) {
                 tq1_0_unpack_z((const block_tq1_0 *)xb, t[j]);
                 dx[j] = h2f(((const block_tq1_0 *)xb)->d);

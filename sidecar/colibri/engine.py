@@ -168,6 +168,24 @@ class GGUFFile:
             raise last_error()
         return out[0]
 
+    def time_stream(self, name: str, n_out: int, variants: list[tuple[str, str]], rounds: int) -> list[float]:
+        """Seconds per decode-step product of tensor `name`'s first n_out rows streamed from memory
+        (copied end to end past the caches), for each (kernel set, prefetch level) variant,
+        alternating, the fastest of `rounds` each (kernel_choice's measure)."""
+        i = lib.colibri_gguf_find_tensor(self._g, name.encode())
+        if i < 0:
+            raise KeyError(name)
+        info = ffi.new("colibri_tensor_info *")
+        lib.colibri_gguf_tensor(self._g, i, info)
+        keep = [ffi.new("char[]", s.encode()) for pair in variants for s in pair]
+        isas = ffi.new("const char *[]", keep[0::2])
+        levels = ffi.new("const char *[]", keep[1::2])
+        out = ffi.new("double[]", len(variants))
+        if lib.colibri_kernel_time_stream(info.type, lib.colibri_gguf_tensor_data(self._g, i), info.nbytes,
+                                          info.ne[0], n_out, 0, isas, levels, len(variants), rounds, out) != 0:
+            raise last_error()
+        return list(out)
+
 
 GGML_TYPE_IDS = {name: i for i, name in GGML_TYPE_NAMES.items()}
 
@@ -180,6 +198,16 @@ def kernel_isa() -> str:
 def kernel_default_isa() -> str:
     """The set every type without a choice of its own runs with ("avx512")."""
     return kernel_type_isa("F32") or kernel_isa()
+
+
+def kernel_prefetch() -> str:
+    """Where the kernels prefetch weights: "l1" (the default) or "l2"."""
+    return ffi.string(lib.colibri_kernel_prefetch()).decode()
+
+
+def set_kernel_prefetch(level: str) -> None:
+    if lib.colibri_kernel_set_prefetch(level.encode()) != 0:
+        raise last_error()
 
 
 def kernel_set_runnable(isa: str) -> bool:

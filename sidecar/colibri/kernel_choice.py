@@ -2,12 +2,15 @@
 
 The engine's SIMD sets (AVX2, AVX-VNNI, AVX-512) give most weight types the same
 bits (colibri_kernel_same_bits); which one is fastest depends on the core: Zen 4
-runs 512-bit operations as two 256-bit halves, Intel's cores do not. At model
-load, each such type the model holds is timed on a real slice of its weights
-(the first routed expert where it has experts: decode's bulk) with every set this
-CPU runs, and the fastest is kept. Timings are cached per CPU model and engine
-build in cache_dir()/kernels.json, so a later load measures nothing;
-`coli --version -v` shows them.
+runs 512-bit operations as two 256-bit halves and stalls on bursts of L1
+prefetches, Intel's cores do not. At model load, each such type the model holds
+(2% of its weights or more) is timed on a real slice of its weights (the first
+routed expert where it has experts: decode's bulk), copied past the caches so
+that it streams from memory as decode reads it, with every set this CPU runs at
+each prefetch level (engine/src/prefetch.h). The level (one per process) and
+each type's set that make the model's weights quickest are kept. Timings are
+cached per CPU model and engine build in cache_dir()/kernels.json, so a later
+load measures nothing; `coli --version -v` shows them.
 
 COLI_KERNELS: "calibrate" (default), "auto" (the widest set, no measuring), or a
 set for everything ("avx2", "avxvnni", "avx512", "scalar": other bits for F32/F16
@@ -17,8 +20,10 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import platform
+import threading
 import time
 from pathlib import Path
 
@@ -28,9 +33,13 @@ from colibri.paths import cache_dir
 log = logging.getLogger(__name__)
 
 SETS = ("avx2", "avxvnni", "avx512")  # the SIMD sets a choice is made between
-MAX_ROWS = 1024  # rows of a sample: an expert's, or a slice of a big matrix (a few ms a set)
-ROUNDS, REPS = 5, 6  # sets interleaved ROUNDS times, the fastest of REPS products each
-MARGIN = 0.03  # another set must beat the default by this much: noise does not flip a choice
+LEVELS = ("l1", "l2")  # where the kernels prefetch weights (engine/src/prefetch.h), the default first
+MAX_ROWS = 1024  # rows of a sample: an expert's, or a slice of a big matrix
+ROUNDS = 4  # passes over the streamed copies per variant, alternating; the fastest kept
+MARGIN = 0.03  # another choice must beat the default by this much: noise does not flip a choice
+MIN_SHARE = 0.02  # types under this share of the file's weights are not timed (the default set stays)
+
+_lock = threading.Lock()
 
 
 def cpu_model() -> str:
@@ -61,7 +70,7 @@ def read_cache() -> dict:
 
 
 def cached_choices() -> dict:
-    """This CPU's cached timings for this engine build: {"Q4_0 2048x768": {"isa", "us": {set: µs}}}."""
+    """This CPU's cached timings for this engine build: {"Q4_0 2048x768": {"us": {"avx2/l1": µs, ...}}}."""
     entry = read_cache()["cpus"].get(cpu_model()) or {}
     return entry.get("choices", {}) if entry.get("engine") == build_key() else {}
 
@@ -78,19 +87,22 @@ def _write_cache(choices: dict) -> None:
         log.info("kernel timings not cached (%s): %s", path, exc)
 
 
-def samples(path: str | os.PathLike[str]) -> dict[str, tuple[str, int, int]]:
-    """Per weight type the choice applies to: (tensor, n_in, rows) of a representative weight:
-    the first routed expert of an expert tensor, else the type's biggest matrix."""
+def samples(path: str | os.PathLike[str]) -> dict[str, tuple[str, int, int, int]]:
+    """Per weight type the choice applies to: (tensor, n_in, rows, elements of the type in the file)
+    of a representative weight: the first routed expert of an expert tensor, else the type's
+    biggest matrix."""
     best: dict[str, tuple[int, int, str, int, int]] = {}
+    total: dict[str, int] = {}
     with engine.GGUFFile(path) as g:
         for t in g.tensors():
             if len(t.shape) < 2 or not engine.kernel_same_bits(t.type):
                 continue
+            total[t.type] = total.get(t.type, 0) + math.prod(t.shape)
             rows = min(t.shape[1], MAX_ROWS)
             rank = (int("_exps" in t.name), t.nbytes)
             if t.type not in best or rank > best[t.type][:2]:
                 best[t.type] = (*rank, t.name, t.shape[0], rows)
-    return {ty: (name, n_in, rows) for ty, (_, _, name, n_in, rows) in best.items()}
+    return {ty: (name, n_in, rows, total[ty]) for ty, (_, _, name, n_in, rows) in best.items()}
 
 
 def _runnable(default: str) -> list[str]:
@@ -102,19 +114,37 @@ def _runnable(default: str) -> list[str]:
     return out
 
 
-def measure(path: str | os.PathLike[str], type_name: str, sample: tuple[str, int, int], sets: list[str]) -> dict:
-    """Microseconds per decode-step product of the sample with each set, interleaved; the pick."""
-    name, _, rows = sample
-    best = {isa: float("inf") for isa in sets}
+def _variants(sets: list[str]) -> list[tuple[str, str]]:
+    return [(isa, level) for isa in sets for level in LEVELS]
+
+
+def measure(path: str | os.PathLike[str], sample: tuple[str, int, int, int], sets: list[str]) -> dict:
+    """Microseconds per decode-step product of the sample streamed from memory, for each set at
+    each prefetch level (alternating): {"us": {"avx2/l1": µs, ...}}."""
+    name, _, rows, _ = sample
+    variants = _variants(sets)
     with engine.GGUFFile(path) as g:
-        g.time_decode(name, sets[0], rows, 1)  # the sample's pages read in before any timing
-        for _ in range(ROUNDS):
-            for isa in sets:
-                best[isa] = min(best[isa], g.time_decode(name, isa, rows, REPS))
-    pick = min(sets, key=best.get)
-    if best[pick] > best[sets[0]] * (1 - MARGIN):
-        pick = sets[0]
-    return {"isa": pick, "us": {isa: round(s * 1e6, 2) for isa, s in best.items()}}
+        seconds = g.time_stream(name, rows, variants, ROUNDS)
+    return {"us": {f"{isa}/{level}": round(s * 1e6, 2) for (isa, level), s in zip(variants, seconds)}}
+
+
+def pick(timings: dict[str, dict[str, float]], weights: dict[str, float], sets: list[str]) -> tuple[str, dict[str, str]]:
+    """The prefetch level (one for the process) and each type's set, from timings[type] = {"isa/level":
+    µs}: the level whose fastest sets give the least time weighted by each type's share of the
+    weights, then per type the fastest set at that level. The defaults (the first set, "l1") stay
+    unless beaten by MARGIN: noise does not flip a choice."""
+    def cost(level: str) -> float:
+        return sum(weights[t] * min(us[f"{isa}/{level}"] for isa in sets) for t, us in timings.items())
+
+    level = LEVELS[0]
+    for other in LEVELS[1:]:
+        if timings and cost(other) < cost(level) * (1 - MARGIN):
+            level = other
+    isas = {}
+    for t, us in timings.items():
+        fastest = min(sets, key=lambda isa: us[f"{isa}/{level}"])
+        isas[t] = fastest if us[f"{fastest}/{level}"] < us[f"{sets[0]}/{level}"] * (1 - MARGIN) else sets[0]
+    return level, isas
 
 
 def choose(path: str | os.PathLike[str]) -> str:
@@ -125,15 +155,20 @@ def choose(path: str | os.PathLike[str]) -> str:
             engine.set_kernel_isa(mode)  # a forced set for everything
         except engine.EngineError as exc:
             raise engine.EngineError(exc.code, f"COLI_KERNELS={mode}: {exc.message}") from None
+        engine.set_kernel_prefetch(LEVELS[0])
         return engine.kernel_isa()
     if mode == "auto":
+        engine.set_kernel_prefetch(LEVELS[0])
         return engine.kernel_isa()
     default = engine.kernel_default_isa()
     if default not in SETS:
         return engine.kernel_isa()  # scalar (no SIMD): nothing to choose between
     sets = _runnable(default)
-    if len(sets) < 2:
-        return engine.kernel_isa()
+    with _lock:  # two models loading at once: one measures, the other then reads its cache
+        return _choose(path, sets)
+
+
+def _choose(path: str | os.PathLike[str], sets: list[str]) -> str:
     started = time.perf_counter()
     choices = cached_choices()
     measured = []
@@ -141,31 +176,44 @@ def choose(path: str | os.PathLike[str]) -> str:
         found = samples(path)
     except engine.EngineError:
         return engine.kernel_isa()  # the open that follows names what is wrong with the file
+    everything = sum(s[3] for s in found.values()) or 1
+    want = {f"{isa}/{level}" for isa, level in _variants(sets)}
+    timings, weights = {}, {}
     for type_name, sample in sorted(found.items()):
+        if sample[3] < MIN_SHARE * everything:
+            continue  # a type this small does not move a token's time: the default set stays
         key = f"{type_name} {sample[1]}x{sample[2]}"
         cached = choices.get(key)
-        if not isinstance(cached, dict) or cached.get("isa") not in sets or set(cached.get("us", {})) != set(sets):
+        if not isinstance(cached, dict) or not isinstance(cached.get("us"), dict) or set(cached["us"]) != want:
             try:
-                choices[key] = measure(path, type_name, sample, sets)
+                choices[key] = measure(path, sample, sets)
             except engine.EngineError as exc:  # a tensor the engine cannot take: its open will say so
                 log.info("kernels for %s not measured: %s", type_name, exc)
                 continue
             measured.append(key)
+        timings[type_name] = choices[key]["us"]
+        weights[type_name] = sample[3] / (sample[1] * sample[2])  # how many samples' worth the file holds
+    level, isas = pick(timings, weights, sets)
+    engine.set_kernel_prefetch(level)
+    for type_name, isa in isas.items():
         try:
-            engine.set_kernel_type_isa(type_name, choices[key]["isa"])
+            engine.set_kernel_type_isa(type_name, isa)
         except engine.EngineError as exc:  # a set this (virtual) CPU no longer runs: the default stays
-            log.info("kernels for %s stay %s: %s", type_name, default, exc)
+            log.info("kernels for %s stay %s: %s", type_name, sets[0], exc)
     if measured:
         _write_cache(choices)
         log.info("kernels measured for %s in %.0f ms: %s", ", ".join(measured), 1e3 * (time.perf_counter() - started),
                  "; ".join(f"{k}: {describe(choices[k])}" for k in measured))
-    log.info("kernels: %s", engine.kernel_isa())
+    log.info("kernels: %s, prefetch into %s", engine.kernel_isa(), level.upper())
     return engine.kernel_isa()
 
 
 def describe(choice: dict) -> str:
     us = choice.get("us", {})
-    return f"{choice.get('isa')} (" + ", ".join(f"{isa} {v:g} µs" for isa, v in sorted(us.items())) + ")"
+    if not us:
+        return "no timings"
+    fastest = min(us, key=us.get)
+    return f"fastest {fastest} (" + ", ".join(f"{v} {t:g} µs" for v, t in sorted(us.items())) + ")"
 
 
 def version_lines() -> list[str]:

@@ -1,7 +1,8 @@
 """kernel_choice.py: at a model's load, each of its weight types that every SIMD set
-computes alike is timed with each set on a slice of its own weights, the fastest
-kept, the timings cached per CPU model and engine build, shown by
-`coli --version -v`; COLI_KERNELS forces a set or turns the measuring off."""
+computes alike is timed, streamed from memory, with each set at each prefetch
+level on a slice of its own weights; the level and the sets that make the model's
+weights quickest are kept, the timings cached per CPU model and engine build,
+shown by `coli --version -v`; COLI_KERNELS forces a set or turns the measuring off."""
 from __future__ import annotations
 
 import json
@@ -24,6 +25,11 @@ def restore(monkeypatch, tmp_path):
     monkeypatch.delenv("COLI_KERNELS", raising=False)
     yield
     engine.set_kernel_isa("auto")
+    engine.set_kernel_prefetch("l1")
+
+
+def variants() -> set[str]:
+    return {f"{isa}/{level}" for isa in SIMD for level in kernel_choice.LEVELS}
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +41,8 @@ def model(tmp_path_factory):
 
 def test_samples_are_the_first_expert_of_each_type(model):
     found = kernel_choice.samples(model)
-    name, n_in, rows = found["Q8_0"]
-    assert name.endswith("_exps.weight") and rows == 32 and n_in in (64, 32)
+    name, n_in, rows, elements = found["Q8_0"]
+    assert name.endswith("_exps.weight") and rows == 32 and n_in in (64, 32) and elements > n_in * rows
     assert "F32" not in found  # F32's sets give other bits: never chosen
 
 
@@ -48,7 +54,7 @@ def test_a_load_measures_once_and_caches_per_cpu(model, caplog):
     entry = data["cpus"][kernel_choice.cpu_model()]
     assert entry["engine"] == kernel_choice.build_key()
     (key, choice), = [(k, v) for k, v in entry["choices"].items() if k.startswith("Q8_0 ")]
-    assert set(choice["us"]) == set(SIMD) and choice["isa"] in SIMD
+    assert set(choice["us"]) == variants()
     assert all(v > 0 for v in choice["us"].values())
     assert "kernels measured for Q8_0" in caplog.text
     caplog.clear()
@@ -56,27 +62,43 @@ def test_a_load_measures_once_and_caches_per_cpu(model, caplog):
     kernel_choice.choose(model)  # a second load: the cache answers
     assert "kernels measured" not in caplog.text and os.stat(kernel_choice.cache_path()).st_mtime_ns == mtime
     text = version_text(verbose=1)
-    assert f"cpu model: {kernel_choice.cpu_model()}" in text and f"  {key}: {choice['isa']} (" in text
+    assert f"cpu model: {kernel_choice.cpu_model()}" in text and f"  {key}: fastest " in text
 
 
 @two_sets
 def test_the_cached_choice_is_what_runs(model):
-    """A cached pick of another set (as Zen 4 may measure) is applied to the type at load."""
+    """Cached timings where another set at L2 is fastest (as Zen 4 measures Q4_K) are applied at load."""
     kernel_choice.choose(model)
     data = json.loads(kernel_choice.cache_path().read_text())
     choices = data["cpus"][kernel_choice.cpu_model()]["choices"]
     other = next(isa for isa in SIMD if isa != engine.kernel_default_isa())
-    for key in choices:
+    for key, choice in choices.items():
+        choice["us"] = {v: 100.0 for v in variants()}
         if key.startswith("Q8_0 "):
-            choices[key]["isa"] = other
+            choice["us"][f"{other}/l2"] = 10.0
     kernel_choice.cache_path().write_text(json.dumps(data))
     engine.set_kernel_isa("auto")
     assert kernel_choice.choose(model) == f"{engine.kernel_default_isa()} (Q8_0: {other})"
+    assert engine.kernel_prefetch() == "l2"
+
+
+def test_pick_weighs_each_type_by_its_share_of_the_weights():
+    sets = ["avx512", "avx2"]
+    t = {"Q4_K": {"avx512/l1": 40, "avx512/l2": 20, "avx2/l1": 17, "avx2/l2": 25},  # experts
+         "Q6_K": {"avx512/l1": 10, "avx512/l2": 30, "avx2/l1": 11, "avx2/l2": 30}}  # the head
+    assert kernel_choice.pick(t, {"Q4_K": 100, "Q6_K": 1}, sets) == ("l1", {"Q4_K": "avx2", "Q6_K": "avx512"})
+    t["Q4_K"]["avx2/l1"] = 30  # now only AVX-512 at L2 is quick for the experts: L2 for all
+    assert kernel_choice.pick(t, {"Q4_K": 100, "Q6_K": 1}, sets) == ("l2", {"Q4_K": "avx512", "Q6_K": "avx512"})
+    assert kernel_choice.pick(t, {"Q4_K": 1, "Q6_K": 100}, sets)[0] == "l1"  # the head dominates
+    # within MARGIN of the defaults (the first set, L1): they stay
+    near = {"Q4_0": {"avx512/l1": 20, "avx512/l2": 19.8, "avx2/l1": 19.9, "avx2/l2": 30}}
+    assert kernel_choice.pick(near, {"Q4_0": 1}, sets) == ("l1", {"Q4_0": "avx512"})
+    assert kernel_choice.pick({}, {}, sets) == ("l1", {})
 
 
 def test_a_cache_from_another_engine_build_is_measured_again(model):
     kernel_choice.cache_path().write_text(json.dumps({"cpus": {kernel_choice.cpu_model(): {
-        "engine": "0.0.0 (other flags)", "choices": {"Q8_0 64x32": {"isa": "avx2", "us": {"avx2": 1.0}}}}}}))
+        "engine": "0.0.0 (other flags)", "choices": {"Q8_0 64x32": {"us": {"avx2/l1": 1.0}}}}}}))
     assert kernel_choice.cached_choices() == {}
     kernel_choice.cache_path().write_text("{not json")
     assert kernel_choice.cached_choices() == {}
@@ -84,8 +106,9 @@ def test_a_cache_from_another_engine_build_is_measured_again(model):
 
 
 def test_coli_kernels_forces_a_set_or_skips_the_measure(model, monkeypatch):
+    engine.set_kernel_prefetch("l2")
     monkeypatch.setenv("COLI_KERNELS", "auto")
-    assert kernel_choice.choose(model) == engine.kernel_default_isa()
+    assert kernel_choice.choose(model) == engine.kernel_default_isa() and engine.kernel_prefetch() == "l1"
     assert not kernel_choice.cache_path().exists()
     monkeypatch.setenv("COLI_KERNELS", "scalar")
     assert kernel_choice.choose(model) == "scalar"
@@ -102,9 +125,9 @@ def test_a_cached_choice_this_cpu_cannot_run_is_measured_again(model):
     data = json.loads(kernel_choice.cache_path().read_text())
     choices = data["cpus"][kernel_choice.cpu_model()]["choices"]
     for key in choices:
-        choices[key] = {"isa": "neon"} if key.startswith("Q8_0 ") else "garbage"
+        choices[key] = {"us": {"neon/l1": 1.0}} if key.startswith("Q8_0 ") else "garbage"
     kernel_choice.cache_path().write_text(json.dumps(data))
     engine.set_kernel_isa("auto")
     assert kernel_choice.choose(model).split()[0] == engine.kernel_default_isa()
     again = kernel_choice.cached_choices()
-    assert all(isinstance(v, dict) and v["isa"] in SIMD for v in again.values())
+    assert all(isinstance(v, dict) and set(v["us"]) == variants() for v in again.values())
