@@ -32,7 +32,9 @@ def rss_mb():
         if line.startswith("VmRSS:"): return int(line.split()[1]) / 1024
 steps = []  # wall seconds of each decoded token: their median shrugs off a preempted step
 if engine == "colibri":
+    from colibri import kernel_choice
     from colibri.engine import Engine
+    kernel_choice.choose(model)  # the kernel sets and prefetch level a load picks
     e = Engine(model, n_ctx=ctx, n_threads=threads)
     text = real_text(); toks = e.tokenize(text)
     while len(toks) < n_prompt: toks += e.tokenize(text, add_bos=False)

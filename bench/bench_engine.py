@@ -28,6 +28,9 @@ if engine == "colibri":
     if os.environ.get("COLI_BENCH_ISA"):  # --isa: force colibri's kernel set (llama.cpp keeps its own)
         from colibri._engine import lib
         assert lib.colibri_kernel_set_isa(os.environ["COLI_BENCH_ISA"].encode()) == 0, "this CPU lacks that ISA"
+    else:  # the kernel sets and prefetch level a load picks (kernel_choice.py; cached after the first)
+        from colibri import kernel_choice
+        kernel_choice.choose(model)
     e = Engine(model, n_ctx=ctx, n_threads=threads)
     prompt = e.tokenize(real_text())[:n_prompt]
     c0 = time.process_time(); t0 = time.perf_counter(); e.eval(prompt, 0); t1 = time.perf_counter(); c1 = time.process_time()

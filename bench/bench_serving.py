@@ -48,6 +48,8 @@ counts = [0]
 Engine.eval = eval_
 text = real_text()
 if mode == "raw":
+    from colibri import kernel_choice
+    kernel_choice.choose(model)  # what generate and serve do at load
     e = Engine(model, n_ctx=ctx, n_threads=threads)
     prompt = e.tokenize(text)[:n_prompt]
     e.eval(prompt, 0)

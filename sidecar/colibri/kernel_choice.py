@@ -36,7 +36,8 @@ SETS = ("avx2", "avxvnni", "avx512")  # the SIMD sets a choice is made between
 LEVELS = ("l1", "l2")  # where the kernels prefetch weights (engine/src/prefetch.h), the default first
 MAX_ROWS = 1024  # rows of a sample: an expert's, or a slice of a big matrix
 ROUNDS = 4  # passes over the streamed copies per variant, alternating; the fastest kept
-MARGIN = 0.03  # another choice must beat the default by this much: noise does not flip a choice
+MARGIN = 0.03  # the other prefetch level must beat the default by this much: noise does not flip a choice
+SET_MARGIN = 0.10  # another set must decode this much faster: it may prefill slower (batches are not timed)
 MIN_SHARE = 0.02  # types under this share of the file's weights are not timed (the default set stays)
 
 _lock = threading.Lock()
@@ -130,11 +131,12 @@ def measure(path: str | os.PathLike[str], sample: tuple[str, int, int, int], set
 
 def pick(timings: dict[str, dict[str, float]], weights: dict[str, float], sets: list[str]) -> tuple[str, dict[str, str]]:
     """The prefetch level (one for the process) and each type's set, from timings[type] = {"isa/level":
-    µs}: the level whose fastest sets give the least time weighted by each type's share of the
-    weights, then per type the fastest set at that level. The defaults (the first set, "l1") stay
-    unless beaten by MARGIN: noise does not flip a choice."""
+    µs} of decode: the level that makes the default set (the first, the widest: its batch kernels
+    are the fastest prefill) quickest over the types weighted by their share of the weights, then
+    per type another set where it decodes SET_MARGIN faster at that level. The defaults ("l1", the
+    first set) stay unless beaten by a margin: noise does not flip a choice."""
     def cost(level: str) -> float:
-        return sum(weights[t] * min(us[f"{isa}/{level}"] for isa in sets) for t, us in timings.items())
+        return sum(weights[t] * us[f"{sets[0]}/{level}"] for t, us in timings.items())
 
     level = LEVELS[0]
     for other in LEVELS[1:]:
@@ -143,7 +145,7 @@ def pick(timings: dict[str, dict[str, float]], weights: dict[str, float], sets: 
     isas = {}
     for t, us in timings.items():
         fastest = min(sets, key=lambda isa: us[f"{isa}/{level}"])
-        isas[t] = fastest if us[f"{fastest}/{level}"] < us[f"{sets[0]}/{level}"] * (1 - MARGIN) else sets[0]
+        isas[t] = fastest if us[f"{fastest}/{level}"] < us[f"{sets[0]}/{level}"] * (1 - SET_MARGIN) else sets[0]
     return level, isas
 
 
