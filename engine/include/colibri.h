@@ -164,7 +164,7 @@ int colibri_kernel_set_prefetch(const char *level);
 const char *colibri_kernel_prefetch(void);
 /* Decode matvecs over weights streamed from memory, as a model bigger than the
  * caches runs them: the n_out rows at w are copied end to end into a buffer of
- * about stream_bytes (0: twice the last-level cache, at least 64 MiB), and each
+ * about stream_bytes (0: twice the last-level cache, 64 to 256 MiB), and each
  * copy multiplied by one activation row. For each variant v (kernel set isas[v]
  * at prefetch level levels[v]) seconds[v] is the fastest pass's time per copy;
  * the variants alternate pass by pass, `rounds` each, on the calling thread

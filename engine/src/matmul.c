@@ -390,7 +390,7 @@ static size_t last_level_cache_bytes(void) {
 }
 
 #define STREAM_MIN_BYTES ((size_t)64 << 20)
-#define STREAM_MAX_BYTES ((size_t)1 << 30)
+#define STREAM_MAX_BYTES ((size_t)256 << 20) /* a model load in a small container pays it for a moment */
 #define STREAM_MAX_VARIANTS 16
 
 int colibri_kernel_time_stream(uint32_t wtype, const void *w, size_t w_bytes, int64_t n_in, int64_t n_out,
