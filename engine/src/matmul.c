@@ -3,9 +3,9 @@
 #include "matmul.h"
 
 #include <sched.h>
-#include <stdio.h>
-#include <stdbool.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -154,20 +154,6 @@ class GGUFFile:
         lib.colibri_gguf_tensor(self._g, i, info)
         return ffi.buffer(lib.colibri_gguf_tensor_data(self._g, i), info.nbytes)[:]
 
-    def time_decode(self, name: str, isa: str, n_out: int, reps: int) -> float:
-        """Seconds of the fastest of `reps` decode-step products of tensor `name`'s first n_out rows
-        with the kernels of `isa`, read in place from the mapping (kernel_choice's measure)."""
-        i = lib.colibri_gguf_find_tensor(self._g, name.encode())
-        if i < 0:
-            raise KeyError(name)
-        info = ffi.new("colibri_tensor_info *")
-        lib.colibri_gguf_tensor(self._g, i, info)
-        out = ffi.new("double *")
-        if lib.colibri_kernel_time_decode(isa.encode(), info.type, lib.colibri_gguf_tensor_data(self._g, i),
-                                          info.nbytes, info.ne[0], n_out, reps, out) != 0:
-            raise last_error()
-        return out[0]
-
     def time_stream(self, name: str, n_out: int, variants: list[tuple[str, str]], rounds: int) -> list[float]:
         """Seconds per decode-step product of tensor `name`'s first n_out rows streamed from memory
         (copied end to end past the caches), for each (kernel set, prefetch level) variant,
