@@ -34,7 +34,7 @@ typedef struct {
     int64_t mm_rows;
     int64_t chunk_rows;
     int64_t n_chunks;
-    atomic_llong next_chunk;
+    coli_lanes chunks;          /* claims of the n_chunks */
     coli_pool *pool;
     int quantize;               /* phase 1 needed */
     int64_t q_parts;            /* conversion chunks per activation row */
@@ -102,7 +102,6 @@ static void dot_chunk(const mm_ctx *c, const char *w, const char *xq, float *y0,
 
 static void mm_worker(void *p, int ith, int nth) {
     mm_ctx *c = p;
-    (void)ith;
     (void)nth;
     /* Work is claimed from atomic counters (coli_pool_run_shared): whichever
      * threads show up share it, and the result does not depend on who did what. */
@@ -116,9 +115,10 @@ static void mm_worker(void *p, int ith, int nth) {
         for (unsigned i = 1; atomic_load_explicit(&c->q_done, memory_order_acquire) < c->q_chunks; i++)
             if ((i & 1023) == 0) sched_yield();  /* another thread is converting the last chunks */
     }
+    int lane = ith;
     for (;;) {
-        const int64_t k = atomic_fetch_add_explicit(&c->next_chunk, 1, memory_order_relaxed);
-        if (k >= c->n_chunks) break;
+        const int64_t k = coli_lanes_claim(&c->chunks, &lane);
+        if (k < 0) break;
         const int64_t h = k / c->head_chunks, o0 = (k % c->head_chunks) * c->chunk_rows;
         const int64_t o1 = o0 + c->chunk_rows < c->n_out ? o0 + c->chunk_rows : c->n_out;
         dot_chunk(c, c->w + h * c->w_head, (const char *)c->xq + h * c->xq_head, c->y + h * c->y_head, o0, o1);
@@ -185,7 +185,7 @@ static void plan_chunks(mm_ctx *c, int nth) {
     c->chunk_rows = rows;
     c->head_chunks = (c->n_out + rows - 1) / rows;
     c->n_chunks = c->head_chunks * c->n_heads;
-    atomic_init(&c->next_chunk, 0);
+    coli_lanes_init(&c->chunks, c->n_chunks, nth);
 }
 
 /* The dot-product half of a context: weights, output and kernels. */
@@ -277,7 +277,7 @@ int coli_matmul_quantize(coli_pool *pool, uint32_t wtype, int64_t n_in, const fl
     c.from_float = coli_kernels()->type[k->vec_dot_type].from_float;
     c.pool = pool;
     plan_quantize(&c, at, coli_pool_size(pool));
-    atomic_init(&c.next_chunk, 0);  /* n_chunks = 0: phase 2 is empty */
+    coli_lanes_init(&c.chunks, 0, 1);  /* no chunks: phase 2 is empty */
     coli_pool_run_shared(pool, mm_worker, &c);
     return COLI_OK;
 }

@@ -129,7 +129,7 @@ typedef struct {
     bool fused;                /* gate and up are one ffn_gate_up_exps matrix per expert (gemma4) */
     int chunk;                 /* output rows per work item */
     int n_items;
-    atomic_int next;
+    coli_lanes items;          /* claims of the n_items */
 } moe_job;
 
 /* y[r][o] for o in [o0, o1) and the `rows` activation rows of one expert,
@@ -172,15 +172,15 @@ static void moe_worker(void *ctx, int ith, int nth) {
     moe_job *J = ctx;
     coli_state *s = J->s;
     const coli_hparams *hp = &J->m->hp;
-    (void)ith;
     (void)nth;
     const int D = hp->n_embd, F = hp->n_ff_exp;
     const int C = J->chunk;
     const int per_mat = J->phase == 0 ? (F + C - 1) / C : (D + C - 1) / C;
     const int per_group = J->phase == 0 ? 2 * per_mat : per_mat;
+    int lane = ith;
     for (;;) {
-        const int it = atomic_fetch_add(&J->next, 1);
-        if (it >= J->n_items) return;
+        const int it = (int)coli_lanes_claim(&J->items, &lane);
+        if (it < 0) return;
         const int g = it / per_group, r = it % per_group;
         const int e = J->experts[g], lo = s->counts[e], cnt = s->counts[e + 1] - lo;
         const coli_expert *ex = &J->ex_of[e];
@@ -308,7 +308,7 @@ static void compute_wave(const coli_model *m, coli_state *s, int il, const int32
     const int nth = coli_pool_size(s->pool);
     job.chunk = moe_chunk((int64_t)nw * 2 * F, nth);
     job.n_items = nw * 2 * ((F + job.chunk - 1) / job.chunk);
-    atomic_init(&job.next, 0);
+    coli_lanes_init(&job.items, job.n_items, nth);
     coli_pool_run(s->pool, moe_worker, &job);
     const coli_layer *L = &m->layers[il];
     rj.step = 1;
@@ -316,7 +316,7 @@ static void compute_wave(const coli_model *m, coli_state *s, int il, const int32
     job.phase = 1;
     job.chunk = moe_chunk((int64_t)nw * D, nth);
     job.n_items = nw * ((D + job.chunk - 1) / job.chunk);
-    atomic_store(&job.next, 0);
+    coli_lanes_init(&job.items, job.n_items, nth);
     coli_pool_run(s->pool, moe_worker, &job);
     if (L->down_exps_s) /* gemma4: each expert's output scale (build_lora_mm_id's ggml_mul) */
         for (int g = 0; g < nw; g++) {

@@ -247,6 +247,27 @@ void coli_pool_barrier(coli_pool *pool) {
     }
 }
 
+void coli_lanes_init(coli_lanes *l, long long n, int nth) {
+    l->n = n > 0 ? n : 0;
+    l->n_lanes = nth < 1 ? 1 : nth > COLI_LANES ? COLI_LANES : nth;
+    l->per_lane = (l->n + l->n_lanes - 1) / l->n_lanes;
+    for (int i = 0; i < l->n_lanes; i++) atomic_init(&l->lane[i].next, 0);
+}
+
+long long coli_lanes_claim(coli_lanes *l, int *lane) {
+    for (int t = 0; t < l->n_lanes; t++) {
+        const int i = (*lane + t) % l->n_lanes;
+        const long long start = (long long)i * l->per_lane, end = start + l->per_lane < l->n ? start + l->per_lane : l->n;
+        if (start + atomic_load_explicit(&l->lane[i].next, memory_order_relaxed) >= end) continue; /* spent */
+        const long long k = start + atomic_fetch_add_explicit(&l->lane[i].next, 1, memory_order_relaxed);
+        if (k < end) {
+            *lane = i;
+            return k;
+        }
+    }
+    return -1;
+}
+
 /* ---- topology ------------------------------------------------------------------- */
 
 static int read_int_file(const char *path, int *out) {

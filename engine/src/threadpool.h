@@ -8,6 +8,8 @@
 #ifndef COLI_THREADPOOL_H
 #define COLI_THREADPOOL_H
 
+#include <stdatomic.h>
+
 typedef struct coli_pool coli_pool;
 typedef void (*coli_pool_fn)(void *ctx, int ith, int nth);
 
@@ -24,6 +26,24 @@ void coli_pool_run(coli_pool *pool, coli_pool_fn fn, void *ctx);
 void coli_pool_run_shared(coli_pool *pool, coli_pool_fn fn, void *ctx);
 /* Inside a coli_pool_run: wait until all nth threads reach this point. */
 void coli_pool_barrier(coli_pool *pool);
+/* Work items 0 .. n - 1 in contiguous lanes, one per thread (up to
+ * COLI_LANES), thread ith starting on lane ith and then helping the others:
+ * each thread streams its own stretch of the weights, so the next tile the
+ * kernels prefetch is its own and the hardware prefetcher's streams run on
+ * (items dealt out in turn interleave the threads chunk by chunk). Claims are
+ * atomic, so threads that never show up (coli_pool_run_shared) cost nothing. */
+#define COLI_LANES 8
+typedef struct {
+    struct {
+        _Alignas(64) atomic_llong next;  /* items claimed in this lane, from its start */
+    } lane[COLI_LANES];
+    int n_lanes;
+    long long per_lane, n;
+} coli_lanes;
+void coli_lanes_init(coli_lanes *l, long long n, int nth);
+/* The next item for a thread whose current lane is *lane (start: ith), or -1 when none is left. */
+long long coli_lanes_claim(coli_lanes *l, int *lane);
+
 /* Physical cores (unique package/core pairs), at least 1. */
 int coli_physical_cores(void);
 
