@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.engine.ggml_ref import check_real_rows, ggml, lib, ours  # noqa: F401 (ggml: the fixture)
+from tests.engine.ggml_ref import check_real_rows, ffi, ggml, lib, ours  # noqa: F401 (ggml: the fixture)
 
 F32, F16, Q4_0, Q5_0, Q8_0, Q2_K, Q3_K, Q4_K, Q6_K = 0, 1, 2, 6, 8, 10, 11, 12, 14
 BLOCK = {F32: (1, 4), F16: (1, 2), Q4_0: (32, 18), Q5_0: (32, 22), Q8_0: (32, 34), Q2_K: (256, 84), Q3_K: (256, 110),
@@ -117,3 +117,24 @@ def test_real_row_lengths_with_ggml_quantized_weights(ggml, monkeypatch, name, n
         check_real_rows(ggml, name, n_in, n_out, mirrored=name in MIRRORED and (isa == "auto" or name != "F16"))
     finally:
         lib.colibri_kernel_set_isa(b"auto")
+
+
+@pytest.mark.parametrize("wtype,n_in,n_out", [(Q4_0, 640, 64), (Q8_0, 1024, 400), (Q4_K, 1024, 272), (F32, 96, 37)])
+def test_matmul_same_for_any_thread_count(wtype, n_in, n_out):
+    """Chunks go out in a lane per thread (threadpool.h coli_lanes): every
+    thread count, more threads than lanes included, computes each output
+    once and alike."""
+    rng = np.random.default_rng(n_out)
+    w = np.ascontiguousarray(random_weights(rng, wtype, n_in, n_out))
+    for n_rows in (1, 5):
+        x = np.ascontiguousarray(rng.standard_normal((n_rows, n_in)).astype(np.float32))
+        outs = []
+        for threads in (1, 2, 3, 5, 9):
+            y = np.full((n_rows, n_out), np.nan, np.float32)
+            assert lib.colibri_kernel_matmul(wtype, ffi.from_buffer(w), w.nbytes, n_in, n_out,
+                                             ffi.cast("float *", ffi.from_buffer(x)), n_rows,
+                                             ffi.cast("float *", ffi.from_buffer(y)), threads) == 0
+            outs.append(y)
+        assert not np.isnan(outs[0]).any()
+        for y in outs[1:]:
+            assert np.array_equal(y.view(np.uint32), outs[0].view(np.uint32))
