@@ -353,6 +353,7 @@ COLI_DECLARE_VEC_DOT_2W(vec_dot_q5_0_q8_0_16w_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_q4_0_q8_0_mm_avx512);     /* repacked q4_0_8x8 gemv/gemm */
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_0_q8_0_mm_16w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_0_q8_0_mm_16w_avx2);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_0_q8_0_mm_16w_vnni256); /* the AVX2 set's, on AVX-512 VNNI cores */
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q8_0_q8_0_16w_avx2);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_0_q8_0_16w_avx2);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q5_0_q8_0_16w_avx2);
