@@ -18,6 +18,8 @@ weights, as a llama.cpp built for that ISA).
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import logging
 import math
@@ -58,8 +60,16 @@ def cache_path() -> Path:
     return cache_dir() / "kernels.json"
 
 
+@functools.lru_cache(maxsize=1)
 def build_key() -> str:
-    return f"{engine.version()} ({engine.build_info()})"
+    """The engine version, its compile flags and a digest of the compiled engine:
+    kernels change between builds of one version, and their timings with them."""
+    from colibri import _engine
+    try:
+        digest = " " + hashlib.sha256(Path(_engine.__file__).read_bytes()).hexdigest()[:12]
+    except (OSError, TypeError, AttributeError):  # no file to read (a frozen or in-memory build)
+        digest = ""
+    return f"{engine.version()} ({engine.build_info()}){digest}"
 
 
 def read_cache() -> dict:
