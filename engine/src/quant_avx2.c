@@ -547,30 +547,8 @@ INL void q4_0_repacked_nr(int n, const void *w, const char *a, size_t as, float 
  * bytes (maddubs: at most 2 * 15 * 127 per 16-bit lane, 8 of them summed stay
  * below 32767), pairs summed to the row's lanes, -8 * sum(y) added: each lane
  * ends on the row's exact integer sum. */
-/* q[k], lane j: 32-bit word k of the 16 bytes at b + j * wst (an 8 x 4 transpose) */
-INL void transpose8x4(const char *b, size_t wst, __m256i q[4]) {
-    __m256i A[4];
-    for (int t = 0; t < 4; t++) /* lane g of A[t]: the 16 bytes of row 4g + t */
-        A[t] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(b + (size_t)t * wst))),
-                                       _mm_loadu_si128((const __m128i *)(b + (size_t)(t + 4) * wst)), 1);
-    const __m256i t0 = _mm256_unpacklo_epi32(A[0], A[1]), t1 = _mm256_unpackhi_epi32(A[0], A[1]);
-    const __m256i t2 = _mm256_unpacklo_epi32(A[2], A[3]), t3 = _mm256_unpackhi_epi32(A[2], A[3]);
-    q[0] = _mm256_unpacklo_epi64(t0, t2);
-    q[1] = _mm256_unpackhi_epi64(t0, t2);
-    q[2] = _mm256_unpacklo_epi64(t1, t3);
-    q[3] = _mm256_unpackhi_epi64(t1, t3);
-}
-
 INL void q4_0_block8(const char *w, size_t wst, int ib, __m256i q[4]) {
     transpose8x4(w + (size_t)ib * sizeof(block_q4_0) + offsetof(block_q4_0, qs), wst, q);
-}
-
-/* the fp16 at p, p + wst, ..., p + 7 wst as 8 floats (a scale of 8 rows) */
-INL __m256 halves8(const char *p, size_t wst) {
-    coli_half h[8];
-    for (int j = 0; j < 8; j++) memcpy(&h[j], p + (size_t)j * wst, 2);
-    return _mm256_cvtph_ps(_mm_set_epi16((short)h[7], (short)h[6], (short)h[5], (short)h[4], (short)h[3], (short)h[2],
-                                         (short)h[1], (short)h[0]));
 }
 
 INL __m256 q4_0_scales8(const char *w, size_t wst, int ib) {

@@ -20,7 +20,7 @@
 #define TGT __attribute__((target(ISA)))
 #define INL static inline __attribute__((always_inline, target(ISA)))
 
-INL float h2f(coli_half h) { return _cvtsh_ss(h); }
+#include "quant_avx2_inl.h" /* h2f, hsum_i32_8, the 8-row transpose and scales (a subset target: they inline) */
 
 /* two 32-byte halves -> one zmm */
 INL __m512i load2x256(const void *lo, const void *hi) {
@@ -691,12 +691,6 @@ DEF_16W(vec_dot_q5_0_q8_0_16w_avx512, 2)
 /* Q4_0 as llama.cpp computes it when it repacks the weights (n_out % 8 == 0:
  * block_q4_0x8, ggml_gemv/gemm_q4_0_8x8_q8_0): per output, block after block,
  * acc = fma(float(isum), dw * dy, acc) with isum the block's exact integer sum. */
-INL int hsum_i32_8(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm_cvtsi128_si32(s);
-}
 
 INL void q4_0_repacked_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int nr) {
     const int nb = n / QK4_0;
@@ -833,14 +827,6 @@ TGT void vec_dot_q4_0_q8_0_mm_16w_avx512(int n, const void *w, size_t wst, const
  * instead of maddubs, adds and madd (the same exact integers), then the same
  * float steps: 14.6 -> 13.7 us a 1024x512 decode matvec, cache-hot, Zen 4.
  * Batches keep the AVX2 kernel. */
-/* the fp16 at p, p + wst, ..., p + 7 wst as 8 floats */
-INL __m256 halves8_vnni(const char *p, size_t wst) {
-    coli_half h[8];
-    for (int j = 0; j < 8; j++) memcpy(&h[j], p + (size_t)j * wst, 2);
-    return _mm256_cvtph_ps(_mm_set_epi16((short)h[7], (short)h[6], (short)h[5], (short)h[4], (short)h[3], (short)h[2],
-                                         (short)h[1], (short)h[0]));
-}
-
 INL void q4_0_8w_vnni(int nb, const char *w, size_t wst, const char *a, size_t as, const int *ncs, float *s, size_t ss,
                       const int nr) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -850,16 +836,9 @@ INL void q4_0_8w_vnni(int nb, const char *w, size_t wst, const char *a, size_t a
     for (int ib = 0; ib < nb; ib++) {
         for (int l = ib * pf_lines / nb; l < (ib + 1) * pf_lines / nb; l++) COLI_PREFETCH_W(w + 8 * wst + 64 * (size_t)l);
         const char *b = w + (size_t)ib * sizeof(block_q4_0);
-        const __m256 dw = halves8_vnni(b, wst); /* (a vpgatherdd of the 8 scales: 16% slower on Zen 4) */
-        __m256i A[4]; /* lane g of A[t]: the 16 quant bytes of row 4g + t; then q[k], lane j: row j's dword k */
-        for (int t = 0; t < 4; t++)
-            A[t] = _mm256_inserti128_si256(
-                _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(b + 2 + (size_t)t * wst))),
-                _mm_loadu_si128((const __m128i *)(b + 2 + (size_t)(t + 4) * wst)), 1);
-        const __m256i t0 = _mm256_unpacklo_epi32(A[0], A[1]), t1 = _mm256_unpackhi_epi32(A[0], A[1]);
-        const __m256i t2 = _mm256_unpacklo_epi32(A[2], A[3]), t3 = _mm256_unpackhi_epi32(A[2], A[3]);
-        const __m256i q[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
-                              _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
+        const __m256 dw = halves8(b, wst); /* (a vpgatherdd of the 8 scales: 16% slower on Zen 4) */
+        __m256i q[4];
+        transpose8x4(b + offsetof(block_q4_0, qs), wst, q);
         __m256i lo[4], hi[4]; /* elements 4k..4k+3 and 16+4k.. of each row */
         for (int k = 0; k < 4; k++) {
             lo[k] = _mm256_and_si256(q[k], m4);
