@@ -22,10 +22,14 @@ int colibri_kernel_set_type_isa(uint32_t wtype, const char *isa) { return coli_k
 /* prefetch.h's level (read by the x86 kernels; defined on every target) */
 int coli_prefetch_l2;
 
+int coli_prefetch_level_l2(const char *level) {
+    return !level ? -1 : !strcmp(level, "l2") ? 1 : !strcmp(level, "l1") ? 0 : -1;
+}
+
 int colibri_kernel_set_prefetch(const char *level) {
-    if (!level || (strcmp(level, "l1") && strcmp(level, "l2")))
-        return coli_fail(COLI_E_ARG, "kernel prefetch level '%s': expected l1 or l2", level ? level : "NULL");
-    coli_prefetch_l2 = level[1] == '2';
+    const int l2 = coli_prefetch_level_l2(level);
+    if (l2 < 0) return coli_fail(COLI_E_ARG, "kernel prefetch level '%s': expected l1 or l2", level ? level : "NULL");
+    coli_prefetch_l2 = l2;
     return COLI_OK;
 }
 

@@ -121,5 +121,7 @@ const coli_kernel_table *coli_kernels_table(const char *isa);
 void coli_kernels_set_thread_table(const coli_kernel_table *t);
 /* prefetch.h: the kernels prefetch weights into L2 (1) or L1 (0); colibri_kernel_set_prefetch */
 extern int coli_prefetch_l2;
+/* "l1" -> 0, "l2" -> 1, anything else (NULL too) -> -1 */
+int coli_prefetch_level_l2(const char *level);
 
 #endif

@@ -407,10 +407,10 @@ int colibri_kernel_time_stream(uint32_t wtype, const void *w, size_t w_bytes, in
         if (!tables[v])
             return coli_fail(COLI_E_UNSUPPORTED, "time_stream: kernel isa '%s' not one this CPU runs",
                              isas[v] ? isas[v] : "NULL");
-        if (!levels[v] || (strcmp(levels[v], "l1") && strcmp(levels[v], "l2")))
+        l2[v] = coli_prefetch_level_l2(levels[v]);
+        if (l2[v] < 0)
             return coli_fail(COLI_E_ARG, "time_stream: prefetch level '%s': expected l1 or l2",
                              levels[v] ? levels[v] : "NULL");
-        l2[v] = levels[v][1] == '2';
     }
     const coli_type_kernels *k = NULL;
     int rc = check_shape(wtype, n_in, n_out, 1, &k);
