@@ -106,8 +106,8 @@ static void build_tables(void) {
     t->q4_K_unpacked = t->type[GGML_TYPE_Q4_K];
     t->q4_K_unpacked.vec_dot = vec_dot_q4_K_q8_K_plain_avx2;
     t->q4_K_unpacked.vec_dot_2w = t->q4_K_unpacked.vec_dot_16w = t->q4_K_unpacked.vec_dot_mm_2w = NULL;
-    t->q4_K_unpacked.vec_dot_mm_16w = NULL;
     set_mm(&t->q4_K_unpacked, vec_dot_q4_K_q8_K_tiled_avx2, 8, 1, QK_K, 1);
+    t->q4_K_unpacked.vec_dot_mm_16w = vec_dot_q4_K_q8_K_tiled_16w_avx2;
     t->q4_K_unpacked.mm_id_min_rows = 8;
     set_mm(&t->type[GGML_TYPE_Q5_K], vec_dot_q5_K_q8_K_tiled_avx2, 8, 1, QK_K, 1);
     t->type[GGML_TYPE_Q5_K].mm_id_min_rows = 8;
@@ -180,6 +180,7 @@ static void build_tables(void) {
     set_mm(&t->type[GGML_TYPE_Q4_K], vec_dot_q4_K_q8_K_mm_avx512, 4, 4, QK_K, 8);
     t->type[GGML_TYPE_Q4_K].vec_dot_16w = vec_dot_q4_K_q8_K_16w_avx512;
     t->type[GGML_TYPE_Q4_K].vec_dot_mm_16w = vec_dot_q4_K_q8_K_mm_16w_avx512;
+    t->q4_K_unpacked.vec_dot_mm_16w = vec_dot_q4_K_q8_K_tiled_16w_avx512; /* n_out % 8: not repacked */
     /* Q5_K: ggml's AVX2 kernel is what the reference runs (the 512-bit one
      * stays as a spare); Q6_K: ggml's AVX2 vec_dot for one row, tiled for batches */
     set_mm(&t->type[GGML_TYPE_Q6_K], vec_dot_q6_K_q8_K_mm_avx512, 8, 1, QK_K, 1);

@@ -918,6 +918,15 @@ INL void q4_K_scales8(const char *base, size_t wst, __m256 *dxp, __m256 *dmxp, _
     *dmxp = dmx;
 }
 
+/* `gemm` of the 8-row Q4_K kernels: 0 the repacked gemv's float steps, 1 its
+ * gemm's, Q4_K_TILED ggml's tiled matmul of weights not repacked (q45_K_nr):
+ * per super-block r = float(isum) * d - dmin * float(imin) (one fnmadd), then
+ * acc = fma(r, dy, acc) -- each lane one row, the same operations in order. */
+#define Q4_K_TILED 2
+INL __m256 q4_K_tiled_res(__m256i itot, __m256i mtot, __m256 dx, __m256 dmx) {
+    return _mm256_fnmadd_ps(dmx, _mm256_cvtepi32_ps(mtot), _mm256_mul_ps(_mm256_cvtepi32_ps(itot), dx));
+}
+
 /* 1..4 activation rows (decode): the 8 rows' words transposed from 128-bit
  * loads (transpose8x4) and used as they come; the same integer sums, the same
  * float steps as q4_K_8w. */
@@ -962,7 +971,7 @@ INL void q4_K_8w_few(int nb, const char *w, size_t wst, const char *a, size_t as
                 const int b0 = y->bsums[4 * g] + y->bsums[4 * g + 1], b1 = y->bsums[4 * g + 2] + y->bsums[4 * g + 3];
                 const __m256i bp = _mm256_set1_epi32((int)((uint32_t)(uint16_t)b0 | (uint32_t)(uint16_t)b1 << 16));
                 const __m256i imin = _mm256_madd_epi16(mn[g], bp);
-                if (gemm) {
+                if (gemm == 1) {
                     const __m256 dy = _mm256_set1_ps(y->d);
                     fa[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dx, dy), fa[r]);
                     fm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin), _mm256_mul_ps(dmx, dy), fm[r]);
@@ -972,7 +981,12 @@ INL void q4_K_8w_few(int nb, const char *w, size_t wst, const char *a, size_t as
                 }
             }
         }
-        if (!gemm)
+        if (gemm == Q4_K_TILED)
+            for (int r = 0; r < nr; r++) {
+                const __m256 dy = _mm256_set1_ps(((const block_q8_K *)(a + (size_t)r * as) + i)->d);
+                fa[r] = _mm256_fmadd_ps(q4_K_tiled_res(itot[r], mtot[r], dx, dmx), dy, fa[r]);
+            }
+        else if (!gemm)
             for (int r = 0; r < nr; r++) {
                 const __m256 dy = _mm256_set1_ps(((const block_q8_K *)(a + (size_t)r * as) + i)->d);
                 fa[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(itot[r]), _mm256_mul_ps(dx, dy), fa[r]);
@@ -1033,7 +1047,7 @@ INL void q4_K_8w(int nb, const char *w, size_t wst, const char *a, size_t as, fl
                     const int b0 = y->bsums[4 * g] + y->bsums[4 * g + 1], b1 = y->bsums[4 * g + 2] + y->bsums[4 * g + 3];
                     const __m256i bp = _mm256_set1_epi32((int)((uint32_t)(uint16_t)b0 | (uint32_t)(uint16_t)b1 << 16));
                     const __m256i imin = _mm256_madd_epi16(mn[g], bp);
-                    if (gemm) {
+                    if (gemm == 1) {
                         fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dd_r, fa);
                         fm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin), dm_r, fm);
                     } else {
@@ -1041,7 +1055,9 @@ INL void q4_K_8w(int nb, const char *w, size_t wst, const char *a, size_t as, fl
                         mtot = _mm256_add_epi32(mtot, imin);
                     }
                 }
-                if (!gemm) {
+                if (gemm == Q4_K_TILED) {
+                    fa = _mm256_fmadd_ps(q4_K_tiled_res(itot, mtot, dx, dmx), dy, fa);
+                } else if (!gemm) {
                     fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(itot), dd_r, fa);
                     fm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mtot), dm_r, fm);
                 }
@@ -1061,6 +1077,12 @@ TGT void vec_dot_q4_K_q8_K_16w_avx2(int n, const void *w, size_t wst, const void
 TGT void vec_dot_q4_K_q8_K_mm_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
                                        size_t ss, int nr) {
     for (int g = 0; g < 16; g += 8) q4_K_8w(n / QK_K, (const char *)w + (size_t)g * wst, wst, a, as, s + g, ss, nr, 1);
+}
+
+TGT void vec_dot_q4_K_q8_K_tiled_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                          size_t ss, int nr) {
+    for (int g = 0; g < 16; g += 8)
+        q4_K_8w(n / QK_K, (const char *)w + (size_t)g * wst, wst, a, as, s + g, ss, nr, Q4_K_TILED);
 }
 
 TGT void vec_dot_q4_K_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {

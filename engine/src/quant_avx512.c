@@ -973,34 +973,43 @@ INL void q4_K_scales16(const char *base, size_t wst, __m512 *dx, __m512 *dmx, __
     }
 }
 
-/* 1..4 activation rows (decode): each transposed word is used as it comes,
- * no nibble table; the same integer sums, the same float steps as q4_K_16w.
- * A 32-byte group's words come from 256-bit loads (transpose16x8); the high
+/* `gemm` of the 16-row Q4_K kernels: 0 the repacked gemv's float steps, 1 its
+ * gemm's, Q4_K_TILED ggml's tiled matmul of weights not repacked
+ * (q45_K_nr in quant_avx2.c): per super-block r = float(isum) * d - dmin *
+ * float(imin) (one fnmadd), acc = fma(r, dy, acc); each lane one row. */
+#define Q4_K_TILED 2
+INL __m512 q4_K_tiled_res16(__m512i itot, __m512i mtot, __m512 dx, __m512 dmx) {
+    return _mm512_fnmadd_ps(dmx, _mm512_cvtepi32_ps(mtot), _mm512_mul_ps(_mm512_cvtepi32_ps(itot), dx));
+}
+
+/* Q4_K, 16 weight rows in lanes, 1..8 activation rows: each transposed word
+ * is used as it comes (no nibble table) by every activation row. A 32-byte group's words come from 256-bit loads (transpose16x8); the high
  * nibbles are dotted in place (byte & 0xF0, 16 x the nibble: the sum is
  * exactly 16 x the nibbles' sum, shifted back once per group), the mins
  * against the bsum pairs in one madd. */
+#define Q4K_FEW_MAX 8 /* activation rows of one pass (lo / hi: 16 zmm accumulators) */
 INL void q4_K_16w_few(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss,
                       const int gemm, const int nr) {
     const __m512i m4 = _mm512_set1_epi8(0xF);
     const int pf_lines = (int)((16 * wst + 63) / 64);
-    __m512 fa[COLI_MAX_NR], fm[COLI_MAX_NR];
+    __m512 fa[Q4K_FEW_MAX], fm[Q4K_FEW_MAX];
     for (int r = 0; r < nr; r++) fa[r] = fm[r] = _mm512_setzero_ps();
     for (int i = 0; i < nb; i++) {
         const char *base = w + (size_t)i * sizeof(block_q4_K);
         for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++)
             COLI_PREFETCH_W(w + 16 * wst + 64 * (size_t)l);
         __m512 dx, dmx;
-        __m512i sc[8], mn[8];
+        __m512i sc[Q4K_FEW_MAX], mn[Q4K_FEW_MAX];
         q4_K_scales16(base, wst, &dx, &dmx, sc, mn);
         __m512i mnp[4]; /* min 2g | min 2g+1 << 16 */
         for (int g = 0; g < 4; g++) mnp[g] = _mm512_or_si512(mn[2 * g], _mm512_slli_epi32(mn[2 * g + 1], 16));
-        __m512i itot[COLI_MAX_NR], mtot[COLI_MAX_NR];
+        __m512i itot[Q4K_FEW_MAX], mtot[Q4K_FEW_MAX];
         for (int r = 0; r < nr; r++) itot[r] = mtot[r] = _mm512_setzero_si512();
         for (int g = 0; g < 4; g++) { /* words 8g..8g+7: sub-blocks 2g (low nibbles), 2g + 1 (high) */
-            __m512i lo[COLI_MAX_NR], hi[COLI_MAX_NR];
+            __m512i lo[Q4K_FEW_MAX], hi[Q4K_FEW_MAX];
             for (int r = 0; r < nr; r++) lo[r] = hi[r] = _mm512_setzero_si512();
             {
-                __m512i q[8];  /* words 8g + j of the 16 rows */
+                __m512i q[Q4K_FEW_MAX];  /* words 8g + j of the 16 rows */
                 transpose16x8(base + offsetof(block_q4_K, qs) + 32 * g, wst, q);
                 for (int j = 0; j < 8; j++) {
                     const __m512i nl = _mm512_and_si512(q[j], m4);
@@ -1022,7 +1031,7 @@ INL void q4_K_16w_few(int nb, const char *w, size_t wst, const char *a, size_t a
                 const int b0 = y->bsums[4 * g] + y->bsums[4 * g + 1], b1 = y->bsums[4 * g + 2] + y->bsums[4 * g + 3];
                 /* min 2g * b0 + min 2g+1 * b1 in one madd (mins < 64, |b| < 4096) */
                 const __m512i imin = _mm512_madd_epi16(mnp[g], _mm512_set1_epi32((int)((uint32_t)(uint16_t)b0 | (uint32_t)(uint16_t)b1 << 16)));
-                if (gemm) {
+                if (gemm == 1) {
                     const __m512 dy = _mm512_set1_ps(y->d);
                     fa[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dx, dy), fa[r]);
                     fm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), _mm512_mul_ps(dmx, dy), fm[r]);
@@ -1032,7 +1041,12 @@ INL void q4_K_16w_few(int nb, const char *w, size_t wst, const char *a, size_t a
                 }
             }
         }
-        if (!gemm)
+        if (gemm == Q4_K_TILED)
+            for (int r = 0; r < nr; r++) {
+                const __m512 dy = _mm512_set1_ps(((const block_q8_K *)(a + (size_t)r * as) + i)->d);
+                fa[r] = _mm512_fmadd_ps(q4_K_tiled_res16(itot[r], mtot[r], dx, dmx), dy, fa[r]);
+            }
+        else if (!gemm)
             for (int r = 0; r < nr; r++) {
                 const __m512 dy = _mm512_set1_ps(((const block_q8_K *)(a + (size_t)r * as) + i)->d);
                 fa[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(itot[r]), _mm512_mul_ps(dx, dy), fa[r]);
@@ -1042,79 +1056,18 @@ INL void q4_K_16w_few(int nb, const char *w, size_t wst, const char *a, size_t a
     for (int r = 0; r < nr; r++) _mm512_storeu_ps(s + (size_t)r * ss, _mm512_sub_ps(fa[r], fm[r]));
 }
 
+/* Batches in groups of 8 activation rows, then 4: each transposed word serves
+ * them all from registers (a table of the tile's nibbles cost 2 loads per
+ * dpbusd and was 10-15% slower on Zen 4). */
 INL void q4_K_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
                   const int gemm) {
     const int nb = n / QK_K;
-    if (nr <= COLI_MAX_NR) {
-        COLI_DISPATCH_NR(nr, q4_K_16w_few, nb, w, wst, a, as, s, ss, gemm);
-        return;
-    }
-    const __m512i m4 = _mm512_set1_epi8(0xF);
-    __m512i nib[2][32];  /* low / high nibbles of word j of the 16 rows' quants */
-    float acc[Q4K_ROWS][2][16];
-    const int pf_lines = (int)((16 * wst + 63) / 64);
-    for (int r0 = 0; r0 < nr; r0 += Q4K_ROWS) {
-        const int rn = nr - r0 < Q4K_ROWS ? nr - r0 : Q4K_ROWS;
-        memset(acc, 0, (size_t)rn * sizeof acc[0]);
-        for (int i = 0; i < nb; i++) {
-            const char *base = w + (size_t)i * sizeof(block_q4_K);
-            if (r0 == 0) /* the next tile, spread over the super-blocks: see q0_half */
-                for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++)
-                    COLI_PREFETCH_W(w + 16 * wst + 64 * (size_t)l);
-            __m512 dx, dmx;
-            __m512i sc[8], mn[8];
-            q4_K_scales16(base, wst, &dx, &dmx, sc, mn);
-            for (int h = 0; h < 2; h++) {
-                __m512i q[16];
-                for (int r = 0; r < 16; r++)
-                    q[r] = _mm512_loadu_si512(base + (size_t)r * wst + offsetof(block_q4_K, qs) + 64 * h);
-                transpose16(q);
-                for (int j = 0; j < 16; j++) {
-                    nib[0][16 * h + j] = _mm512_and_si512(q[j], m4);
-                    nib[1][16 * h + j] = _mm512_and_si512(_mm512_srli_epi16(q[j], 4), m4);
-                }
-            }
-            for (int r = 0; r < rn; r++) {
-                const block_q8_K *y = (const block_q8_K *)(a + (size_t)(r0 + r) * as) + i;
-                const int32_t *q8 = (const int32_t *)y->qs;
-                __m512 fa = _mm512_loadu_ps(acc[r][0]), fm = _mm512_loadu_ps(acc[r][1]);
-                const __m512 dy = _mm512_set1_ps(y->d);
-                const __m512 dd_r = _mm512_mul_ps(dx, dy), dm_r = _mm512_mul_ps(dmx, dy);
-                __m512i itot = _mm512_setzero_si512(), mtot = _mm512_setzero_si512();
-                for (int g = 0; g < 4; g++) {
-                    __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
-                    for (int j = 0; j < 8; j++) {
-                        int32_t ql, qh;
-                        memcpy(&ql, q8 + 16 * g + j, 4);
-                        memcpy(&qh, q8 + 16 * g + 8 + j, 4);
-                        lo = _mm512_dpbusd_epi32(lo, nib[0][8 * g + j], _mm512_set1_epi32(ql));
-                        hi = _mm512_dpbusd_epi32(hi, nib[1][8 * g + j], _mm512_set1_epi32(qh));
-                    }
-                    const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(lo, sc[2 * g]), _mm512_mullo_epi32(hi, sc[2 * g + 1]));
-                    const int b0 = y->bsums[4 * g] + y->bsums[4 * g + 1], b1 = y->bsums[4 * g + 2] + y->bsums[4 * g + 3];
-                    const __m512i imin = _mm512_add_epi32(_mm512_mullo_epi32(mn[2 * g], _mm512_set1_epi32(b0)),
-                                                          _mm512_mullo_epi32(mn[2 * g + 1], _mm512_set1_epi32(b1)));
-                    if (gemm) {
-                        fa = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dd_r, fa);
-                        fm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), dm_r, fm);
-                    } else {
-                        itot = _mm512_add_epi32(itot, isum);
-                        mtot = _mm512_add_epi32(mtot, imin);
-                    }
-                }
-                if (!gemm) {
-                    fa = _mm512_fmadd_ps(_mm512_cvtepi32_ps(itot), dd_r, fa);
-                    fm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mtot), dm_r, fm);
-                }
-                _mm512_storeu_ps(acc[r][0], fa);
-                _mm512_storeu_ps(acc[r][1], fm);
-            }
-        }
-        for (int r = 0; r < rn; r++) {
-            float out[16];
-            _mm512_storeu_ps(out, _mm512_sub_ps(_mm512_loadu_ps(acc[r][0]), _mm512_loadu_ps(acc[r][1])));
-            for (int j = 0; j < 16; j++) s[(size_t)(r0 + r) * ss + j] = out[j];
-        }
+    int r0 = 0;
+    for (; r0 + Q4K_FEW_MAX <= nr; r0 += Q4K_FEW_MAX)
+        q4_K_16w_few(nb, w, wst, a + (size_t)r0 * as, as, s + (size_t)r0 * ss, ss, gemm, Q4K_FEW_MAX);
+    for (; r0 < nr; r0 += COLI_MAX_NR) {
+        const int rn = nr - r0 < COLI_MAX_NR ? nr - r0 : COLI_MAX_NR;
+        COLI_DISPATCH_NR(rn, q4_K_16w_few, nb, w, wst, a + (size_t)r0 * as, as, s + (size_t)r0 * ss, ss, gemm);
     }
 }
 
@@ -1125,6 +1078,10 @@ TGT void vec_dot_q4_K_q8_K_16w_avx512(int n, const void *w, size_t wst, const vo
 TGT void vec_dot_q4_K_q8_K_mm_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
                                          size_t ss, int nr) {
     q4_K_16w(n, w, wst, a, as, s, ss, nr, 1);
+}
+TGT void vec_dot_q4_K_q8_K_tiled_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                            size_t ss, int nr) {
+    q4_K_16w(n, w, wst, a, as, s, ss, nr, Q4_K_TILED);
 }
 
 /* Q5_K (not in the table: ggml's AVX2 arithmetic is used) */

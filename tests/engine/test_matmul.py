@@ -42,7 +42,7 @@ def random_weights(rng, wtype, n_in, n_out):
     (Q8_0, 640, 64), (Q5_0, 640, 64), (Q4_0, 640, 64), (Q4_0, 640, 66),  # Q4_0: repacked / not (n_out % 8)
     (Q8_0, 1024, 80), (Q5_0, 2048, 48), (Q8_0, 96, 37),  # whole and partial 16-block scale runs, 16-row tiles
     (Q4_0, 4608, 18), (Q8_0, 32768, 16), (Q5_0, 33792, 16),  # rows past the decoded-weights, scale-slab, 16-row limits
-    (Q4_K, 1024, 64), (Q6_K, 1024, 64), (Q6_K, 512, 37),
+    (Q4_K, 1024, 64), (Q4_K, 1024, 44), (Q6_K, 1024, 64), (Q6_K, 512, 37),  # Q4_K: repacked / tiled (n_out % 8)
     (Q2_K, 1024, 64), (Q2_K, 2048, 40), (Q2_K, 512, 37), (Q2_K, 768, 12),  # repacked (n_out % 8 == 0) or not
     (Q3_K, 1024, 64), (Q3_K, 512, 37),
 ])
@@ -66,7 +66,7 @@ def assert_bits_equal(ggml, rng, wtype, n_in, n_out):
 
 @pytest.mark.parametrize("wtype,n_in,n_out", [
     (Q8_0, 640, 64), (Q5_0, 640, 64), (Q4_0, 640, 64), (Q4_0, 640, 66), (Q8_0, 96, 37), (Q4_0, 1024, 40),
-    (Q4_K, 1024, 64), (Q4_K, 512, 40), (Q6_K, 1024, 64), (Q6_K, 512, 37),
+    (Q4_K, 1024, 64), (Q4_K, 512, 40), (Q4_K, 512, 36), (Q6_K, 1024, 64), (Q6_K, 512, 37),
     (Q5_0, 16416, 16),  # past the AVX2 batch kernel's 512 blocks
     (Q2_K, 1024, 64), (Q2_K, 512, 37), (Q3_K, 1024, 64), (Q3_K, 512, 37),
 ])
