@@ -580,6 +580,50 @@ INL void decode_iq1_m(const char *b, size_t wst, tile16 *t) {
     }
 }
 
+/* Super-block i of the decoded tile against G activation rows (rows of a,
+ * as apart): each code vector is loaded once for all G (a table read per
+ * dpbusd was load-bound), its activation dword broadcast from memory. The
+ * sums are exact integers; per row acc = fma(float(isum) * d0, dy, acc). */
+INL void tile_rows(const tile16 *t, const char *a, size_t as, int i, const int kind, __m512 *acc, const int G) {
+    __m512i isum[8], raw[8];
+    for (int r = 0; r < G; r++) isum[r] = _mm512_setzero_si512();
+    if (kind == T_IQ1_M) {
+        for (int hf = 0; hf < 16; hf++) { /* sub-blocks of 16: 4 dwords each */
+            for (int r = 0; r < G; r++)
+                raw[r] = _mm512_set1_epi32(-128 * ((const block_q8_K *)(a + (size_t)r * as) + i)->bsums[hf]);
+            for (int k = 0; k < 4; k++) {
+                const __m512i c = t->c[4 * hf + k];
+                for (int r = 0; r < G; r++) {
+                    int32_t yd;
+                    memcpy(&yd, ((const block_q8_K *)(a + (size_t)r * as) + i)->qs + 16 * hf + 4 * k, 4);
+                    raw[r] = _mm512_dpbusd_epi32(raw[r], c, _mm512_set1_epi32(yd));
+                }
+            }
+            for (int r = 0; r < G; r++) isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(raw[r], t->ls[hf]));
+        }
+    } else {
+        for (int ib = 0; ib < 8; ib++) {
+            for (int r = 0; r < G; r++) {
+                const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
+                raw[r] = _mm512_set1_epi32(-128 * (y->bsums[2 * ib] + y->bsums[2 * ib + 1]));
+            }
+            for (int k = 0; k < 8; k++) { /* c[8ib + k]: elements 4k..4k+3 of block ib */
+                const __m512i c = t->c[8 * ib + k];
+                for (int r = 0; r < G; r++) {
+                    int32_t yd;
+                    memcpy(&yd, ((const block_q8_K *)(a + (size_t)r * as) + i)->qs + 32 * ib + 4 * k, 4);
+                    raw[r] = _mm512_dpbusd_epi32(raw[r], c, _mm512_set1_epi32(yd));
+                }
+            }
+            for (int r = 0; r < G; r++) isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(raw[r], t->ls[ib]));
+        }
+    }
+    for (int r = 0; r < G; r++) {
+        const float dy = ((const block_q8_K *)(a + (size_t)r * as) + i)->d;
+        acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(isum[r]), t->d0), _mm512_set1_ps(dy), acc[r]);
+    }
+}
+
 INL void tiled_16w_avx512(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
                           const int kind) {
     const int nb = n / QK_K;
@@ -594,26 +638,10 @@ INL void tiled_16w_avx512(int n, const char *w, size_t wst, const char *a, size_
             if (kind == T_IQ4_XS) decode_iq4_xs(b, wst, &t);
             else if (kind == T_IQ1_S) decode_iq1_s(b, wst, &t);
             else decode_iq1_m(b, wst, &t);
-            for (int r = 0; r < rn; r++) {
-                const block_q8_K *y = (const block_q8_K *)(a + (size_t)(r0 + r) * as) + i;
-                __m512i isum = _mm512_setzero_si512();
-                if (kind == T_IQ1_M) {
-                    for (int hf = 0; hf < 16; hf++) { /* sub-blocks of 16: 4 dwords each */
-                        int32_t yd[4];
-                        memcpy(yd, y->qs + 16 * hf, 16);
-                        __m512i raw = _mm512_set1_epi32(-128 * y->bsums[hf]);
-                        for (int k = 0; k < 4; k++) raw = _mm512_dpbusd_epi32(raw, t.c[4 * hf + k], _mm512_set1_epi32(yd[k]));
-                        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(raw, t.ls[hf]));
-                    }
-                } else {
-                    for (int ib = 0; ib < 8; ib++) {
-                        const __m512i raw = _mm512_sub_epi32(dot32(t.c + 8 * ib, y->qs + 32 * ib),
-                                                             _mm512_set1_epi32(128 * (y->bsums[2 * ib] + y->bsums[2 * ib + 1])));
-                        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(raw, t.ls[ib]));
-                    }
-                }
-                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(isum), t.d0), _mm512_set1_ps(y->d), acc[r]);
-            }
+            int r = 0;
+            for (; r + 8 <= rn; r += 8) tile_rows(&t, a + (size_t)(r0 + r) * as, as, i, kind, acc + r, 8);
+            for (; r + 4 <= rn; r += 4) tile_rows(&t, a + (size_t)(r0 + r) * as, as, i, kind, acc + r, 4);
+            for (; r < rn; r++) tile_rows(&t, a + (size_t)(r0 + r) * as, as, i, kind, acc + r, 1);
         }
         for (int r = 0; r < rn; r++) _mm512_storeu_ps(s + (size_t)(r0 + r) * ss, acc[r]);
     }
