@@ -196,6 +196,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", colibri_last_error());
         return 1;
     }
+    /* BENCH_PREFETCH=l2: weights prefetched into L2, as a load picks on some CPUs (coli --version -v) */
+    if (getenv("BENCH_PREFETCH") && colibri_kernel_set_prefetch(getenv("BENCH_PREFETCH")) != 0) {
+        fprintf(stderr, "%s\n", colibri_last_error());
+        return 1;
+    }
     const int reps = argc > 3 ? atoi(argv[3]) : 9;
     const char *only = getenv("BENCH_TYPE");
     vp backend = G.cpu_init();
