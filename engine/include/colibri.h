@@ -152,6 +152,11 @@ int colibri_kernel_same_bits(uint32_t wtype);
 int colibri_kernel_has_isa(const char *isa);
 int colibri_kernel_set_type_isa(uint32_t wtype, const char *isa);
 const char *colibri_kernel_type_isa(uint32_t wtype);
+/* The same for wtype's decode calls alone (4 activation rows or fewer; a batch
+ * keeps the type's set): its sets decode and prefill at different speeds on
+ * some cores. "auto": the type's own set. set_isa undoes it too. */
+int colibri_kernel_set_type_decode_isa(uint32_t wtype, const char *isa);
+const char *colibri_kernel_type_decode_isa(uint32_t wtype);
 /* *seconds: the fastest of `reps` one-row products (a decode step's matvec) of
  * the n_out weight rows w with the kernels of `isa`, on the calling thread alone
  * (the set in force stays as it is for every other thread). */

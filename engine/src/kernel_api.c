@@ -19,6 +19,10 @@ int colibri_kernel_has_isa(const char *isa) { return coli_kernels_table(isa) != 
 
 int colibri_kernel_set_type_isa(uint32_t wtype, const char *isa) { return coli_kernels_select_type(wtype, isa); }
 
+int colibri_kernel_set_type_decode_isa(uint32_t wtype, const char *isa) {
+    return coli_kernels_select_type_decode(wtype, isa);
+}
+
 /* prefetch.h's level (read by the x86 kernels; defined on every target) */
 int coli_prefetch_l2;
 
@@ -37,6 +41,10 @@ const char *colibri_kernel_prefetch(void) { return coli_prefetch_l2 ? "l2" : "l1
 
 const char *colibri_kernel_type_isa(uint32_t wtype) {
     return wtype < GGML_TYPE_COUNT && ggml_type_get(wtype) ? coli_kernels_type_isa(wtype) : NULL;
+}
+
+const char *colibri_kernel_type_decode_isa(uint32_t wtype) {
+    return wtype < GGML_TYPE_COUNT && ggml_type_get(wtype) ? coli_kernels_type_decode_isa(wtype) : NULL;
 }
 
 /* Checks type, n (> 0, block multiple, <= INT32_MAX for dots) and buffer size. */

@@ -62,6 +62,7 @@ static _Atomic(const coli_kernel_table *) g_current;
 /* Set at load (colibri_kernel_set_type_isa), not while engines run a forward */
 static const coli_kernel_table *g_base;                         /* the ISA chosen or forced */
 static const coli_kernel_table *g_type_src[GGML_TYPE_COUNT];   /* per type: another table's kernels, or NULL */
+static const coli_kernel_table *g_type_decode_src[GGML_TYPE_COUNT]; /* per type: its decode calls' table, or NULL */
 static pthread_mutex_t g_select_lock = PTHREAD_MUTEX_INITIALIZER; /* two models loading at once */
 static atomic_flag g_building = ATOMIC_FLAG_INIT;
 static atomic_int g_built;
@@ -280,6 +281,7 @@ int coli_kernels_select(const char *isa) {
     pthread_mutex_lock(&g_select_lock);
     g_base = t;
     memset(g_type_src, 0, sizeof g_type_src); /* a forced ISA is that ISA's for every type */
+    memset(g_type_decode_src, 0, sizeof g_type_decode_src);
     atomic_store_explicit(&g_current, t, memory_order_release);
     pthread_mutex_unlock(&g_select_lock);
     return COLI_OK;
@@ -323,16 +325,27 @@ static void copy_type(coli_kernel_table *dst, const coli_kernel_table *src, uint
     if (wtype == GGML_TYPE_Q4_0) dst->q4_0_plain = src->q4_0_plain;
 }
 
-static int select_type(uint32_t wtype, const char *isa);
+static int select_type(uint32_t wtype, const char *isa, bool decode);
 
 int coli_kernels_select_type(uint32_t wtype, const char *isa) {
     pthread_mutex_lock(&g_select_lock);
-    const int rc = select_type(wtype, isa);
+    const int rc = select_type(wtype, isa, false);
     pthread_mutex_unlock(&g_select_lock);
     return rc;
 }
 
-static int select_type(uint32_t wtype, const char *isa) {
+int coli_kernels_select_type_decode(uint32_t wtype, const char *isa) {
+    pthread_mutex_lock(&g_select_lock);
+    const int rc = select_type(wtype, isa, true);
+    pthread_mutex_unlock(&g_select_lock);
+    return rc;
+}
+
+static const coli_kernel_table *type_table(const coli_kernel_table *base, int i) {
+    return g_type_src[i] ? g_type_src[i] : base;
+}
+
+static int select_type(uint32_t wtype, const char *isa, bool decode) {
     if (wtype >= GGML_TYPE_COUNT || !ggml_type_get(wtype)) return coli_fail(COLI_E_ARG, "kernel type %u: unknown", wtype);
     if (!isa) return coli_fail(COLI_E_ARG, "kernel isa: NULL");
     const coli_kernel_table *base = g_base ? g_base : table_for("auto");
@@ -349,9 +362,15 @@ static int select_type(uint32_t wtype, const char *isa) {
         return coli_fail(COLI_E_UNSUPPORTED, "kernel isa '%s' for %s: its kernels there give other bits", isa,
                          ggml_type_get(wtype)->name);
     g_base = base;
-    g_type_src[wtype] = src == base ? NULL : src;
+    if (decode)
+        g_type_decode_src[wtype] = src;
+    else
+        g_type_src[wtype] = src == base ? NULL : src;
     bool mixed = false;
-    for (int i = 0; i < GGML_TYPE_COUNT; i++) mixed |= g_type_src[i] != NULL;
+    for (int i = 0; i < GGML_TYPE_COUNT; i++) {
+        if (g_type_decode_src[i] == type_table(base, i)) g_type_decode_src[i] = NULL; /* no split */
+        mixed |= g_type_src[i] || g_type_decode_src[i];
+    }
     if (!mixed) {
         atomic_store_explicit(&g_current, base, memory_order_release);
         return COLI_OK;
@@ -362,11 +381,16 @@ static int select_type(uint32_t wtype, const char *isa) {
     size_t len = (size_t)snprintf(m->name, sizeof m->name, "%s", base->name);
     const char *sep = " (";
     for (int i = 0; i < GGML_TYPE_COUNT; i++) {
-        if (!g_type_src[i]) continue;
-        copy_type(&m->t, g_type_src[i], (uint32_t)i);
+        if (!g_type_src[i] && !g_type_decode_src[i]) continue;
+        if (g_type_src[i]) copy_type(&m->t, g_type_src[i], (uint32_t)i);
+        m->t.decode[i] = g_type_decode_src[i];
         if (len < sizeof m->name)
-            len += (size_t)snprintf(m->name + len, sizeof m->name - len, "%s%s: %s", sep, ggml_type_get((uint32_t)i)->name,
-                                    g_type_src[i]->name);
+            len += (size_t)snprintf(m->name + len, sizeof m->name - len, "%s%s: %s%s%s", sep,
+                                    ggml_type_get((uint32_t)i)->name, g_type_src[i] ? g_type_src[i]->name : "",
+                                    g_type_src[i] && g_type_decode_src[i] ? " " : "",
+                                    g_type_decode_src[i] ? "decode " : "");
+        if (g_type_decode_src[i] && len < sizeof m->name)
+            len += (size_t)snprintf(m->name + len, sizeof m->name - len, "%s", g_type_decode_src[i]->name);
         sep = ", ";
     }
     if (len < sizeof m->name) snprintf(m->name + len, sizeof m->name - len, ")");
@@ -381,4 +405,10 @@ const char *coli_kernels_type_isa(uint32_t wtype) {
     if (wtype >= GGML_TYPE_COUNT) return NULL;
     if (g_type_src[wtype]) return g_type_src[wtype]->name;
     return (g_base ? g_base : coli_kernels())->name;
+}
+
+const char *coli_kernels_type_decode_isa(uint32_t wtype) {
+    if (wtype >= GGML_TYPE_COUNT) return NULL;
+    if (g_type_decode_src[wtype]) return g_type_decode_src[wtype]->name;
+    return coli_kernels_type_isa(wtype);
 }

@@ -46,9 +46,13 @@ static inline int64_t coli_mm_rows(const coli_type_kernels *k, int64_t n_in, int
     return n_rows - n_rows % k->mm_group;
 }
 
-typedef struct {
+typedef struct coli_kernel_table {
     const char *name;  /* "scalar" | "avx2" | "avxvnni" | "avx512" */
     coli_type_kernels type[GGML_TYPE_COUNT];
+    /* per type, NULL or the table whose kernels take its decode calls (at most
+     * COLI_DECODE_ROWS rows; a mixed table only): each table gives a same-bits
+     * type ggml's bits for every call, so the choice may go call by call */
+    const struct coli_kernel_table *decode[GGML_TYPE_COUNT];
     /* Q4_K weights llama.cpp does not repack (n_out not a multiple of the
      * repacked layout's 8 rows): ggml's plain vec_dot, its tiled matmul for 8+ rows */
     coli_type_kernels q4_K_unpacked;
@@ -87,9 +91,15 @@ void coli_kernels_fill_iq14(coli_kernel_table *t, int isa);    /* quant_iq14.c: 
 /* The table in force (chosen from the CPU on first use). Never NULL. */
 const coli_kernel_table *coli_kernels(void);
 
-/* The kernels for a weight of `type` with n_out rows (wtype < GGML_TYPE_COUNT):
- * its type's, but for a weight of a repacked type that llama.cpp would not repack. */
-static inline const coli_type_kernels *coli_weight_kernels(const coli_kernel_table *t, uint32_t wtype, int64_t n_out) {
+/* A call of at most this many activation rows is a decode step's (kernel_choice times those) */
+#define COLI_DECODE_ROWS COLI_MAX_NR
+
+/* The kernels for a call with n_rows activation rows on a weight of `type`
+ * with n_out rows (wtype < GGML_TYPE_COUNT): its type's (its decode table's for
+ * a decode call), but for a weight of a repacked type that llama.cpp would not repack. */
+static inline const coli_type_kernels *coli_weight_kernels(const coli_kernel_table *t, uint32_t wtype, int64_t n_out,
+                                                           int64_t n_rows) {
+    if (n_rows <= COLI_DECODE_ROWS && t->decode[wtype]) t = t->decode[wtype];
     const coli_type_kernels *k = &t->type[wtype];
     if (wtype == GGML_TYPE_Q4_K && t->q4_K_unpacked.vec_dot && n_out % k->mm_out_mult) return &t->q4_K_unpacked;
     if (t->unpacked[wtype].vec_dot && n_out % k->mm_out_mult) return &t->unpacked[wtype];
@@ -115,6 +125,10 @@ int coli_kernels_select(const char *isa);
 bool coli_kernels_same_bits(uint32_t wtype);
 int coli_kernels_select_type(uint32_t wtype, const char *isa);
 const char *coli_kernels_type_isa(uint32_t wtype);
+/* The same for the decode calls of wtype alone (COLI_DECODE_ROWS rows or fewer;
+ * "auto": the type's own set), and the set they run with now. */
+int coli_kernels_select_type_decode(uint32_t wtype, const char *isa);
+const char *coli_kernels_type_decode_isa(uint32_t wtype);
 /* A table by ISA name (NULL: unknown or not runnable here), and the calling
  * thread's override of coli_kernels() (NULL: none), for timing one set. */
 const coli_kernel_table *coli_kernels_table(const char *isa);

@@ -135,7 +135,7 @@ size_t coli_matmul_scratch_size(uint32_t wtype, int64_t n_in, int64_t n_rows) {
 static int check_shape(uint32_t wtype, int64_t n_in, int64_t n_out, int64_t n_rows, const coli_type_kernels **out) {
     if (wtype >= GGML_TYPE_COUNT || !coli_kernels()->type[wtype].vec_dot)
         return coli_fail(COLI_E_UNSUPPORTED, "matmul: no kernels for weight type %u", wtype);
-    const coli_type_kernels *k = *out ? *out : coli_weight_kernels(coli_kernels(), wtype, n_out);
+    const coli_type_kernels *k = *out ? *out : coli_weight_kernels(coli_kernels(), wtype, n_out, n_rows);
     if (n_in <= 0 || n_in > INT32_MAX || n_out < 0 || n_rows < 0)
         return coli_fail(COLI_E_ARG, "matmul: bad shape n_in=%lld n_out=%lld n_rows=%lld", (long long)n_in,
                          (long long)n_out, (long long)n_rows);

@@ -222,6 +222,17 @@ def set_kernel_type_isa(type_name: str, isa: str) -> None:
         raise last_error()
 
 
+def kernel_type_decode_isa(type_name: str) -> str | None:
+    p = lib.colibri_kernel_type_decode_isa(GGML_TYPE_IDS.get(type_name, 1 << 30))
+    return None if p == ffi.NULL else ffi.string(p).decode()
+
+
+def set_kernel_type_decode_isa(type_name: str, isa: str) -> None:
+    """This type's decode calls (4 rows or fewer) take `isa`'s kernels; its batches keep its set."""
+    if lib.colibri_kernel_set_type_decode_isa(GGML_TYPE_IDS[type_name], isa.encode()) != 0:
+        raise last_error()
+
+
 class Engine:
     """One model opened by the engine. vocab_only=True loads metadata and tokenizer only."""
 

@@ -8,7 +8,9 @@ prefetches, Intel's cores do not. At model load, each such type the model holds
 routed expert where it has experts: decode's bulk), copied past the caches so
 that it streams from memory as decode reads it, with every set this CPU runs at
 each prefetch level (engine/src/prefetch.h). The level (one per process) and
-each type's set that make the model's weights quickest are kept. Timings are
+the set each type decodes with that make the model's weights quickest are kept;
+batches (prefill) keep the widest set, whose batch kernels are the fastest (a
+call's set may change with its row count: each set gives the same bits). Timings are
 cached per CPU model and engine build in cache_dir()/kernels.json, so a later
 load measures nothing; `coli --version -v` shows them.
 
@@ -38,8 +40,7 @@ SETS = ("avx2", "avxvnni", "avx512")  # the SIMD sets a choice is made between
 LEVELS = ("l1", "l2")  # where the kernels prefetch weights (engine/src/prefetch.h), the default first
 MAX_ROWS = 1024  # rows of a sample: an expert's, or a slice of a big matrix
 ROUNDS = 4  # passes over the streamed copies per variant, alternating; the fastest kept
-MARGIN = 0.03  # the other prefetch level must beat the default by this much: noise does not flip a choice
-SET_MARGIN = 0.10  # another set must decode this much faster: it may prefill slower (batches are not timed)
+MARGIN = 0.03  # another prefetch level or set must beat the default by this much: noise does not flip a choice
 MIN_SHARE = 0.02  # types under this share of the file's weights are not timed (the default set stays)
 
 _lock = threading.Lock()
@@ -140,23 +141,24 @@ def measure(path: str | os.PathLike[str], sample: tuple[str, int, int, int], set
 
 
 def pick(timings: dict[str, dict[str, float]], weights: dict[str, float], sets: list[str]) -> tuple[str, dict[str, str]]:
-    """The prefetch level (one for the process) and each type's set, from timings[type] = {"isa/level":
-    µs} of decode: the level that makes the default set (the first, the widest: its batch kernels
-    are the fastest prefill) quickest over the types weighted by their share of the weights, then
-    per type another set where it decodes SET_MARGIN faster at that level. The defaults ("l1", the
-    first set) stay unless beaten by a margin: noise does not flip a choice."""
+    """The prefetch level (one for the process) and the set each type decodes with, from
+    timings[type] = {"isa/level": µs} of decode. At a level, a type decodes with the set fastest
+    there if it beats the default (the first, the widest, whose batch kernels every type keeps:
+    they prefill fastest) by MARGIN; the level is the one where the types so chosen cost least,
+    weighted by their share of the weights. The defaults ("l1", the first set) stay unless beaten
+    by a margin: noise does not flip a choice."""
+    def best(us: dict[str, float], level: str) -> str:
+        fastest = min(sets, key=lambda isa: us[f"{isa}/{level}"])
+        return fastest if us[f"{fastest}/{level}"] < us[f"{sets[0]}/{level}"] * (1 - MARGIN) else sets[0]
+
     def cost(level: str) -> float:
-        return sum(weights[t] * us[f"{sets[0]}/{level}"] for t, us in timings.items())
+        return sum(weights[t] * us[f"{best(us, level)}/{level}"] for t, us in timings.items())
 
     level = LEVELS[0]
     for other in LEVELS[1:]:
         if timings and cost(other) < cost(level) * (1 - MARGIN):
             level = other
-    isas = {}
-    for t, us in timings.items():
-        fastest = min(sets, key=lambda isa: us[f"{isa}/{level}"])
-        isas[t] = fastest if us[f"{fastest}/{level}"] < us[f"{sets[0]}/{level}"] * (1 - SET_MARGIN) else sets[0]
-    return level, isas
+    return level, {t: best(us, level) for t, us in timings.items()}
 
 
 def choose(path: str | os.PathLike[str]) -> str:
@@ -209,7 +211,7 @@ def _choose(path: str | os.PathLike[str], sets: list[str]) -> str:
     engine.set_kernel_prefetch(level)
     for type_name, isa in isas.items():
         try:
-            engine.set_kernel_type_isa(type_name, isa)
+            engine.set_kernel_type_decode_isa(type_name, isa)
         except engine.EngineError as exc:  # a set this (virtual) CPU no longer runs: the default stays
             log.info("kernels for %s stay %s: %s", type_name, sets[0], exc)
     if measured:

@@ -76,6 +76,26 @@ def test_a_type_takes_another_sets_kernels_and_set_isa_undoes_it():
     assert engine.kernel_isa() == default
 
 
+def test_a_types_decode_calls_take_another_set_and_its_batches_keep_its_own():
+    default = engine.kernel_isa()
+    other = next(isa for isa in SIMD if isa != default)
+    engine.set_kernel_type_decode_isa("Q4_K", other)
+    assert engine.kernel_isa() == f"{default} (Q4_K: decode {other})"
+    assert engine.kernel_type_isa("Q4_K") == default and engine.kernel_type_decode_isa("Q4_K") == other
+    assert engine.kernel_type_decode_isa("Q8_0") == default
+    engine.set_kernel_type_isa("Q4_K", other)  # the whole type on the other set: no split left
+    assert engine.kernel_isa() == f"{default} (Q4_K: {other})"
+    engine.set_kernel_type_decode_isa("Q4_K", default)
+    assert engine.kernel_isa() == f"{default} (Q4_K: {other} decode {default})"
+    engine.set_kernel_type_decode_isa("Q4_K", "auto")
+    assert engine.kernel_type_decode_isa("Q4_K") == other
+    engine.set_kernel_type_decode_isa("Q8_0", other)
+    engine.set_kernel_isa("auto")
+    assert engine.kernel_isa() == default and engine.kernel_type_decode_isa("Q8_0") == default
+    with pytest.raises(engine.EngineError, match="other bits"):
+        engine.set_kernel_type_decode_isa("Q2_K", other)
+
+
 @pytest.mark.parametrize("type_name,isa,error", [
     ("F32", "avx2", "other bits"), ("Q2_K", "avx2", "other bits"), ("Q4_0", "scalar", "scalar set"),
     ("Q4_0", "neon", "not one this CPU runs"),
@@ -112,14 +132,18 @@ def test_a_model_gives_the_same_logits_whichever_set_runs_its_types(tmp_path):
     path = write_tiny(tmp_path / "moe.gguf", family="qwen3moe", quant=2, tied=False, seed=3)
     tokens = [int(t) for t in np.random.default_rng(1).integers(0, 256, 40)]
     runs = []
-    for isa in SIMD:
+    # each set for the whole type, then each other set for its decode calls alone (a prefill's
+    # experts with few rows among them: both sets within one forward pass)
+    choices = [(isa, "auto") for isa in SIMD] + [("auto", isa) for isa in SIMD[1:]]
+    for isa, decode_isa in choices:
         engine.set_kernel_isa("auto")
         engine.set_kernel_type_isa("Q4_0", isa)
+        engine.set_kernel_type_decode_isa("Q4_0", decode_isa)
         with Engine(path, n_ctx=64, n_threads=2, n_batch=16) as e:
             prefill = np.frombuffer(e.eval(tokens[:32], 0, logits="all"), np.float32).copy()
             decode = [np.frombuffer(e.eval([t], 32 + i, logits="last"), np.float32).copy()
                       for i, t in enumerate(tokens[32:])]
-        runs.append((isa, prefill, np.stack(decode)))
+        runs.append((f"{isa}/{decode_isa}", prefill, np.stack(decode)))
     for isa, prefill, decode in runs[1:]:
         assert np.array_equal(prefill, runs[0][1]), isa
         assert np.array_equal(decode, runs[0][2]), isa

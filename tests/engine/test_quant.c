@@ -435,7 +435,7 @@ static void test_matmul(const char *isa) {
         float v;
         colibri_kernel_vec_dot(wt, n_in, w + 5 * wrow, wrow, x + 3 * n_in, &v);
         /* the hook dots with the type's kernels; a weight llama.cpp would not repack (n_out % 8) has others */
-        if (coli_weight_kernels(coli_kernels(), wt, n_out) == &coli_kernels()->type[wt])
+        if (coli_weight_kernels(coli_kernels(), wt, n_out, 1) == &coli_kernels()->type[wt])
             CHECK(memcmp(&v, &y1[3 * n_out + 5], 4) == 0, "%s matmul %s != vec_dot (%g vs %g)", isa, tname(wt),
                   y1[3 * n_out + 5], v);
         free(w);
