@@ -351,6 +351,9 @@ def test_model_must_match_and_models_list(served):
         one = await c.get(f"/v1/models/{MODEL}")
         missing = await c.get("/v1/models/gpt-4o")
         unknown = await c.post("/v1/embeddings", json={})
+        nameless = await c.post("/v1/completions", json={"prompt": "Hi", "max_tokens": 1})
+        assert nameless.status == 404
+        assert (await nameless.json())["error"]["message"] == f"the request names no model; this server serves {MODEL!r}"
         return (wrong.status, (await wrong.json())["error"]["code"], listing, await one.json(), missing.status,
                 (await missing.json())["error"]["code"], unknown.status, (await unknown.json())["error"]["code"])
 

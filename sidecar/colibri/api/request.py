@@ -42,8 +42,8 @@ async def read_request(request: web.Request) -> dict:
         raise ApiError(404, "model_not_found", f"the model {model!r} does not exist; the upstreams serve "
                                                f"{', '.join(map(repr, names)) or 'nothing yet'}", param="model")
     if model != served.model_id:
-        raise ApiError(404, "model_not_found", f"the model {model!r} does not exist; this server serves "
-                                               f"{served.model_id!r}", param="model")
+        asked = "the request names no model" if model is None else f"the model {model!r} does not exist"
+        raise ApiError(404, "model_not_found", f"{asked}; this server serves {served.model_id!r}", param="model")
     return body
 
 
