@@ -14,7 +14,7 @@
  * round times both, one after the other (the machine is shared: rounds
  * interleave); reported: the median time per call of each side over the
  * rounds, and ggml / ours (> 1: ours is faster). Thread CPU time.
- * BENCH_TYPES=Q2_K,TQ1_0 picks types; BENCH_SHAPE=n_in,n_out,rows one shape;
+ * BENCH_TYPES=Q2_K,TQ1_0 picks types (Q5_K, Q6_K: only when named); BENCH_SHAPE=n_in,n_out,rows one shape;
  * BENCH_ATTN=1 adds the attention shapes (2048 -> 2048 / 512 / 4096) and the
  * row counts 2 and 4; BENCH_ROWS=1,2,4 picks the row counts. */
 #define _POSIX_C_SOURCE 200809L
@@ -154,7 +154,8 @@ static void fill(uint32_t t, void *w, size_t bytes) {
     switch (t) {
     case GGML_TYPE_Q2_K: off[0] = 80; off[1] = 82; break;
     case GGML_TYPE_Q3_K: off[0] = 108; break;
-    case GGML_TYPE_Q4_K: off[0] = 0; off[1] = 2; break;
+    case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: off[0] = 0; off[1] = 2; break;
+    case GGML_TYPE_Q6_K: off[0] = 208; break;
     case GGML_TYPE_TQ1_0: off[0] = 52; break;
     case GGML_TYPE_TQ2_0: off[0] = 64; break;
     default: break;
@@ -229,7 +230,9 @@ int main(int argc, char **argv) {
     if (rounds > MAX_ROUNDS) rounds = MAX_ROUNDS;
     const char *only = getenv("BENCH_TYPES"); /* e.g. "Q2_K,TQ1_0" */
     printf("isa %s, cpu: %s\n", colibri_kernel_isa(), colibri_cpu_features());
-    const uint32_t types[] = {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0};
+    /* Q5_K and Q6_K (kernels older than this bench's issue) only when BENCH_TYPES names them */
+    const uint32_t types[] = {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0,
+                              GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
     int64_t shapes[8][2] = {{2048, 768}, {768, 2048}, {2048, 764}, {2048, 2048}, {2048, 512}, {2048, 4096}};
     int64_t rows[16] = {1, 8, 16, 32};
     size_t n_shapes = 3, n_rows = 4;
@@ -259,7 +262,9 @@ int main(int argc, char **argv) {
         n_shapes = n_rows = 1;
     }
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-        if (only && !strstr(only, ggml_type_get(types[ti])->name)) continue;
+        if (only ? !strstr(only, ggml_type_get(types[ti])->name)
+                 : types[ti] == GGML_TYPE_Q5_K || types[ti] == GGML_TYPE_Q6_K)
+            continue;
         for (size_t si = 0; si < n_shapes; si++) {
             if (si == 2 && types[ti] != GGML_TYPE_Q2_K && types[ti] != GGML_TYPE_Q4_K)
                 continue; /* not repacked (n_out % 8 != 0) */

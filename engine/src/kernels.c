@@ -182,6 +182,7 @@ static void build_tables(void) {
     t->type[GGML_TYPE_Q4_K].vec_dot_16w = vec_dot_q4_K_q8_K_16w_avx512;
     t->type[GGML_TYPE_Q4_K].vec_dot_mm_16w = vec_dot_q4_K_q8_K_mm_16w_avx512;
     t->q4_K_unpacked.vec_dot_mm_16w = vec_dot_q4_K_q8_K_tiled_16w_avx512; /* n_out % 8: not repacked */
+    t->type[GGML_TYPE_Q5_K].vec_dot_mm_16w = vec_dot_q5_K_q8_K_tiled_16w_avx512;
     /* Q5_K: ggml's AVX2 kernel is what the reference runs (the 512-bit one
      * stays as a spare); Q6_K: ggml's AVX2 vec_dot for one row, tiled for batches */
     set_mm(&t->type[GGML_TYPE_Q6_K], vec_dot_q6_K_q8_K_mm_avx512, 8, 1, QK_K, 1);

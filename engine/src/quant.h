@@ -369,6 +369,7 @@ COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_mm_avx512);  /* repacked q4_K_8x8 gemm */
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_K_q8_K_16w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_K_q8_K_mm_16w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_K_q8_K_tiled_16w_avx512); /* ggml's tiled matmul, not repacked */
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q5_K_q8_K_tiled_16w_avx512); /* ggml's tiled matmul (8+ rows) */
 COLI_DECLARE_VEC_DOT(vec_dot_q5_K_q8_K_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_q6_K_q8_K_mm_avx512);  /* tiled K-quant matmul */
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q6_K_q8_K_mm_16w_avx512);

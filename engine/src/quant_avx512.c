@@ -1083,6 +1083,94 @@ TGT void vec_dot_q4_K_q8_K_tiled_16w_avx512(int n, const void *w, size_t wst, co
                                             size_t ss, int nr) {
     q4_K_16w(n, w, wst, a, as, s, ss, nr, Q4_K_TILED);
 }
+/* Q5_K, ggml's tiled matmul (8+ rows; Q5_K is never repacked), 16 weight rows
+ * in lanes: each super-block of the 16 rows is decoded once per pass into a
+ * table of 5-bit codes (the fifth bit of element l of sub-block 2g / 2g + 1 is
+ * bit 2g / 2g + 1 of qh[l]), then dotted with the pass's activation rows 8 at
+ * a time, each code vector loaded once for the 8. The same exact integer sums
+ * and float steps (q4_K_tiled_res16) as q45_K_nr in quant_avx2.c. */
+typedef struct {
+    __m512i c[64]; /* c[16g + j]: words j of sub-block 2g's codes, c[16g + 8 + j]: of 2g + 1's */
+    __m512i sc[8], mnp[4];
+    __m512 dx, dmx;
+} q5_K_tile;
+
+INL void q5_K_decode16(const char *base, size_t wst, q5_K_tile *t) {
+    const __m512i m4 = _mm512_set1_epi8(0xF), m1 = _mm512_set1_epi8(1);
+    __m512i mn[8], qhw[8];
+    q4_K_scales16(base, wst, &t->dx, &t->dmx, t->sc, mn); /* the same d, dmin, scales[12] head as Q4_K */
+    for (int g = 0; g < 4; g++) t->mnp[g] = _mm512_or_si512(mn[2 * g], _mm512_slli_epi32(mn[2 * g + 1], 16));
+    transpose16x8(base + offsetof(block_q5_K, qh), wst, qhw);
+    for (int g = 0; g < 4; g++) {
+        __m512i q[8];
+        transpose16x8(base + offsetof(block_q5_K, qs) + 32 * g, wst, q);
+        for (int j = 0; j < 8; j++) {
+            const __m512i bl = _mm512_and_si512(_mm512_srli_epi32(qhw[j], 2 * g), m1);
+            const __m512i bh = _mm512_and_si512(_mm512_srli_epi32(qhw[j], 2 * g + 1), m1);
+            t->c[16 * g + j] = _mm512_or_si512(_mm512_and_si512(q[j], m4), _mm512_slli_epi32(bl, 4));
+            t->c[16 * g + 8 + j] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(q[j], 4), m4), _mm512_slli_epi32(bh, 4));
+        }
+    }
+}
+
+/* super-block i of the tile against G activation rows; acc[r] += r's tiled result */
+INL void q5_K_tile_rows(const q5_K_tile *t, const char *a, size_t as, int i, __m512 *acc, const int G) {
+    __m512i itot[8];
+    for (int r = 0; r < G; r++) itot[r] = _mm512_setzero_si512();
+    for (int g = 0; g < 4; g++) {
+        __m512i lo[8], hi[8];
+        for (int r = 0; r < G; r++) lo[r] = hi[r] = _mm512_setzero_si512();
+        for (int j = 0; j < 8; j++) {
+            const __m512i cl = t->c[16 * g + j], ch = t->c[16 * g + 8 + j];
+            for (int r = 0; r < G; r++) {
+                const int32_t *q8 = (const int32_t *)((const block_q8_K *)(a + (size_t)r * as) + i)->qs;
+                int32_t ql, qh;
+                memcpy(&ql, q8 + 16 * g + j, 4);
+                memcpy(&qh, q8 + 16 * g + 8 + j, 4);
+                lo[r] = _mm512_dpbusd_epi32(lo[r], cl, _mm512_set1_epi32(ql));
+                hi[r] = _mm512_dpbusd_epi32(hi[r], ch, _mm512_set1_epi32(qh));
+            }
+        }
+        for (int r = 0; r < G; r++)
+            itot[r] = _mm512_add_epi32(itot[r], _mm512_add_epi32(_mm512_mullo_epi32(lo[r], t->sc[2 * g]),
+                                                                 _mm512_mullo_epi32(hi[r], t->sc[2 * g + 1])));
+    }
+    for (int r = 0; r < G; r++) {
+        const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
+        __m512i mtot = _mm512_setzero_si512();
+        for (int g = 0; g < 4; g++) { /* min 2g * b0 + min 2g+1 * b1 in one madd (mins < 64, |b| < 4096) */
+            const int b0 = y->bsums[4 * g] + y->bsums[4 * g + 1], b1 = y->bsums[4 * g + 2] + y->bsums[4 * g + 3];
+            mtot = _mm512_add_epi32(mtot, _mm512_madd_epi16(t->mnp[g], _mm512_set1_epi32((int)((uint32_t)(uint16_t)b0 | (uint32_t)(uint16_t)b1 << 16))));
+        }
+        acc[r] = _mm512_fmadd_ps(q4_K_tiled_res16(itot[r], mtot, t->dx, t->dmx), _mm512_set1_ps(y->d), acc[r]);
+    }
+}
+
+TGT void vec_dot_q5_K_q8_K_tiled_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                            size_t ss, int nr) {
+    const int nb = n / QK_K;
+    const int pf_lines = (int)((16 * wst + 63) / 64);
+    __m512 acc[Q4K_ROWS];
+    q5_K_tile t;
+    for (int r0 = 0; r0 < nr; r0 += Q4K_ROWS) {
+        const int rn = nr - r0 < Q4K_ROWS ? nr - r0 : Q4K_ROWS;
+        const char *ar = (const char *)a + (size_t)r0 * as;
+        for (int r = 0; r < rn; r++) acc[r] = _mm512_setzero_ps();
+        for (int i = 0; i < nb; i++) {
+            const char *base = (const char *)w + (size_t)i * sizeof(block_q5_K);
+            if (r0 == 0) /* the next tile, spread over the super-blocks */
+                for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++)
+                    COLI_PREFETCH_W((const char *)w + 16 * wst + 64 * (size_t)l);
+            q5_K_decode16(base, wst, &t);
+            int r = 0;
+            for (; r + 8 <= rn; r += 8) q5_K_tile_rows(&t, ar + (size_t)r * as, as, i, acc + r, 8);
+            for (; r + 4 <= rn; r += 4) q5_K_tile_rows(&t, ar + (size_t)r * as, as, i, acc + r, 4);
+            for (; r < rn; r++) q5_K_tile_rows(&t, ar + (size_t)r * as, as, i, acc + r, 1);
+        }
+        for (int r = 0; r < rn; r++) _mm512_storeu_ps(s + (size_t)(r0 + r) * ss, acc[r]);
+    }
+}
+
 
 /* Q5_K (not in the table: ggml's AVX2 arithmetic is used) */
 INL void q45_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int five, const int nr) {
