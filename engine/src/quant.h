@@ -306,6 +306,7 @@ COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_mm_avx2); /* repacked q4_K_8x8 gemm */
 COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_plain_avx2); /* ggml_vec_dot_q4_K_q8_K (not repacked) */
 COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_tiled_avx2); /* ggml's tiled matmul, Q4_K not repacked, 8+ rows */
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_K_q8_K_tiled_16w_avx2); /* the same, 16 weight rows, 8 per ymm */
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q5_K_q8_K_tiled_16w_avx2); /* ggml's tiled matmul, 16 weight rows, 8 per ymm */
 COLI_DECLARE_VEC_DOT(vec_dot_q5_K_q8_K_tiled_avx2); /* ggml's tiled matmul, 8+ rows */
 COLI_DECLARE_VEC_DOT(vec_dot_q6_K_q8_K_mm_avx2); /* tiled K-quant matmul */
 /* Q2_K / Q3_K (quant_avx2.c "Q2_K / Q3_K"): ggml's tiled matmul (8+ rows, weights as

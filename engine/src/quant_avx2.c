@@ -1085,6 +1085,103 @@ TGT void vec_dot_q4_K_q8_K_tiled_16w_avx2(int n, const void *w, size_t wst, cons
         q4_K_8w(n / QK_K, (const char *)w + (size_t)g * wst, wst, a, as, s + g, ss, nr, Q4_K_TILED);
 }
 
+/* Q5_K, ggml's tiled matmul (8+ rows; Q5_K is never repacked) for 8 weight
+ * rows in lanes: each super-block of the 8 rows decoded once per pass to 5-bit
+ * codes (the fifth bit of element l of sub-block 2g / 2g + 1 is bit 2g / 2g + 1
+ * of qh[l]), then dotted with 4 activation rows per code load. maddubs of
+ * codes < 32 by Q8_K bytes: 4 words summed in 16 bits stay below 32767
+ * (4 * 2 * 31 * 128), then madd by the scale in both halves: the exact
+ * integers of q45_K_nr, and its float steps (q4_K_tiled_res). */
+typedef struct {
+    __m256i c[64]; /* c[16g + j]: word j of sub-block 2g's codes, c[16g + 8 + j]: of 2g + 1's */
+    __m256i sc[8], mn[4];
+    __m256 dx, dmx;
+} q5_K_tile8;
+
+INL void q5_K_decode8(const char *base, size_t wst, q5_K_tile8 *t) {
+    const __m256i m4 = _mm256_set1_epi8(0xF), m1 = _mm256_set1_epi8(1);
+    q4_K_scales8(base, wst, &t->dx, &t->dmx, t->sc, t->mn); /* the same d, dmin, scales[12] head as Q4_K */
+    __m256i qhw[8];
+    for (int r = 0; r < 8; r++)
+        qhw[r] = _mm256_loadu_si256((const __m256i *)(base + (size_t)r * wst + offsetof(block_q5_K, qh)));
+    transpose8(qhw);
+    for (int g = 0; g < 4; g++) {
+        __m256i q[8];
+        for (int r = 0; r < 8; r++)
+            q[r] = _mm256_loadu_si256((const __m256i *)(base + (size_t)r * wst + offsetof(block_q5_K, qs) + 32 * g));
+        transpose8(q);
+        for (int j = 0; j < 8; j++) {
+            const __m256i bl = _mm256_and_si256(_mm256_srli_epi32(qhw[j], 2 * g), m1);
+            const __m256i bh = _mm256_and_si256(_mm256_srli_epi32(qhw[j], 2 * g + 1), m1);
+            t->c[16 * g + j] = _mm256_or_si256(_mm256_and_si256(q[j], m4), _mm256_slli_epi32(bl, 4));
+            t->c[16 * g + 8 + j] =
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(q[j], 4), m4), _mm256_slli_epi32(bh, 4));
+        }
+    }
+}
+
+/* super-block i of the tile against G (<= 4) activation rows; acc[r] += r's tiled result */
+INL void q5_K_tile8_rows(const q5_K_tile8 *t, const char *a, size_t as, int i, __m256 *acc, const int G) {
+    __m256i itot[4];
+    for (int r = 0; r < G; r++) itot[r] = _mm256_setzero_si256();
+    for (int g = 0; g < 4; g++)
+        for (int h = 0; h < 2; h++) { /* words 4h..4h+3 */
+            __m256i lo[4], hi[4];
+            for (int r = 0; r < G; r++) lo[r] = hi[r] = _mm256_setzero_si256();
+            for (int k = 0; k < 4; k++) {
+                const int j = 4 * h + k;
+                const __m256i cl = t->c[16 * g + j], ch = t->c[16 * g + 8 + j];
+                for (int r = 0; r < G; r++) {
+                    const int32_t *q8 = (const int32_t *)((const block_q8_K *)(a + (size_t)r * as) + i)->qs;
+                    int32_t ql, qh;
+                    memcpy(&ql, q8 + 16 * g + j, 4);
+                    memcpy(&qh, q8 + 16 * g + 8 + j, 4);
+                    lo[r] = _mm256_add_epi16(lo[r], _mm256_maddubs_epi16(cl, _mm256_set1_epi32(ql)));
+                    hi[r] = _mm256_add_epi16(hi[r], _mm256_maddubs_epi16(ch, _mm256_set1_epi32(qh)));
+                }
+            }
+            for (int r = 0; r < G; r++)
+                itot[r] = _mm256_add_epi32(itot[r], _mm256_add_epi32(_mm256_madd_epi16(lo[r], t->sc[2 * g]),
+                                                                     _mm256_madd_epi16(hi[r], t->sc[2 * g + 1])));
+        }
+    for (int r = 0; r < G; r++) {
+        const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
+        __m256i mtot = _mm256_setzero_si256();
+        for (int g = 0; g < 4; g++) {
+            const int b0 = y->bsums[4 * g] + y->bsums[4 * g + 1], b1 = y->bsums[4 * g + 2] + y->bsums[4 * g + 3];
+            const __m256i bp = _mm256_set1_epi32((int)((uint32_t)(uint16_t)b0 | (uint32_t)(uint16_t)b1 << 16));
+            mtot = _mm256_add_epi32(mtot, _mm256_madd_epi16(t->mn[g], bp));
+        }
+        acc[r] = _mm256_fmadd_ps(q4_K_tiled_res(itot[r], mtot, t->dx, t->dmx), _mm256_set1_ps(y->d), acc[r]);
+    }
+}
+
+INL void q5_K_8w_tiled(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr) {
+    const int pf_lines = (int)((8 * wst + 63) / 64);
+    __m256 acc[Q4_0_ROWS];
+    q5_K_tile8 t;
+    for (int r0 = 0; r0 < nr; r0 += Q4_0_ROWS) {
+        const int rn = nr - r0 < Q4_0_ROWS ? nr - r0 : Q4_0_ROWS;
+        const char *ar = a + (size_t)r0 * as;
+        for (int r = 0; r < rn; r++) acc[r] = _mm256_setzero_ps();
+        for (int i = 0; i < nb; i++) {
+            if (r0 == 0) /* the next 8 rows, spread over the super-blocks */
+                for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++)
+                    COLI_PREFETCH_W(w + 8 * wst + 64 * (size_t)l);
+            q5_K_decode8(w + (size_t)i * sizeof(block_q5_K), wst, &t);
+            int r = 0;
+            for (; r + 4 <= rn; r += 4) q5_K_tile8_rows(&t, ar + (size_t)r * as, as, i, acc + r, 4);
+            for (; r < rn; r++) q5_K_tile8_rows(&t, ar + (size_t)r * as, as, i, acc + r, 1);
+        }
+        for (int r = 0; r < rn; r++) _mm256_storeu_ps(s + (size_t)(r0 + r) * ss, acc[r]);
+    }
+}
+
+TGT void vec_dot_q5_K_q8_K_tiled_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                          size_t ss, int nr) {
+    for (int g = 0; g < 16; g += 8) q5_K_8w_tiled(n / QK_K, (const char *)w + (size_t)g * wst, wst, a, as, s + g, ss, nr);
+}
+
 TGT void vec_dot_q4_K_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
     COLI_DISPATCH_NR(nr, q4_K_nr, n, w, (const char *)a, as, s, ss, 0);
 }
