@@ -4,6 +4,7 @@
 # 2 cores) into $LLAMA_AVX2 (default /tmp/llama_avx2), then the kernel benches
 # (bench_iq14, bench_iq23, bench_lowk) with `avx2` against its libs.
 #   sh bench/ggml_avx2.sh [rounds]          (from the repository root)
+# --no-cache-dir: pip would otherwise reuse the AVX-512 wheel it built for the venv.
 # SDIST=path/to/llama_cpp_python-0.3.36.tar.gz builds from a local sdist;
 # BENCHES="iq14 lowk" picks benches; BENCH_TYPE / BENCH_TYPES pass through.
 set -e
@@ -15,7 +16,7 @@ OUT=${OUT:-/tmp/ggml_avx2_bench}
 if [ ! -f "$LIB/libggml-cpu.so" ]; then
     CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} \
     CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF" \
-        "$PY" -m pip install --no-deps --no-binary llama-cpp-python --target "$LLAMA_AVX2" \
+        "$PY" -m pip install --no-deps --no-cache-dir --no-binary llama-cpp-python --target "$LLAMA_AVX2" \
         "${SDIST:-llama-cpp-python==0.3.36}"
 fi
 if objdump -d "$LIB/libggml-cpu.so" | grep -q zmm; then
