@@ -146,6 +146,14 @@ typedef struct {
     int8_t qs[QK_K];           /* quants */
     int16_t bsums[QK_K / 16];  /* sum of quants in groups of 16 */
 } block_q8_K;
+
+/* The bsums of sub-blocks 2g and 2g + 1 of a Q4_K/Q5_K super-block (two bsums of 16 each) as
+ * one int32, b0 | b1 << 16: a madd against (min 2g | min 2g+1 << 16) gives min * bsum for the
+ * pair (mins < 64, |b| < 4096: exact) */
+static inline int coli_k4_bsum_pair(const int16_t bsums[QK_K / 16], int g) {
+    const int b0 = bsums[4 * g] + bsums[4 * g + 1], b1 = bsums[4 * g + 2] + bsums[4 * g + 3];
+    return (int)((uint32_t)(uint16_t)b0 | (uint32_t)(uint16_t)b1 << 16);
+}
 static_assert(sizeof(block_q8_K) == sizeof(float) + QK_K + QK_K / 16 * sizeof(int16_t), "wrong q8_K block size/padding");
 
 /* ---- kernel signatures ---------------------------------------------------- */

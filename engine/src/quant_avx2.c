@@ -968,9 +968,7 @@ INL void q4_K_8w_few(int nb, const char *w, size_t wst, const char *a, size_t as
             for (int r = 0; r < nr; r++) {
                 const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
                 const __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(lo[r], sc[2 * g]), _mm256_madd_epi16(hi[r], sc[2 * g + 1]));
-                const int b0 = y->bsums[4 * g] + y->bsums[4 * g + 1], b1 = y->bsums[4 * g + 2] + y->bsums[4 * g + 3];
-                const __m256i bp = _mm256_set1_epi32((int)((uint32_t)(uint16_t)b0 | (uint32_t)(uint16_t)b1 << 16));
-                const __m256i imin = _mm256_madd_epi16(mn[g], bp);
+                const __m256i imin = _mm256_madd_epi16(mn[g], _mm256_set1_epi32(coli_k4_bsum_pair(y->bsums, g)));
                 if (gemm == 1) {
                     const __m256 dy = _mm256_set1_ps(y->d);
                     fa[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dx, dy), fa[r]);
@@ -1044,9 +1042,7 @@ INL void q4_K_8w(int nb, const char *w, size_t wst, const char *a, size_t as, fl
                         hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(nib[1][8 * g + j], _mm256_set1_epi32(qh)));
                     }
                     const __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(lo, sc[2 * g]), _mm256_madd_epi16(hi, sc[2 * g + 1]));
-                    const int b0 = y->bsums[4 * g] + y->bsums[4 * g + 1], b1 = y->bsums[4 * g + 2] + y->bsums[4 * g + 3];
-                    const __m256i bp = _mm256_set1_epi32((int)((uint32_t)(uint16_t)b0 | (uint32_t)(uint16_t)b1 << 16));
-                    const __m256i imin = _mm256_madd_epi16(mn[g], bp);
+                    const __m256i imin = _mm256_madd_epi16(mn[g], _mm256_set1_epi32(coli_k4_bsum_pair(y->bsums, g)));
                     if (gemm == 1) {
                         fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dd_r, fa);
                         fm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin), dm_r, fm);
@@ -1147,11 +1143,8 @@ INL void q5_K_tile8_rows(const q5_K_tile8 *t, const char *a, size_t as, int i, _
     for (int r = 0; r < G; r++) {
         const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
         __m256i mtot = _mm256_setzero_si256();
-        for (int g = 0; g < 4; g++) {
-            const int b0 = y->bsums[4 * g] + y->bsums[4 * g + 1], b1 = y->bsums[4 * g + 2] + y->bsums[4 * g + 3];
-            const __m256i bp = _mm256_set1_epi32((int)((uint32_t)(uint16_t)b0 | (uint32_t)(uint16_t)b1 << 16));
-            mtot = _mm256_add_epi32(mtot, _mm256_madd_epi16(t->mn[g], bp));
-        }
+        for (int g = 0; g < 4; g++)
+            mtot = _mm256_add_epi32(mtot, _mm256_madd_epi16(t->mn[g], _mm256_set1_epi32(coli_k4_bsum_pair(y->bsums, g))));
         acc[r] = _mm256_fmadd_ps(q4_K_tiled_res(itot[r], mtot, t->dx, t->dmx), _mm256_set1_ps(y->d), acc[r]);
     }
 }

@@ -1028,9 +1028,7 @@ INL void q4_K_16w_few(int nb, const char *w, size_t wst, const char *a, size_t a
                 const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
                 const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(lo[r], sc[2 * g]),
                                                       _mm512_mullo_epi32(_mm512_srai_epi32(hi[r], 4), sc[2 * g + 1]));
-                const int b0 = y->bsums[4 * g] + y->bsums[4 * g + 1], b1 = y->bsums[4 * g + 2] + y->bsums[4 * g + 3];
-                /* min 2g * b0 + min 2g+1 * b1 in one madd (mins < 64, |b| < 4096) */
-                const __m512i imin = _mm512_madd_epi16(mnp[g], _mm512_set1_epi32((int)((uint32_t)(uint16_t)b0 | (uint32_t)(uint16_t)b1 << 16)));
+                const __m512i imin = _mm512_madd_epi16(mnp[g], _mm512_set1_epi32(coli_k4_bsum_pair(y->bsums, g)));
                 if (gemm == 1) {
                     const __m512 dy = _mm512_set1_ps(y->d);
                     fa[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dx, dy), fa[r]);
@@ -1138,10 +1136,8 @@ INL void q5_K_tile_rows(const q5_K_tile *t, const char *a, size_t as, int i, __m
     for (int r = 0; r < G; r++) {
         const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
         __m512i mtot = _mm512_setzero_si512();
-        for (int g = 0; g < 4; g++) { /* min 2g * b0 + min 2g+1 * b1 in one madd (mins < 64, |b| < 4096) */
-            const int b0 = y->bsums[4 * g] + y->bsums[4 * g + 1], b1 = y->bsums[4 * g + 2] + y->bsums[4 * g + 3];
-            mtot = _mm512_add_epi32(mtot, _mm512_madd_epi16(t->mnp[g], _mm512_set1_epi32((int)((uint32_t)(uint16_t)b0 | (uint32_t)(uint16_t)b1 << 16))));
-        }
+        for (int g = 0; g < 4; g++)
+            mtot = _mm512_add_epi32(mtot, _mm512_madd_epi16(t->mnp[g], _mm512_set1_epi32(coli_k4_bsum_pair(y->bsums, g))));
         acc[r] = _mm512_fmadd_ps(q4_K_tiled_res16(itot[r], mtot, t->dx, t->dmx), _mm512_set1_ps(y->d), acc[r]);
     }
 }

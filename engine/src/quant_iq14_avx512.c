@@ -585,38 +585,24 @@ INL void decode_iq1_m(const char *b, size_t wst, tile16 *t) {
  * dpbusd was load-bound), its activation dword broadcast from memory. The
  * sums are exact integers; per row acc = fma(float(isum) * d0, dy, acc). */
 INL void tile_rows(const tile16 *t, const char *a, size_t as, int i, const int kind, __m512 *acc, const int G) {
+    /* sub-blocks of nw dwords with a scale each: IQ1_M 16 of 16 values, the others 8 of 32 */
+    const int nw = kind == T_IQ1_M ? 4 : 8, nsub = 64 / nw;
     __m512i isum[8], raw[8];
     for (int r = 0; r < G; r++) isum[r] = _mm512_setzero_si512();
-    if (kind == T_IQ1_M) {
-        for (int hf = 0; hf < 16; hf++) { /* sub-blocks of 16: 4 dwords each */
-            for (int r = 0; r < G; r++)
-                raw[r] = _mm512_set1_epi32(-128 * ((const block_q8_K *)(a + (size_t)r * as) + i)->bsums[hf]);
-            for (int k = 0; k < 4; k++) {
-                const __m512i c = t->c[4 * hf + k];
-                for (int r = 0; r < G; r++) {
-                    int32_t yd;
-                    memcpy(&yd, ((const block_q8_K *)(a + (size_t)r * as) + i)->qs + 16 * hf + 4 * k, 4);
-                    raw[r] = _mm512_dpbusd_epi32(raw[r], c, _mm512_set1_epi32(yd));
-                }
-            }
-            for (int r = 0; r < G; r++) isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(raw[r], t->ls[hf]));
+    for (int sb = 0; sb < nsub; sb++) {
+        for (int r = 0; r < G; r++) { /* the +128 bias of the codes: -128 * the sub-block's bsums */
+            const int16_t *bs = ((const block_q8_K *)(a + (size_t)r * as) + i)->bsums + sb * nw / 4;
+            raw[r] = _mm512_set1_epi32(-128 * (nw == 4 ? bs[0] : bs[0] + bs[1]));
         }
-    } else {
-        for (int ib = 0; ib < 8; ib++) {
+        for (int k = 0; k < nw; k++) { /* c[nw sb + k]: elements 4k..4k+3 of the sub-block */
+            const __m512i c = t->c[nw * sb + k];
             for (int r = 0; r < G; r++) {
-                const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
-                raw[r] = _mm512_set1_epi32(-128 * (y->bsums[2 * ib] + y->bsums[2 * ib + 1]));
+                int32_t yd;
+                memcpy(&yd, ((const block_q8_K *)(a + (size_t)r * as) + i)->qs + 4 * (nw * sb + k), 4);
+                raw[r] = _mm512_dpbusd_epi32(raw[r], c, _mm512_set1_epi32(yd));
             }
-            for (int k = 0; k < 8; k++) { /* c[8ib + k]: elements 4k..4k+3 of block ib */
-                const __m512i c = t->c[8 * ib + k];
-                for (int r = 0; r < G; r++) {
-                    int32_t yd;
-                    memcpy(&yd, ((const block_q8_K *)(a + (size_t)r * as) + i)->qs + 32 * ib + 4 * k, 4);
-                    raw[r] = _mm512_dpbusd_epi32(raw[r], c, _mm512_set1_epi32(yd));
-                }
-            }
-            for (int r = 0; r < G; r++) isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(raw[r], t->ls[ib]));
         }
+        for (int r = 0; r < G; r++) isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(raw[r], t->ls[sb]));
     }
     for (int r = 0; r < G; r++) {
         const float dy = ((const block_q8_K *)(a + (size_t)r * as) + i)->d;
