@@ -25,10 +25,6 @@
 #include "ops.h"
 #include "threadpool.h"
 
-static int matmul(coli_state *s, const coli_mat *w, const float *x, int n, float *y) {
-    return coli_matmul_ex(s->pool, w->data, w->type, w->n_in, w->n_out, x, n, y, s->mm_scratch,
-                          (coli_rows_mode)s->rows_mode);
-}
 
 /* ggml_vec_dot_f32 (the F32 one-row kernel: its SIMD accumulators and reduction) */
 static float dot_f32(const float *a, const float *b, int n) {
@@ -325,14 +321,14 @@ static int gdn_layer(const coli_model *m, coli_state *s, int il, int n) {
     float *o = ba + (size_t)n * 2 * NV;               /* [n][VD] */
     int rc;
     for (int i = 0; i < n; i++) coli_rmsnorm(s->xn + (size_t)i * E, s->x + (size_t)i * E, L->attn_norm, E, hp->rms_eps);
-    if ((rc = matmul(s, &L->ssm_qkv, s->xn, n, in))) return rc;
-    if (!L->ssm_legacy_in && (rc = matmul(s, &L->ssm_gate, s->xn, n, zb))) return rc;
+    if ((rc = coli_state_matmul(s, &L->ssm_qkv, s->xn, n, in))) return rc;
+    if (!L->ssm_legacy_in && (rc = coli_state_matmul(s, &L->ssm_gate, s->xn, n, zb))) return rc;
     if (L->ssm_ba.n_in) {
-        if ((rc = matmul(s, &L->ssm_ba, s->xn, n, ba))) return rc;
+        if ((rc = coli_state_matmul(s, &L->ssm_ba, s->xn, n, ba))) return rc;
     } else { /* qwen35moe: beta then alpha, each [NV]; laid out as one group of NV betas and NV alphas */
-        if ((rc = matmul(s, &L->ssm_beta, s->xn, n, o))) return rc;
+        if ((rc = coli_state_matmul(s, &L->ssm_beta, s->xn, n, o))) return rc;
         for (int i = 0; i < n; i++) memcpy(ba + (size_t)i * 2 * NV, o + (size_t)i * NV, (size_t)NV * sizeof(float));
-        if ((rc = matmul(s, &L->ssm_alpha, s->xn, n, o))) return rc;
+        if ((rc = coli_state_matmul(s, &L->ssm_alpha, s->xn, n, o))) return rc;
         for (int i = 0; i < n; i++) memcpy(ba + (size_t)i * 2 * NV + NV, o + (size_t)i * NV, (size_t)NV * sizeof(float));
     }
     if (L->ssm_legacy_in) /* [q k v z] per key-head group -> [q... | k... | v...] and z */
@@ -364,7 +360,7 @@ static int gdn_layer(const coli_model *m, coli_state *s, int il, int n) {
     } else {
         for (int h = 0; h < NV; h++) gdn_head(&j, h);
     }
-    return matmul(s, &L->ssm_out, o, n, s->tmp);
+    return coli_state_matmul(s, &L->ssm_out, o, n, s->tmp);
 }
 
 int coli_gdn_layer(const coli_model *m, coli_state *s, int il, int n) {

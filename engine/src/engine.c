@@ -12,6 +12,7 @@
 #include "kernels.h"
 #include "matmul.h"
 #include "quant.h"
+#include "repack.h"
 #include "threadpool.h"
 #include "tokenizer.h"
 
@@ -72,6 +73,7 @@ static int load_model(colibri_engine *e) {
                                       c->no_prefetch == 0};
         if (!(e->experts = coli_experts_open(&e->model, e->gguf, &sc))) return colibri_last_error_code();
     }
+    e->repacked_bytes = coli_model_repack(&e->model, c->expert_cache_bytes == 0);
     if ((rc = coli_state_init(&e->state, &e->model, e->experts, c->n_ctx, c->n_batch, logit_rows, c->n_threads)))
         return rc;
     e->slots = calloc((size_t)c->n_slots, sizeof *e->slots);
@@ -170,6 +172,7 @@ int64_t colibri_model_info(colibri_engine *e, char *out, size_t cap) {
         jb_printf(&b, ",\"n_layer_dense_lead\":%d", e->model.hp.n_layer_dense_lead);
         jb_printf(&b, ",\"kv_bytes_per_slot\":%zu,\"state_bytes\":%zu,\"model_id\":\"%s\"", kv_bytes, s->bytes,
                   e->model_id_hex);
+        jb_printf(&b, ",\"repacked_bytes\":%lld", (long long)e->repacked_bytes);
     }
     jb_puts(&b, "}");
     return jb_finish(&b, out, cap);

@@ -97,6 +97,7 @@ static void buffer_views(const coli_store_config *cfg, const coli_layer_experts 
     size_t at = 0;
     for (int k = 0; k < 3; k++) {
         *dst[k] = *src[k];
+        dst[k]->mm_flags = 0; /* read from the file as stored */
         const size_t skew = cfg->direct_io ? (size_t)((lc->off[k] + (uint64_t)e * lc->size[k]) % DIO_ALIGN) : 0;
         dst[k]->data = buf + at + skew;
         at += lc->slot[k];

@@ -189,9 +189,9 @@ void coli_state_free(coli_state *s) {
     memset(s, 0, sizeof *s);
 }
 
-static int matmul(coli_state *s, const coli_mat *w, const float *x, int n, float *y) {
+int coli_state_matmul(coli_state *s, const coli_mat *w, const float *x, int n, float *y) {
     return coli_matmul_ex(s->pool, w->data, w->type, w->n_in, w->n_out, x, n, y, s->mm_scratch,
-                          (coli_rows_mode)s->rows_mode);
+                          (coli_rows_mode)(s->rows_mode | w->mm_flags));
 }
 
 /* Each of n rows of width w gets b added (no-op without a bias). */
@@ -210,18 +210,18 @@ static int attention(const coli_model *m, coli_state *s, int il, int n) {
     for (int i = 0; i < n; i++) coli_rmsnorm(s->xn + (size_t)i * E, s->x + (size_t)i * E, L->attn_norm, E, hp->rms_eps);
     if (hp->attn_gated) { /* qwen3next: per head [query | output gate] */
         const int H = hp->n_head;
-        if ((rc = matmul(s, &L->wq, s->xn, n, s->gq))) return rc;
+        if ((rc = coli_state_matmul(s, &L->wq, s->xn, n, s->gq))) return rc;
         for (int i = 0; i < n; i++)
             for (int h = 0; h < H; h++) {
                 const float *src = s->gq + ((size_t)i * H + h) * 2 * hd;
                 memcpy(s->q + ((size_t)i * H + h) * hd, src, (size_t)hd * sizeof(float));
                 memcpy(s->attn_gate + ((size_t)i * H + h) * hd, src + hd, (size_t)hd * sizeof(float));
             }
-    } else if ((rc = matmul(s, &L->wq, s->xn, n, s->q))) {
+    } else if ((rc = coli_state_matmul(s, &L->wq, s->xn, n, s->q))) {
         return rc;
     }
-    if ((rc = matmul(s, &L->wk, s->xn, n, s->k))) return rc;
-    if ((rc = matmul(s, &L->wv, s->xn, n, s->v))) return rc;
+    if ((rc = coli_state_matmul(s, &L->wk, s->xn, n, s->k))) return rc;
+    if ((rc = coli_state_matmul(s, &L->wv, s->xn, n, s->v))) return rc;
     add_bias(s->q, L->bq, n, hp->n_head * hd);
     add_bias(s->k, L->bk, n, k_dim);
     add_bias(s->v, L->bv, n, v_dim);
@@ -254,7 +254,7 @@ static int attention(const coli_model *m, coli_state *s, int il, int n) {
         coli_sigmoid(s->attn_gate, (int)(n * w));
         for (size_t j = 0; j < n * w; j++) s->att[j] *= s->attn_gate[j];
     }
-    if ((rc = matmul(s, &L->wo, s->att, n, s->tmp))) return rc;
+    if ((rc = coli_state_matmul(s, &L->wo, s->att, n, s->tmp))) return rc;
     add_bias(s->tmp, L->bo, n, E);
     if (L->post_attn_norm)
         for (int i = 0; i < n; i++)
@@ -273,12 +273,12 @@ static int gemma4_attention(const coli_model *m, coli_state *s, int il, int n) {
     const int E = hp->n_embd, H = hp->n_head, hd = L->hd, kvd = L->n_kv_head * L->hd;
     int rc;
     for (int i = 0; i < n; i++) coli_rmsnorm(s->xn + (size_t)i * E, s->x + (size_t)i * E, L->attn_norm, E, hp->rms_eps);
-    if ((rc = matmul(s, &L->wq, s->xn, n, s->q))) return rc;
+    if ((rc = coli_state_matmul(s, &L->wq, s->xn, n, s->q))) return rc;
     if (!L->kv_shared) {
-        if ((rc = matmul(s, &L->wk, s->xn, n, s->k))) return rc;
+        if ((rc = coli_state_matmul(s, &L->wk, s->xn, n, s->k))) return rc;
         if (L->v_from_k)
             memcpy(s->v, s->k, (size_t)n * kvd * sizeof(float));
-        else if ((rc = matmul(s, &L->wv, s->xn, n, s->v)))
+        else if ((rc = coli_state_matmul(s, &L->wv, s->xn, n, s->v)))
             return rc;
     }
     for (int i = 0; i < n; i++) {
@@ -301,7 +301,7 @@ static int gemma4_attention(const coli_model *m, coli_state *s, int il, int n) {
         for (int d = 0; d < kvd; d++) KL->v[(size_t)d * KL->cells + cell] = coli_fp32_to_fp16(v[d]);
     }
     coli_attention(m, s, il, n);
-    if ((rc = matmul(s, &L->wo, s->att, n, s->tmp))) return rc;
+    if ((rc = coli_state_matmul(s, &L->wo, s->att, n, s->tmp))) return rc;
     for (int i = 0; i < n; i++)
         coli_rmsnorm(s->tmp + (size_t)i * E, s->tmp + (size_t)i * E, L->post_attn_norm, E, hp->rms_eps);
     return 0;
@@ -318,10 +318,10 @@ static int gemma4_ffn(const coli_model *m, coli_state *s, int il, int n) {
     float *mlp = L->is_moe ? s->tmp2 : s->tmp;
     int rc;
     for (int i = 0; i < n; i++) coli_rmsnorm(s->xn + (size_t)i * E, s->x + (size_t)i * E, L->ffn_norm, E, hp->rms_eps);
-    if ((rc = matmul(s, &L->ffn_gate, s->xn, n, s->hb))) return rc;
-    if ((rc = matmul(s, &L->ffn_up, s->xn, n, s->hb2))) return rc;
+    if ((rc = coli_state_matmul(s, &L->ffn_gate, s->xn, n, s->hb))) return rc;
+    if ((rc = coli_state_matmul(s, &L->ffn_up, s->xn, n, s->hb2))) return rc;
     for (int i = 0; i < n; i++) coli_geglu(s->hb + (size_t)i * F, s->hb2 + (size_t)i * F, F);
-    if ((rc = matmul(s, &L->ffn_down, s->hb, n, mlp))) return rc;
+    if ((rc = coli_state_matmul(s, &L->ffn_down, s->hb, n, mlp))) return rc;
     if (L->is_moe) {
         for (int i = 0; i < n; i++) coli_rmsnorm(mlp + (size_t)i * E, mlp + (size_t)i * E, L->post_ffn_norm_1, E, hp->rms_eps);
         const float rscale = 1.0f / sqrtf((float)E);
@@ -356,7 +356,7 @@ static int gemma4_ple_inputs(const coli_model *m, coli_state *s, int n) {
     const float tok_scale = sqrtf((float)P), proj_scale = 1.0f / sqrtf((float)hp->n_embd),
                 in_scale = 1.0f / sqrtf(2.0f);
     int rc;
-    if ((rc = matmul(s, &m->ple_model_proj, s->x, n, s->ple_proj))) return rc;
+    if ((rc = coli_state_matmul(s, &m->ple_model_proj, s->x, n, s->ple_proj))) return rc;
     for (int i = 0; i < n; i++) {
         float *t = s->ple + (size_t)i * LP, *p = s->ple_proj + (size_t)i * LP;
         to_float((const uint8_t *)m->ple_tok_embd.data + (size_t)s->rows[i].token * row_bytes, t, (int64_t)LP);
@@ -375,10 +375,10 @@ static int gemma4_ple_layer(const coli_model *m, coli_state *s, int il, int n) {
     const int E = hp->n_embd, P = hp->n_embd_per_layer;
     const size_t LP = (size_t)hp->n_layer * P;
     int rc;
-    if ((rc = matmul(s, &L->ple_gate, s->x, n, s->ple_h))) return rc;
+    if ((rc = coli_state_matmul(s, &L->ple_gate, s->x, n, s->ple_h))) return rc;
     for (int i = 0; i < n; i++) /* ggml_gelu then ggml_mul: one table lookup, one product, as geglu */
         coli_geglu(s->ple_h + (size_t)i * P, s->ple + (size_t)i * LP + (size_t)il * P, P);
-    if ((rc = matmul(s, &L->ple_proj, s->ple_h, n, s->tmp))) return rc;
+    if ((rc = coli_state_matmul(s, &L->ple_proj, s->ple_h, n, s->tmp))) return rc;
     for (int i = 0; i < n; i++)
         coli_rmsnorm(s->tmp + (size_t)i * E, s->tmp + (size_t)i * E, L->ple_post_norm, E, hp->rms_eps);
     for (size_t j = 0; j < (size_t)n * E; j++) s->x[j] += s->tmp[j];
@@ -414,13 +414,13 @@ static int mla_queries(const coli_model *m, coli_state *s, int il, int n) {
     const int E = hp->n_embd;
     int rc;
     for (int i = 0; i < n; i++) coli_rmsnorm(s->xn + (size_t)i * E, s->x + (size_t)i * E, L->attn_norm, E, hp->rms_eps);
-    if (hp->q_lora_rank <= 0) return matmul(s, &L->wq, s->xn, n, s->mla_q);
-    if ((rc = matmul(s, &L->wq_a, s->xn, n, s->mla_qa))) return rc;
+    if (hp->q_lora_rank <= 0) return coli_state_matmul(s, &L->wq, s->xn, n, s->mla_q);
+    if ((rc = coli_state_matmul(s, &L->wq_a, s->xn, n, s->mla_qa))) return rc;
     for (int i = 0; i < n; i++) {
         float *qa = s->mla_qa + (size_t)i * hp->q_lora_rank;
         coli_rmsnorm(qa, qa, L->q_a_norm, hp->q_lora_rank, hp->rms_eps);
     }
-    return matmul(s, &L->wq_b, s->mla_qa, n, s->mla_q);
+    return coli_state_matmul(s, &L->wq_b, s->mla_qa, n, s->mla_q);
 }
 
 static int mla_attention(const coli_model *m, coli_state *s, int il, int n) {
@@ -434,7 +434,7 @@ static int mla_attention(const coli_model *m, coli_state *s, int il, int n) {
     if ((rc = mla_queries(m, s, il, n))) return rc;
     /* DSA: a full layer's indexer picks the cells (a shared one keeps the last full layer's) */
     if (hp->dsa && L->idx_slot >= 0 && (rc = coli_indexer(m, s, il, n))) return rc;
-    if ((rc = matmul(s, &L->wkv_a, s->xn, n, s->k))) return rc;
+    if ((rc = coli_state_matmul(s, &L->wkv_a, s->xn, n, s->k))) return rc;
     for (int i = 0; i < n; i++) {
         const int pos = s->rows[i].pos;
         float *kv = s->k + (size_t)i * kd;
@@ -460,7 +460,7 @@ static int mla_attention(const coli_model *m, coli_state *s, int il, int n) {
     if ((rc = per_head_matmul(s, &L->wv_b, L->wv_b_stride, H, s->att, (size_t)H * R, (size_t)R, n, s->mla_att,
                               (size_t)H * V, (size_t)V, false))) /* kqv: contiguous */
         return rc;
-    return matmul(s, &L->wo, s->mla_att, n, s->tmp);
+    return coli_state_matmul(s, &L->wo, s->mla_att, n, s->tmp);
 }
 
 /* An older file's MLA (one fused attn_kv_b, no attention.key_length_mla):
@@ -474,13 +474,13 @@ static int mla_fused_attention(const coli_model *m, coli_state *s, int il, int n
     const int hd = nope + rot, V = hp->head_dim_mla_v, kvw = nope + V;
     int rc;
     if ((rc = mla_queries(m, s, il, n))) return rc;
-    if ((rc = matmul(s, &L->wkv_a, s->xn, n, s->mla_kva))) return rc;
+    if ((rc = coli_state_matmul(s, &L->wkv_a, s->xn, n, s->mla_kva))) return rc;
     for (int i = 0; i < n; i++) {
         float *kva = s->mla_kva + (size_t)i * (R + rot);
         coli_rope(kva + R, 1, rot, rot, s->rows[i].pos, &L->rope);
         coli_rmsnorm(s->mla_in + (size_t)i * R, kva, L->kv_a_norm, R, hp->rms_eps);
     }
-    if ((rc = matmul(s, &L->wkv_b, s->mla_in, n, s->mla_kvb))) return rc;
+    if ((rc = coli_state_matmul(s, &L->wkv_b, s->mla_in, n, s->mla_kvb))) return rc;
     for (int i = 0; i < n; i++) {
         const coli_kv *kv = s->rows[i].kv;
         const int pos = s->rows[i].pos;
@@ -497,7 +497,7 @@ static int mla_fused_attention(const coli_model *m, coli_state *s, int il, int n
         }
     }
     coli_attention(m, s, il, n);
-    return matmul(s, &L->wo, s->att, n, s->tmp);
+    return coli_state_matmul(s, &L->wo, s->att, n, s->tmp);
 }
 
 /* ---- feed-forward ----------------------------------------------------- */
@@ -509,15 +509,15 @@ static int ffn(const coli_model *m, coli_state *s, int il, int n) {
     int rc;
     for (int i = 0; i < n; i++) coli_rmsnorm(s->xn + (size_t)i * E, s->x + (size_t)i * E, L->ffn_norm, E, hp->rms_eps);
     if (L->is_moe) return coli_moe_ffn(m, s, s->experts, il, n);
-    if ((rc = matmul(s, &L->ffn_gate, s->xn, n, s->hb))) return rc;
-    if ((rc = matmul(s, &L->ffn_up, s->xn, n, s->hb2))) return rc;
+    if ((rc = coli_state_matmul(s, &L->ffn_gate, s->xn, n, s->hb))) return rc;
+    if ((rc = coli_state_matmul(s, &L->ffn_up, s->xn, n, s->hb2))) return rc;
     for (int i = 0; i < n; i++) {
         if (hp->act == COLI_ACT_GELU)
             coli_geglu(s->hb + (size_t)i * F, s->hb2 + (size_t)i * F, F);
         else
             coli_swiglu(s->hb + (size_t)i * F, s->hb2 + (size_t)i * F, F);
     }
-    if ((rc = matmul(s, &L->ffn_down, s->hb, n, s->tmp))) return rc;
+    if ((rc = coli_state_matmul(s, &L->ffn_down, s->hb, n, s->tmp))) return rc;
     if (L->post_ffn_norm)
         for (int i = 0; i < n; i++)
             coli_rmsnorm(s->tmp + (size_t)i * E, s->tmp + (size_t)i * E, L->post_ffn_norm, E, hp->rms_eps);
@@ -609,7 +609,7 @@ int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n
 int coli_logits(const coli_model *m, coli_state *s, int first, int n, float *out) {
     if (first < 0 || n <= 0 || first + n > s->n_batch) return coli_fail(COLI_E_ARG, "coli_logits: rows out of range");
     const double t0 = coli_now_s();
-    int rc = matmul(s, &m->output, s->xn + (size_t)first * m->hp.n_embd, n, out);
+    int rc = coli_state_matmul(s, &m->output, s->xn + (size_t)first * m->hp.n_embd, n, out);
     const float cap = m->hp.final_softcap;
     if (!rc && cap != 0.0f) { /* ggml_scale(1 / c), ggml_tanh, ggml_scale(c) */
         const float inv = 1.0f / cap;

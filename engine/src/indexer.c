@@ -123,19 +123,15 @@ static void score_worker(void *ctx, int ith, int nth) {
     }
 }
 
-static int matmul(coli_state *s, const coli_mat *w, const float *x, int n, float *y) {
-    return coli_matmul_ex(s->pool, w->data, w->type, w->n_in, w->n_out, x, n, y, s->mm_scratch,
-                          (coli_rows_mode)s->rows_mode);
-}
 
 int coli_indexer(const coli_model *m, coli_state *s, int il, int n) {
     const coli_hparams *hp = &m->hp;
     const coli_layer *L = &m->layers[il];
     const int D = hp->idx_head_dim, H = hp->idx_n_head;
     int rc;
-    if ((rc = matmul(s, &L->idx_wq_b, s->mla_qa, n, s->idx_q))) return rc;
-    if ((rc = matmul(s, &L->idx_wk, s->xn, n, s->idx_k))) return rc;
-    if ((rc = matmul(s, &L->idx_proj, s->xn, n, s->idx_w))) return rc;
+    if ((rc = coli_state_matmul(s, &L->idx_wq_b, s->mla_qa, n, s->idx_q))) return rc;
+    if ((rc = coli_state_matmul(s, &L->idx_wk, s->xn, n, s->idx_k))) return rc;
+    if ((rc = coli_state_matmul(s, &L->idx_proj, s->xn, n, s->idx_w))) return rc;
     coli_rope_params rope = L->rope;
     rope.type = hp->idx_rope_type;
     const coli_type_kernels *f32 = &coli_kernels()->type[GGML_TYPE_F32];

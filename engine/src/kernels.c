@@ -183,6 +183,10 @@ static void build_tables(void) {
     t->type[GGML_TYPE_Q4_K].vec_dot_16w = vec_dot_q4_K_q8_K_16w_avx512;
     t->type[GGML_TYPE_Q4_K].vec_dot_mm_16w = vec_dot_q4_K_q8_K_mm_16w_avx512;
     t->q4_K_unpacked.vec_dot_mm_16w = vec_dot_q4_K_q8_K_tiled_16w_avx512; /* n_out % 8: not repacked */
+    t->q4_K_r16 = t->type[GGML_TYPE_Q4_K]; /* the row-at-a-time kernels cannot read a tile: none */
+    t->q4_K_r16.vec_dot_2w = t->q4_K_r16.vec_dot_mm_2w = NULL;
+    t->q4_K_r16.vec_dot_16w = vec_dot_q4_K_q8_K_r16_16w_avx512;
+    t->q4_K_r16.vec_dot_mm_16w = vec_dot_q4_K_q8_K_r16_mm_16w_avx512;
     t->type[GGML_TYPE_Q5_K].vec_dot_mm_16w = vec_dot_q5_K_q8_K_tiled_16w_avx512;
     /* Q5_K: ggml's AVX2 kernel is what the reference runs (the 512-bit one
      * stays as a spare); Q6_K: ggml's AVX2 vec_dot for one row, tiled for batches */
@@ -290,6 +294,11 @@ int coli_kernels_select(const char *isa) {
 }
 
 const coli_kernel_table *coli_kernels_table(const char *isa) { return isa ? table_for(isa) : NULL; }
+
+const coli_type_kernels *coli_q4_K_r16_kernels(void) {
+    const coli_kernel_table *t = table_for("avx512");
+    return t && t->q4_K_r16.vec_dot_16w ? &t->q4_K_r16 : NULL;
+}
 
 void coli_kernels_set_thread_table(const coli_kernel_table *t) { tl_table = t; }
 

@@ -56,6 +56,9 @@ typedef struct coli_kernel_table {
     /* Q4_K weights llama.cpp does not repack (n_out not a multiple of the
      * repacked layout's 8 rows): ggml's plain vec_dot, its tiled matmul for 8+ rows */
     coli_type_kernels q4_K_unpacked;
+    /* Q4_K weights repacked at load into 16-row tiles (coli_repack_q4_K_r16): the type's
+     * arithmetic, read as one stream a tile; 16-row kernels only (n_out % 16 == 0) */
+    coli_type_kernels q4_K_r16;
     /* Q4_0 weights llama.cpp does not repack (3-D per-head tensors): its plain vec_dot,
      * which its tinyBLAS batches match */
     coli_type_kernels q4_0_plain;
@@ -113,6 +116,10 @@ static inline const coli_type_kernels *coli_plain_kernels(const coli_kernel_tabl
     if (t->unpacked[wtype].vec_dot) return &t->unpacked[wtype];
     return &t->type[wtype];
 }
+
+/* The kernels of Q4_K weights repacked into 16-row tiles, whatever table is in force (a tile
+ * has one layout), or NULL where this CPU has none: then nothing is repacked. */
+const coli_type_kernels *coli_q4_K_r16_kernels(void);
 
 /* Force an ISA: "auto", "scalar", "avx2", "avxvnni", "avx512". COLI_E_UNSUPPORTED when
  * this CPU (or build) cannot run it, COLI_E_ARG for an unknown name. */

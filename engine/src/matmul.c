@@ -224,6 +224,12 @@ int coli_matmul_heads(coli_pool *pool, const void *w, size_t w_head, uint32_t wt
         if (wtype < GGML_TYPE_COUNT) k = coli_plain_kernels(coli_kernels(), wtype);
         mode = (coli_rows_mode)(mode & ~COLI_ROWS_NOT_REPACKED);
     }
+    if (mode & COLI_ROWS_R16) {
+        k = coli_q4_K_r16_kernels();
+        if (!k || wtype != GGML_TYPE_Q4_K || n_out % 16 || n_heads != 1)
+            return coli_fail(COLI_E_ARG, "matmul: a repacked weight must be one Q4_K matrix of whole 16-row tiles");
+        mode = (coli_rows_mode)(mode & ~COLI_ROWS_R16);
+    }
     int rc = check_shape(wtype, n_in, n_out, n_rows, &k);
     if (rc) return rc;
     if (n_heads <= 0 || x_row < (size_t)n_in || y_row < (size_t)n_out)

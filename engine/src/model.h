@@ -33,6 +33,7 @@ typedef struct {
     uint32_t type;    /* ggml type */
     int64_t n_in;     /* ne[0]: row length */
     int64_t n_out;    /* ne[1]: rows */
+    int mm_flags;     /* or'ed into the rows mode of its matmuls: COLI_ROWS_R16 once repacked (matmul.h) */
 } coli_mat;
 
 /* One layer's routed experts as the file stores them: 3-D tensors
@@ -388,6 +389,9 @@ void coli_state_free(coli_state *s);
  * COLI_ROWS_UNIFORM for a prompt chunk whose bits must not depend on the
  * chunking, COLI_ROWS_BATCH for llama.cpp's own batch arithmetic. */
 int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n, int rows_mode);
+
+/* y = x . W^T for n rows of the batch being evaluated (its rows mode, the state's pool and scratch). */
+int coli_state_matmul(coli_state *s, const coli_mat *w, const float *x, int n, float *y);
 
 /* Logits of rows [first, first + n) of the last forward batch -> out
  * (n x n_vocab floats), with the same rows_mode as that batch. */

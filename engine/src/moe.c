@@ -18,10 +18,6 @@
 #include "quant.h"
 #include "ggml_types.h"
 
-static int matmul(coli_state *s, const coli_mat *w, const float *x, int n, float *y) {
-    return coli_matmul_ex(s->pool, w->data, w->type, w->n_in, w->n_out, x, n, y, s->mm_scratch,
-                          (coli_rows_mode)s->rows_mode);
-}
 
 /* Indices of the k largest values, largest first (ties: lower index first). */
 static void top_k(const float *v, int n, int k, int32_t *out) {
@@ -61,7 +57,7 @@ static int route(const coli_model *m, coli_state *s, int il, int n) {
     const coli_layer *L = &m->layers[il];
     const int E = hp->n_expert, K = hp->n_expert_used;
     /* gemma4: the router reads its own input (rms_norm(x) / sqrt(n_embd) * ffn_gate_inp.scale, forward.c) */
-    int rc = matmul(s, &L->ffn_gate_inp, L->gate_inp_s ? s->rin : s->xn, n, s->router);
+    int rc = coli_state_matmul(s, &L->ffn_gate_inp, L->gate_inp_s ? s->rin : s->xn, n, s->router);
     if (rc) return rc;
     float sel[4096], masked[4096];
     for (int i = 0; i < n; i++) {
@@ -141,7 +137,8 @@ typedef struct {
  * Through the 16- or 2-weight-row kernels when the type has them. */
 static void dot_rows(const coli_mat *w, int64_t o0, int64_t o1, const char *xq, size_t xq_stride, int rows,
                      int as_rows, float *y, size_t y_stride) {
-    const coli_type_kernels *k = coli_weight_kernels(coli_kernels(), w->type, w->n_out, as_rows);
+    const coli_type_kernels *k = (w->mm_flags & COLI_ROWS_R16) ? coli_q4_K_r16_kernels()
+                                                                : coli_weight_kernels(coli_kernels(), w->type, w->n_out, as_rows);
     const bool mm = k->mm_id_min_rows > 0 && as_rows >= k->mm_id_min_rows && w->n_in % k->mm_in_mult == 0 &&
                     w->n_out % k->mm_out_mult == 0;
     const coli_vec_dot_fn dot1 = mm ? k->vec_dot_mm : k->vec_dot;
@@ -461,13 +458,13 @@ int coli_moe_ffn(const coli_model *m, coli_state *s, coli_expert_store *st, int 
     }
     if (L->gate_shexp.n_in) { /* shared expert: a dense SwiGLU FFN on the same input, added */
         const int FS = hp->n_ff_shexp;
-        if ((rc = matmul(s, &L->gate_shexp, s->xn, n, s->hg))) return rc;
-        if ((rc = matmul(s, &L->up_shexp, s->xn, n, s->hg2))) return rc;
+        if ((rc = coli_state_matmul(s, &L->gate_shexp, s->xn, n, s->hg))) return rc;
+        if ((rc = coli_state_matmul(s, &L->up_shexp, s->xn, n, s->hg2))) return rc;
         for (int i = 0; i < n; i++) coli_swiglu(s->hg + (size_t)i * FS, s->hg2 + (size_t)i * FS, FS);
-        if ((rc = matmul(s, &L->down_shexp, s->hg, n, s->yg))) return rc;
+        if ((rc = coli_state_matmul(s, &L->down_shexp, s->hg, n, s->yg))) return rc;
         if (L->gate_inp_shexp.n_in) { /* qwen3next: times sigmoid(ffn_gate_inp_shexp . x), one per row */
             float *g = s->router; /* free: the routing is done */
-            if ((rc = matmul(s, &L->gate_inp_shexp, s->xn, n, g))) return rc;
+            if ((rc = coli_state_matmul(s, &L->gate_inp_shexp, s->xn, n, g))) return rc;
             coli_sigmoid(g, n);
             for (int i = 0; i < n; i++)
                 for (int d = 0; d < D; d++) s->yg[(size_t)i * D + d] *= g[i];

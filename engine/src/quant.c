@@ -328,6 +328,24 @@ void dequantize_row_q3_K(const void *vx, float *y, int64_t n) {
     }
 }
 
+void coli_repack_q4_K_r16(void *w, int64_t n_in, int64_t n_out, void *tmp) {
+    const int64_t nb = n_in / QK_K;
+    const size_t row = (size_t)nb * sizeof(block_q4_K);
+    for (int64_t t = 0; t < n_out / 16; t++) {
+        uint8_t *tile = (uint8_t *)w + (size_t)t * 16 * row;
+        memcpy(tmp, tile, 16 * row);
+        for (int64_t i = 0; i < nb; i++) {
+            uint32_t *o = (uint32_t *)(tile + (size_t)i * 16 * sizeof(block_q4_K)); /* 36 words x 16 lanes */
+            for (int r = 0; r < 16; r++) {
+                const block_q4_K *x = (const block_q4_K *)((const uint8_t *)tmp + (size_t)r * row) + i;
+                memcpy(&o[r], x, 4); /* d | dmin << 16 */
+                for (int k = 0; k < 3; k++) memcpy(&o[16 * (1 + k) + r], x->scales + 4 * k, 4);
+                for (int q = 0; q < 32; q++) memcpy(&o[16 * (4 + q) + r], x->qs + 4 * q, 4);
+            }
+        }
+    }
+}
+
 void dequantize_row_q4_K(const void *vx, float *y, int64_t n) {
     const block_q4_K *x = vx;
     for (int64_t i = 0; i < n / QK_K; i++) {

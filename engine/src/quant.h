@@ -231,6 +231,13 @@ bool coli_cpu_can_avx512(void);  /* + avx512 f/bw/vl/dq/vnni, OS saves zmm */
 
 /* ---- scalar kernels (quant.c) ---------------------------------------------- */
 
+/* Q4_K rows repacked 16 at a time, in place (the same bytes: each 16-row tile keeps its offset),
+ * for the kernels that read a tile as one stream (vec_dot_q4_K_q8_K_r16_*): per super-block i of
+ * the tile, 64-byte vectors with the tile's 16 rows in 32-bit lanes: the head words (d | dmin << 16,
+ * then the 12 packed scale bytes as 3 words), then the 32 words of the quants. n_out % 16 == 0,
+ * n_in % QK_K == 0; tmp holds 16 rows (16 * row bytes). */
+void coli_repack_q4_K_r16(void *w, int64_t n_in, int64_t n_out, void *tmp);
+
 void dequantize_row_f32(const void *x, float *y, int64_t n);
 void dequantize_row_f16(const void *x, float *y, int64_t n);
 void dequantize_row_bf16(const void *x, float *y, int64_t n);
@@ -378,6 +385,8 @@ COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_mm_avx512);  /* repacked q4_K_8x8 gemm */
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_K_q8_K_16w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_K_q8_K_mm_16w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_K_q8_K_tiled_16w_avx512); /* ggml's tiled matmul, not repacked */
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_K_q8_K_r16_16w_avx512);    /* the gemv on a tile coli_repack_q4_K_r16 made */
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_K_q8_K_r16_mm_16w_avx512); /* the gemm on one */
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q5_K_q8_K_tiled_16w_avx512); /* ggml's tiled matmul (8+ rows) */
 COLI_DECLARE_VEC_DOT(vec_dot_q5_K_q8_K_avx512);
 COLI_DECLARE_VEC_DOT(vec_dot_q6_K_q8_K_mm_avx512);  /* tiled K-quant matmul */

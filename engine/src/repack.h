@@ -1,0 +1,20 @@
+/* repack.h — resident Q4_K weights rewritten at load into 16-row tiles, as llama.cpp
+ * repacks its Q4_K weights (its q4_K_8x8): the tile kernels then read 16 rows as one
+ * stream, with no transposes in registers (decode ~1.5x the in-place kernels on Zen 4,
+ * the same bits: the arithmetic is that of the type's kernels).
+ *
+ * Only matrices read nowhere but through the matmuls, with whole 16-row tiles, where
+ * the AVX-512 set is in force; experts only when they are resident (a streamed expert
+ * is read from the file as stored). COLI_REPACK=0 keeps every weight as stored. */
+#ifndef COLI_REPACK_H
+#define COLI_REPACK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model.h"
+
+/* Repacks what qualifies, in place, and flags it (coli_mat.mm_flags); returns the bytes repacked. */
+int64_t coli_model_repack(coli_model *m, bool experts_resident);
+
+#endif
