@@ -2,6 +2,8 @@
 #define _DEFAULT_SOURCE
 #include "repack.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -48,10 +50,32 @@ static bool repack_range(coli_mat *w, size_t bytes, void *tmp) {
     const uintptr_t from = (uintptr_t)w->data / page * page;
     const uintptr_t to = ((uintptr_t)w->data + bytes + page - 1) / page * page;
     if (mprotect((void *)from, to - from, PROT_READ | PROT_WRITE) != 0) return false;
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+    /* the copies made in one call, not a read fault and a write fault per page (an older kernel
+     * refuses the advice: the faults then come one by one) */
+    madvise((void *)from, to - from, MADV_POPULATE_WRITE);
     const size_t row = coli_row_size(w->type, w->n_in);
     coli_repack_q4_K_r16((void *)w->data, w->n_in, (int64_t)(bytes / row), tmp);
     mprotect((void *)from, to - from, PROT_READ);
     return true;
+}
+
+/* Bytes the repacked copies may take: they are the process's own pages, which the kernel
+ * cannot drop and read again as it can the mapping's, so they must fit in what is free
+ * (MemAvailable, less an eighth and at least 256 MiB); unknown: no bound. */
+static int64_t repack_budget(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return INT64_MAX;
+    char line[256];
+    long long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
+    fclose(f);
+    if (kib < 0) return INT64_MAX;
+    const int64_t avail = (int64_t)kib * 1024, margin = avail / 8 > (256 << 20) ? avail / 8 : (256 << 20);
+    return avail - margin;
 }
 
 int64_t coli_model_repack(coli_model *m, bool experts_resident) {
@@ -101,8 +125,9 @@ int64_t coli_model_repack(coli_model *m, bool experts_resident) {
             tmp_bytes = 16 * coli_row_size(u[i].w->type, u[i].w->n_in);
     void *tmp = tmp_bytes ? malloc(tmp_bytes) : NULL;
     int64_t done = 0;
+    const int64_t budget = repack_budget();
     for (int i = 0; tmp && i < n; i++) {
-        if (!eligible(&u[i]) || (u[i].w->mm_flags & COLI_ROWS_R16)) continue;
+        if (!eligible(&u[i]) || (u[i].w->mm_flags & COLI_ROWS_R16) || done + (int64_t)u[i].bytes > budget) continue;
         bool shared = false; /* bytes another matrix reads as the file lays them out, or already repacked */
         for (int j = 0; j < n && !shared; j++)
             shared = j != i && overlaps(&u[i], &u[j]) &&

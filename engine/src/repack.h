@@ -5,7 +5,9 @@
  *
  * Only matrices read nowhere but through the matmuls, with whole 16-row tiles, where
  * the AVX-512 set is in force; experts only when they are resident (a streamed expert
- * is read from the file as stored). COLI_REPACK=0 keeps every weight as stored. */
+ * is read from the file as stored); no more bytes than the memory free at load allows
+ * (the rewritten pages are the process's own, not the page cache's). COLI_REPACK=0
+ * keeps every weight as stored. */
 #ifndef COLI_REPACK_H
 #define COLI_REPACK_H
 

@@ -365,7 +365,15 @@ def open_planned(path: str | os.PathLike[str], placement: dict, *, ctx: int | No
                     expert_cache_bytes=plan.cache_bytes, expert_pin_bytes=plan.pin_bytes,
                     io_threads=placement.get("io_threads") or 0, direct_io=bool(placement.get("direct_io")),
                     prefetch=placement.get("prefetch", True))
+    log_repack(engine)
     return engine, plan
+
+
+def log_repack(engine) -> None:
+    """One line at INFO (-v) when the engine rewrote weights into its tile layout at load."""
+    n = int(engine.model_info().get("repacked_bytes") or 0)
+    if n:
+        log.info("repacked %s of Q4_K weights into 16-row tiles (COLI_REPACK=0: as stored)", human(n))
 
 
 def log_plan(plan: Plan) -> None:
