@@ -115,6 +115,10 @@ static void build_tables(void) {
     t->type[GGML_TYPE_Q5_K].vec_dot_mm_16w = vec_dot_q5_K_q8_K_tiled_16w_avx2;
     t->type[GGML_TYPE_Q4_K].vec_dot_16w = vec_dot_q4_K_q8_K_16w_avx2;
     t->type[GGML_TYPE_Q4_K].vec_dot_mm_16w = vec_dot_q4_K_q8_K_mm_16w_avx2;
+    t->q4_K_r16 = t->type[GGML_TYPE_Q4_K]; /* the row-at-a-time kernels cannot read a tile: none */
+    t->q4_K_r16.vec_dot_2w = t->q4_K_r16.vec_dot_mm_2w = NULL;
+    t->q4_K_r16.vec_dot_16w = vec_dot_q4_K_q8_K_r16_16w_avx2;
+    t->q4_K_r16.vec_dot_mm_16w = vec_dot_q4_K_q8_K_r16_mm_16w_avx2;
     set_mm(&t->type[GGML_TYPE_Q4_0], vec_dot_q4_0_q8_0_mm_avx2, 1, 1, QK4_0, 8);  /* repacked: every row */
     t->type[GGML_TYPE_Q4_0].mm_id_min_rows = 1;
     t->type[GGML_TYPE_Q4_0].vec_dot_mm_16w = vec_dot_q4_0_q8_0_mm_16w_avx2;
@@ -183,7 +187,7 @@ static void build_tables(void) {
     t->type[GGML_TYPE_Q4_K].vec_dot_16w = vec_dot_q4_K_q8_K_16w_avx512;
     t->type[GGML_TYPE_Q4_K].vec_dot_mm_16w = vec_dot_q4_K_q8_K_mm_16w_avx512;
     t->q4_K_unpacked.vec_dot_mm_16w = vec_dot_q4_K_q8_K_tiled_16w_avx512; /* n_out % 8: not repacked */
-    t->q4_K_r16 = t->type[GGML_TYPE_Q4_K]; /* the row-at-a-time kernels cannot read a tile: none */
+    t->q4_K_r16 = t->type[GGML_TYPE_Q4_K];
     t->q4_K_r16.vec_dot_2w = t->q4_K_r16.vec_dot_mm_2w = NULL;
     t->q4_K_r16.vec_dot_16w = vec_dot_q4_K_q8_K_r16_16w_avx512;
     t->q4_K_r16.vec_dot_mm_16w = vec_dot_q4_K_q8_K_r16_mm_16w_avx512;
@@ -296,8 +300,9 @@ int coli_kernels_select(const char *isa) {
 const coli_kernel_table *coli_kernels_table(const char *isa) { return isa ? table_for(isa) : NULL; }
 
 const coli_type_kernels *coli_q4_K_r16_kernels(void) {
-    const coli_kernel_table *t = table_for("avx512");
-    return t && t->q4_K_r16.vec_dot_16w ? &t->q4_K_r16 : NULL;
+    const coli_kernel_table *t = coli_kernels();
+    if (!t->q4_K_r16.vec_dot_16w) t = table_for("auto"); /* the scalar set forced after the load: the widest */
+    return t->q4_K_r16.vec_dot_16w ? &t->q4_K_r16 : NULL;
 }
 
 void coli_kernels_set_thread_table(const coli_kernel_table *t) { tl_table = t; }
@@ -332,7 +337,10 @@ static mixed_table *g_mixed;
 static void copy_type(coli_kernel_table *dst, const coli_kernel_table *src, uint32_t wtype) {
     dst->type[wtype] = src->type[wtype];
     dst->unpacked[wtype] = src->unpacked[wtype];
-    if (wtype == GGML_TYPE_Q4_K) dst->q4_K_unpacked = src->q4_K_unpacked;
+    if (wtype == GGML_TYPE_Q4_K) {
+        dst->q4_K_unpacked = src->q4_K_unpacked;
+        dst->q4_K_r16 = src->q4_K_r16;
+    }
     if (wtype == GGML_TYPE_Q4_0) dst->q4_0_plain = src->q4_0_plain;
 }
 

@@ -117,8 +117,8 @@ static inline const coli_type_kernels *coli_plain_kernels(const coli_kernel_tabl
     return &t->type[wtype];
 }
 
-/* The kernels of Q4_K weights repacked into 16-row tiles, whatever table is in force (a tile
- * has one layout), or NULL where this CPU has none: then nothing is repacked. */
+/* The kernels of Q4_K weights repacked into 16-row tiles: the table in force's (each SIMD set
+ * reads the one layout), the widest set's under a forced scalar set, NULL where the CPU has none. */
 const coli_type_kernels *coli_q4_K_r16_kernels(void);
 
 /* Force an ISA: "auto", "scalar", "avx2", "avxvnni", "avx512". COLI_E_UNSUPPORTED when

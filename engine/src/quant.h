@@ -379,6 +379,8 @@ COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_0_q8_0_16w_avxvnni);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q5_0_q8_0_16w_avxvnni);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_K_q8_K_16w_avx2);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_K_q8_K_mm_16w_avx2);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_K_q8_K_r16_16w_avx2);    /* on a tile coli_repack_q4_K_r16 made */
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q4_K_q8_K_r16_mm_16w_avx2);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q6_K_q8_K_mm_16w_avx2);
 COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_avx512);     /* repacked q4_K_8x8 gemv */
 COLI_DECLARE_VEC_DOT(vec_dot_q4_K_q8_K_mm_avx512);  /* repacked q4_K_8x8 gemm */

@@ -40,7 +40,7 @@ INL __m256i q8_block_avx2(const float *x, float *d_out, float *id_out) {
     const float id = amax != 0.0f ? 127.f / amax : 0.0f;
     *id_out = id;
     const __m256 mul = _mm256_set1_ps(id);
-    const int rnd = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    enum { rnd = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }; /* a constant expression: clang requires one */
     __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, mul), rnd));
     __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, mul), rnd));
     __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, mul), rnd));
@@ -107,7 +107,7 @@ TGT void quantize_row_q8_K_avx2(const float *x, void *vy, int64_t n) {
         }
         const float iscale = -127.f / x[first];
         const __m256 mul = _mm256_set1_ps(iscale);
-        const int rnd = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        enum { rnd = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }; /* a constant expression: clang requires one */
         for (int j = 0; j < QK_K; j += 32) {
             __m256i q[4];
             for (int k = 0; k < 4; k++) {
@@ -879,12 +879,16 @@ INL void transpose8(__m256i r[8]) {
 
 /* d, dmin, the scales (sc[k]: scale k in both 16-bit halves) and the min pairs
  * (mn[g]: min 2g | min 2g+1 << 16) of super-block base of the 8 rows, in lanes */
-INL void q4_K_scales8(const char *base, size_t wst, __m256 *dxp, __m256 *dmxp, __m256i sc[8], __m256i mn[4]) {
+INL void q4_K_scales8(const char *base, size_t wst, __m256 *dxp, __m256 *dmxp, __m256i sc[8], __m256i mn[4],
+                      const int r16) {
     const __m256i m6 = _mm256_set1_epi32(0x3F);
     const __m256i kmask1 = _mm256_set1_epi32(0x3f3f3f3f), kmask2 = _mm256_set1_epi32(0x0f0f0f0f),
                   kmask3 = _mm256_set1_epi32(0x03030303);
     __m256i head[4]; /* the first 16 bytes of each row's block: d | dmin << 16, then 12 scale bytes */
-    transpose8x4(base, wst, head);
+    if (r16) /* a repacked tile's head words, this half's 8 rows in lanes (Q4K_R16_AT) */
+        for (int k = 0; k < 4; k++) head[k] = _mm256_loadu_si256((const __m256i *)(base + 64 * k));
+    else
+        transpose8x4(base, wst, head);
     const __m256i dd = head[0];
     const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
     const __m256 dx = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(
@@ -930,19 +934,22 @@ INL __m256 q4_K_tiled_res(__m256i itot, __m256i mtot, __m256 dx, __m256 dmx) {
 /* 1..4 activation rows (decode): the 8 rows' words transposed from 128-bit
  * loads (transpose8x4) and used as they come; the same integer sums, the same
  * float steps as q4_K_8w. */
+/* r16: w is half (0 or 32 bytes in) of a tile repacked by coli_repack_q4_K_r16, whose super-block i
+ * starts 16 block sizes in and holds 36 vectors of 64 bytes (4 head words, then quant word j at 4 + j) */
+#define Q4K_R16_AT(w, i, v) ((w) + (size_t)(i) * 16 * sizeof(block_q4_K) + 64 * (size_t)(v))
 INL void q4_K_8w_few(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss,
-                     const int gemm, const int nr) {
+                     const int gemm, const int r16, const int nr) {
     const __m256i m4 = _mm256_set1_epi8(0xF);
     const int pf_lines = (int)((8 * wst + 63) / 64);
     __m256 fa[COLI_MAX_NR], fm[COLI_MAX_NR];
     for (int r = 0; r < nr; r++) fa[r] = fm[r] = _mm256_setzero_ps();
     for (int i = 0; i < nb; i++) {
         const char *base = w + (size_t)i * sizeof(block_q4_K);
-        for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++)
+        for (int l = r16 ? 0 : i * pf_lines / nb; !r16 && l < (i + 1) * pf_lines / nb; l++) /* r16: one stream */
             COLI_PREFETCH_W(w + 8 * wst + 64 * (size_t)l);
         __m256 dx, dmx;
         __m256i sc[8], mn[4];
-        q4_K_scales8(base, wst, &dx, &dmx, sc, mn);
+        q4_K_scales8(r16 ? Q4K_R16_AT(w, i, 0) : base, wst, &dx, &dmx, sc, mn, r16);
         __m256i itot[COLI_MAX_NR], mtot[COLI_MAX_NR];
         for (int r = 0; r < nr; r++) itot[r] = mtot[r] = _mm256_setzero_si256();
         for (int g = 0; g < 4; g++) { /* words 8g..8g+7: sub-blocks 2g (low nibbles), 2g + 1 (high) */
@@ -950,7 +957,10 @@ INL void q4_K_8w_few(int nb, const char *w, size_t wst, const char *a, size_t as
             for (int r = 0; r < nr; r++) lo[r] = hi[r] = _mm256_setzero_si256();
             for (int c = 0; c < 2; c++) {
                 __m256i q[4]; /* words 8g + 4c + k of the 8 rows */
-                transpose8x4(base + offsetof(block_q4_K, qs) + 32 * g + 16 * c, wst, q);
+                if (r16)
+                    for (int k = 0; k < 4; k++) q[k] = _mm256_loadu_si256((const __m256i *)Q4K_R16_AT(w, i, 4 + 8 * g + 4 * c + k));
+                else
+                    transpose8x4(base + offsetof(block_q4_K, qs) + 32 * g + 16 * c, wst, q);
                 for (int k = 0; k < 4; k++) {
                     const int j = 4 * c + k;
                     const __m256i nl = _mm256_and_si256(q[k], m4);
@@ -995,9 +1005,9 @@ INL void q4_K_8w_few(int nb, const char *w, size_t wst, const char *a, size_t as
 }
 
 INL void q4_K_8w(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
-                 const int gemm) {
+                 const int gemm, const int r16) {
     if (nr <= COLI_MAX_NR) {
-        COLI_DISPATCH_NR(nr, q4_K_8w_few, nb, w, wst, a, as, s, ss, gemm);
+        COLI_DISPATCH_NR(nr, q4_K_8w_few, nb, w, wst, a, as, s, ss, gemm, r16);
         return;
     }
     const __m256i m4 = _mm256_set1_epi8(0xF);
@@ -1009,17 +1019,21 @@ INL void q4_K_8w(int nb, const char *w, size_t wst, const char *a, size_t as, fl
         memset(acc, 0, (size_t)rn * sizeof acc[0]);
         for (int i = 0; i < nb; i++) {
             const char *base = w + (size_t)i * sizeof(block_q4_K);
-            if (r0 == 0) /* the next 8 rows, spread over the super-blocks */
+            if (r0 == 0 && !r16) /* the next 8 rows, spread over the super-blocks */
                 for (int l = i * pf_lines / nb; l < (i + 1) * pf_lines / nb; l++)
                     COLI_PREFETCH_W(w + 8 * wst + 64 * (size_t)l);
             __m256 dx, dmx;
             __m256i sc[8], mn[4];
-            q4_K_scales8(base, wst, &dx, &dmx, sc, mn);
+            q4_K_scales8(r16 ? Q4K_R16_AT(w, i, 0) : base, wst, &dx, &dmx, sc, mn, r16);
             for (int c = 0; c < 4; c++) {
                 __m256i q[8];
-                for (int r = 0; r < 8; r++)
-                    q[r] = _mm256_loadu_si256((const __m256i *)(base + (size_t)r * wst + offsetof(block_q4_K, qs) + 32 * c));
-                transpose8(q);
+                if (r16)
+                    for (int j = 0; j < 8; j++) q[j] = _mm256_loadu_si256((const __m256i *)Q4K_R16_AT(w, i, 4 + 8 * c + j));
+                else {
+                    for (int r = 0; r < 8; r++)
+                        q[r] = _mm256_loadu_si256((const __m256i *)(base + (size_t)r * wst + offsetof(block_q4_K, qs) + 32 * c));
+                    transpose8(q);
+                }
                 for (int j = 0; j < 8; j++) {
                     nib[0][8 * c + j] = _mm256_and_si256(q[j], m4);
                     nib[1][8 * c + j] = _mm256_and_si256(_mm256_srli_epi16(q[j], 4), m4);
@@ -1068,17 +1082,26 @@ INL void q4_K_8w(int nb, const char *w, size_t wst, const char *a, size_t as, fl
 
 TGT void vec_dot_q4_K_q8_K_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
                                     int nr) {
-    for (int g = 0; g < 16; g += 8) q4_K_8w(n / QK_K, (const char *)w + (size_t)g * wst, wst, a, as, s + g, ss, nr, 0);
+    for (int g = 0; g < 16; g += 8) q4_K_8w(n / QK_K, (const char *)w + (size_t)g * wst, wst, a, as, s + g, ss, nr, 0, 0);
 }
 TGT void vec_dot_q4_K_q8_K_mm_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
                                        size_t ss, int nr) {
-    for (int g = 0; g < 16; g += 8) q4_K_8w(n / QK_K, (const char *)w + (size_t)g * wst, wst, a, as, s + g, ss, nr, 1);
+    for (int g = 0; g < 16; g += 8) q4_K_8w(n / QK_K, (const char *)w + (size_t)g * wst, wst, a, as, s + g, ss, nr, 1, 0);
 }
 
 TGT void vec_dot_q4_K_q8_K_tiled_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
                                           size_t ss, int nr) {
     for (int g = 0; g < 16; g += 8)
-        q4_K_8w(n / QK_K, (const char *)w + (size_t)g * wst, wst, a, as, s + g, ss, nr, Q4_K_TILED);
+        q4_K_8w(n / QK_K, (const char *)w + (size_t)g * wst, wst, a, as, s + g, ss, nr, Q4_K_TILED, 0);
+}
+/* a repacked tile (coli_repack_q4_K_r16): each half of its 64-byte vectors is 8 rows */
+TGT void vec_dot_q4_K_q8_K_r16_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                        size_t ss, int nr) {
+    for (int g = 0; g < 16; g += 8) q4_K_8w(n / QK_K, (const char *)w + 4 * g, wst, a, as, s + g, ss, nr, 0, 1);
+}
+TGT void vec_dot_q4_K_q8_K_r16_mm_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                           size_t ss, int nr) {
+    for (int g = 0; g < 16; g += 8) q4_K_8w(n / QK_K, (const char *)w + 4 * g, wst, a, as, s + g, ss, nr, 1, 1);
 }
 
 /* Q5_K, ggml's tiled matmul (8+ rows; Q5_K is never repacked) for 8 weight
@@ -1096,7 +1119,7 @@ typedef struct {
 
 INL void q5_K_decode8(const char *base, size_t wst, q5_K_tile8 *t) {
     const __m256i m4 = _mm256_set1_epi8(0xF), m1 = _mm256_set1_epi8(1);
-    q4_K_scales8(base, wst, &t->dx, &t->dmx, t->sc, t->mn); /* the same d, dmin, scales[12] head as Q4_K */
+    q4_K_scales8(base, wst, &t->dx, &t->dmx, t->sc, t->mn, 0); /* the same d, dmin, scales[12] head as Q4_K */
     __m256i qhw[8];
     for (int r = 0; r < 8; r++)
         qhw[r] = _mm256_loadu_si256((const __m256i *)(base + (size_t)r * wst + offsetof(block_q5_K, qh)));

@@ -81,14 +81,7 @@ static int64_t repack_budget(void) {
 int64_t coli_model_repack(coli_model *m, bool experts_resident) {
     const char *env = getenv("COLI_REPACK");
     if (env && strcmp(env, "0") == 0) return 0;
-    /* only where the batch kernels in force are the AVX-512 set's: a forced narrower
-     * ISA keeps every weight as the file stores it */
-#ifdef COLI_X86
-    if (!coli_q4_K_r16_kernels() || coli_kernels()->type[GGML_TYPE_Q4_K].vec_dot_16w != vec_dot_q4_K_q8_K_16w_avx512)
-        return 0;
-#else
-    return 0;
-#endif
+    if (!coli_kernels()->q4_K_r16.vec_dot_16w) return 0; /* the scalar set (forced, or all this CPU has) */
     const int n_layer = m->hp.n_layer;
     mat_use *u = malloc(((size_t)n_layer * MAX_USES_PER_LAYER + 8) * sizeof *u);
     if (!u) return 0;

@@ -1,10 +1,10 @@
 /* repack.h — resident Q4_K weights rewritten at load into 16-row tiles, as llama.cpp
  * repacks its Q4_K weights (its q4_K_8x8): the tile kernels then read 16 rows as one
- * stream, with no transposes in registers (decode ~1.5x the in-place kernels on Zen 4,
- * the same bits: the arithmetic is that of the type's kernels).
+ * stream, with no transposes in registers (MoE decode 1.3x with the AVX-512 set on
+ * Zen 4, 1.2x with AVX2; the same bits: the arithmetic is that of the type's kernels).
  *
  * Only matrices read nowhere but through the matmuls, with whole 16-row tiles, where
- * the AVX-512 set is in force; experts only when they are resident (a streamed expert
+ * a SIMD set is in force; experts only when they are resident (a streamed expert
  * is read from the file as stored); no more bytes than the memory free at load allows
  * (the rewritten pages are the process's own, not the page cache's). COLI_REPACK=0
  * keeps every weight as stored. */

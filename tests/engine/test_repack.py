@@ -12,8 +12,8 @@ from colibri import engine
 from colibri.engine import Engine
 from tests.fixtures import moe_models as mm
 
-AVX512 = engine.kernel_set_runnable("avx512")
-pytestmark = pytest.mark.skipif(not AVX512, reason="the tile kernels are the AVX-512 set's: nothing is repacked here")
+SIMD = [isa for isa in ("avx2", "avxvnni", "avx512") if engine.kernel_set_runnable(isa)]
+pytestmark = pytest.mark.skipif(not SIMD, reason="the tile kernels are the SIMD sets': nothing is repacked here")
 
 
 @pytest.fixture(autouse=True)
@@ -61,8 +61,28 @@ def test_streamed_experts_stay_as_stored(tmp_path, monkeypatch):
     assert np.array_equal(streamed, plain)
 
 
-def test_a_forced_narrower_isa_repacks_nothing(tmp_path, monkeypatch):
+def test_every_simd_set_reads_the_tiles(tmp_path, monkeypatch):
+    """Each set's tile kernels against its own kernels on the file's layout (the sets differ
+    from each other elsewhere: F32's and F16's sums, the element-wise ops' widths)."""
     path = model(tmp_path, "qwen3moe")
-    engine.set_kernel_isa("avx2")
+    for isa in SIMD:
+        engine.set_kernel_isa(isa)
+        _, plain = run(path, monkeypatch, False)
+        n, repacked = run(path, monkeypatch, True)
+        assert n > 0 and np.array_equal(repacked, plain), isa
+
+
+def test_the_scalar_set_repacks_nothing_and_reads_tiles_with_the_widest(tmp_path, monkeypatch):
+    path = model(tmp_path, "qwen3moe")
+    engine.set_kernel_isa("scalar")
     n, _ = run(path, monkeypatch, True)
     assert n == 0
+    engine.set_kernel_isa("auto")  # repacked at load, then the scalar set forced: the tiles keep their kernels
+    monkeypatch.setenv("COLI_REPACK", "1")
+    tokens = [5, 17, 99, 240]
+    with Engine(path, n_ctx=64, n_threads=1) as e:
+        assert e.model_info()["repacked_bytes"] > 0
+        ref = np.frombuffer(e.eval(tokens, 0, logits="last"), np.float32).copy()
+        engine.set_kernel_isa("scalar")
+        assert np.isfinite(np.frombuffer(e.eval(tokens, 0, logits="last"), np.float32)).all()
+    assert np.isfinite(ref).all()
