@@ -107,8 +107,10 @@ int64_t coli_model_repack(coli_model *m, bool experts_resident) {
             const size_t stride[3] = {le->gate_stride, le->up_stride, le->down_stride};
             for (int k = 0; k < 3; k++) {
                 const size_t one = coli_row_size(ex[k]->type, ex[k]->n_in) * (size_t)ex[k]->n_out;
+                /* a fused gate_up is read as two halves: each must be whole tiles */
+                const bool halves = k > 0 || !le->gate_up_fused || (ex[k]->n_out / 2) % 16 == 0;
                 add(u, &n, ex[k], stride[k] * (size_t)m->hp.n_expert,
-                    experts_resident && ex[k]->n_in && stride[k] == one);
+                    experts_resident && ex[k]->n_in && stride[k] == one && halves);
             }
         }
     }
