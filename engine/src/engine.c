@@ -73,7 +73,7 @@ static int load_model(colibri_engine *e) {
                                       c->no_prefetch == 0};
         if (!(e->experts = coli_experts_open(&e->model, e->gguf, &sc))) return colibri_last_error_code();
     }
-    e->repacked_bytes = coli_model_repack(&e->model, c->expert_cache_bytes == 0);
+    e->repacked_bytes = coli_model_repack(&e->model, c->expert_cache_bytes == 0, c->n_threads);
     if ((rc = coli_state_init(&e->state, &e->model, e->experts, c->n_ctx, c->n_batch, logit_rows, c->n_threads)))
         return rc;
     e->slots = calloc((size_t)c->n_slots, sizeof *e->slots);

@@ -2,6 +2,8 @@
 #define _DEFAULT_SOURCE
 #include "repack.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,42 +45,157 @@ static bool eligible(const mat_use *u) {
            u->bytes % (16 * coli_row_size(w->type, w->n_in)) == 0;
 }
 
-/* In place: the mapping is private, so the written pages become this process's
- * own (the file's stay in the page cache, reclaimable) and RSS does not double. */
-static bool repack_range(coli_mat *w, size_t bytes, void *tmp) {
+/* The work of a load: the chosen ranges, cut into runs of tiles that threads claim. */
+#define TILES_PER_RUN 64
+typedef struct {
+    mat_use **r;       /* the ranges to repack */
+    int64_t *first;    /* run index where range i starts (n_r + 1 entries) */
+    int n_r;
+    size_t tmp_bytes;  /* 16 rows of the widest range */
+    atomic_llong next; /* next run to claim */
+} repack_job;
+
+static void run_runs(repack_job *J, void *tmp) {
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    const uintptr_t from = (uintptr_t)w->data / page * page;
-    const uintptr_t to = ((uintptr_t)w->data + bytes + page - 1) / page * page;
-    if (mprotect((void *)from, to - from, PROT_READ | PROT_WRITE) != 0) return false;
+    for (;;) {
+        const int64_t k = atomic_fetch_add(&J->next, 1);
+        if (k >= J->first[J->n_r]) return;
+        int i = 0;
+        while (J->first[i + 1] <= k) i++;
+        const coli_mat *w = J->r[i]->w;
+        const size_t tile = 16 * coli_row_size(w->type, w->n_in);
+        const int64_t tiles = (int64_t)(J->r[i]->bytes / tile), t0 = (k - J->first[i]) * TILES_PER_RUN;
+        const int64_t t1 = t0 + TILES_PER_RUN < tiles ? t0 + TILES_PER_RUN : tiles;
+        char *at = (char *)w->data + (size_t)t0 * tile;
+        const uintptr_t from = (uintptr_t)at / page * page;
+        const uintptr_t to = ((uintptr_t)at + (size_t)(t1 - t0) * tile + page - 1) / page * page;
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
-    /* the copies made in one call, not a read fault and a write fault per page (an older kernel
-     * refuses the advice: the faults then come one by one) */
-    madvise((void *)from, to - from, MADV_POPULATE_WRITE);
-    const size_t row = coli_row_size(w->type, w->n_in);
-    coli_repack_q4_K_r16((void *)w->data, w->n_in, (int64_t)(bytes / row), tmp);
-    mprotect((void *)from, to - from, PROT_READ);
-    return true;
+        /* the copies made in one call, not a read fault and a write fault per page (an older kernel
+         * refuses the advice: the faults then come one by one) */
+        madvise((void *)from, to - from, MADV_POPULATE_WRITE);
+        coli_repack_q4_K_r16(at, w->n_in, (t1 - t0) * 16, tmp);
+    }
+}
+
+static void *repack_thread(void *arg) {
+    repack_job *J = arg;
+    void *tmp = malloc(J->tmp_bytes);
+    if (tmp) run_runs(J, tmp); /* without scratch it takes nothing: the caller, which has some, does the rest */
+    free(tmp);
+    return NULL;
+}
+
+/* In place: the mapping is private, so the written pages become this process's own (the
+ * file's stay in the page cache, reclaimable) and RSS does not double. The ranges' pages
+ * are writable for the repack and read-only again after; n_threads share the runs. */
+static void repack_ranges(mat_use **r, int n_r, int n_threads) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    repack_job J = {.r = r};
+    J.first = malloc(((size_t)n_r + 1) * sizeof *J.first);
+    for (int i = 0; i < n_r; i++) {
+        const size_t tile = 16 * coli_row_size(r[i]->w->type, r[i]->w->n_in);
+        if (tile > J.tmp_bytes) J.tmp_bytes = tile;
+    }
+    void *tmp = J.tmp_bytes ? malloc(J.tmp_bytes) : NULL;
+    if (!J.first || !tmp) {
+        free(J.first);
+        free(tmp);
+        return;
+    }
+    for (int i = 0; i < n_r; i++) {
+        const uintptr_t from = (uintptr_t)r[i]->w->data / page * page;
+        const uintptr_t to = ((uintptr_t)r[i]->w->data + r[i]->bytes + page - 1) / page * page;
+        if (mprotect((void *)from, to - from, PROT_READ | PROT_WRITE) == 0) r[J.n_r++] = r[i]; /* else as stored */
+    }
+    J.first[0] = 0;
+    for (int i = 0; i < J.n_r; i++) {
+        const size_t tile = 16 * coli_row_size(r[i]->w->type, r[i]->w->n_in);
+        J.first[i + 1] = J.first[i] + (int64_t)((r[i]->bytes / tile + TILES_PER_RUN - 1) / TILES_PER_RUN);
+    }
+    atomic_init(&J.next, 0);
+    pthread_t th[16];
+    int started = 0;
+    while (started < n_threads - 1 && started < 16 && pthread_create(&th[started], NULL, repack_thread, &J) == 0)
+        started++;
+    run_runs(&J, tmp);
+    for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+    for (int i = 0; i < J.n_r; i++) {
+        const uintptr_t from = (uintptr_t)r[i]->w->data / page * page;
+        const uintptr_t to = ((uintptr_t)r[i]->w->data + r[i]->bytes + page - 1) / page * page;
+        mprotect((void *)from, to - from, PROT_READ);
+        r[i]->w->mm_flags |= COLI_ROWS_R16;
+    }
+    free(J.first);
+    free(tmp);
+}
+
+static int64_t read_i64(const char *path, const char *key) { /* a file's number, or key's in a "key value" file */
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[256];
+    long long v = -1;
+    const size_t kl = key ? strlen(key) : 0;
+    while (fgets(line, sizeof line, f)) {
+        if (key && (strncmp(line, key, kl) != 0 || line[kl] != ' ')) continue;
+        if (sscanf(key ? line + kl : line, "%lld", &v) != 1) v = -1; /* "max": no limit */
+        break;
+    }
+    fclose(f);
+    return v;
+}
+
+/* The least room any memory cgroup of this process leaves for more anonymous memory
+ * (v2: memory.max less the level's anon; v1: memory.limit_in_bytes less rss), walking up
+ * to the root; INT64_MAX without a limit. The sidecar's plan reads the same limits
+ * more fully (container.py); this bound only keeps the repack from overrunning one. */
+static int64_t cgroup_room(void) {
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f) return INT64_MAX;
+    char line[1024], path[1024 + 64];
+    int64_t room = INT64_MAX;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        const bool v2 = strncmp(line, "0::", 3) == 0;
+        char *rel = v2 ? line + 3 : strstr(line, ":memory:");
+        if (!rel) continue;
+        if (!v2) rel += strlen(":memory:");
+        for (;;) {
+            const char *root = !v2 ? "/sys/fs/cgroup/memory"
+                               : access("/sys/fs/cgroup/unified/cgroup.controllers", F_OK) == 0 ? "/sys/fs/cgroup/unified"
+                                                                                             : "/sys/fs/cgroup";
+            snprintf(path, sizeof path, "%s%s/%s", root, rel, v2 ? "memory.max" : "memory.limit_in_bytes");
+            const int64_t lim = read_i64(path, NULL);
+            snprintf(path, sizeof path, "%s%s/memory.stat", root, rel);
+            const int64_t used = read_i64(path, v2 ? "anon" : "total_rss");
+            if (lim > 0 && lim < ((int64_t)1 << 60) && lim - (used > 0 ? used : 0) < room)
+                room = lim - (used > 0 ? used : 0);
+            char *slash = strrchr(rel, '/');
+            if (!slash || slash == rel) {
+                if (rel[0] && strcmp(rel, "/") != 0) { rel[0] = 0; continue; } /* the root itself */
+                break;
+            }
+            *slash = 0;
+        }
+    }
+    fclose(f);
+    return room;
 }
 
 /* Bytes the repacked copies may take: they are the process's own pages, which the kernel
  * cannot drop and read again as it can the mapping's, so they must fit in what is free
- * (MemAvailable, less an eighth and at least 256 MiB); unknown: no bound. */
+ * (MemAvailable and the cgroups' room, less an eighth and at least 256 MiB). */
 static int64_t repack_budget(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return INT64_MAX;
-    char line[256];
-    long long kib = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
-    fclose(f);
-    if (kib < 0) return INT64_MAX;
-    const int64_t avail = (int64_t)kib * 1024, margin = avail / 8 > (256 << 20) ? avail / 8 : (256 << 20);
+    int64_t avail = read_i64("/proc/meminfo", "MemAvailable:");
+    avail = avail < 0 ? INT64_MAX / 2 : avail * 1024;
+    const int64_t room = cgroup_room();
+    if (room < avail) avail = room;
+    const int64_t margin = avail / 8 > (256 << 20) ? avail / 8 : (256 << 20);
     return avail - margin;
 }
 
-int64_t coli_model_repack(coli_model *m, bool experts_resident) {
+int64_t coli_model_repack(coli_model *m, bool experts_resident, int n_threads) {
     const char *env = getenv("COLI_REPACK");
     if (env && strcmp(env, "0") == 0) return 0;
     if (!coli_kernels()->q4_K_r16.vec_dot_16w) return 0; /* the scalar set (forced, or all this CPU has) */
@@ -114,26 +231,30 @@ int64_t coli_model_repack(coli_model *m, bool experts_resident) {
             }
         }
     }
-    size_t tmp_bytes = 0;
-    for (int i = 0; i < n; i++)
-        if (eligible(&u[i]) && 16 * coli_row_size(u[i].w->type, u[i].w->n_in) > tmp_bytes)
-            tmp_bytes = 16 * coli_row_size(u[i].w->type, u[i].w->n_in);
-    void *tmp = tmp_bytes ? malloc(tmp_bytes) : NULL;
-    int64_t done = 0;
+    mat_use **chosen = malloc((size_t)n * sizeof *chosen + 1);
+    int n_chosen = 0;
+    int64_t bytes = 0;
     const int64_t budget = repack_budget();
-    for (int i = 0; tmp && i < n; i++) {
-        if (!eligible(&u[i]) || (u[i].w->mm_flags & COLI_ROWS_R16) || done + (int64_t)u[i].bytes > budget) continue;
-        bool shared = false; /* bytes another matrix reads as the file lays them out, or already repacked */
-        for (int j = 0; j < n && !shared; j++)
-            shared = j != i && overlaps(&u[i], &u[j]) &&
-                     (!eligible(&u[j]) || u[j].w->data != u[i].w->data || (u[j].w->mm_flags & COLI_ROWS_R16));
-        if (shared || !repack_range(u[i].w, u[i].bytes, tmp)) continue;
-        u[i].w->mm_flags |= COLI_ROWS_R16;
-        for (int j = 0; j < n; j++) /* the same matrix bound twice (one tensor, two uses) */
-            if (u[j].w->data == u[i].w->data && u[j].bytes == u[i].bytes) u[j].w->mm_flags |= COLI_ROWS_R16;
-        done += (int64_t)u[i].bytes;
+    for (int i = 0; chosen && i < n; i++) {
+        if (!eligible(&u[i]) || bytes + (int64_t)u[i].bytes > budget) continue;
+        bool skip = false; /* bytes another matrix reads as the file lays them out, or a matrix bound twice */
+        for (int j = 0; j < n && !skip; j++)
+            skip = j != i && overlaps(&u[i], &u[j]) && (!eligible(&u[j]) || u[j].w->data != u[i].w->data || j < i);
+        if (skip) continue;
+        chosen[n_chosen++] = &u[i];
+        bytes += (int64_t)u[i].bytes;
     }
-    free(tmp);
+    repack_ranges(chosen, n_chosen, n_threads);
+    int64_t done = 0;
+    for (int i = 0; i < n; i++) {
+        if (!(u[i].w->mm_flags & COLI_ROWS_R16)) continue;
+        bool first = true;
+        for (int j = 0; j < i && first; j++) first = u[j].w->data != u[i].w->data;
+        for (int j = i + 1; j < n; j++) /* the same matrix bound twice (one tensor, two uses) */
+            if (u[j].w->data == u[i].w->data && u[j].bytes == u[i].bytes) u[j].w->mm_flags |= COLI_ROWS_R16;
+        if (first) done += (int64_t)u[i].bytes;
+    }
+    free(chosen);
     free(u);
     return done;
 }

@@ -16,7 +16,8 @@
 
 #include "model.h"
 
-/* Repacks what qualifies, in place, and flags it (coli_mat.mm_flags); returns the bytes repacked. */
-int64_t coli_model_repack(coli_model *m, bool experts_resident);
+/* Repacks what qualifies, in place, on n_threads threads, and flags it (coli_mat.mm_flags);
+ * returns the bytes repacked. */
+int64_t coli_model_repack(coli_model *m, bool experts_resident, int n_threads);
 
 #endif
