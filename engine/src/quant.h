@@ -237,6 +237,8 @@ bool coli_cpu_can_avx512(void);  /* + avx512 f/bw/vl/dq/vnni, OS saves zmm */
  * then the 12 packed scale bytes as 3 words), then the 32 words of the quants. n_out % 16 == 0,
  * n_in % QK_K == 0; tmp holds 16 rows (16 * row bytes). */
 void coli_repack_q4_K_r16(void *w, int64_t n_in, int64_t n_out, void *tmp);
+/* Vector v (0..3 head words, 4 + j quant word j) of super-block i of the tile at w */
+#define COLI_R16_AT(w, i, v) ((const char *)(w) + (size_t)(i) * 16 * sizeof(block_q4_K) + 64 * (size_t)(v))
 
 void dequantize_row_f32(const void *x, float *y, int64_t n);
 void dequantize_row_f16(const void *x, float *y, int64_t n);

@@ -885,7 +885,7 @@ INL void q4_K_scales8(const char *base, size_t wst, __m256 *dxp, __m256 *dmxp, _
     const __m256i kmask1 = _mm256_set1_epi32(0x3f3f3f3f), kmask2 = _mm256_set1_epi32(0x0f0f0f0f),
                   kmask3 = _mm256_set1_epi32(0x03030303);
     __m256i head[4]; /* the first 16 bytes of each row's block: d | dmin << 16, then 12 scale bytes */
-    if (r16) /* a repacked tile's head words, this half's 8 rows in lanes (Q4K_R16_AT) */
+    if (r16) /* a repacked tile's head words, this half's 8 rows in lanes (COLI_R16_AT) */
         for (int k = 0; k < 4; k++) head[k] = _mm256_loadu_si256((const __m256i *)(base + 64 * k));
     else
         transpose8x4(base, wst, head);
@@ -934,9 +934,7 @@ INL __m256 q4_K_tiled_res(__m256i itot, __m256i mtot, __m256 dx, __m256 dmx) {
 /* 1..4 activation rows (decode): the 8 rows' words transposed from 128-bit
  * loads (transpose8x4) and used as they come; the same integer sums, the same
  * float steps as q4_K_8w. */
-/* r16: w is half (0 or 32 bytes in) of a tile repacked by coli_repack_q4_K_r16, whose super-block i
- * starts 16 block sizes in and holds 36 vectors of 64 bytes (4 head words, then quant word j at 4 + j) */
-#define Q4K_R16_AT(w, i, v) ((w) + (size_t)(i) * 16 * sizeof(block_q4_K) + 64 * (size_t)(v))
+/* r16: w is half (0 or 32 bytes in) of a tile repacked by coli_repack_q4_K_r16 (COLI_R16_AT) */
 INL void q4_K_8w_few(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss,
                      const int gemm, const int r16, const int nr) {
     const __m256i m4 = _mm256_set1_epi8(0xF);
@@ -949,7 +947,7 @@ INL void q4_K_8w_few(int nb, const char *w, size_t wst, const char *a, size_t as
             COLI_PREFETCH_W(w + 8 * wst + 64 * (size_t)l);
         __m256 dx, dmx;
         __m256i sc[8], mn[4];
-        q4_K_scales8(r16 ? Q4K_R16_AT(w, i, 0) : base, wst, &dx, &dmx, sc, mn, r16);
+        q4_K_scales8(r16 ? COLI_R16_AT(w, i, 0) : base, wst, &dx, &dmx, sc, mn, r16);
         __m256i itot[COLI_MAX_NR], mtot[COLI_MAX_NR];
         for (int r = 0; r < nr; r++) itot[r] = mtot[r] = _mm256_setzero_si256();
         for (int g = 0; g < 4; g++) { /* words 8g..8g+7: sub-blocks 2g (low nibbles), 2g + 1 (high) */
@@ -958,7 +956,7 @@ INL void q4_K_8w_few(int nb, const char *w, size_t wst, const char *a, size_t as
             for (int c = 0; c < 2; c++) {
                 __m256i q[4]; /* words 8g + 4c + k of the 8 rows */
                 if (r16)
-                    for (int k = 0; k < 4; k++) q[k] = _mm256_loadu_si256((const __m256i *)Q4K_R16_AT(w, i, 4 + 8 * g + 4 * c + k));
+                    for (int k = 0; k < 4; k++) q[k] = _mm256_loadu_si256((const __m256i *)COLI_R16_AT(w, i, 4 + 8 * g + 4 * c + k));
                 else
                     transpose8x4(base + offsetof(block_q4_K, qs) + 32 * g + 16 * c, wst, q);
                 for (int k = 0; k < 4; k++) {
@@ -1024,11 +1022,11 @@ INL void q4_K_8w(int nb, const char *w, size_t wst, const char *a, size_t as, fl
                     COLI_PREFETCH_W(w + 8 * wst + 64 * (size_t)l);
             __m256 dx, dmx;
             __m256i sc[8], mn[4];
-            q4_K_scales8(r16 ? Q4K_R16_AT(w, i, 0) : base, wst, &dx, &dmx, sc, mn, r16);
+            q4_K_scales8(r16 ? COLI_R16_AT(w, i, 0) : base, wst, &dx, &dmx, sc, mn, r16);
             for (int c = 0; c < 4; c++) {
                 __m256i q[8];
                 if (r16)
-                    for (int j = 0; j < 8; j++) q[j] = _mm256_loadu_si256((const __m256i *)Q4K_R16_AT(w, i, 4 + 8 * c + j));
+                    for (int j = 0; j < 8; j++) q[j] = _mm256_loadu_si256((const __m256i *)COLI_R16_AT(w, i, 4 + 8 * c + j));
                 else {
                     for (int r = 0; r < 8; r++)
                         q[r] = _mm256_loadu_si256((const __m256i *)(base + (size_t)r * wst + offsetof(block_q4_K, qs) + 32 * c));

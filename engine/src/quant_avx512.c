@@ -1007,7 +1007,7 @@ INL void q4_K_16w_few(int nb, const char *w, size_t wst, const char *a, size_t a
             COLI_PREFETCH_W(w + 16 * wst + 64 * (size_t)l);
         __m512 dx, dmx;
         __m512i sc[Q4K_FEW_MAX], mn[Q4K_FEW_MAX];
-        q4_K_scales16(r16 ? w + (size_t)i * 16 * sizeof(block_q4_K) : base, wst, &dx, &dmx, sc, mn, r16);
+        q4_K_scales16(r16 ? COLI_R16_AT(w, i, 0) : base, wst, &dx, &dmx, sc, mn, r16);
         __m512i mnp[4]; /* min 2g | min 2g+1 << 16 */
         for (int g = 0; g < 4; g++) mnp[g] = _mm512_or_si512(mn[2 * g], _mm512_slli_epi32(mn[2 * g + 1], 16));
         __m512i itot[Q4K_FEW_MAX], mtot[Q4K_FEW_MAX];
@@ -1019,7 +1019,7 @@ INL void q4_K_16w_few(int nb, const char *w, size_t wst, const char *a, size_t a
                 __m512i q[Q4K_FEW_MAX];  /* words 8g + j of the 16 rows */
                 if (r16) /* words 8g..8g+7 of the 16 rows, one vector each */
                     for (int j = 0; j < 8; j++)
-                        q[j] = _mm512_loadu_si512(w + (size_t)i * 16 * sizeof(block_q4_K) + 64 * (4 + 8 * g + j));
+                        q[j] = _mm512_loadu_si512(COLI_R16_AT(w, i, 4 + 8 * g + j));
                 else
                     transpose16x8(base + offsetof(block_q4_K, qs) + 32 * g, wst, q);
                 for (int j = 0; j < 8; j++) {
