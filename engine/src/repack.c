@@ -45,6 +45,13 @@ static bool eligible(const mat_use *u) {
            u->bytes % (16 * coli_row_size(w->type, w->n_in)) == 0;
 }
 
+/* The whole pages holding n bytes at p: their start, their length. */
+static void *page_span(const void *p, size_t n, size_t *len) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), from = (uintptr_t)p / page * page;
+    *len = (size_t)(((uintptr_t)p + n + page - 1) / page * page - from);
+    return (void *)from;
+}
+
 /* The work of a load: the chosen ranges, cut into runs of tiles that threads claim. */
 #define TILES_PER_RUN 64
 typedef struct {
@@ -56,7 +63,6 @@ typedef struct {
 } repack_job;
 
 static void run_runs(repack_job *J, void *tmp) {
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     for (;;) {
         const int64_t k = atomic_fetch_add(&J->next, 1);
         if (k >= J->first[J->n_r]) return;
@@ -67,14 +73,14 @@ static void run_runs(repack_job *J, void *tmp) {
         const int64_t tiles = (int64_t)(J->r[i]->bytes / tile), t0 = (k - J->first[i]) * TILES_PER_RUN;
         const int64_t t1 = t0 + TILES_PER_RUN < tiles ? t0 + TILES_PER_RUN : tiles;
         char *at = (char *)w->data + (size_t)t0 * tile;
-        const uintptr_t from = (uintptr_t)at / page * page;
-        const uintptr_t to = ((uintptr_t)at + (size_t)(t1 - t0) * tile + page - 1) / page * page;
+        size_t len;
+        void *from = page_span(at, (size_t)(t1 - t0) * tile, &len);
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
         /* the copies made in one call, not a read fault and a write fault per page (an older kernel
          * refuses the advice: the faults then come one by one) */
-        madvise((void *)from, to - from, MADV_POPULATE_WRITE);
+        madvise(from, len, MADV_POPULATE_WRITE);
         coli_repack_q4_K_r16(at, w->n_in, (t1 - t0) * 16, tmp);
     }
 }
@@ -91,7 +97,6 @@ static void *repack_thread(void *arg) {
  * file's stay in the page cache, reclaimable) and RSS does not double. The ranges' pages
  * are writable for the repack and read-only again after; n_threads share the runs. */
 static void repack_ranges(mat_use **r, int n_r, int n_threads) {
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     repack_job J = {.r = r};
     J.first = malloc(((size_t)n_r + 1) * sizeof *J.first);
     for (int i = 0; i < n_r; i++) {
@@ -105,9 +110,9 @@ static void repack_ranges(mat_use **r, int n_r, int n_threads) {
         return;
     }
     for (int i = 0; i < n_r; i++) {
-        const uintptr_t from = (uintptr_t)r[i]->w->data / page * page;
-        const uintptr_t to = ((uintptr_t)r[i]->w->data + r[i]->bytes + page - 1) / page * page;
-        if (mprotect((void *)from, to - from, PROT_READ | PROT_WRITE) == 0) r[J.n_r++] = r[i]; /* else as stored */
+        size_t len;
+        void *from = page_span(r[i]->w->data, r[i]->bytes, &len);
+        if (mprotect(from, len, PROT_READ | PROT_WRITE) == 0) r[J.n_r++] = r[i]; /* else as stored */
     }
     J.first[0] = 0;
     for (int i = 0; i < J.n_r; i++) {
@@ -122,9 +127,9 @@ static void repack_ranges(mat_use **r, int n_r, int n_threads) {
     run_runs(&J, tmp);
     for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
     for (int i = 0; i < J.n_r; i++) {
-        const uintptr_t from = (uintptr_t)r[i]->w->data / page * page;
-        const uintptr_t to = ((uintptr_t)r[i]->w->data + r[i]->bytes + page - 1) / page * page;
-        mprotect((void *)from, to - from, PROT_READ);
+        size_t len;
+        void *from = page_span(r[i]->w->data, r[i]->bytes, &len);
+        mprotect(from, len, PROT_READ);
         r[i]->w->mm_flags |= COLI_ROWS_R16;
     }
     free(J.first);
