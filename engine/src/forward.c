@@ -148,12 +148,7 @@ int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store
     size_t need = 0;
     for (int il = 0; il < hp->n_layer; il++) {
         const coli_layer *L = &m->layers[il];
-        const coli_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down,
-                                  &L->ffn_gate_inp, &L->exps.gate, &L->exps.up, &L->exps.down, &L->gate_shexp,
-                                  &L->up_shexp, &L->down_shexp, &L->wq_a, &L->wq_b, &L->wkv_a, &L->wk_b,
-                                  &L->wv_b, &L->wkv_b, &L->idx_wq_b, &L->idx_wk, &L->idx_proj, &L->ssm_qkv,
-                                  &L->ssm_gate, &L->ssm_ba, &L->ssm_beta, &L->ssm_alpha, &L->ssm_out,
-                                  &L->gate_inp_shexp, &L->ple_gate, &L->ple_proj};
+        const coli_mat *mats[] = {COLI_LAYER_MATS(L)};
         for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) {
             if (!mats[i]->n_in) continue; /* absent in this layer */
             size_t sz = coli_matmul_scratch_size(mats[i]->type, mats[i]->n_in, n_batch);

@@ -212,6 +212,15 @@ typedef struct {
     float *ple_post_norm;    /* (n_embd) post_norm */
 } coli_layer;
 
+/* The address of every matrix of layer L (n_in 0 when absent; the routed experts' are expert 0's
+ * views): for whatever must visit them all (scratch sizing, the load's repack). */
+#define COLI_LAYER_MATS(L)                                                                                    \
+    &(L)->wq, &(L)->wk, &(L)->wv, &(L)->wo, &(L)->ffn_gate, &(L)->ffn_up, &(L)->ffn_down, &(L)->ffn_gate_inp, \
+        &(L)->exps.gate, &(L)->exps.up, &(L)->exps.down, &(L)->gate_shexp, &(L)->up_shexp, &(L)->down_shexp,   \
+        &(L)->wq_a, &(L)->wq_b, &(L)->wkv_a, &(L)->wk_b, &(L)->wv_b, &(L)->wkv_b, &(L)->idx_wq_b, &(L)->idx_wk, \
+        &(L)->idx_proj, &(L)->ssm_qkv, &(L)->ssm_gate, &(L)->ssm_ba, &(L)->ssm_beta, &(L)->ssm_alpha,          \
+        &(L)->ssm_out, &(L)->gate_inp_shexp, &(L)->ple_gate, &(L)->ple_proj
+
 typedef struct {
     char arch[32];
     coli_hparams hp;

@@ -214,15 +214,15 @@ int64_t coli_model_repack(coli_model *m, bool experts_resident, int n_threads) {
     add(u, &n, &m->ple_model_proj, 0, true);
     for (int il = 0; il < n_layer; il++) {
         coli_layer *L = &m->layers[il];
-        coli_mat *tiles[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down,
-                             &L->gate_shexp, &L->up_shexp, &L->down_shexp, &L->wq_a, &L->wq_b, &L->wkv_a,
-                             &L->wkv_b, &L->idx_wq_b, &L->idx_wk, &L->idx_proj, &L->ssm_qkv, &L->ssm_gate,
-                             &L->ssm_ba, &L->ssm_beta, &L->ssm_alpha, &L->ssm_out, &L->gate_inp_shexp,
-                             &L->ple_gate, &L->ple_proj};
-        for (size_t i = 0; i < sizeof tiles / sizeof *tiles; i++) add(u, &n, tiles[i], 0, true);
-        add(u, &n, &L->ffn_gate_inp, 0, false); /* the next layer's router runs early on the raw pointer */
-        add(u, &n, &L->wk_b, (size_t)L->wk_b_stride * (size_t)m->hp.n_head, false); /* per-head views */
-        add(u, &n, &L->wv_b, (size_t)L->wv_b_stride * (size_t)m->hp.n_head, false);
+        coli_mat *mats[] = {COLI_LAYER_MATS(L)};
+        for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) {
+            coli_mat *w = mats[i];
+            if (w == &L->exps.gate || w == &L->exps.up || w == &L->exps.down) continue; /* below: 3-D */
+            if (w == &L->wk_b || w == &L->wv_b) /* per-head views of a 3-D tensor */
+                add(u, &n, w, (w == &L->wk_b ? L->wk_b_stride : L->wv_b_stride) * (size_t)m->hp.n_head, false);
+            else /* the router: the next layer's runs early on the raw pointer */
+                add(u, &n, w, 0, w != &L->ffn_gate_inp);
+        }
         if (L->is_moe) { /* the n_expert matrices of a 3-D tensor are one matrix of n_expert * n_out rows */
             const coli_layer_experts *le = &L->exps;
             coli_mat *ex[3] = {&L->exps.gate, &L->exps.up, &L->exps.down};
