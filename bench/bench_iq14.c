@@ -14,7 +14,8 @@
  * of each and their ratio (ggml time / ours: >= 1 means ours is as fast) are
  * printed, with a check that both gave the same bits. Times are this thread's
  * CPU time. BENCH_TYPE=IQ4_NL picks a type; with it, BENCH_SHAPE=n_in,n_out,rows
- * runs that one shape. */
+ * runs that one shape. BENCH_R16=1: ours on the weight repacked into 16-row tiles
+ * as a model's load does (coli_repack_r16; IQ4_NL with n_in % 64, n_out % 16). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -159,16 +160,28 @@ static void bench(vp backend, uint32_t t, int64_t n_in, int64_t n_out, int64_t n
     for (int64_t i = 0; i < n_in * n_rows; i++) x[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
     ggml_mm m;
     ggml_mm_init(&m, backend, t, w, wbytes, n_in, n_out, n_rows);
+    /* BENCH_R16: ours reads a tiled copy (ggml keeps its own copy of w) */
+    coli_rows_mode mode = COLI_ROWS_BATCH;
+    const int in_mult = coli_r16_in_mult(t);
+    if (getenv("BENCH_R16") && in_mult && n_in % in_mult == 0 && n_out % 16 == 0) {
+        void *tmp = malloc(16 * coli_row_size(t, n_in));
+        coli_repack_r16(t, w, n_in, n_out, tmp);
+        free(tmp);
+        mode |= COLI_ROWS_R16;
+    }
     G.tensor_set(m.xt, x, 0, n_in * n_rows * sizeof(float));
     /* calls per timed run: about 20 ms of work */
     double t0 = now();
-    coli_matmul(NULL, w, t, n_in, n_out, x, n_rows, y, scratch);
+    if (coli_matmul_ex(NULL, w, t, n_in, n_out, x, n_rows, y, scratch, mode) != 0) {
+        fprintf(stderr, "coli_matmul_ex failed\n");
+        exit(1);
+    }
     const double one = now() - t0;
     const int iters = one > 0.02 ? 1 : (int)(0.02 / (one + 1e-9)) + 1;
     double *mine = malloc(reps * sizeof(double)), *theirs = malloc(reps * sizeof(double));
     for (int r = 0; r < reps; r++) {
         t0 = now();
-        for (int i = 0; i < iters; i++) coli_matmul(NULL, w, t, n_in, n_out, x, n_rows, y, scratch);
+        for (int i = 0; i < iters; i++) coli_matmul_ex(NULL, w, t, n_in, n_out, x, n_rows, y, scratch, mode);
         mine[r] = (now() - t0) / iters;
         t0 = now();
         for (int i = 0; i < iters; i++) G.graph_compute(backend, m.gf);

@@ -78,7 +78,7 @@ struct colibri_engine {
     int next_prefill;              /* round robin among prefilling slots */
     int rs_ckpt_n;                 /* Gated DeltaNet: recurrent-state checkpoints per slot (COLI_RS_CHECKPOINTS) */
     int rs_ckpt_every;             /* ... taken every this many prompt tokens (COLI_RS_CHECKPOINT_EVERY) */
-    int64_t repacked_bytes;        /* Q4_K weights rewritten into 16-row tiles at load (repack.h) */
+    int64_t repacked_bytes;        /* weights rewritten into 16-row tiles at load (repack.h) */
     uint64_t model_id;
     char model_id_hex[17];
     const float *last_logits;      /* what colibri_sample reads */

@@ -115,15 +115,15 @@ static void build_tables(void) {
     t->type[GGML_TYPE_Q5_K].vec_dot_mm_16w = vec_dot_q5_K_q8_K_tiled_16w_avx2;
     t->type[GGML_TYPE_Q4_K].vec_dot_16w = vec_dot_q4_K_q8_K_16w_avx2;
     t->type[GGML_TYPE_Q4_K].vec_dot_mm_16w = vec_dot_q4_K_q8_K_mm_16w_avx2;
-    t->q4_K_r16 = t->type[GGML_TYPE_Q4_K]; /* the row-at-a-time kernels cannot read a tile: none */
-    t->q4_K_r16.vec_dot_2w = t->q4_K_r16.vec_dot_mm_2w = NULL;
-    t->q4_K_r16.vec_dot_16w = vec_dot_q4_K_q8_K_r16_16w_avx2;
-    t->q4_K_r16.vec_dot_mm_16w = vec_dot_q4_K_q8_K_r16_mm_16w_avx2;
+    coli_set_r16(t, GGML_TYPE_Q4_K, vec_dot_q4_K_q8_K_r16_16w_avx2, vec_dot_q4_K_q8_K_r16_mm_16w_avx2);
     set_mm(&t->type[GGML_TYPE_Q4_0], vec_dot_q4_0_q8_0_mm_avx2, 1, 1, QK4_0, 8);  /* repacked: every row */
     t->type[GGML_TYPE_Q4_0].mm_id_min_rows = 1;
     t->type[GGML_TYPE_Q4_0].vec_dot_mm_16w = vec_dot_q4_0_q8_0_mm_16w_avx2;
     if (coli_cpu_can_avx512()) /* dpbusd on ymm: the same integers, fewer instructions */
         t->type[GGML_TYPE_Q4_0].vec_dot_mm_16w = vec_dot_q4_0_q8_0_mm_16w_vnni256;
+    /* Q4_0's repacked arithmetic serves every row (mm_min_rows 1): its tiles need no one-row kernel */
+    coli_set_r16(t, GGML_TYPE_Q4_0, NULL,
+                 coli_cpu_can_avx512() ? vec_dot_q4_0_q8_0_r16_mm_16w_vnni256 : vec_dot_q4_0_q8_0_r16_mm_16w_avx2);
     t->type[GGML_TYPE_Q8_0].vec_dot_16w = vec_dot_q8_0_q8_0_16w_avx2;
     t->type[GGML_TYPE_Q4_0].vec_dot_16w = vec_dot_q4_0_q8_0_16w_avx2;
     t->type[GGML_TYPE_Q5_0].vec_dot_16w = vec_dot_q5_0_q8_0_16w_avx2;
@@ -182,15 +182,13 @@ static void build_tables(void) {
     set_mm(&t->type[GGML_TYPE_Q4_0], vec_dot_q4_0_q8_0_mm_avx512, 1, 1, QK4_0, 8);
     t->type[GGML_TYPE_Q4_0].vec_dot_mm_16w = vec_dot_q4_0_q8_0_mm_16w_avx512;
     set_q4_0_plain(t);
+    coli_set_r16(t, GGML_TYPE_Q4_0, NULL, vec_dot_q4_0_q8_0_r16_mm_16w_avx512);
     t->type[GGML_TYPE_Q4_K].vec_dot = vec_dot_q4_K_q8_K_avx512;
     set_mm(&t->type[GGML_TYPE_Q4_K], vec_dot_q4_K_q8_K_mm_avx512, 4, 4, QK_K, 8);
     t->type[GGML_TYPE_Q4_K].vec_dot_16w = vec_dot_q4_K_q8_K_16w_avx512;
     t->type[GGML_TYPE_Q4_K].vec_dot_mm_16w = vec_dot_q4_K_q8_K_mm_16w_avx512;
     t->q4_K_unpacked.vec_dot_mm_16w = vec_dot_q4_K_q8_K_tiled_16w_avx512; /* n_out % 8: not repacked */
-    t->q4_K_r16 = t->type[GGML_TYPE_Q4_K];
-    t->q4_K_r16.vec_dot_2w = t->q4_K_r16.vec_dot_mm_2w = NULL;
-    t->q4_K_r16.vec_dot_16w = vec_dot_q4_K_q8_K_r16_16w_avx512;
-    t->q4_K_r16.vec_dot_mm_16w = vec_dot_q4_K_q8_K_r16_mm_16w_avx512;
+    coli_set_r16(t, GGML_TYPE_Q4_K, vec_dot_q4_K_q8_K_r16_16w_avx512, vec_dot_q4_K_q8_K_r16_mm_16w_avx512);
     t->type[GGML_TYPE_Q5_K].vec_dot_mm_16w = vec_dot_q5_K_q8_K_tiled_16w_avx512;
     /* Q5_K: ggml's AVX2 kernel is what the reference runs (the 512-bit one
      * stays as a spare); Q6_K: ggml's AVX2 vec_dot for one row, tiled for batches */
@@ -299,10 +297,13 @@ int coli_kernels_select(const char *isa) {
 
 const coli_kernel_table *coli_kernels_table(const char *isa) { return isa ? table_for(isa) : NULL; }
 
-const coli_type_kernels *coli_q4_K_r16_kernels(void) {
+static bool has_r16(const coli_type_kernels *k) { return k->vec_dot_16w || k->vec_dot_mm_16w; }
+
+const coli_type_kernels *coli_r16_kernels(uint32_t wtype) {
+    if (wtype >= GGML_TYPE_COUNT) return NULL;
     const coli_kernel_table *t = coli_kernels();
-    if (!t->q4_K_r16.vec_dot_16w) t = table_for("auto"); /* the scalar set forced after the load: the widest */
-    return t->q4_K_r16.vec_dot_16w ? &t->q4_K_r16 : NULL;
+    if (!has_r16(&t->r16[wtype])) t = table_for("auto"); /* the scalar set forced after the load: the widest */
+    return has_r16(&t->r16[wtype]) ? &t->r16[wtype] : NULL;
 }
 
 void coli_kernels_set_thread_table(const coli_kernel_table *t) { tl_table = t; }
@@ -337,10 +338,8 @@ static mixed_table *g_mixed;
 static void copy_type(coli_kernel_table *dst, const coli_kernel_table *src, uint32_t wtype) {
     dst->type[wtype] = src->type[wtype];
     dst->unpacked[wtype] = src->unpacked[wtype];
-    if (wtype == GGML_TYPE_Q4_K) {
-        dst->q4_K_unpacked = src->q4_K_unpacked;
-        dst->q4_K_r16 = src->q4_K_r16;
-    }
+    dst->r16[wtype] = src->r16[wtype];
+    if (wtype == GGML_TYPE_Q4_K) dst->q4_K_unpacked = src->q4_K_unpacked;
     if (wtype == GGML_TYPE_Q4_0) dst->q4_0_plain = src->q4_0_plain;
 }
 

@@ -56,9 +56,11 @@ typedef struct coli_kernel_table {
     /* Q4_K weights llama.cpp does not repack (n_out not a multiple of the
      * repacked layout's 8 rows): ggml's plain vec_dot, its tiled matmul for 8+ rows */
     coli_type_kernels q4_K_unpacked;
-    /* Q4_K weights repacked at load into 16-row tiles (coli_repack_q4_K_r16): the type's
-     * arithmetic, read as one stream a tile; 16-row kernels only (n_out % 16 == 0) */
-    coli_type_kernels q4_K_r16;
+    /* Per type, weights repacked at load into 16-row tiles (coli_repack_r16: Q4_K, Q4_0,
+     * IQ4_NL): the type's arithmetic, read as one stream a tile; 16-row kernels only
+     * (n_out % 16 == 0), every row through them; none (vec_dot_16w and vec_dot_mm_16w NULL)
+     * for a type without tiles */
+    coli_type_kernels r16[GGML_TYPE_COUNT];
     /* Q4_0 weights llama.cpp does not repack (3-D per-head tensors): its plain vec_dot,
      * which its tinyBLAS batches match */
     coli_type_kernels q4_0_plain;
@@ -117,9 +119,18 @@ static inline const coli_type_kernels *coli_plain_kernels(const coli_kernel_tabl
     return &t->type[wtype];
 }
 
-/* The kernels of Q4_K weights repacked into 16-row tiles: the table in force's (each SIMD set
- * reads the one layout), the widest set's under a forced scalar set, NULL where the CPU has none. */
-const coli_type_kernels *coli_q4_K_r16_kernels(void);
+/* The tile kernels of wtype: the table in force's (each SIMD set reads the one layout), the
+ * widest set's under a scalar set forced after the load, NULL for a type without tiles. */
+const coli_type_kernels *coli_r16_kernels(uint32_t wtype);
+/* t's tile entry for wtype: its type entry with dot16 (one-row arithmetic) and mm16 (batched)
+ * reading a tile, no 2-row kernels; NULL where every call takes the other */
+static inline void coli_set_r16(coli_kernel_table *t, uint32_t wtype, coli_vec_dot_nw_fn dot16, coli_vec_dot_nw_fn mm16) {
+    coli_type_kernels *k = &t->r16[wtype];
+    *k = t->type[wtype];
+    k->vec_dot_2w = k->vec_dot_mm_2w = NULL;
+    k->vec_dot_16w = dot16;
+    k->vec_dot_mm_16w = mm16;
+}
 
 /* Force an ISA: "auto", "scalar", "avx2", "avxvnni", "avx512". COLI_E_UNSUPPORTED when
  * this CPU (or build) cannot run it, COLI_E_ARG for an unknown name. */

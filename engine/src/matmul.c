@@ -224,10 +224,11 @@ int coli_matmul_heads(coli_pool *pool, const void *w, size_t w_head, uint32_t wt
         if (wtype < GGML_TYPE_COUNT) k = coli_plain_kernels(coli_kernels(), wtype);
         mode = (coli_rows_mode)(mode & ~COLI_ROWS_NOT_REPACKED);
     }
-    if (mode & COLI_ROWS_R16) {
-        k = coli_q4_K_r16_kernels();
-        if (!k || wtype != GGML_TYPE_Q4_K || n_out % 16 || n_heads != 1)
-            return coli_fail(COLI_E_ARG, "matmul: a repacked weight must be one Q4_K matrix of whole 16-row tiles");
+    const bool r16 = mode & COLI_ROWS_R16;
+    if (r16) {
+        k = coli_r16_kernels(wtype);
+        if (!k || n_out % 16 || n_heads != 1)
+            return coli_fail(COLI_E_ARG, "matmul: a repacked weight must be one matrix of whole 16-row tiles");
         mode = (coli_rows_mode)(mode & ~COLI_ROWS_R16);
     }
     int rc = check_shape(wtype, n_in, n_out, n_rows, &k);
@@ -237,6 +238,8 @@ int coli_matmul_heads(coli_pool *pool, const void *w, size_t w_head, uint32_t wt
     if (n_rows == 0 || n_out == 0) return COLI_OK;
     mm_ctx c;
     mm_init(&c, pool, w, wtype, k, n_in, n_out, n_rows, y, mode);
+    if (r16 && ((c.mm_rows > 0 && !c.vec_dot_mm_16w) || (c.mm_rows < n_rows && !c.vec_dot_16w)))
+        return coli_fail(COLI_E_ARG, "matmul: no tile kernel for these rows of a repacked %s weight", ggml_type_get(wtype)->name);
     c.x = x;
     c.n_heads = n_heads;
     c.w_head = w_head;

@@ -42,8 +42,8 @@ typedef enum { COLI_ROWS_BATCH = 0, COLI_ROWS_ALONE = 1, COLI_ROWS_UNIFORM = 2 }
 /* Or'ed into a mode: the weight is one llama.cpp never repacks (a head of a
  * 3-D tensor), so its plain kernels apply (kernels.h coli_plain_kernels). */
 #define COLI_ROWS_NOT_REPACKED 16
-/* Or'ed into a mode: the Q4_K weight was repacked at load into 16-row tiles
- * (coli_repack_q4_K_r16): its tile kernels apply (coli_q4_K_r16_kernels). */
+/* Or'ed into a mode: the weight was repacked at load into 16-row tiles
+ * (coli_repack_r16): its type's tile kernels apply (coli_r16_kernels). */
 #define COLI_ROWS_R16 32
 
 int coli_matmul_ex(coli_pool *pool, const void *w, uint32_t wtype, int64_t n_in, int64_t n_out,

@@ -137,7 +137,7 @@ typedef struct {
  * Through the 16- or 2-weight-row kernels when the type has them. */
 static void dot_rows(const coli_mat *w, int64_t o0, int64_t o1, const char *xq, size_t xq_stride, int rows,
                      int as_rows, float *y, size_t y_stride) {
-    const coli_type_kernels *k = (w->mm_flags & COLI_ROWS_R16) ? coli_q4_K_r16_kernels()
+    const coli_type_kernels *k = (w->mm_flags & COLI_ROWS_R16) ? coli_r16_kernels(w->type)
                                                                 : coli_weight_kernels(coli_kernels(), w->type, w->n_out, as_rows);
     const bool mm = k->mm_id_min_rows > 0 && as_rows >= k->mm_id_min_rows && w->n_in % k->mm_in_mult == 0 &&
                     w->n_out % k->mm_out_mult == 0;

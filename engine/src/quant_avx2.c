@@ -547,12 +547,16 @@ INL void q4_0_repacked_nr(int n, const void *w, const char *a, size_t as, float 
  * bytes (maddubs: at most 2 * 15 * 127 per 16-bit lane, 8 of them summed stay
  * below 32767), pairs summed to the row's lanes, -8 * sum(y) added: each lane
  * ends on the row's exact integer sum. */
-INL void q4_0_block8(const char *w, size_t wst, int ib, __m256i q[4]) {
-    transpose8x4(w + (size_t)ib * sizeof(block_q4_0) + offsetof(block_q4_0, qs), wst, q);
+/* h: 0, the 8 rows as stored, wst apart; 1 or 2, a half of the tile at w (r16b_words8) */
+INL void q4_0_block8(const char *w, size_t wst, int ib, __m256i q[4], const int h) {
+    if (h)
+        r16b_words8(w, ib, h, q);
+    else
+        transpose8x4(w + (size_t)ib * sizeof(block_q4_0) + offsetof(block_q4_0, qs), wst, q);
 }
 
-INL __m256 q4_0_scales8(const char *w, size_t wst, int ib) {
-    return halves8(w + (size_t)ib * sizeof(block_q4_0), wst);
+INL __m256 q4_0_scales8(const char *w, size_t wst, int ib, const int h) {
+    return h ? r16b_scales8(w, ib, h) : halves8(w + (size_t)ib * sizeof(block_q4_0), wst);
 }
 
 /* -8 * sum of a Q8_0 block's quants */
@@ -578,17 +582,17 @@ INL __m256i q4_0_isum8(const __m256i q[4], const block_q8_0 *y, int ncs) {
 #define Q4_0_ROWS 64 /* activation rows per pass over an 8-row weight group */
 
 /* 8 weight rows (one group) against nr activation rows, accumulators in
- * registers (nr <= COLI_MAX_NR) */
+ * registers (nr <= COLI_MAX_NR); h as q4_0_block8's */
 INL void q4_0_8w_few(int nb, const char *w, size_t wst, const char *a, size_t as, const int *ncs, float *s, size_t ss,
-                     const int nr) {
+                     const int h, const int nr) {
     __m256 acc[COLI_MAX_NR];
     for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
-    const int pf_lines = (int)((8 * wst + 63) / 64); /* the next 8 rows: see the 16-row kernels */
+    const int pf_lines = h ? 0 : (int)((8 * wst + 63) / 64); /* the next 8 rows: see the 16-row kernels (a tile: none) */
     for (int ib = 0; ib < nb; ib++) {
         for (int l = ib * pf_lines / nb; l < (ib + 1) * pf_lines / nb; l++) COLI_PREFETCH_W(w + 8 * wst + 64 * (size_t)l);
-        const __m256 dw = q4_0_scales8(w, wst, ib);
+        const __m256 dw = q4_0_scales8(w, wst, ib, h);
         __m256i q[4];
-        q4_0_block8(w, wst, ib, q);
+        q4_0_block8(w, wst, ib, q, h);
         for (int r = 0; r < nr; r++) {
             const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)r * as) + ib;
             const __m256i isum = q4_0_isum8(q, y, ncs[(size_t)r * nb + ib]);
@@ -598,8 +602,9 @@ INL void q4_0_8w_few(int nb, const char *w, size_t wst, const char *a, size_t as
     for (int r = 0; r < nr; r++) _mm256_storeu_ps(s + (size_t)r * ss, acc[r]);
 }
 
-TGT void vec_dot_q4_0_q8_0_mm_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
-                                       size_t ss, int nr) {
+/* r16: w is a tile coli_repack_b32_r16 made */
+INL void q4_0_mm_16w(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss, int nr,
+                     const int r16) {
     const int nb = n / QK4_0;
     int pass = 8192 / nb < COLI_MAX_NR ? COLI_MAX_NR : 8192 / nb; /* rows whose sums fit 32 KiB */
     if (pass > Q4_0_ROWS) pass = Q4_0_ROWS;
@@ -612,20 +617,21 @@ TGT void vec_dot_q4_0_q8_0_mm_16w_avx2(int n, const void *w, size_t wst, const v
         for (int r = 0; r < rn; r++)
             for (int ib = 0; ib < nb; ib++) ncs[(size_t)r * nb + ib] = q8_0_neg8sum((const block_q8_0 *)(ar + (size_t)r * as) + ib);
         for (int g = 0; g < 16; g += 8) {
-            const char *wg = (const char *)w + (size_t)g * wst;
+            const char *wg = r16 ? (const char *)w : (const char *)w + (size_t)g * wst;
+            const int h = r16 ? 1 + g / 8 : 0;
             float *sg = s + (size_t)r0 * ss + g;
             if (rn <= COLI_MAX_NR) {
-                COLI_DISPATCH_NR(rn, q4_0_8w_few, nb, wg, wst, ar, as, ncs, sg, ss);
+                COLI_DISPATCH_NR(rn, q4_0_8w_few, nb, wg, wst, ar, as, ncs, sg, ss, h);
                 continue;
             }
             memset(acc, 0, (size_t)rn * sizeof acc[0]);
-            const int pf_lines = r0 == 0 ? (int)((8 * wst + 63) / 64) : 0; /* the next 8 rows */
+            const int pf_lines = r0 == 0 && !r16 ? (int)((8 * wst + 63) / 64) : 0; /* the next 8 rows */
             for (int ib = 0; ib < nb; ib++) {
                 for (int l = ib * pf_lines / nb; l < (ib + 1) * pf_lines / nb; l++)
                     COLI_PREFETCH_W(wg + 8 * wst + 64 * (size_t)l);
-                const __m256 dw = q4_0_scales8(wg, wst, ib);
+                const __m256 dw = q4_0_scales8(wg, wst, ib, h);
                 __m256i q[4];
-                q4_0_block8(wg, wst, ib, q);
+                q4_0_block8(wg, wst, ib, q, h);
                 for (int r = 0; r < rn; r++) {
                     const block_q8_0 *y = (const block_q8_0 *)(ar + (size_t)r * as) + ib;
                     const __m256i isum = q4_0_isum8(q, y, ncs[(size_t)r * nb + ib]);
@@ -636,6 +642,15 @@ TGT void vec_dot_q4_0_q8_0_mm_16w_avx2(int n, const void *w, size_t wst, const v
             for (int r = 0; r < rn; r++) memcpy(sg + (size_t)r * ss, acc[r], sizeof acc[r]);
         }
     }
+}
+
+TGT void vec_dot_q4_0_q8_0_mm_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                       size_t ss, int nr) {
+    q4_0_mm_16w(n, w, wst, a, as, s, ss, nr, 0);
+}
+TGT void vec_dot_q4_0_q8_0_r16_mm_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                           size_t ss, int nr) {
+    q4_0_mm_16w(n, w, wst, a, as, s, ss, nr, 1);
 }
 
 TGT void vec_dot_q4_0_q8_0_mm_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {

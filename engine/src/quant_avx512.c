@@ -737,14 +737,24 @@ INL void transpose16x4(const char *b, size_t wst, __m512i q[4]) {
     q[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
-INL void q4_0_block16(const char *w, size_t wst, int ib, __m512i wk[8]) {
+/* r16: w is a tile coli_repack_b32_r16 made: the words are loads */
+INL void q4_0_block16(const char *w, size_t wst, int ib, __m512i wk[8], const int r16) {
     __m512i q[4];
-    transpose16x4(w + (size_t)ib * sizeof(block_q4_0) + offsetof(block_q4_0, qs), wst, q);
+    if (r16)
+        for (int k = 0; k < 4; k++) q[k] = _mm512_loadu_si512(COLI_R16B_Q(w, 16, ib, k));
+    else
+        transpose16x4(w + (size_t)ib * sizeof(block_q4_0) + offsetof(block_q4_0, qs), wst, q);
     const __m512i m4 = _mm512_set1_epi8(0xF);
     for (int k = 0; k < 4; k++) {
         wk[k] = _mm512_and_si512(q[k], m4);                          /* elements 4k..4k+3 */
         wk[4 + k] = _mm512_and_si512(_mm512_srli_epi16(q[k], 4), m4); /* elements 16+4k.. */
     }
+}
+
+/* the 16 rows' scales of block ib: gathered (off: the rows' offsets), or a tile's 16 halves */
+INL __m512 q4_0_scales16(const char *w, __m512i off, int ib, const int r16) {
+    if (r16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)COLI_R16B_D(w, 16, ib)));
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(off, w + (size_t)ib * sizeof(block_q4_0), 1)));
 }
 
 /* -8 * sum of a Q8_0 block's quants */
@@ -765,19 +775,19 @@ INL __m512i q4_0_isum16(const __m512i wk[8], const block_q8_0 *y, int ncs) {
 }
 
 /* nr (1..4) activation rows, accumulators in registers: decode and small batches */
-INL void q4_0_16w_few(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int nr) {
+INL void q4_0_16w_few(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int r16,
+                      const int nr) {
     const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                            _mm512_set1_epi32((int)wst));
-    const char *pf = w + 16 * wst;  /* the next tile: see q0_half */
-    const int pf_lines = (int)((16 * wst + 63) / 64);
+    const char *pf = w + 16 * wst;  /* the next tile: see q0_half (a repacked one is one stream: none) */
+    const int pf_lines = r16 ? 0 : (int)((16 * wst + 63) / 64);
     __m512 acc[COLI_MAX_NR];
     for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
     for (int ib = 0; ib < nb; ib++) {
         for (int l = ib * pf_lines / nb; l < (ib + 1) * pf_lines / nb; l++) COLI_PREFETCH_W(pf + 64 * (size_t)l);
-        const __m512 dw = _mm512_cvtph_ps(
-            _mm512_cvtepi32_epi16(_mm512_i32gather_epi32(off, w + (size_t)ib * sizeof(block_q4_0), 1)));
+        const __m512 dw = q4_0_scales16(w, off, ib, r16);
         __m512i wk[8];
-        q4_0_block16(w, wst, ib, wk);
+        q4_0_block16(w, wst, ib, wk, r16);
         for (int r = 0; r < nr; r++) {
             const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)r * as) + ib;
             const __m512i isum = q4_0_isum16(wk, y, q8_0_neg8sum(y));
@@ -787,10 +797,10 @@ INL void q4_0_16w_few(int nb, const char *w, size_t wst, const char *a, size_t a
     for (int r = 0; r < nr; r++) _mm512_storeu_ps(s + (size_t)r * ss, acc[r]);
 }
 
-INL void q4_0_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr) {
+INL void q4_0_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr, const int r16) {
     const int nb = n / QK4_0;
     if (nr <= COLI_MAX_NR) {
-        COLI_DISPATCH_NR(nr, q4_0_16w_few, nb, w, wst, a, as, s, ss);
+        COLI_DISPATCH_NR(nr, q4_0_16w_few, nb, w, wst, a, as, s, ss, r16);
         return;
     }
     const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -800,10 +810,9 @@ INL void q4_0_16w(int n, const char *w, size_t wst, const char *a, size_t as, fl
         const int rn = nr - r0 < Q4K_ROWS ? nr - r0 : Q4K_ROWS;
         memset(acc, 0, (size_t)rn * sizeof acc[0]);
         for (int ib = 0; ib < nb; ib++) {
-            const __m512 dw = _mm512_cvtph_ps(
-                _mm512_cvtepi32_epi16(_mm512_i32gather_epi32(off, w + (size_t)ib * sizeof(block_q4_0), 1)));
+            const __m512 dw = q4_0_scales16(w, off, ib, r16);
             __m512i wk[8];
-            q4_0_block16(w, wst, ib, wk);
+            q4_0_block16(w, wst, ib, wk, r16);
             for (int r = 0; r < rn; r++) {
                 const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)(r0 + r) * as) + ib;
                 const __m512i isum = q4_0_isum16(wk, y, q8_0_neg8sum(y));
@@ -818,7 +827,11 @@ INL void q4_0_16w(int n, const char *w, size_t wst, const char *a, size_t as, fl
 
 TGT void vec_dot_q4_0_q8_0_mm_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
                                          size_t ss, int nr) {
-    q4_0_16w(n, w, wst, a, as, s, ss, nr);
+    q4_0_16w(n, w, wst, a, as, s, ss, nr, 0);
+}
+TGT void vec_dot_q4_0_q8_0_r16_mm_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                             size_t ss, int nr) {
+    q4_0_16w(n, w, wst, a, as, s, ss, nr, 1);
 }
 
 /* The AVX2 set's repacked Q4_0 on cores with AVX-512 VNNI (Zen 4 runs that
@@ -828,17 +841,21 @@ TGT void vec_dot_q4_0_q8_0_mm_16w_avx512(int n, const void *w, size_t wst, const
  * float steps: 14.6 -> 13.7 us a 1024x512 decode matvec, cache-hot, Zen 4.
  * Batches keep the AVX2 kernel. */
 INL void q4_0_8w_vnni(int nb, const char *w, size_t wst, const char *a, size_t as, const int *ncs, float *s, size_t ss,
-                      const int nr) {
+                      const int h, const int nr) { /* h: 0, rows as stored; 1 or 2, a half of the tile at w */
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const int pf_lines = (int)((8 * wst + 63) / 64); /* the next 8 rows, over the blocks */
+    const int pf_lines = h ? 0 : (int)((8 * wst + 63) / 64); /* the next 8 rows, over the blocks (a tile: none) */
     __m256 acc[COLI_MAX_NR];
     for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
     for (int ib = 0; ib < nb; ib++) {
         for (int l = ib * pf_lines / nb; l < (ib + 1) * pf_lines / nb; l++) COLI_PREFETCH_W(w + 8 * wst + 64 * (size_t)l);
         const char *b = w + (size_t)ib * sizeof(block_q4_0);
-        const __m256 dw = halves8(b, wst); /* (a vpgatherdd of the 8 scales: 16% slower on Zen 4) */
+        /* (a vpgatherdd of the 8 scales: 16% slower on Zen 4) */
+        const __m256 dw = h ? r16b_scales8(w, ib, h) : halves8(b, wst);
         __m256i q[4];
-        transpose8x4(b + offsetof(block_q4_0, qs), wst, q);
+        if (h)
+            r16b_words8(w, ib, h, q);
+        else
+            transpose8x4(b + offsetof(block_q4_0, qs), wst, q);
         __m256i lo[4], hi[4]; /* elements 4k..4k+3 and 16+4k.. of each row */
         for (int k = 0; k < 4; k++) {
             lo[k] = _mm256_and_si256(q[k], m4);
@@ -862,10 +879,10 @@ INL void q4_0_8w_vnni(int nb, const char *w, size_t wst, const char *a, size_t a
     for (int r = 0; r < nr; r++) _mm256_storeu_ps(s + (size_t)r * ss, acc[r]);
 }
 
-TGT void vec_dot_q4_0_q8_0_mm_16w_vnni256(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
-                                          size_t ss, int nr) {
+INL void q4_0_16w_vnni(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss, int nr,
+                       const int r16) {
     if (nr > COLI_MAX_NR) {
-        vec_dot_q4_0_q8_0_mm_16w_avx2(n, w, wst, a, as, s, ss, nr);
+        (r16 ? vec_dot_q4_0_q8_0_r16_mm_16w_avx2 : vec_dot_q4_0_q8_0_mm_16w_avx2)(n, w, wst, a, as, s, ss, nr);
         return;
     }
     const int nb = n / QK4_0;
@@ -874,8 +891,17 @@ TGT void vec_dot_q4_0_q8_0_mm_16w_vnni256(int n, const void *w, size_t wst, cons
         for (int ib = 0; ib < nb; ib++)
             ncs[(size_t)r * nb + ib] = q8_0_neg8sum((const block_q8_0 *)((const char *)a + (size_t)r * as) + ib);
     for (int g = 0; g < 16; g += 8)
-        COLI_DISPATCH_NR(nr, q4_0_8w_vnni, nb, (const char *)w + (size_t)g * wst, wst, (const char *)a, as, ncs, s + g,
-                         ss);
+        COLI_DISPATCH_NR(nr, q4_0_8w_vnni, nb, r16 ? (const char *)w : (const char *)w + (size_t)g * wst, wst,
+                         (const char *)a, as, ncs, s + g, ss, r16 ? 1 + g / 8 : 0);
+}
+
+TGT void vec_dot_q4_0_q8_0_mm_16w_vnni256(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                          size_t ss, int nr) {
+    q4_0_16w_vnni(n, w, wst, a, as, s, ss, nr, 0);
+}
+TGT void vec_dot_q4_0_q8_0_r16_mm_16w_vnni256(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                              size_t ss, int nr) {
+    q4_0_16w_vnni(n, w, wst, a, as, s, ss, nr, 1);
 }
 
 /* ---- K-quants ---------------------------------------------------------------------- */

@@ -128,12 +128,14 @@ COLI_DECLARE_VEC_DOT(vec_dot_iq4_nl_q8_0_tinyblas_avx2);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_iq4_nl_q8_0_16w_avx2); /* as stored: ggml_vec_dot, 4 rows at a time */
 COLI_DECLARE_VEC_DOT_2W(vec_dot_mxfp4_q8_0_16w_avx2);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_iq4_nl_q8_0_repacked_16w_avx2);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_iq4_nl_q8_0_r16_16w_avx2); /* on a tile coli_repack_b32_r16 made */
 COLI_DECLARE_VEC_DOT_2W(vec_dot_mxfp4_q8_0_repacked_16w_avx2);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_iq1_s_q8_K_tiled_16w_avx2);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_iq1_m_q8_K_tiled_16w_avx2);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_iq4_xs_q8_K_tiled_16w_avx2);
 /* quant_iq14_avx512.c (AVX-512 table): the same bits, faster — batches 16 weight rows at once (VNNI) */
 COLI_DECLARE_VEC_DOT_2W(vec_dot_iq4_nl_q8_0_repacked_16w_avx512);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_iq4_nl_q8_0_r16_16w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_mxfp4_q8_0_repacked_16w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_iq4_xs_q8_K_tiled_16w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_iq1_s_q8_K_tiled_16w_avx512);

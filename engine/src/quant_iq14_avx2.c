@@ -255,9 +255,10 @@ INL __m256 nl_scales8(const char *w, size_t wst, const int kind) {
     return _mm256_castsi256_ps(_mm256_blendv_epi8(norm, den, small));
 }
 
-/* 8 weight rows against nr (<= COLI_MAX_NR) activation rows; s[r * ss + j] */
+/* 8 weight rows against nr (<= COLI_MAX_NR) activation rows; s[r * ss + j]. h: 0, the rows as
+ * stored, wst apart; 1 or 2 (IQ4_NL), a half of the tile at w (r16b_words8) */
 INL void nl_8w(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int kind,
-               const int nr) {
+               const int h, const int nr) {
     const size_t bsz = kind == NL_IQ4 ? sizeof(block_iq4_nl) : sizeof(block_mxfp4);
     const size_t qoff = kind == NL_IQ4 ? offsetof(block_iq4_nl, qs) : offsetof(block_mxfp4, qs);
     const __m256i lut = _mm256_broadcastsi128_si256(
@@ -304,9 +305,12 @@ INL void nl_8w(int nb, const char *w, size_t wst, const char *a, size_t as, floa
     }
     for (int ib = 0; ib < nb; ib++) {
         const char *b = w + (size_t)ib * bsz;
-        const __m256 dw = nl_scales8(b, wst, kind);
+        const __m256 dw = h ? r16b_scales8(w, ib, h) : nl_scales8(b, wst, kind);
         __m256i q[4], lo[4], hi[4], alo[4], ahi[4];
-        nl_transpose8x4(b + qoff, wst, q);
+        if (h)
+            r16b_words8(w, ib, h, q);
+        else
+            nl_transpose8x4(b + qoff, wst, q);
         for (int k = 0; k < 4; k++) {
             lo[k] = _mm256_shuffle_epi8(lut, _mm256_and_si256(q[k], m4));
             hi[k] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(q[k], 4), m4));
@@ -352,7 +356,8 @@ INL __m256i nl_dec_mx(__m256i q, __m256i lutb, __m256i m4, __m256i yl, __m256i y
     return _mm256_add_epi16(_mm256_maddubs_epi16(lo, yl), _mm256_maddubs_epi16(hi, yh));
 }
 
-INL void nl_dec16(int nb, const char *w, size_t wst, const block_q8_0 *y, float *s, const int kind) {
+/* r16 (IQ4_NL): w is a tile coli_repack_b32_r16 made */
+INL void nl_dec16(int nb, const char *w, size_t wst, const block_q8_0 *y, float *s, const int kind, const int r16) {
     const size_t bsz = kind == NL_IQ4 ? sizeof(block_iq4_nl) : sizeof(block_mxfp4);
     const size_t qoff = kind == NL_IQ4 ? offsetof(block_iq4_nl, qs) : offsetof(block_mxfp4, qs);
     const __m256i lut = _mm256_broadcastsi128_si256(
@@ -377,11 +382,16 @@ INL void nl_dec16(int nb, const char *w, size_t wst, const block_q8_0 *y, float 
             const int ib = c0 + i;
             const char *b0 = w + (size_t)ib * bsz, *b1 = b0 + 8 * wst;
             const __m256 dy = _mm256_broadcast_ss(&dys[i]);
-            const __m256 d0 = _mm256_mul_ps(nl_scales8(b0, wst, kind), dy);
-            const __m256 d1 = _mm256_mul_ps(nl_scales8(b1, wst, kind), dy);
+            const __m256 d0 = _mm256_mul_ps(r16 ? r16b_scales8(w, ib, 1) : nl_scales8(b0, wst, kind), dy);
+            const __m256 d1 = _mm256_mul_ps(r16 ? r16b_scales8(w, ib, 2) : nl_scales8(b1, wst, kind), dy);
             __m256i q0[4], q1[4];
-            nl_transpose8x4(b0 + qoff, wst, q0);
-            nl_transpose8x4(b1 + qoff, wst, q1);
+            if (r16) {
+                r16b_words8(w, ib, 1, q0);
+                r16b_words8(w, ib, 2, q1);
+            } else {
+                nl_transpose8x4(b0 + qoff, wst, q0);
+                nl_transpose8x4(b1 + qoff, wst, q1);
+            }
             const int8_t *yq = y[ib].qs;
             __m256i i0, i1;
             if (kind == NL_IQ4) {
@@ -421,26 +431,31 @@ INL void nl_dec16(int nb, const char *w, size_t wst, const block_q8_0 *y, float 
     _mm256_storeu_ps(s + 8, acc1);
 }
 
-INL void nl_16w(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss, int nr, const int kind) {
+INL void nl_16w(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss, int nr, const int kind,
+                const int r16) {
     if (nr == 1) {
-        nl_dec16(n / QK8_0, (const char *)w, wst, (const block_q8_0 *)a, s, kind);
+        nl_dec16(n / QK8_0, (const char *)w, wst, (const block_q8_0 *)a, s, kind, r16);
         return;
     }
     for (int r0 = 0; r0 < nr; r0 += COLI_MAX_NR) {
         const int rn = nr - r0 < COLI_MAX_NR ? nr - r0 : COLI_MAX_NR;
         for (int g = 0; g < 16; g += 8)
-            COLI_DISPATCH_NR(rn, nl_8w, n / QK8_0, (const char *)w + (size_t)g * wst, wst,
-                             (const char *)a + (size_t)r0 * as, as, s + (size_t)r0 * ss + g, ss, kind);
+            COLI_DISPATCH_NR(rn, nl_8w, n / QK8_0, r16 ? (const char *)w : (const char *)w + (size_t)g * wst, wst,
+                             (const char *)a + (size_t)r0 * as, as, s + (size_t)r0 * ss + g, ss, kind, r16 ? 1 + g / 8 : 0);
     }
 }
 
 TGT void vec_dot_iq4_nl_q8_0_repacked_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
                                                size_t ss, int nr) {
-    nl_16w(n, w, wst, a, as, s, ss, nr, NL_IQ4);
+    nl_16w(n, w, wst, a, as, s, ss, nr, NL_IQ4, 0);
+}
+TGT void vec_dot_iq4_nl_q8_0_r16_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                          size_t ss, int nr) {
+    nl_16w(n, w, wst, a, as, s, ss, nr, NL_IQ4, 1);
 }
 TGT void vec_dot_mxfp4_q8_0_repacked_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
                                               size_t ss, int nr) {
-    nl_16w(n, w, wst, a, as, s, ss, nr, NL_MXFP4);
+    nl_16w(n, w, wst, a, as, s, ss, nr, NL_MXFP4, 0);
 }
 
 /* ---- IQ4_XS against Q8_K ------------------------------------------------------------------ */

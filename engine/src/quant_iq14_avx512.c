@@ -130,11 +130,22 @@ INL __m512 nl_scales16(const char *b, size_t wst, const int kind) {
     return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), norm, den));
 }
 
+/* block ib of a tile coli_repack_b32_r16 made (IQ4_NL): its 16 scales and its biased codes, as nl_codes16's */
+INL __m512 nl_r16_block(const char *w, int ib, __m512i lut, __m512i c[8]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    for (int k = 0; k < 4; k++) {
+        const __m512i q = _mm512_loadu_si512(COLI_R16B_Q(w, 16, ib, k));
+        c[k] = _mm512_shuffle_epi8(lut, _mm512_and_si512(q, m4));
+        c[4 + k] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
+    }
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)COLI_R16B_D(w, 16, ib)));
+}
+
 /* up to COLI_MAX_NR activation rows, accumulators in registers. Row 4g + t
  * of the 16 is addressed as grp[g] + t * wst (four group pointers, three
  * multiples of wst): with 16 row pointers the compiler spills them. */
 INL void nl_16w_few(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int kind,
-                    const int nr) {
+                    const int r16, const int nr) {
     const size_t bsz = kind == NL_IQ4 ? sizeof(block_iq4_nl) : sizeof(block_mxfp4);
     const size_t qoff = kind == NL_IQ4 ? offsetof(block_iq4_nl, qs) : offsetof(block_mxfp4, qs);
     const __m512i lut = biased_lut(kind == NL_IQ4 ? coli_kvalues_iq4nl : coli_kvalues_mxfp4);
@@ -143,7 +154,16 @@ INL void nl_16w_few(int nb, const char *w, size_t wst, const char *a, size_t as,
     const char *g0 = w, *g1 = w + 4 * wst, *g2 = w + 8 * wst, *g3 = w + 12 * wst;
     __m512 acc[COLI_MAX_NR];
     for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
-    for (int ib = 0; ib < nb; ib++, g0 += bsz, g1 += bsz, g2 += bsz, g3 += bsz) {
+    for (int ib = 0; r16 && ib < nb; ib++) { /* a tile: one stream of loads */
+        __m512i c[8];
+        const __m512 dw = nl_r16_block(w, ib, lut, c);
+        for (int r = 0; r < nr; r++) {
+            const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)r * as) + ib;
+            const __m512i isum = _mm512_sub_epi32(dot32(c, y->qs), _mm512_set1_epi32(128 * sum32_i8(y->qs)));
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(_cvtsh_ss(y->d))), acc[r]);
+        }
+    }
+    for (int ib = 0; !r16 && ib < nb; ib++, g0 += bsz, g1 += bsz, g2 += bsz, g3 += bsz) {
         const char *grp[4] = {g0, g1, g2, g3};
         const size_t off[4] = {0, w1, w2, w3};
         __m512 dw;
@@ -195,11 +215,12 @@ INL void nl_16w_few(int nb, const char *w, size_t wst, const char *a, size_t as,
     for (int r = 0; r < nr; r++) _mm512_storeu_ps(s + (size_t)r * ss, acc[r]);
 }
 
+/* r16 (IQ4_NL): w is a tile coli_repack_b32_r16 made */
 INL void nl_16w_avx512(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
-                       const int kind) {
+                       const int kind, const int r16) {
     const int nb = n / QK8_0;
     if (nr <= COLI_MAX_NR) {
-        COLI_DISPATCH_NR(nr, nl_16w_few, nb, w, wst, a, as, s, ss, kind);
+        COLI_DISPATCH_NR(nr, nl_16w_few, nb, w, wst, a, as, s, ss, kind, r16);
         return;
     }
     const size_t bsz = kind == NL_IQ4 ? sizeof(block_iq4_nl) : sizeof(block_mxfp4);
@@ -211,9 +232,14 @@ INL void nl_16w_avx512(int n, const char *w, size_t wst, const char *a, size_t a
         for (int r = 0; r < rn; r++) acc[r] = _mm512_setzero_ps();
         for (int ib = 0; ib < nb; ib++) {
             const char *b = w + (size_t)ib * bsz;
-            const __m512 dw = nl_scales16(b, wst, kind);
             __m512i c[8];
-            nl_codes16(b + qoff, wst, lut, c);
+            __m512 dw;
+            if (r16) {
+                dw = nl_r16_block(w, ib, lut, c);
+            } else {
+                dw = nl_scales16(b, wst, kind);
+                nl_codes16(b + qoff, wst, lut, c);
+            }
             for (int r = 0; r < rn; r++) {
                 const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)(r0 + r) * as) + ib;
                 const __m512i isum = _mm512_sub_epi32(dot32(c, y->qs), _mm512_set1_epi32(128 * sum32_i8(y->qs)));
@@ -227,11 +253,15 @@ INL void nl_16w_avx512(int n, const char *w, size_t wst, const char *a, size_t a
 
 TGT void vec_dot_iq4_nl_q8_0_repacked_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
                                                  size_t ss, int nr) {
-    nl_16w_avx512(n, w, wst, a, as, s, ss, nr, NL_IQ4);
+    nl_16w_avx512(n, w, wst, a, as, s, ss, nr, NL_IQ4, 0);
+}
+TGT void vec_dot_iq4_nl_q8_0_r16_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                            size_t ss, int nr) {
+    nl_16w_avx512(n, w, wst, a, as, s, ss, nr, NL_IQ4, 1);
 }
 TGT void vec_dot_mxfp4_q8_0_repacked_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
                                                 size_t ss, int nr) {
-    nl_16w_avx512(n, w, wst, a, as, s, ss, nr, NL_MXFP4);
+    nl_16w_avx512(n, w, wst, a, as, s, ss, nr, NL_MXFP4, 0);
 }
 
 /* ---- IQ4_NL / MXFP4 as stored: ggml_vec_dot and tinyBLAS, per weight row --------------------- */

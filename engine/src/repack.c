@@ -1,4 +1,4 @@
-/* repack.c — resident Q4_K weights rewritten at load into 16-row tiles (repack.h). */
+/* repack.c — resident Q4_K, Q4_0 and IQ4_NL weights rewritten at load into 16-row tiles (repack.h). */
 #define _DEFAULT_SOURCE
 #include "repack.h"
 
@@ -39,10 +39,21 @@ static bool overlaps(const mat_use *a, const mat_use *b) {
     return p < q + b->bytes && q < p + a->bytes;
 }
 
+/* Whether the table in force has tile kernels for every call on such a weight: a batch's
+ * arithmetic (vec_dot_mm) for the rows it serves, the one-row one (vec_dot) for the others;
+ * false for the scalar set (forced, or all this CPU has), which has none. */
+static bool tiles_cover(uint32_t wtype, int64_t n_in) {
+    const coli_type_kernels *k = &coli_kernels()->r16[wtype];
+    const bool mm_any = k->vec_dot_mm && n_in % k->mm_in_mult == 0 && 16 % k->mm_out_mult == 0;
+    const bool mm_all = mm_any && k->mm_min_rows <= 1 && k->mm_group == 1 && k->mm_id_min_rows == 1;
+    return (k->vec_dot_16w || k->vec_dot_mm_16w) && (!mm_any || k->vec_dot_mm_16w) && (mm_all || k->vec_dot_16w);
+}
+
 static bool eligible(const mat_use *u) {
     const coli_mat *w = u->w;
-    return u->tiles && w->type == GGML_TYPE_Q4_K && w->n_in % QK_K == 0 && w->n_out % 16 == 0 &&
-           u->bytes % (16 * coli_row_size(w->type, w->n_in)) == 0;
+    const int in_mult = coli_r16_in_mult(w->type);
+    return u->tiles && in_mult && w->n_in % in_mult == 0 && w->n_out % 16 == 0 &&
+           u->bytes % (16 * coli_row_size(w->type, w->n_in)) == 0 && tiles_cover(w->type, w->n_in);
 }
 
 /* The whole pages holding n bytes at p: their start, their length. */
@@ -81,7 +92,7 @@ static void run_runs(repack_job *J, void *tmp) {
         /* the copies made in one call, not a read fault and a write fault per page (an older kernel
          * refuses the advice: the faults then come one by one) */
         madvise(from, len, MADV_POPULATE_WRITE);
-        coli_repack_q4_K_r16(at, w->n_in, (t1 - t0) * 16, tmp);
+        coli_repack_r16(w->type, at, w->n_in, (t1 - t0) * 16, tmp);
     }
 }
 
@@ -203,7 +214,6 @@ static int64_t repack_budget(void) {
 int64_t coli_model_repack(coli_model *m, bool experts_resident, int n_threads) {
     const char *env = getenv("COLI_REPACK");
     if (env && strcmp(env, "0") == 0) return 0;
-    if (!coli_kernels()->q4_K_r16.vec_dot_16w) return 0; /* the scalar set (forced, or all this CPU has) */
     const int n_layer = m->hp.n_layer;
     mat_use *u = malloc(((size_t)n_layer * MAX_USES_PER_LAYER + 8) * sizeof *u);
     if (!u) return 0;

@@ -1,8 +1,8 @@
-"""Q4_K weights rewritten at load into 16-row tiles (engine/src/repack.c), read by
-tile kernels that see 16 rows as one stream: the same bits as the weights kept as
-the file stores them, in prefill and decode, for dense, shared-expert and routed
-matrices; experts streamed from disk stay as stored; COLI_REPACK=0 and a forced
-narrower ISA repack nothing."""
+"""Q4_K, Q4_0 and IQ4_NL weights rewritten at load into 16-row tiles
+(engine/src/repack.c), read by tile kernels that see 16 rows as one stream: the same
+bits as the weights kept as the file stores them, in prefill and decode, for dense,
+shared-expert and routed matrices; experts streamed from disk stay as stored;
+COLI_REPACK=0 and the scalar set repack nothing."""
 from __future__ import annotations
 
 import numpy as np
@@ -23,8 +23,11 @@ def auto_isa():
     engine.set_kernel_isa("auto")
 
 
-def model(tmp_path, arch):
-    return mm.write_config(tmp_path / f"{arch}.gguf", mm.tiny_config(arch, "Q4_K"))
+TILED = ["Q4_K", "Q4_0", "IQ4_NL"]  # the types with tiles (coli_r16_in_mult)
+
+
+def model(tmp_path, arch, quant="Q4_K"):
+    return mm.write_config(tmp_path / f"{arch}-{quant}.gguf", mm.tiny_config(arch, quant))
 
 
 def run(path, monkeypatch, repack: bool, **kw):
@@ -42,9 +45,10 @@ def run(path, monkeypatch, repack: bool, **kw):
     return repacked, np.concatenate(out)
 
 
+@pytest.mark.parametrize("quant", TILED)
 @pytest.mark.parametrize("arch", ["qwen3moe", "glm4moe", "deepseek2"])
-def test_repacked_weights_give_the_same_bits(tmp_path, monkeypatch, arch):
-    path = model(tmp_path, arch)
+def test_repacked_weights_give_the_same_bits(tmp_path, monkeypatch, arch, quant):
+    path = model(tmp_path, arch, quant)
     n_repacked, repacked = run(path, monkeypatch, True)
     n_plain, plain = run(path, monkeypatch, False)
     assert n_plain == 0
@@ -61,10 +65,11 @@ def test_streamed_experts_stay_as_stored(tmp_path, monkeypatch):
     assert np.array_equal(streamed, plain)
 
 
-def test_every_simd_set_reads_the_tiles(tmp_path, monkeypatch):
+@pytest.mark.parametrize("quant", TILED)
+def test_every_simd_set_reads_the_tiles(tmp_path, monkeypatch, quant):
     """Each set's tile kernels against its own kernels on the file's layout (the sets differ
     from each other elsewhere: F32's and F16's sums, the element-wise ops' widths)."""
-    path = model(tmp_path, "qwen3moe")
+    path = model(tmp_path, "qwen3moe", quant)
     for isa in SIMD:
         engine.set_kernel_isa(isa)
         _, plain = run(path, monkeypatch, False)
