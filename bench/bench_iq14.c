@@ -15,7 +15,7 @@
  * printed, with a check that both gave the same bits. Times are this thread's
  * CPU time. BENCH_TYPE=IQ4_NL picks a type; with it, BENCH_SHAPE=n_in,n_out,rows
  * runs that one shape. BENCH_R16=1: ours on the weight repacked into 16-row tiles
- * as a model's load does (coli_repack_r16; IQ4_NL with n_in % 64, n_out % 16). */
+ * as a model's load does (coli_repack_r16; IQ4_NL and MXFP4 with n_in % 64, n_out % 16). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdbool.h>

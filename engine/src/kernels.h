@@ -57,7 +57,7 @@ typedef struct coli_kernel_table {
      * repacked layout's 8 rows): ggml's plain vec_dot, its tiled matmul for 8+ rows */
     coli_type_kernels q4_K_unpacked;
     /* Per type, weights repacked at load into 16-row tiles (coli_repack_r16: Q4_K, Q4_0,
-     * IQ4_NL): the type's arithmetic, read as one stream a tile; 16-row kernels only
+     * IQ4_NL, MXFP4): the type's arithmetic, read as one stream a tile; 16-row kernels only
      * (n_out % 16 == 0), every row through them; none (vec_dot_16w and vec_dot_mm_16w NULL)
      * for a type without tiles */
     coli_type_kernels r16[GGML_TYPE_COUNT];

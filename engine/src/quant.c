@@ -346,18 +346,18 @@ void coli_repack_q4_K_r16(void *w, int64_t n_in, int64_t n_out, void *tmp) {
     }
 }
 
-void coli_repack_b32_r16(void *w, int64_t n_in, int64_t n_out, int qb, void *tmp) {
+void coli_repack_b32_r16(void *w, int64_t n_in, int64_t n_out, int qb, int sb, void *tmp) {
     const int64_t nb = n_in / 32;
-    const size_t bsz = 2 + (size_t)qb, row = (size_t)nb * bsz;
+    const size_t bsz = (size_t)sb + (size_t)qb, row = (size_t)nb * bsz;
     for (int64_t t = 0; t < n_out / 16; t++) {
         uint8_t *tile = (uint8_t *)w + (size_t)t * 16 * row;
         memcpy(tmp, tile, 16 * row);
         for (int64_t i = 0; i < nb; i++)
             for (int r = 0; r < 16; r++) {
-                const uint8_t *x = (const uint8_t *)tmp + (size_t)r * row + (size_t)i * bsz; /* d, then qs */
-                memcpy(tile + COLI_R16B_DOFF(qb, i) + 2 * r, x, 2);
+                const uint8_t *x = (const uint8_t *)tmp + (size_t)r * row + (size_t)i * bsz; /* scale, then qs */
+                memcpy(tile + COLI_R16B_DOFF(qb, sb, i) + (size_t)sb * r, x, (size_t)sb);
                 for (int k = 0; k < qb / 4; k++)
-                    memcpy(tile + COLI_R16B_QOFF(qb, i, k) + 4 * r, x + 2 + 4 * k, 4);
+                    memcpy(tile + COLI_R16B_QOFF(qb, sb, i, k) + 4 * r, x + sb + 4 * k, 4);
             }
     }
 }
@@ -365,7 +365,7 @@ void coli_repack_b32_r16(void *w, int64_t n_in, int64_t n_out, int qb, void *tmp
 int coli_r16_in_mult(uint32_t wtype) {
     switch (wtype) {
     case GGML_TYPE_Q4_K: return QK_K;
-    case GGML_TYPE_Q4_0: case GGML_TYPE_IQ4_NL: case GGML_TYPE_Q8_0: return 64;
+    case GGML_TYPE_Q4_0: case GGML_TYPE_IQ4_NL: case GGML_TYPE_Q8_0: case GGML_TYPE_MXFP4: return 64;
     default: return 0;
     }
 }
@@ -374,7 +374,7 @@ void coli_repack_r16(uint32_t wtype, void *w, int64_t n_in, int64_t n_out, void 
     if (wtype == GGML_TYPE_Q4_K)
         coli_repack_q4_K_r16(w, n_in, n_out, tmp);
     else if (coli_r16_in_mult(wtype))
-        coli_repack_b32_r16(w, n_in, n_out, wtype == GGML_TYPE_Q8_0 ? 32 : 16, tmp);
+        coli_repack_b32_r16(w, n_in, n_out, wtype == GGML_TYPE_Q8_0 ? 32 : 16, wtype == GGML_TYPE_MXFP4 ? 1 : 2, tmp);
 }
 
 void dequantize_row_q4_K(const void *vx, float *y, int64_t n) {

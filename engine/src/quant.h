@@ -239,20 +239,22 @@ bool coli_cpu_can_avx512(void);  /* + avx512 f/bw/vl/dq/vnni, OS saves zmm */
 void coli_repack_q4_K_r16(void *w, int64_t n_in, int64_t n_out, void *tmp);
 /* Vector v (0..3 head words, 4 + j quant word j) of super-block i of the tile at w */
 #define COLI_R16_AT(w, i, v) ((const char *)(w) + (size_t)(i) * 16 * sizeof(block_q4_K) + 64 * (size_t)(v))
-/* Rows of a type of 32-value blocks with an f16 scale first (Q4_0 and IQ4_NL: 16 quant bytes a
- * row; Q8_0: 32) repacked the same way: per pair of blocks (2p, 2p + 1) of the tile, block 2p's
- * quant words (word k of the 16 rows: a 64-byte vector, the rows in 32-bit lanes), block 2p + 1's,
- * then the two blocks' 16 scales each; every vector on a 64-byte boundary of the tile.
- * n_in % 64 == 0, n_out % 16 == 0; qb the block's quant bytes; tmp holds 16 rows. */
-void coli_repack_b32_r16(void *w, int64_t n_in, int64_t n_out, int qb, void *tmp);
-#define COLI_R16B_PAIR(qb) (32 * (size_t)(qb) + 64)
+/* Rows of a type of 32-value blocks, a scale of sb bytes then qb quant bytes (Q4_0 and IQ4_NL:
+ * an f16 and 16; Q8_0: an f16 and 32; MXFP4: an E8M0 byte and 16), repacked the same way: per
+ * pair of blocks (2p, 2p + 1) of the tile, block 2p's quant words (word k of the 16 rows: a
+ * 64-byte vector, the rows in 32-bit lanes), block 2p + 1's, then the two blocks' 16 scales
+ * each. With an f16 scale every vector lies on a 64-byte boundary of the tile.
+ * n_in % 64 == 0, n_out % 16 == 0; tmp holds 16 rows. */
+void coli_repack_b32_r16(void *w, int64_t n_in, int64_t n_out, int qb, int sb, void *tmp);
+#define COLI_R16B_PAIR(qb, sb) (32 * (size_t)(qb) + 32 * (size_t)(sb))
 /* The offsets in the tile of quant word k (0 .. qb / 4 - 1) of block ib, and of the block's 16 scales */
-#define COLI_R16B_QOFF(qb, ib, k) \
-    ((size_t)((ib) >> 1) * COLI_R16B_PAIR(qb) + (size_t)((ib) & 1) * 16 * (qb) + 64 * (size_t)(k))
-#define COLI_R16B_DOFF(qb, ib) ((size_t)((ib) >> 1) * COLI_R16B_PAIR(qb) + 32 * (size_t)(qb) + 32 * (size_t)((ib) & 1))
-#define COLI_R16B_Q(w, qb, ib, k) ((const char *)(w) + COLI_R16B_QOFF(qb, ib, k))
-#define COLI_R16B_D(w, qb, ib) ((const char *)(w) + COLI_R16B_DOFF(qb, ib))
-/* Repacks n_out rows of wtype in place (the two layouts above); the n_in multiple a type's tiles
+#define COLI_R16B_QOFF(qb, sb, ib, k) \
+    ((size_t)((ib) >> 1) * COLI_R16B_PAIR(qb, sb) + (size_t)((ib) & 1) * 16 * (qb) + 64 * (size_t)(k))
+#define COLI_R16B_DOFF(qb, sb, ib) \
+    ((size_t)((ib) >> 1) * COLI_R16B_PAIR(qb, sb) + 32 * (size_t)(qb) + 16 * (size_t)(sb) * ((ib) & 1))
+#define COLI_R16B_Q(w, qb, sb, ib, k) ((const char *)(w) + COLI_R16B_QOFF(qb, sb, ib, k))
+#define COLI_R16B_D(w, qb, sb, ib) ((const char *)(w) + COLI_R16B_DOFF(qb, sb, ib))
+/* Repacks n_out rows of wtype in place (the layouts above); the n_in multiple a type's tiles
  * need, 0 for a type without tiles. */
 void coli_repack_r16(uint32_t wtype, void *w, int64_t n_in, int64_t n_out, void *tmp);
 int coli_r16_in_mult(uint32_t wtype);

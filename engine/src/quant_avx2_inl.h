@@ -72,10 +72,10 @@ AVX2_INL __m256 halves8(const char *p, size_t wst) {
  * (coli_repack_b32_r16: Q4_0, IQ4_NL): block ib's 4 quant words with row j in lane j,
  * and its 8 scales as floats */
 AVX2_INL void r16b_words8(const char *tile, int ib, int h, __m256i q[4]) {
-    for (int k = 0; k < 4; k++) q[k] = _mm256_loadu_si256((const __m256i *)(COLI_R16B_Q(tile, 16, ib, k) + 32 * (h - 1)));
+    for (int k = 0; k < 4; k++) q[k] = _mm256_loadu_si256((const __m256i *)(COLI_R16B_Q(tile, 16, 2, ib, k) + 32 * (h - 1)));
 }
 AVX2_INL __m256 r16b_scales8(const char *tile, int ib, int h) {
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(COLI_R16B_D(tile, 16, ib) + 16 * (h - 1))));
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(COLI_R16B_D(tile, 16, 2, ib) + 16 * (h - 1))));
 }
 
 #endif

@@ -741,7 +741,7 @@ INL void transpose16x4(const char *b, size_t wst, __m512i q[4]) {
 INL void q4_0_block16(const char *w, size_t wst, int ib, __m512i wk[8], const int r16) {
     __m512i q[4];
     if (r16)
-        for (int k = 0; k < 4; k++) q[k] = _mm512_loadu_si512(COLI_R16B_Q(w, 16, ib, k));
+        for (int k = 0; k < 4; k++) q[k] = _mm512_loadu_si512(COLI_R16B_Q(w, 16, 2, ib, k));
     else
         transpose16x4(w + (size_t)ib * sizeof(block_q4_0) + offsetof(block_q4_0, qs), wst, q);
     const __m512i m4 = _mm512_set1_epi8(0xF);
@@ -753,7 +753,7 @@ INL void q4_0_block16(const char *w, size_t wst, int ib, __m512i wk[8], const in
 
 /* the 16 rows' scales of block ib: gathered (off: the rows' offsets), or a tile's 16 halves */
 INL __m512 q4_0_scales16(const char *w, __m512i off, int ib, const int r16) {
-    if (r16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)COLI_R16B_D(w, 16, ib)));
+    if (r16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)COLI_R16B_D(w, 16, 2, ib)));
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(off, w + (size_t)ib * sizeof(block_q4_0), 1)));
 }
 

@@ -374,6 +374,7 @@ void coli_kernels_fill_iq14(coli_kernel_table *t, int isa) {
     memset(&t->unpacked[GGML_TYPE_IQ4_NL], 0, sizeof t->unpacked[0]);
     memset(&t->unpacked[GGML_TYPE_MXFP4], 0, sizeof t->unpacked[0]);
     memset(&t->r16[GGML_TYPE_IQ4_NL], 0, sizeof t->r16[0]);
+    memset(&t->r16[GGML_TYPE_MXFP4], 0, sizeof t->r16[0]);
     if (isa == COLI_ISA_SCALAR) return;
 #ifdef COLI_X86
     /* AVX2, AVX-VNNI and AVX-512 tables alike: ggml has AVX2 code only for
@@ -425,9 +426,11 @@ void coli_kernels_fill_iq14(coli_kernel_table *t, int isa) {
         nlu->vec_dot_mm_16w = vec_dot_iq4_nl_q8_0_tinyblas_16w_avx512;
         mxu->vec_dot_16w = vec_dot_mxfp4_q8_0_16w_avx512;
     }
-    /* IQ4_NL repacked at load into 16-row tiles (coli_repack_b32_r16): the repacked
-     * arithmetic, which serves every row */
+    /* IQ4_NL and MXFP4 repacked at load into 16-row tiles (coli_repack_b32_r16): the
+     * repacked arithmetic, which serves every row */
     coli_set_r16(t, GGML_TYPE_IQ4_NL, NULL,
                  isa == COLI_ISA_AVX512 ? vec_dot_iq4_nl_q8_0_r16_16w_avx512 : vec_dot_iq4_nl_q8_0_r16_16w_avx2);
+    coli_set_r16(t, GGML_TYPE_MXFP4, NULL,
+                 isa == COLI_ISA_AVX512 ? vec_dot_mxfp4_q8_0_r16_16w_avx512 : vec_dot_mxfp4_q8_0_r16_16w_avx2);
 #endif
 }

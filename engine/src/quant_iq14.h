@@ -130,6 +130,7 @@ COLI_DECLARE_VEC_DOT_2W(vec_dot_mxfp4_q8_0_16w_avx2);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_iq4_nl_q8_0_repacked_16w_avx2);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_iq4_nl_q8_0_r16_16w_avx2); /* on a tile coli_repack_b32_r16 made */
 COLI_DECLARE_VEC_DOT_2W(vec_dot_mxfp4_q8_0_repacked_16w_avx2);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_mxfp4_q8_0_r16_16w_avx2);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_iq1_s_q8_K_tiled_16w_avx2);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_iq1_m_q8_K_tiled_16w_avx2);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_iq4_xs_q8_K_tiled_16w_avx2);
@@ -137,6 +138,7 @@ COLI_DECLARE_VEC_DOT_2W(vec_dot_iq4_xs_q8_K_tiled_16w_avx2);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_iq4_nl_q8_0_repacked_16w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_iq4_nl_q8_0_r16_16w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_mxfp4_q8_0_repacked_16w_avx512);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_mxfp4_q8_0_r16_16w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_iq4_xs_q8_K_tiled_16w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_iq1_s_q8_K_tiled_16w_avx512);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_iq1_m_q8_K_tiled_16w_avx512);

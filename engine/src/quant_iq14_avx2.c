@@ -240,6 +240,14 @@ INL __m256i nl_head8(const char *w, size_t wst) {
     return x;
 }
 
+/* E8M0 exponents (one a lane) -> 2^(e - 128): (e - 1) << 23, the denormals for e < 2 */
+INL __m256 e8m0_half8(__m256i e) {
+    const __m256i norm = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i den = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(norm, den, small));
+}
+
 INL __m256 nl_scales8(const char *w, size_t wst, const int kind) {
     const __m256i x = nl_head8(w, wst);
     if (kind == NL_IQ4) { /* each lane's low half, packed into 8 halves: one in-lane pshufb, one qword permute */
@@ -247,16 +255,22 @@ INL __m256 nl_scales8(const char *w, size_t wst, const int kind) {
                                                                    0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1));
         return _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(lo, 0x08)));
     }
-    /* E8M0 -> 2^(e - 128): (e - 1) << 23, the denormals for e < 2 */
-    const __m256i e = _mm256_and_si256(x, _mm256_set1_epi32(0xff));
-    const __m256i norm = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
-    const __m256i den = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
-    const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
-    return _mm256_castsi256_ps(_mm256_blendv_epi8(norm, den, small));
+    return e8m0_half8(_mm256_and_si256(x, _mm256_set1_epi32(0xff)));
+}
+
+/* Half h (1: rows 0..7, 2: rows 8..15) of a tile coli_repack_b32_r16 made: block ib's
+ * scales as floats and its 4 quant words, row j in lane j */
+INL __m256 nl_r16_scales8(const char *tile, int ib, int h, const int kind) {
+    if (kind == NL_IQ4) return r16b_scales8(tile, ib, h);
+    return e8m0_half8(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(COLI_R16B_D(tile, 16, 1, ib) + 8 * (h - 1)))));
+}
+INL void nl_r16_words8(const char *tile, int ib, int h, const int kind, __m256i q[4]) {
+    const int sb = kind == NL_IQ4 ? 2 : 1;
+    for (int k = 0; k < 4; k++) q[k] = _mm256_loadu_si256((const __m256i *)(COLI_R16B_Q(tile, 16, sb, ib, k) + 32 * (h - 1)));
 }
 
 /* 8 weight rows against nr (<= COLI_MAX_NR) activation rows; s[r * ss + j]. h: 0, the rows as
- * stored, wst apart; 1 or 2 (IQ4_NL), a half of the tile at w (r16b_words8) */
+ * stored, wst apart; 1 or 2, a half of the tile at w (nl_r16_words8) */
 INL void nl_8w(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int kind,
                const int h, const int nr) {
     const size_t bsz = kind == NL_IQ4 ? sizeof(block_iq4_nl) : sizeof(block_mxfp4);
@@ -270,9 +284,12 @@ INL void nl_8w(int nb, const char *w, size_t wst, const char *a, size_t as, floa
         const __m256i lutb = _mm256_add_epi8(lut, _mm256_set1_epi8(12)), twelve = _mm256_set1_epi8(12);
         for (int ib = 0; ib < nb; ib++) {
             const char *b = w + (size_t)ib * bsz;
-            const __m256 dw = nl_scales8(b, wst, kind);
+            const __m256 dw = h ? nl_r16_scales8(w, ib, h, kind) : nl_scales8(b, wst, kind);
             __m256i q[4], lo[4], hi[4];
-            nl_transpose8x4(b + qoff, wst, q);
+            if (h)
+                nl_r16_words8(w, ib, h, kind, q);
+            else
+                nl_transpose8x4(b + qoff, wst, q);
             for (int k = 0; k < 4; k++) {
                 lo[k] = _mm256_shuffle_epi8(lutb, _mm256_and_si256(q[k], m4));
                 hi[k] = _mm256_shuffle_epi8(lutb, _mm256_and_si256(_mm256_srli_epi16(q[k], 4), m4));
@@ -305,10 +322,10 @@ INL void nl_8w(int nb, const char *w, size_t wst, const char *a, size_t as, floa
     }
     for (int ib = 0; ib < nb; ib++) {
         const char *b = w + (size_t)ib * bsz;
-        const __m256 dw = h ? r16b_scales8(w, ib, h) : nl_scales8(b, wst, kind);
+        const __m256 dw = h ? nl_r16_scales8(w, ib, h, kind) : nl_scales8(b, wst, kind);
         __m256i q[4], lo[4], hi[4], alo[4], ahi[4];
         if (h)
-            r16b_words8(w, ib, h, q);
+            nl_r16_words8(w, ib, h, kind, q);
         else
             nl_transpose8x4(b + qoff, wst, q);
         for (int k = 0; k < 4; k++) {
@@ -356,7 +373,7 @@ INL __m256i nl_dec_mx(__m256i q, __m256i lutb, __m256i m4, __m256i yl, __m256i y
     return _mm256_add_epi16(_mm256_maddubs_epi16(lo, yl), _mm256_maddubs_epi16(hi, yh));
 }
 
-/* r16 (IQ4_NL): w is a tile coli_repack_b32_r16 made */
+/* r16: w is a tile coli_repack_b32_r16 made */
 INL void nl_dec16(int nb, const char *w, size_t wst, const block_q8_0 *y, float *s, const int kind, const int r16) {
     const size_t bsz = kind == NL_IQ4 ? sizeof(block_iq4_nl) : sizeof(block_mxfp4);
     const size_t qoff = kind == NL_IQ4 ? offsetof(block_iq4_nl, qs) : offsetof(block_mxfp4, qs);
@@ -382,12 +399,12 @@ INL void nl_dec16(int nb, const char *w, size_t wst, const block_q8_0 *y, float 
             const int ib = c0 + i;
             const char *b0 = w + (size_t)ib * bsz, *b1 = b0 + 8 * wst;
             const __m256 dy = _mm256_broadcast_ss(&dys[i]);
-            const __m256 d0 = _mm256_mul_ps(r16 ? r16b_scales8(w, ib, 1) : nl_scales8(b0, wst, kind), dy);
-            const __m256 d1 = _mm256_mul_ps(r16 ? r16b_scales8(w, ib, 2) : nl_scales8(b1, wst, kind), dy);
+            const __m256 d0 = _mm256_mul_ps(r16 ? nl_r16_scales8(w, ib, 1, kind) : nl_scales8(b0, wst, kind), dy);
+            const __m256 d1 = _mm256_mul_ps(r16 ? nl_r16_scales8(w, ib, 2, kind) : nl_scales8(b1, wst, kind), dy);
             __m256i q0[4], q1[4];
             if (r16) {
-                r16b_words8(w, ib, 1, q0);
-                r16b_words8(w, ib, 2, q1);
+                nl_r16_words8(w, ib, 1, kind, q0);
+                nl_r16_words8(w, ib, 2, kind, q1);
             } else {
                 nl_transpose8x4(b0 + qoff, wst, q0);
                 nl_transpose8x4(b1 + qoff, wst, q1);
@@ -456,6 +473,10 @@ TGT void vec_dot_iq4_nl_q8_0_r16_16w_avx2(int n, const void *w, size_t wst, cons
 TGT void vec_dot_mxfp4_q8_0_repacked_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
                                               size_t ss, int nr) {
     nl_16w(n, w, wst, a, as, s, ss, nr, NL_MXFP4, 0);
+}
+TGT void vec_dot_mxfp4_q8_0_r16_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                         size_t ss, int nr) {
+    nl_16w(n, w, wst, a, as, s, ss, nr, NL_MXFP4, 1);
 }
 
 /* ---- IQ4_XS against Q8_K ------------------------------------------------------------------ */

@@ -119,26 +119,31 @@ INL __m512 halves16(const char *b, size_t wst) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
 }
 
-INL __m512 nl_scales16(const char *b, size_t wst, const int kind) {
-    if (kind == NL_IQ4) return halves16(b, wst);
-    /* E8M0 -> 2^(e - 128): (e - 1) << 23, the denormals 2^-128, 2^-127 for e < 2 */
-    uint8_t eb[16];
-    for (int j = 0; j < 16; j++) eb[j] = (uint8_t)b[(size_t)j * wst];
-    const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)eb));
+/* E8M0 exponents (one a lane) -> 2^(e - 128): (e - 1) << 23, the denormals 2^-128, 2^-127 for e < 2 */
+INL __m512 e8m0_half16(__m512i e) {
     const __m512i norm = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
     const __m512i den = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
     return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), norm, den));
 }
 
-/* block ib of a tile coli_repack_b32_r16 made (IQ4_NL): its 16 scales and its biased codes, as nl_codes16's */
-INL __m512 nl_r16_block(const char *w, int ib, __m512i lut, __m512i c[8]) {
+INL __m512 nl_scales16(const char *b, size_t wst, const int kind) {
+    if (kind == NL_IQ4) return halves16(b, wst);
+    uint8_t eb[16];
+    for (int j = 0; j < 16; j++) eb[j] = (uint8_t)b[(size_t)j * wst];
+    return e8m0_half16(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)eb)));
+}
+
+/* block ib of a tile coli_repack_b32_r16 made: its 16 scales and its biased codes, as nl_codes16's */
+INL __m512 nl_r16_block(const char *w, int ib, __m512i lut, __m512i c[8], const int kind) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const int sb = kind == NL_IQ4 ? 2 : 1;
     for (int k = 0; k < 4; k++) {
-        const __m512i q = _mm512_loadu_si512(COLI_R16B_Q(w, 16, ib, k));
+        const __m512i q = _mm512_loadu_si512(COLI_R16B_Q(w, 16, sb, ib, k));
         c[k] = _mm512_shuffle_epi8(lut, _mm512_and_si512(q, m4));
         c[4 + k] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
     }
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)COLI_R16B_D(w, 16, ib)));
+    if (kind == NL_IQ4) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)COLI_R16B_D(w, 16, 2, ib)));
+    return e8m0_half16(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)COLI_R16B_D(w, 16, 1, ib))));
 }
 
 /* up to COLI_MAX_NR activation rows, accumulators in registers. Row 4g + t
@@ -156,7 +161,7 @@ INL void nl_16w_few(int nb, const char *w, size_t wst, const char *a, size_t as,
     for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
     for (int ib = 0; r16 && ib < nb; ib++) { /* a tile: one stream of loads */
         __m512i c[8];
-        const __m512 dw = nl_r16_block(w, ib, lut, c);
+        const __m512 dw = nl_r16_block(w, ib, lut, c, kind);
         for (int r = 0; r < nr; r++) {
             const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)r * as) + ib;
             const __m512i isum = _mm512_sub_epi32(dot32(c, y->qs), _mm512_set1_epi32(128 * sum32_i8(y->qs)));
@@ -185,10 +190,7 @@ INL void nl_16w_few(int nb, const char *w, size_t wst, const char *a, size_t as,
             uint8_t eb[16];
             for (int g = 0; g < 4; g++)
                 for (int t = 0; t < 4; t++) eb[4 * g + t] = (uint8_t)grp[g][off[t]];
-            const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)eb));
-            const __m512i norm = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
-            const __m512i den = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
-            dw = _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), norm, den));
+            dw = e8m0_half16(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)eb)));
         }
         __m512i A[4];
         for (int t = 0; t < 4; t++) { /* 128-bit lane g of A[t]: row 4g + t */
@@ -215,7 +217,7 @@ INL void nl_16w_few(int nb, const char *w, size_t wst, const char *a, size_t as,
     for (int r = 0; r < nr; r++) _mm512_storeu_ps(s + (size_t)r * ss, acc[r]);
 }
 
-/* r16 (IQ4_NL): w is a tile coli_repack_b32_r16 made */
+/* r16: w is a tile coli_repack_b32_r16 made */
 INL void nl_16w_avx512(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
                        const int kind, const int r16) {
     const int nb = n / QK8_0;
@@ -235,7 +237,7 @@ INL void nl_16w_avx512(int n, const char *w, size_t wst, const char *a, size_t a
             __m512i c[8];
             __m512 dw;
             if (r16) {
-                dw = nl_r16_block(w, ib, lut, c);
+                dw = nl_r16_block(w, ib, lut, c, kind);
             } else {
                 dw = nl_scales16(b, wst, kind);
                 nl_codes16(b + qoff, wst, lut, c);
@@ -262,6 +264,10 @@ TGT void vec_dot_iq4_nl_q8_0_r16_16w_avx512(int n, const void *w, size_t wst, co
 TGT void vec_dot_mxfp4_q8_0_repacked_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
                                                 size_t ss, int nr) {
     nl_16w_avx512(n, w, wst, a, as, s, ss, nr, NL_MXFP4, 0);
+}
+TGT void vec_dot_mxfp4_q8_0_r16_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                           size_t ss, int nr) {
+    nl_16w_avx512(n, w, wst, a, as, s, ss, nr, NL_MXFP4, 1);
 }
 
 /* ---- IQ4_NL / MXFP4 as stored: ggml_vec_dot and tinyBLAS, per weight row --------------------- */

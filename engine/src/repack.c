@@ -1,4 +1,4 @@
-/* repack.c — resident Q4_K, Q4_0 and IQ4_NL weights rewritten at load into 16-row tiles (repack.h). */
+/* repack.c — resident Q4_K, Q4_0, IQ4_NL and MXFP4 weights rewritten at load into 16-row tiles (repack.h). */
 #define _DEFAULT_SOURCE
 #include "repack.h"
 

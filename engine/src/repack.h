@@ -1,7 +1,8 @@
-/* repack.h — resident Q4_K weights rewritten at load into 16-row tiles, as llama.cpp
- * repacks its Q4_K weights (its q4_K_8x8): the tile kernels then read 16 rows as one
- * stream, with no transposes in registers (MoE decode 1.3x with the AVX-512 set on
- * Zen 4, 1.2x with AVX2; the same bits: the arithmetic is that of the type's kernels).
+/* repack.h — resident Q4_K, Q4_0, IQ4_NL and MXFP4 weights rewritten at load into
+ * 16-row tiles, as llama.cpp repacks them (its q4_K_8x8, q4_0_8x8, iq4_nl_8x8, mxfp4_8x8): the tile
+ * kernels then read 16 rows as one stream, with no transposes in registers (Q4_K MoE
+ * decode 1.3x with the AVX-512 set on Zen 4, 1.2x with AVX2; the same bits: the
+ * arithmetic is that of the type's kernels).
  *
  * Only matrices read nowhere but through the matmuls, with whole 16-row tiles, where
  * a SIMD set is in force; experts only when they are resident (a streamed expert

@@ -373,7 +373,7 @@ def log_repack(engine) -> None:
     """One line at INFO (-v) when the engine rewrote weights into its tile layout at load."""
     n = int(engine.model_info().get("repacked_bytes") or 0)
     if n:
-        log.info("repacked %s of Q4_K weights into 16-row tiles (COLI_REPACK=0: as stored)", human(n))
+        log.info("repacked %s of weights into 16-row tiles (COLI_REPACK=0: as stored)", human(n))
 
 
 def log_plan(plan: Plan) -> None:

@@ -1,4 +1,4 @@
-"""Q4_K, Q4_0 and IQ4_NL weights rewritten at load into 16-row tiles
+"""Q4_K, Q4_0, IQ4_NL and MXFP4 weights rewritten at load into 16-row tiles
 (engine/src/repack.c), read by tile kernels that see 16 rows as one stream: the same
 bits as the weights kept as the file stores them, in prefill and decode, for dense,
 shared-expert and routed matrices; experts streamed from disk stay as stored;
@@ -23,7 +23,7 @@ def auto_isa():
     engine.set_kernel_isa("auto")
 
 
-TILED = ["Q4_K", "Q4_0", "IQ4_NL"]  # the types with tiles (coli_r16_in_mult)
+TILED = ["Q4_K", "Q4_0", "IQ4_NL", "MXFP4"]  # the types with tiles (coli_r16_in_mult)
 
 
 def model(tmp_path, arch, quant="Q4_K"):
