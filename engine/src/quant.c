@@ -365,7 +365,7 @@ void coli_repack_b32_r16(void *w, int64_t n_in, int64_t n_out, int qb, int sb, v
 int coli_r16_in_mult(uint32_t wtype) {
     switch (wtype) {
     case GGML_TYPE_Q4_K: return QK_K;
-    case GGML_TYPE_Q4_0: case GGML_TYPE_IQ4_NL: case GGML_TYPE_Q8_0: case GGML_TYPE_MXFP4: return 64;
+    case GGML_TYPE_Q4_0: case GGML_TYPE_IQ4_NL: case GGML_TYPE_MXFP4: return 64;
     default: return 0;
     }
 }
@@ -374,7 +374,7 @@ void coli_repack_r16(uint32_t wtype, void *w, int64_t n_in, int64_t n_out, void 
     if (wtype == GGML_TYPE_Q4_K)
         coli_repack_q4_K_r16(w, n_in, n_out, tmp);
     else if (coli_r16_in_mult(wtype))
-        coli_repack_b32_r16(w, n_in, n_out, wtype == GGML_TYPE_Q8_0 ? 32 : 16, wtype == GGML_TYPE_MXFP4 ? 1 : 2, tmp);
+        coli_repack_b32_r16(w, n_in, n_out, 16, wtype == GGML_TYPE_MXFP4 ? 1 : 2, tmp);
 }
 
 void dequantize_row_q4_K(const void *vx, float *y, int64_t n) {

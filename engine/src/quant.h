@@ -240,7 +240,7 @@ void coli_repack_q4_K_r16(void *w, int64_t n_in, int64_t n_out, void *tmp);
 /* Vector v (0..3 head words, 4 + j quant word j) of super-block i of the tile at w */
 #define COLI_R16_AT(w, i, v) ((const char *)(w) + (size_t)(i) * 16 * sizeof(block_q4_K) + 64 * (size_t)(v))
 /* Rows of a type of 32-value blocks, a scale of sb bytes then qb quant bytes (Q4_0 and IQ4_NL:
- * an f16 and 16; Q8_0: an f16 and 32; MXFP4: an E8M0 byte and 16), repacked the same way: per
+ * an f16 and 16; MXFP4: an E8M0 byte and 16; Q8_0's f16 and 32 would fit), repacked the same way: per
  * pair of blocks (2p, 2p + 1) of the tile, block 2p's quant words (word k of the 16 rows: a
  * 64-byte vector, the rows in 32-bit lanes), block 2p + 1's, then the two blocks' 16 scales
  * each. With an f16 scale every vector lies on a 64-byte boundary of the tile.
