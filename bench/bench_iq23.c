@@ -14,7 +14,8 @@
  * calls in thread CPU time (robust to a busy machine); printed: the medians and their ratio
  * (ggml time / ours: above 1, ours is faster). Weights are random bytes with a sane d (every
  * byte pattern is a valid block of these types). BENCH_TYPE=IQ2_XXS picks a type; with it,
- * BENCH_SHAPE=n_in,n_out,rows runs that one shape (rows 0: decode). */
+ * BENCH_SHAPE=n_in,n_out,rows runs that one shape (rows 0: decode). BENCH_LOOKUP=gather or loads:
+ * the AVX-512 kernels' grid lookups that way (default: the faster here, measured at start). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -201,6 +202,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", colibri_last_error());
         return 1;
     }
+    /* BENCH_LOOKUP=gather / loads: the AVX-512 kernels' grid lookups one way (default: the faster here) */
+    if (getenv("BENCH_LOOKUP") && colibri_kernel_set_lookup(getenv("BENCH_LOOKUP")) != 0) {
+        fprintf(stderr, "%s\n", colibri_last_error());
+        return 1;
+    }
     const int reps = argc > 3 ? atoi(argv[3]) : 9;
     int64_t batches[8] = {0, 8, 16, 32};
     int nb = 4;
@@ -208,7 +214,10 @@ int main(int argc, char **argv) {
         nb = 0;
         for (int i = 4; i < argc && nb < 8; i++) batches[nb++] = atoll(argv[i]);
     }
-    printf("isa %s, cpu: %s, %d runs each (median)\n", colibri_kernel_isa(), colibri_cpu_features(), reps);
+    double loads_ns, gather_ns;
+    colibri_kernel_lookup_ns(&loads_ns, &gather_ns);
+    printf("isa %s, cpu: %s, %d runs each (median); AVX-512 grid lookups by %s (%.1f ns loads, %.1f ns gathers)\n",
+           colibri_kernel_isa(), colibri_cpu_features(), reps, colibri_kernel_lookup(), loads_ns, gather_ns);
     const uint32_t types[] = {GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_IQ2_S, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S};
     const char *only = getenv("BENCH_TYPE");
     const char *one = getenv("BENCH_SHAPE"); /* "n_in,n_out,rows" (rows 0: decode): that shape only */

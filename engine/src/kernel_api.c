@@ -8,6 +8,7 @@
 #include "error.h"
 #include "kernels.h"
 #include "ops.h"
+#include "quant_iq23.h"
 
 int colibri_kernel_set_isa(const char *isa) { return coli_kernels_select(isa); }
 
@@ -38,6 +39,15 @@ int colibri_kernel_set_prefetch(const char *level) {
 }
 
 const char *colibri_kernel_prefetch(void) { return coli_prefetch_l2 ? "l2" : "l1"; }
+
+/* quant_iq23.h's lookup way (read by the AVX-512 grid i-quant kernels; defined on every target) */
+int coli_iq_gather;
+
+int colibri_kernel_set_lookup(const char *way) { return coli_kernels_set_lookup(way); }
+
+const char *colibri_kernel_lookup(void) { return coli_kernels_lookup(); }
+
+void colibri_kernel_lookup_ns(double *loads_ns, double *gather_ns) { coli_kernels_lookup_ns(loads_ns, gather_ns); }
 
 const char *colibri_kernel_type_isa(uint32_t wtype) {
     return wtype < GGML_TYPE_COUNT && ggml_type_get(wtype) ? coli_kernels_type_isa(wtype) : NULL;

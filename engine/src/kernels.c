@@ -11,6 +11,7 @@
 #include "../include/colibri.h" /* colibri_cpu_features */
 #include "error.h"
 #include "kernels.h"
+#include "quant_iq23.h"
 
 #define T(vdt, ff, tf, vd) \
     {.vec_dot_type = GGML_TYPE_##vdt, .from_float = ff, .to_float = tf, .vec_dot = vd, .mm_group = 1, .mm_in_mult = 1, .mm_out_mult = 1}
@@ -225,12 +226,32 @@ static void build_tables(void) {
     }
 }
 
+/* The grid i-quants' lookup way: gathers where they beat scalar loads by 5% (Intel's
+ * cores; AMD Zen 4 / 5 run gathers slowly), timed a few rounds alternately (~1 ms). */
+static double g_lookup_ns[2]; /* by gather */
+static void measure_lookup(void) {
+    g_lookup_ns[0] = g_lookup_ns[1] = 0.0;
+#ifdef COLI_X86
+    if (!coli_cpu_can_avx512()) return;
+    double best[2] = {1e30, 1e30};
+    for (int round = 0; round < 3; round++)
+        for (int g = 0; g < 2; g++) {
+            const double ns = coli_iq23_lookup_ns_avx512(g);
+            if (ns < best[g]) best[g] = ns;
+        }
+    g_lookup_ns[0] = best[0];
+    g_lookup_ns[1] = best[1];
+    coli_iq_gather = best[1] < best[0] * 0.95;
+#endif
+}
+
 static void ensure_tables(void) {
     if (atomic_load_explicit(&g_built, memory_order_acquire)) return;
     while (atomic_flag_test_and_set_explicit(&g_building, memory_order_acquire)) {
     }
     if (!atomic_load_explicit(&g_built, memory_order_relaxed)) {
         build_tables();
+        measure_lookup();
         atomic_store_explicit(&g_built, 1, memory_order_release);
     }
     atomic_flag_clear_explicit(&g_building, memory_order_release);
@@ -296,6 +317,34 @@ int coli_kernels_select(const char *isa) {
 }
 
 const coli_kernel_table *coli_kernels_table(const char *isa) { return isa ? table_for(isa) : NULL; }
+
+int coli_kernels_set_lookup(const char *way) {
+    if (!way || (strcmp(way, "auto") && strcmp(way, "gather") && strcmp(way, "loads")))
+        return coli_fail(COLI_E_ARG, "kernel lookup '%s': expected auto, gather or loads", way ? way : "NULL");
+    ensure_tables();
+    pthread_mutex_lock(&g_select_lock);
+    if (!strcmp(way, "auto")) {
+        measure_lookup();
+    } else {
+        coli_iq_gather = !strcmp(way, "gather");
+        g_lookup_ns[0] = g_lookup_ns[1] = 0.0;
+    }
+    pthread_mutex_unlock(&g_select_lock);
+    return COLI_OK;
+}
+
+const char *coli_kernels_lookup(void) {
+    ensure_tables();
+    return coli_iq_gather ? "gather" : "loads";
+}
+
+void coli_kernels_lookup_ns(double *loads_ns, double *gather_ns) {
+    ensure_tables();
+    pthread_mutex_lock(&g_select_lock);
+    if (loads_ns) *loads_ns = g_lookup_ns[0];
+    if (gather_ns) *gather_ns = g_lookup_ns[1];
+    pthread_mutex_unlock(&g_select_lock);
+}
 
 static bool has_r16(const coli_type_kernels *k) { return k->vec_dot_16w || k->vec_dot_mm_16w; }
 

@@ -155,5 +155,12 @@ void coli_kernels_set_thread_table(const coli_kernel_table *t);
 extern int coli_prefetch_l2;
 /* "l1" -> 0, "l2" -> 1, anything else (NULL too) -> -1 */
 int coli_prefetch_level_l2(const char *level);
+/* How the AVX-512 grid i-quant kernels look their grid points up (quant_iq23.h's
+ * coli_iq_gather): "gather", "loads", or "auto" (measure both now, keep the faster;
+ * done once when the tables are built); the way in force; the last measurement in
+ * ns per super-block (0 where none: no AVX-512 here, or a way set by name since). */
+int coli_kernels_set_lookup(const char *way);
+const char *coli_kernels_lookup(void);
+void coli_kernels_lookup_ns(double *loads_ns, double *gather_ns);
 
 #endif

@@ -8,6 +8,7 @@
  * 16-bit lanes by a permute. Each zmm then carries two 32-weight groups: maddubs, madd by the
  * scales, and at the end of the super-block the two 256-bit halves added: lane k of the sum holds
  * weights 4k..4k+3 of every group, the integers of ggml's AVX2 lanes. */
+#define _POSIX_C_SOURCE 200112L /* clock_gettime (clock.h) */
 #include "quant_iq23.h"
 
 #ifdef COLI_X86
@@ -15,6 +16,9 @@
 
 #include "prefetch.h"
 #include <math.h>
+#include <string.h>
+
+#include "clock.h"
 
 #include "iq_grids.h"
 
@@ -91,9 +95,11 @@ INL void scales16(const uint8_t b[8], __m512i sc[4]) {
                                                           4 * j, 4 * j, 4 * j, 4 * j), s);
 }
 
-/* The grid lookups read their indices with scalar loads straight from the block, as ggml's
- * kernels do where an index is a byte or a masked u16 of the block; gathers alone were slower
- * on the machine measured (Zen 5, bench/bench_iq23.c). */
+/* The grid lookups, two ways with the same results (`gather`, coli_iq_gather: the faster here,
+ * measured when the kernel tables are built): scalar loads of the indices straight from the
+ * block, as ggml's kernels do where an index is a byte or a masked u16 of the block, put
+ * together by inserts (AMD Zen 4 / 5, whose gathers are slow), or vpgather (Intel: IQ3_XXS
+ * decode 1.4x faster on a Granite Rapids-class Xeon, bench/bench_iq23.c). */
 /* Indices computed in vectors (IQ2_S, IQ3_S) go through memory, as ggml's index_t union does:
  * the barrier keeps the compiler from turning the reloads back into vpextrd. */
 #define REREAD(a) __asm__ volatile("" : : "r"(a) : "memory")
@@ -113,69 +119,104 @@ INL __m512i grid4x16(const uint32_t *g, const uint16_t i[16]) {
 
 /* ---- one super-block: magnitudes g, sign masks m, scales sc (for zmm j = weights 64j..64j+63) */
 
-INL void dec_iq2_xxs(const block_iq2_xxs *x, __m512i g[4], __mmask64 m[4], __m512i sc[4]) {
+INL void dec_iq2_xxs(const block_iq2_xxs *x, __m512i g[4], __mmask64 m[4], __m512i sc[4], const int gather) {
     const uint8_t *q8 = (const uint8_t *)x->qs; /* u32 pairs: 4 index bytes, sign word */
-    for (int j = 0; j < 4; j++) {
-        int32_t i[8];
-        for (int k = 0; k < 8; k++) i[k] = q8[16 * j + 8 * (k / 4) + k % 4];
-        g[j] = grid8x8(coli_iq2xxs_grid, i);
-    }
     const __m512i q = _mm512_loadu_si512((const void *)x->qs);
+    if (gather) {
+        /* the index words (even u32s) in order, then 8 index bytes per zmm */
+        const __m256i iw = _mm512_castsi512_si256(
+            _mm512_permutexvar_epi32(_mm512_set_epi32(15, 13, 11, 9, 7, 5, 3, 1, 14, 12, 10, 8, 6, 4, 2, 0), q));
+        const __m128i lo = _mm256_castsi256_si128(iw), hi = _mm256_extracti128_si256(iw, 1);
+        g[0] = _mm512_i32gather_epi64(_mm256_cvtepu8_epi32(lo), (const void *)coli_iq2xxs_grid, 8);
+        g[1] = _mm512_i32gather_epi64(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)), (const void *)coli_iq2xxs_grid, 8);
+        g[2] = _mm512_i32gather_epi64(_mm256_cvtepu8_epi32(hi), (const void *)coli_iq2xxs_grid, 8);
+        g[3] = _mm512_i32gather_epi64(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)), (const void *)coli_iq2xxs_grid, 8);
+    } else {
+        for (int j = 0; j < 4; j++) {
+            int32_t i[8];
+            for (int k = 0; k < 8; k++) i[k] = q8[16 * j + 8 * (k / 4) + k % 4];
+            g[j] = grid8x8(coli_iq2xxs_grid, i);
+        }
+    }
     const __m256i sw = _mm512_castsi512_si256(
         _mm512_permutexvar_epi32(_mm512_set_epi32(14, 12, 10, 8, 6, 4, 2, 0, 15, 13, 11, 9, 7, 5, 3, 1), q));
     sign_masks(sign_codes(sw), m);
     scales32(_mm256_add_epi32(_mm256_slli_epi32(_mm256_srli_epi32(sw, 28), 1), _mm256_set1_epi32(1)), sc);
 }
 
-INL void dec_iq2_xs(const block_iq2_xs *x, __m512i g[4], __mmask64 m[4], __m512i sc[4]) {
-    for (int j = 0; j < 4; j++) {
-        int32_t i[8];
-        for (int k = 0; k < 8; k++) i[k] = x->qs[8 * j + k] & 511;
-        g[j] = grid8x8(coli_iq2xs_grid, i);
-    }
+INL void dec_iq2_xs(const block_iq2_xs *x, __m512i g[4], __mmask64 m[4], __m512i sc[4], const int gather) {
     const __m512i q = _mm512_loadu_si512((const void *)x->qs); /* 32 u16: index (9 bits) | sign code << 9 */
+    if (gather)
+        for (int j = 0; j < 4; j++)
+            g[j] = _mm512_i32gather_epi64(_mm256_and_si256(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(x->qs + 8 * j))),
+                                                           _mm256_set1_epi32(511)),
+                                          (const void *)coli_iq2xs_grid, 8);
+    else
+        for (int j = 0; j < 4; j++) {
+            int32_t i[8];
+            for (int k = 0; k < 8; k++) i[k] = x->qs[8 * j + k] & 511;
+            g[j] = grid8x8(coli_iq2xs_grid, i);
+        }
     sign_masks(with_parity(_mm512_cvtepi16_epi8(_mm512_srli_epi16(q, 9))), m);
     scales16(x->scales, sc);
 }
 
-INL void dec_iq2_s(const block_iq2_s *x, __m512i g[4], __mmask64 m[4], __m512i sc[4]) {
-    for (int j = 0; j < 4; j++) {
-        int32_t i[8];
-        for (int k = 0; k < 8; k++) i[k] = x->qs[8 * j + k] | (x->qh[2 * j + k / 4] << (8 - 2 * (k % 4)) & 0x300);
-        g[j] = grid8x8(coli_iq2s_grid, i);
-    }
+INL void dec_iq2_s(const block_iq2_s *x, __m512i g[4], __mmask64 m[4], __m512i sc[4], const int gather) {
+    if (gather)
+        for (int j = 0; j < 4; j++) { /* index k: qs byte | 2 bits of qh[2j + k / 4] at 8..9 */
+            const __m256i h = _mm256_setr_epi32(x->qh[2 * j], x->qh[2 * j], x->qh[2 * j], x->qh[2 * j], x->qh[2 * j + 1],
+                                                x->qh[2 * j + 1], x->qh[2 * j + 1], x->qh[2 * j + 1]);
+            const __m256i hi = _mm256_and_si256(_mm256_sllv_epi32(h, _mm256_setr_epi32(8, 6, 4, 2, 8, 6, 4, 2)),
+                                                _mm256_set1_epi32(0x300));
+            g[j] = _mm512_i32gather_epi64(_mm256_or_si256(_mm256_cvtepu8_epi32(_mm_loadu_si64(x->qs + 8 * j)), hi),
+                                          (const void *)coli_iq2s_grid, 8);
+        }
+    else
+        for (int j = 0; j < 4; j++) {
+            int32_t i[8];
+            for (int k = 0; k < 8; k++) i[k] = x->qs[8 * j + k] | (x->qh[2 * j + k / 4] << (8 - 2 * (k % 4)) & 0x300);
+            g[j] = grid8x8(coli_iq2s_grid, i);
+        }
     sign_masks_mem(x->qs + QK_K / 8, m);
     scales16(x->scales, sc);
 }
 
-INL void dec_iq3_xxs(const block_iq3_xxs *x, __m512i g[4], __mmask64 m[4], __m512i sc[4]) {
-    for (int j = 0; j < 4; j++) {
-        uint16_t i[16];
-        for (int k = 0; k < 16; k++) i[k] = x->qs[16 * j + k];
-        g[j] = grid4x16(coli_iq3xxs_grid, i);
-    }
+INL void dec_iq3_xxs(const block_iq3_xxs *x, __m512i g[4], __mmask64 m[4], __m512i sc[4], const int gather) {
+    if (gather)
+        for (int j = 0; j < 4; j++)
+            g[j] = _mm512_i32gather_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(x->qs + 16 * j))),
+                                          (const void *)coli_iq3xxs_grid, 4);
+    else
+        for (int j = 0; j < 4; j++) {
+            uint16_t i[16];
+            for (int k = 0; k < 16; k++) i[k] = x->qs[16 * j + k];
+            g[j] = grid4x16(coli_iq3xxs_grid, i);
+        }
     const __m256i sw = _mm256_loadu_si256((const __m256i *)(x->qs + QK_K / 4));
     sign_masks(sign_codes(sw), m);
     scales32(_mm256_add_epi32(_mm256_slli_epi32(_mm256_srli_epi32(sw, 28), 1), _mm256_set1_epi32(1)), sc);
 }
 
-INL void dec_iq3_s(const block_iq3_s *x, __m512i g[4], __mmask64 m[4], __m512i sc[4]) {
+INL void dec_iq3_s(const block_iq3_s *x, __m512i g[4], __mmask64 m[4], __m512i sc[4], const int gather) {
     uint64_t qh;
     memcpy(&qh, x->qh, 8); /* bit k: bit 8 of index k */
-    const __m256i b8 = _mm256_set1_epi16(256);
-    uint16_t i[64];
-    for (int j = 1; j < 4; j += 2) {
-        const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(x->qs + 16 * j)));
-        _mm256_storeu_si256((__m256i *)(i + 16 * j), _mm256_mask_add_epi16(v, (__mmask16)(qh >> 16 * j), v, b8));
-    }
-    REREAD(i);
-    /* half of the lookups by gathers, half by scalar loads: ~10% faster than either alone (Zen 5) */
-    for (int j = 0; j < 4; j += 2) {
+    /* gathers alone, or (the loads variant) half of the lookups by gathers, half by scalar loads:
+     * ~10% faster than either alone on Zen 5 */
+    for (int j = 0; j < 4; j += 2 - gather) {
         const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(x->qs + 16 * j)));
         g[j] = _mm512_i32gather_epi32(_mm512_mask_add_epi32(v, (__mmask16)(qh >> 16 * j), v, _mm512_set1_epi32(256)),
                                       (const void *)coli_iq3s_grid, 4);
     }
-    for (int j = 1; j < 4; j += 2) g[j] = grid4x16(coli_iq3s_grid, i + 16 * j);
+    if (!gather) {
+        const __m256i b8 = _mm256_set1_epi16(256);
+        uint16_t i[64];
+        for (int j = 1; j < 4; j += 2) {
+            const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(x->qs + 16 * j)));
+            _mm256_storeu_si256((__m256i *)(i + 16 * j), _mm256_mask_add_epi16(v, (__mmask16)(qh >> 16 * j), v, b8));
+        }
+        REREAD(i);
+        for (int j = 1; j < 4; j += 2) g[j] = grid4x16(coli_iq3s_grid, i + 16 * j);
+    }
     sign_masks_mem(x->signs, m);
     uint32_t sb;
     memcpy(&sb, x->scales, 4);
@@ -187,7 +228,7 @@ INL void dec_iq3_s(const block_iq3_s *x, __m512i g[4], __mmask64 m[4], __m512i s
 /* One weight row against nr activation rows, tiled = 0 / 1 as in quant_iq23_avx2.c. */
 #define IQ23_NR(t, kf)                                                                                               \
     INL void t##_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int tiled,           \
-                    const int nr) {                                                                                  \
+                    const int gather, const int nr) {                                                                \
         const block_##t *x = w;                                                                                      \
         __m256 acc[COLI_MAX_NR];                                                                                     \
         float acc1[COLI_MAX_NR];                                                                                     \
@@ -200,7 +241,7 @@ INL void dec_iq3_s(const block_iq3_s *x, __m512i g[4], __mmask64 m[4], __m512i s
                 COLI_PREFETCH_W((const char *)(x + i) + IQ23_PREFETCH + l);                                \
             __m512i g[4], sc[4];                                                                                     \
             __mmask64 m[4];                                                                                          \
-            dec_##t(x + i, g, m, sc);                                                                                \
+            dec_##t(x + i, g, m, sc, gather);                                                                        \
             for (int r = 0; r < nr; r++) {                                                                           \
                 const block_q8_K *y = (const block_q8_K *)(a + r * as) + i;                                          \
                 __m512i sum = _mm512_setzero_si512();                                                                \
@@ -221,11 +262,13 @@ INL void dec_iq3_s(const block_iq3_s *x, __m512i g[4], __mmask64 m[4], __m512i s
         for (int r = 0; r < nr; r++) s[r * ss] = tiled ? acc1[r] : kf * hsum8(acc[r]);                               \
     }                                                                                                                \
     TGT void vec_dot_##t##_q8_K_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) { \
-        COLI_DISPATCH_NR(nr, t##_nr, n, w, (const char *)a, as, s, ss, 0);                                           \
+        if (coli_iq_gather) COLI_DISPATCH_NR(nr, t##_nr, n, w, (const char *)a, as, s, ss, 0, 1);                    \
+        else COLI_DISPATCH_NR(nr, t##_nr, n, w, (const char *)a, as, s, ss, 0, 0);                                   \
     }                                                                                                                \
     TGT void vec_dot_##t##_q8_K_tiled_avx512(int n, const void *w, const void *a, size_t as, float *s, size_t ss,    \
                                              int nr) {                                                               \
-        COLI_DISPATCH_NR(nr, t##_nr, n, w, (const char *)a, as, s, ss, 1);                                           \
+        if (coli_iq_gather) COLI_DISPATCH_NR(nr, t##_nr, n, w, (const char *)a, as, s, ss, 1, 1);                    \
+        else COLI_DISPATCH_NR(nr, t##_nr, n, w, (const char *)a, as, s, ss, 1, 0);                                   \
     }
 
 IQ23_NR(iq2_xxs, 0.125f)
@@ -260,8 +303,8 @@ INL __m128i reduce4(__m512i a, __m512i b, __m512i c, __m512i d) {
 }
 
 #define IQ23_16W(t, kf)                                                                                              \
-    static __attribute__((noinline, target(ISA))) void t##_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, \
-                                                size_t ss, int nr, const int tiled) {                     \
+    INL void t##_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,       \
+                     const int tiled, const int gather) {                                                            \
         const int nb = n / QK_K;                                                                                     \
         const __m512i b128 = _mm512_set1_epi8(-128);                                                                 \
         iq23_sbw D[IQ23_SB][IQ23_WR];                                                                                \
@@ -284,7 +327,7 @@ INL __m128i reduce4(__m512i a, __m512i b, __m512i c, __m512i d) {
                             iq23_sbw *o = &D[k][jj];                                                                 \
                             __m512i g[4];                                                                            \
                             __mmask64 m[4];                                                                          \
-                            dec_##t(x, g, m, o->sc);                                                                 \
+                            dec_##t(x, g, m, o->sc, gather);                                                         \
                             __m512i c = _mm512_setzero_si512();                                                      \
                             for (int q = 0; q < 4; q++) {                                                            \
                                 o->w[q] = _mm512_mask_sub_epi8(g[q], m[q], _mm512_setzero_si512(), g[q]);            \
@@ -331,13 +374,25 @@ INL __m128i reduce4(__m512i a, __m512i b, __m512i c, __m512i d) {
                 }                                                                                                    \
             }                                                                                                        \
     }                                                                                                                \
+    /* one copy per lookup way, each with its constants folded (the frame is big: not inlined twice) */          \
+    static __attribute__((noinline, target(ISA))) void t##_16w_g(int n, const void *w, size_t wst, const void *a,    \
+                                                                 size_t as, float *s, size_t ss, int nr, int tiled) { \
+        if (tiled) t##_16w(n, w, wst, a, as, s, ss, nr, 1, 1);                                                       \
+        else t##_16w(n, w, wst, a, as, s, ss, nr, 0, 1);                                                             \
+    }                                                                                                                \
+    static __attribute__((noinline, target(ISA))) void t##_16w_l(int n, const void *w, size_t wst, const void *a,    \
+                                                                 size_t as, float *s, size_t ss, int nr, int tiled) { \
+        if (tiled) t##_16w(n, w, wst, a, as, s, ss, nr, 1, 0);                                                       \
+        else t##_16w(n, w, wst, a, as, s, ss, nr, 0, 0);                                                             \
+    }                                                                                                                \
     TGT void vec_dot_##t##_q8_K_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,    \
                                            size_t ss, int nr) {                                                      \
         if (nr <= COLI_MAX_NR) { /* decode: the one-row kernel per weight row (no batch frame) */          \
             for (int j = 0; j < 16; j++) vec_dot_##t##_q8_K_avx512(n, (const char *)w + j * wst, a, as, s + j, ss, nr); \
             return;                                                                                          \
         }                                                                                                    \
-        t##_16w(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 0);                                         \
+        if (coli_iq_gather) t##_16w_g(n, w, wst, a, as, s, ss, nr, 0);                                              \
+        else t##_16w_l(n, w, wst, a, as, s, ss, nr, 0);                                                              \
     }                                                                                                                \
     TGT void vec_dot_##t##_q8_K_mm_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s, \
                                               size_t ss, int nr) {                                                   \
@@ -345,7 +400,8 @@ INL __m128i reduce4(__m512i a, __m512i b, __m512i c, __m512i d) {
             for (int j = 0; j < 16; j++) vec_dot_##t##_q8_K_tiled_avx512(n, (const char *)w + j * wst, a, as, s + j, ss, nr); \
             return;                                                                                          \
         }                                                                                                    \
-        t##_16w(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 1);                                         \
+        if (coli_iq_gather) t##_16w_g(n, w, wst, a, as, s, ss, nr, 1);                                              \
+        else t##_16w_l(n, w, wst, a, as, s, ss, nr, 1);                                                              \
     }
 
 IQ23_16W(iq2_xxs, 0.125f)
@@ -353,6 +409,49 @@ IQ23_16W(iq2_xs, 0.125f)
 IQ23_16W(iq2_s, 0.125f)
 IQ23_16W(iq3_xxs, 0.25f)
 IQ23_16W(iq3_s, 1.0f)
+
+TGT double coli_iq23_lookup_ns_avx512(int gather) {
+    enum { NB = 32, PASSES = 5, CALLS = 8 };
+    static block_iq3_xxs w3[NB];
+    static block_iq2_xxs w2[NB];
+    static block_q8_K y[NB];
+    static int filled;
+    if (!filled) { /* random bytes are valid blocks of both types; scales of 1 keep the floats normal */
+        uint32_t r = 2463534242u;
+        unsigned char *bufs[3] = {(unsigned char *)w3, (unsigned char *)w2, (unsigned char *)y};
+        const size_t sizes[3] = {sizeof w3, sizeof w2, sizeof y};
+        for (int b = 0; b < 3; b++)
+            for (size_t i = 0; i < sizes[b]; i++) {
+                r ^= r << 13, r ^= r >> 17, r ^= r << 5;
+                bufs[b][i] = (unsigned char)r;
+            }
+        for (int i = 0; i < NB; i++) {
+            w3[i].d = w2[i].d = 0x3c00;
+            y[i].d = 1.0f;
+        }
+        filled = 1;
+    }
+    volatile float sink = 0.0f;
+    double best = 1e30;
+    for (int p = 0; p < PASSES; p++) {
+        float s3 = 0.0f, s2 = 0.0f;
+        const double t0 = coli_now_s();
+        for (int c = 0; c < CALLS; c++) {
+            if (gather) {
+                iq3_xxs_nr(NB * QK_K, w3, (const char *)y, 0, &s3, 1, 0, 1, 1);
+                iq2_xxs_nr(NB * QK_K, w2, (const char *)y, 0, &s2, 1, 0, 1, 1);
+            } else {
+                iq3_xxs_nr(NB * QK_K, w3, (const char *)y, 0, &s3, 1, 0, 0, 1);
+                iq2_xxs_nr(NB * QK_K, w2, (const char *)y, 0, &s2, 1, 0, 0, 1);
+            }
+            sink += s3 + s2;
+        }
+        const double ns = (coli_now_s() - t0) * 1e9 / (CALLS * 2.0 * NB);
+        if (ns < best) best = ns;
+    }
+    (void)sink;
+    return best;
+}
 
 #else
 typedef int coli_quant_iq23_avx512_unused;

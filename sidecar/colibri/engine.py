@@ -196,6 +196,24 @@ def set_kernel_prefetch(level: str) -> None:
         raise last_error()
 
 
+def kernel_lookup() -> str:
+    """How the AVX-512 grid i-quant kernels look up grid points: "gather" or "loads"."""
+    return ffi.string(lib.colibri_kernel_lookup()).decode()
+
+
+def set_kernel_lookup(way: str) -> None:
+    """"gather", "loads", or "auto" (measure both now and keep the faster): the same results."""
+    if lib.colibri_kernel_set_lookup(way.encode()) != 0:
+        raise last_error()
+
+
+def kernel_lookup_ns() -> tuple[float, float]:
+    """The last measurement of the two ways, ns per super-block: (loads, gathers); (0, 0) if none."""
+    loads, gather = ffi.new("double *"), ffi.new("double *")
+    lib.colibri_kernel_lookup_ns(loads, gather)
+    return loads[0], gather[0]
+
+
 def kernel_set_runnable(isa: str) -> bool:
     return bool(lib.colibri_kernel_has_isa(isa.encode()))
 

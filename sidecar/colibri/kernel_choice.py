@@ -17,6 +17,11 @@ load measures nothing; `coli --version -v` shows them.
 COLI_KERNELS: "calibrate" (default), "auto" (the widest set, no measuring), or a
 set for everything ("avx2", "avxvnni", "avx512", "scalar": other bits for F32/F16
 weights, as a llama.cpp built for that ISA).
+
+The AVX-512 kernels of the grid i-quants (IQ2_*, IQ3_*) look their grid points up
+by gathers or by scalar loads (the same results): the engine times both when it
+starts (about a millisecond) and keeps the faster; COLI_KERNEL_LOOKUP=gather or
+loads forces one.
 """
 from __future__ import annotations
 
@@ -161,8 +166,19 @@ def pick(timings: dict[str, dict[str, float]], weights: dict[str, float], sets: 
     return level, {t: best(us, level) for t, us in timings.items()}
 
 
+def apply_lookup() -> None:
+    """COLI_KERNEL_LOOKUP (gather, loads; unset or auto: the engine's own measurement)."""
+    way = os.environ.get("COLI_KERNEL_LOOKUP", "").strip().lower()
+    if way and way != "auto" and way != engine.kernel_lookup():
+        try:
+            engine.set_kernel_lookup(way)
+        except engine.EngineError as exc:
+            raise engine.EngineError(exc.code, f"COLI_KERNEL_LOOKUP={way}: {exc.message}") from None
+
+
 def choose(path: str | os.PathLike[str]) -> str:
     """Apply COLI_KERNELS for the model at `path` before it is opened; the set in force after."""
+    apply_lookup()
     mode = os.environ.get("COLI_KERNELS", "calibrate").strip().lower() or "calibrate"
     if mode not in ("calibrate", "auto"):
         try:
@@ -234,6 +250,15 @@ def version_lines() -> list[str]:
     """`coli --version -v`: the set in force and this CPU's cached choices."""
     lines = [f"kernels: {engine.kernel_default_isa()} by default; COLI_KERNELS="
              f"{os.environ.get('COLI_KERNELS', 'calibrate')}; cache {cache_path()}"]
+    if engine.kernel_set_runnable("avx512"):
+        try:
+            apply_lookup()
+            loads, gather = engine.kernel_lookup_ns()
+            how = (f" (a super-block {loads:.1f} ns by loads, {gather:.1f} ns by gathers, measured at start)"
+                   if loads and gather else " (COLI_KERNEL_LOOKUP)")
+        except engine.EngineError as exc:
+            how = f" ({exc.message})"
+        lines.append(f"grid i-quant lookups (IQ2/IQ3 on AVX-512): {engine.kernel_lookup()}{how}")
     choices = cached_choices()
     if not choices:
         lines.append(f"  no timings cached for this CPU ({cpu_model()}) and engine build: a model's load measures them")

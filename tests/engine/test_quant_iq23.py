@@ -4,7 +4,8 @@
 - the scalar dot (our _generic) against ggml's exported ggml_vec_dot_<t>_q8_K_generic, bit for bit;
 - our matmul against ggml_mul_mat bit for bit, for every batch size whose arithmetic differs (one
   row and under 8: ggml's AVX2 vec_dot; 8 and more: its tiled matmul), with every SIMD kernel set
-  the CPU has, on real models' row lengths, n_out a multiple of 8 or not; the scalar set (ggml's
+  the CPU has (AVX-512's with both ways of looking grid points up: gathers and scalar loads), on
+  real models' row lengths, n_out a multiple of 8 or not; the scalar set (ggml's
   non-x86 arithmetic: _generic for every row) within float rounding.
 """
 from __future__ import annotations
@@ -30,6 +31,21 @@ def isas(simd_only=False):
     out = [isa for isa in ("scalar", "avx2", "avxvnni", "avx512") if lib.colibri_kernel_set_isa(isa.encode()) == 0]
     lib.colibri_kernel_set_isa(b"auto")
     return [i for i in out if i != "scalar"] if simd_only else out
+
+
+def variants(simd_only=False):
+    """(isa, lookup): the AVX-512 set with each way of looking grid points up (the same bits)."""
+    return [(isa, way) for isa in isas(simd_only) for way in (("gather", "loads") if isa == "avx512" else ("auto",))]
+
+
+def use(isa, way):
+    assert lib.colibri_kernel_set_isa(isa.encode()) == 0
+    assert lib.colibri_kernel_set_lookup(way.encode()) == 0
+
+
+def reset():
+    lib.colibri_kernel_set_isa(b"auto")
+    lib.colibri_kernel_set_lookup(b"auto")
 
 
 def random_blocks(rng, name, nblk):
@@ -123,8 +139,8 @@ def test_matmul_bits_equal_ggml(ggml, name, n_in, n_out):
     xs = {n: activations(rng, n, n_in) for n in BATCHES}
     theirs = {n: ggml.mul_mat(tid, w, n_in, n_out, xs[n]) for n in BATCHES}
     try:
-        for isa in isas():
-            assert lib.colibri_kernel_set_isa(isa.encode()) == 0
+        for isa, way in variants():
+            use(isa, way)
             for n in BATCHES:
                 mine = ours(tid, w, n_in, n_out, xs[n])
                 if isa == "scalar":
@@ -132,10 +148,10 @@ def test_matmul_bits_equal_ggml(ggml, name, n_in, n_out):
                     assert rel < 1e-5, f"{name} {isa} n_rows {n}: relative difference {rel:.2e}"
                     continue
                 bad = np.argwhere(mine != theirs[n])
-                assert bad.size == 0, (f"{name} {isa} n_rows {n}: {len(bad)} of {mine.size} differ, first at "
+                assert bad.size == 0, (f"{name} {isa} ({way}) n_rows {n}: {len(bad)} of {mine.size} differ, first at "
                                        f"{tuple(bad[0])}: {mine[tuple(bad[0])]!r} vs ggml {theirs[n][tuple(bad[0])]!r}")
     finally:
-        lib.colibri_kernel_set_isa(b"auto")
+        reset()
 
 
 @pytest.mark.parametrize("name", TYPES)
@@ -149,8 +165,8 @@ def test_random_blocks_bits_equal_ggml(ggml, name):
         for n in (1, 3, 5, 8, 17, 70):  # 70: past the 16-row kernels' 64-row pass
             x = activations(rng, n, n_in)
             theirs = ggml.mul_mat(tid, w, n_in, n_out, x)
-            for isa in isas(simd_only=True):
-                assert lib.colibri_kernel_set_isa(isa.encode()) == 0
-                assert np.array_equal(ours(tid, w, n_in, n_out, x), theirs), (name, isa, n)
+            for isa, way in variants(simd_only=True):
+                use(isa, way)
+                assert np.array_equal(ours(tid, w, n_in, n_out, x), theirs), (name, isa, way, n)
     finally:
-        lib.colibri_kernel_set_isa(b"auto")
+        reset()

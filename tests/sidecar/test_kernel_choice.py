@@ -125,6 +125,24 @@ def test_coli_kernels_forces_a_set_or_skips_the_measure(model, monkeypatch):
         kernel_choice.choose(model)
 
 
+def test_coli_kernel_lookup_forces_a_way_and_version_shows_it(model, monkeypatch):
+    try:
+        monkeypatch.setenv("COLI_KERNEL_LOOKUP", "loads")
+        kernel_choice.choose(model)
+        assert engine.kernel_lookup() == "loads"
+        monkeypatch.setenv("COLI_KERNEL_LOOKUP", "gather")
+        kernel_choice.choose(model)
+        assert engine.kernel_lookup() == "gather"
+        if engine.kernel_set_runnable("avx512"):
+            assert any(line.startswith("grid i-quant lookups (IQ2/IQ3 on AVX-512): gather (COLI_KERNEL_LOOKUP)")
+                       for line in kernel_choice.version_lines())
+        monkeypatch.setenv("COLI_KERNEL_LOOKUP", "sometimes")
+        with pytest.raises(engine.EngineError, match="COLI_KERNEL_LOOKUP=sometimes: .*expected auto, gather or loads"):
+            kernel_choice.choose(model)
+    finally:
+        engine.set_kernel_lookup("auto")
+
+
 @two_sets
 def test_a_cached_choice_this_cpu_cannot_run_is_measured_again(model):
     """A cache entry naming a set not among this CPU's (a VM that hides a feature under the same
