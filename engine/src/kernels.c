@@ -231,6 +231,7 @@ static void build_tables(void) {
 static double g_lookup_ns[2]; /* by gather */
 static void measure_lookup(void) {
     g_lookup_ns[0] = g_lookup_ns[1] = 0.0;
+    coli_iq_gather = 0; /* no AVX-512: nothing reads it; "auto" says loads, whatever was set before */
 #ifdef COLI_X86
     if (!coli_cpu_can_avx512()) return;
     double best[2] = {1e30, 1e30};
