@@ -20,7 +20,6 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -93,6 +92,41 @@ def thread_cpu(pid: int, tid: int) -> float:
     return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def sse_frames(recvs: list[tuple[float, bytes]]) -> list[tuple[float, bytes]]:
+    """(arrival time, `data:` payload) of each SSE frame of a raw chunked HTTP response given as
+    (time, bytes) per recv; a frame's time is that of the recv that completed it."""
+    raw = b"".join(d for _, d in recvs)
+    ends, pos = [], 0
+    for t, d in recvs:
+        pos += len(d)
+        ends.append((pos, t))
+    if not raw.startswith(b"HTTP/1.1 200"):
+        raise SystemExit(f"serve refused the request: {raw[:2000]!r}")
+    i = raw.index(b"\r\n\r\n") + 4
+    body, offsets = bytearray(), []  # de-chunked body; the raw offset each body byte came from
+    while True:
+        j = raw.index(b"\r\n", i)
+        size = int(raw[i:j].split(b";")[0], 16)
+        if size == 0:
+            break
+        body += raw[j + 2:j + 2 + size]
+        offsets.extend(range(j + 2, j + 2 + size))
+        i = j + 2 + size + 2
+    out, k, e = [], 0, 0
+    for frame in bytes(body).split(b"\n\n")[:-1]:
+        k += len(frame) + 2
+        while ends[e][0] <= offsets[k - 1]:
+            e += 1
+        if frame.startswith(b"data: {"):
+            out.append((ends[e][1], frame[6:]))
+    return out
+
+
+def frame_text(payload: bytes) -> str:
+    d = json.loads(payload)
+    return d["choices"][0].get("text", "") if d.get("choices") else ""
+
+
 def run_serve(args) -> dict:
     """A real `coli serve` and one streamed /v1/completions request with the prompt as token ids."""
     sys.path.insert(0, SIDECAR)
@@ -124,25 +158,31 @@ def run_serve(args) -> dict:
             time.sleep(0.2)
         with urllib.request.urlopen(base + "/v1/models", timeout=10) as r:
             model_id = json.loads(r.read())["data"][0]["id"]
-        body = json.dumps({"model": model_id, "prompt": prompt, "max_tokens": args.gen_tokens + 1, "temperature": 0, "stream": True})
-        req = urllib.request.Request(base + "/v1/completions", body.encode(), {"Content-Type": "application/json"})
-        times, cpus, loop_cpu = [], [], []
-        try:
-            r = urllib.request.urlopen(req, timeout=600)
-        except urllib.error.HTTPError as exc:
-            raise SystemExit(f"serve refused the request: {exc.read().decode()[:2000]}")
-        with r:
-            for line in r:
-                if line.startswith(b"data: ") and b'"text"' in line and not line.startswith(b"data: [DONE]"):
-                    d = json.loads(line[6:])
-                    if d["choices"] and d["choices"][0].get("text"):
-                        times.append(time.perf_counter())
-                        cpus.append(proc_cpu(srv.pid))
-                        loop_cpu.append(thread_cpu(srv.pid, srv.pid))
+        body = json.dumps({"model": model_id, "prompt": prompt, "max_tokens": args.gen_tokens + 1, "temperature": 0,
+                           "stream": True}).encode()
+        # The client shares the cores with the server, so it does as little as a client can per
+        # token: one recv(), its time kept; the HTTP chunks and the SSE frames are parsed after
+        # the stream. The server's CPU clocks are read at the first token's bytes and at the end.
+        recvs, cpu0 = [], None
+        t_client = time.process_time()
+        with socket.create_connection(("127.0.0.1", port), timeout=600) as sock:
+            sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+            while data := sock.recv(1 << 16):
+                recvs.append((time.perf_counter(), data))
+                if cpu0 is None and b'"text": "' in data and b'"text": ""' not in data:
+                    cpu0 = proc_cpu(srv.pid), thread_cpu(srv.pid, srv.pid)
+        cpu1 = proc_cpu(srv.pid), thread_cpu(srv.pid, srv.pid)
+        client_s = time.process_time() - t_client
+        times = [t for t, frame in sse_frames(recvs) if frame_text(frame)]
+        if cpu0 is None or len(times) < 2:
+            raise SystemExit(f"serve sent no tokens: {b''.join(d for _, d in recvs)[:2000]!r}")
         n = len(times) - 1
-        return {"decode": n / (times[-1] - times[0]), "decode_cpu": n / max(cpus[-1] - cpus[0], 1e-9), "tokens": n,
+        return {"decode": n / (times[-1] - times[0]), "decode_cpu": n / max(cpu1[0] - cpu0[0], 1e-9), "tokens": n,
                 # the event loop's (main thread's) CPU per token: the Python side of serving, in ms
-                "loop_ms": 1000 * (loop_cpu[-1] - loop_cpu[0]) / n}
+                "loop_ms": 1000 * (cpu1[1] - cpu0[1]) / n,
+                # and the client's (this process's), which takes a share of the same cores
+                "client_ms": 1000 * client_s / n}
     finally:
         srv.terminate()
         try:
@@ -194,7 +234,7 @@ def main() -> int:
                 res[mode].append(r)
                 print(f"[{threads}t rep {rep + 1}/{args.reps}] {mode:9s} {r['decode']:7.1f} tok/s  "
                       f"{r['decode_cpu']:7.1f} tok/cpu-s  ({r['tokens']} steps)"
-                      + (f"  event loop {r['loop_ms']:.2f} ms/token" if "loop_ms" in r else ""), file=sys.stderr, flush=True)
+                      + (f"  event loop {r['loop_ms']:.2f}, client {r['client_ms']:.2f} ms/token" if "loop_ms" in r else ""), file=sys.stderr, flush=True)
         print(f"\n{os.path.basename(args.model)} ({args.root}), {threads} thread(s), {args.reps} interleaved reps, "
               f"{args.prompt_tokens}-token prompt, {args.gen_tokens} decoded")
         print(f"{'':10s}{'tok/s med':>10s}{'min..max':>16s}{'ratio':>8s}{'tok/cpu-s':>11s}{'ratio':>8s}")

@@ -184,7 +184,9 @@ void colibri_kernel_lookup_ns(double *loads_ns, double *gather_ns);
  * at prefetch level levels[v]) seconds[v] is the fastest pass's time per copy;
  * the variants alternate pass by pass, `rounds` each, on the calling thread
  * (other threads keep the set in force; the prefetch level is process-wide and
- * restored after). */
+ * restored after). A matrix a load rewrites into 16-row tiles (Q4_0, Q4_K,
+ * IQ4_NL, MXFP4 of whole tiles, where every timed set has tile kernels, unless
+ * COLI_REPACK=0) is timed as tiles, with the kernels its decode runs. */
 int colibri_kernel_time_stream(uint32_t wtype, const void *w, size_t w_bytes, int64_t n_in, int64_t n_out,
                                size_t stream_bytes, const char *const *isas, const char *const *levels,
                                int n_variants, int rounds, double *seconds);
@@ -391,6 +393,13 @@ int colibri_cancel(colibri_engine *e, int slot);
  * Writes at most cap events (cap >= 2 * n_slots) and returns how many;
  * 0 when nothing is running. */
 int colibri_step(colibri_engine *e, colibri_event *events, int cap);
+/* colibri_step, after first writing one byte to each of wake_fds[0..n_wake)
+ * (pipes the consumers of earlier events wait on; a failed write, a full
+ * pipe whose reader is already due to wake, is ignored). The writes come from
+ * inside the call, after the caller has let go of any lock it held around it
+ * (Python's GIL): a consumer woken then runs beside this step instead of
+ * taking that lock first and holding up the step's start. */
+int colibri_step_wake(colibri_engine *e, colibri_event *events, int cap, const int *wake_fds, int n_wake);
 int colibri_slot_info(const colibri_engine *e, int slot, colibri_slot_status *out);
 /* The slot's history: up to cap token ids whose KV is cached; returns n_past. */
 int colibri_slot_tokens(const colibri_engine *e, int slot, int32_t *out, int cap);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine.h"
 #include "clock.h"
@@ -348,6 +349,14 @@ int colibri_step(colibri_engine *e, colibri_event *events, int cap) {
     decode(&o, e);
     prefill(&o, e);
     return o.n;
+}
+
+int colibri_step_wake(colibri_engine *e, colibri_event *events, int cap, const int *wake_fds, int n_wake) {
+    static const char byte = 1;
+    for (int i = 0; wake_fds && i < n_wake; i++)
+        if (wake_fds[i] >= 0 && write(wake_fds[i], &byte, 1) < 0) { /* EAGAIN: a wake is pending anyway */
+        }
+    return colibri_step(e, events, cap);
 }
 
 /* ---- read-outs and persistence ---- */

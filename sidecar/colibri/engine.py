@@ -11,7 +11,7 @@ import threading
 from array import array
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from colibri._engine import ffi, lib
 from colibri.errors import EngineError
@@ -251,6 +251,14 @@ def set_kernel_type_decode_isa(type_name: str, isa: str) -> None:
         raise last_error()
 
 
+def write_wake(fd: int) -> None:
+    """One byte to a wake pipe (see Engine.step); a full pipe has a wake pending already."""
+    try:
+        os.write(fd, b"\1")
+    except BlockingIOError:
+        pass
+
+
 class Engine:
     """One model opened by the engine. vocab_only=True loads metadata and tokenizer only."""
 
@@ -460,12 +468,19 @@ class Engine:
             raise last_error()
         return bool(rc)
 
-    def step(self) -> list["SlotEvent"]:
-        """One batched step of every running slot; its events in order."""
+    def step(self, wake_fds: Sequence[int] = ()) -> list["SlotEvent"]:
+        """One batched step of every running slot; its events in order. wake_fds: pipes to
+        write one byte to once the step has begun (colibri_step_wake), even when it fails."""
         with self._stepping:
             if self._e is None:
+                for fd in wake_fds:
+                    write_wake(fd)
                 raise EngineError("bad_state", "the engine is closed")
-            n = lib.colibri_step(self._e, self._events, self._events_cap)
+            if wake_fds:
+                fds = ffi.new("int[]", list(wake_fds))
+                n = lib.colibri_step_wake(self._e, self._events, self._events_cap, fds, len(wake_fds))
+            else:
+                n = lib.colibri_step(self._e, self._events, self._events_cap)
             if n < 0:
                 raise last_error()
         out = []

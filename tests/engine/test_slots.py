@@ -5,11 +5,12 @@ log-prob read-out, and refusals before any work."""
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
 
-from colibri._engine import lib
+from colibri._engine import ffi, lib
 from colibri.engine import Engine
 from colibri.errors import EngineError
 from tests.engine.test_lowbit_models import fixture as lowbit_fixture
@@ -152,6 +153,38 @@ def test_finish_reasons(default_model):
         e.submit(0, e.tokenize("Hello"), max_tokens=0)
         out, fin = drain(e)
         assert fin == {0: "length"} and not out
+
+
+def test_step_wake_writes_each_pipe_then_steps(default_model):
+    """colibri_step_wake: one byte to each wake pipe from inside the call, then the same step as
+    colibri_step (the same events); the bytes go out even when the step itself fails."""
+    pipes = [os.pipe(), os.pipe()]
+    try:
+        for r, _ in pipes:
+            os.set_blocking(r, False)
+        with Engine(default_model, n_slots=1, n_ctx=64, n_threads=2) as e:
+            prompt = e.tokenize("The sea is")
+            runs = []
+            for fds in ((), [w for _, w in pipes]):
+                e.submit(0, prompt, max_tokens=4, ignore_eos=True)
+                runs.append([(ev.token, ev.done) for ev in e.step(fds)])  # the prefill's step: its first token
+                if fds:
+                    assert [os.read(r, 16) for r, _ in pipes] == [b"\1", b"\1"]
+                while not runs[-1][-1][1]:
+                    runs[-1] += [(ev.token, ev.done) for ev in e.step()]
+            assert runs[0] == runs[1] and len(runs[0]) == 5
+            assert e.step([pipes[0][1]]) == [] and os.read(pipes[0][0], 16) == b"\1"  # nothing runs: still written
+            ev = ffi.new("colibri_event[]", 2)
+            fds = ffi.new("int[]", [pipes[1][1]])
+            assert lib.colibri_step_wake(ffi.NULL, ev, 2, fds, 1) < 0  # no engine: an error, the byte still out
+            assert os.read(pipes[1][0], 16) == b"\1"
+        with pytest.raises(EngineError):
+            e.step([pipes[0][1]])  # closed
+        assert os.read(pipes[0][0], 16) == b"\1"
+    finally:
+        for r, w in pipes:
+            os.close(r)
+            os.close(w)
 
 
 def test_end_of_generation_token_stops(tmp_path):

@@ -7,7 +7,10 @@ persisted slots survive a restart; bad slot files are ignored with a warning."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import aclosing
 
 import pytest
@@ -213,3 +216,52 @@ def test_cancel_still_delivers_the_finish(default_model):
     assert fin.reason == "cancelled" and 3 <= seen < 100 and fin.n_generated == seen
     assert len(fin.prompt_readout) == n and fin.prompt_readout[0].logprob is None
     assert fin.prompt_readout[1].logprob is not None and len(fin.prompt_readout[1].top) == 2
+
+
+def test_events_ride_the_next_steps_wake(default_model, monkeypatch):
+    """While a step follows, the loop is woken by that step (colibri_step_wake, from C with the
+    GIL let go), not by a write from Python between steps: Python writes the pipe only when
+    nothing runs on, here once, after the Finish. Loops without readers fall back to
+    call_soon_threadsafe; a loop's pipe is closed once the loop is gone."""
+    import colibri.serving.engine_thread as et_mod
+
+    python_wakes = []
+    real = et_mod.write_wake
+    monkeypatch.setattr(et_mod, "write_wake", lambda fd: (python_wakes.append(fd), real(fd)))
+
+    class NoReaders(asyncio.SelectorEventLoop):
+        def add_reader(self, *args):
+            raise NotImplementedError
+
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    with Engine(default_model, n_slots=2, n_ctx=128, n_threads=2) as e:
+        et = EngineThread(e)
+        et.start()
+        prompt = e.tokenize("Once upon a time")
+
+        async def one(slot: int) -> list[int]:
+            tokens, fin = await collect(et, GenRequest(slot=slot, prompt=prompt, max_tokens=16, ignore_eos=True))
+            assert fin.reason == "length"
+            return tokens
+
+        first = asyncio.run(one(0))
+        assert len(first) == 16 and len(python_wakes) == 1
+        # two loops in two threads at once, each with its own mailbox: the same tokens
+        with ThreadPoolExecutor(2) as pool:
+            both = list(pool.map(lambda slot: asyncio.run(one(slot)), (0, 1)))
+        assert both == [first, first]
+        loop = NoReaders()
+        try:
+            assert loop.run_until_complete(one(1)) == first
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
+        gc.collect()
+        before = open_fds()
+        for _ in range(3):
+            assert asyncio.run(one(0)) == first
+        gc.collect()
+        assert open_fds() == before
+        asyncio.run(et.close())
