@@ -402,6 +402,18 @@ static size_t last_level_cache_bytes(void) {
 #define STREAM_MAX_BYTES ((size_t)256 << 20) /* a model load in a small container pays it for a moment */
 #define STREAM_MAX_VARIANTS 16
 
+/* Whether a load would rewrite this matrix into tiles that every timed set decodes with its own
+ * tile kernels (COLI_REPACK=0: none are). */
+static int time_stream_tiles(uint32_t wtype, int64_t n_in, int64_t n_out, const coli_kernel_table *const *tables,
+                             int n_tables) {
+    const char *env = getenv("COLI_REPACK");
+    const int in_mult = coli_r16_in_mult(wtype);
+    if ((env && strcmp(env, "0") == 0) || !in_mult || n_in % in_mult || n_out % 16) return 0;
+    for (int v = 0; v < n_tables; v++)
+        if (!tables[v]->r16[wtype].vec_dot_16w) return 0;
+    return 1;
+}
+
 int colibri_kernel_time_stream(uint32_t wtype, const void *w, size_t w_bytes, int64_t n_in, int64_t n_out,
                                size_t stream_bytes, const char *const *isas, const char *const *levels,
                                int n_variants, int rounds, double *seconds) {
@@ -442,10 +454,18 @@ int colibri_kernel_time_stream(uint32_t wtype, const void *w, size_t w_bytes, in
     const size_t sbytes = coli_matmul_scratch_size(wtype, n_in, 1);
     float *x = malloc((size_t)n_in * sizeof *x), *y = malloc((size_t)n_out * sizeof *y);
     void *scratch = sbytes ? aligned_alloc(64, (sbytes + 63) & ~(size_t)63) : NULL;
-    if (!buf || !x || !y || (sbytes && !scratch)) rc = coli_fail(COLI_E_NOMEM, "time_stream: %zu bytes", total);
+    /* a matrix a load rewrites into 16-row tiles (repack.c) decodes with the tile kernels: timed as such */
+    const int tiles = time_stream_tiles(wtype, n_in, n_out, tables, n_variants);
+    void *tmp = tiles ? malloc(16 * row) : NULL;
+    if (!buf || !x || !y || (sbytes && !scratch) || (tiles && !tmp))
+        rc = coli_fail(COLI_E_NOMEM, "time_stream: %zu bytes", total);
     const int saved_l2 = coli_prefetch_l2;
+    const coli_rows_mode mode = tiles ? (coli_rows_mode)(COLI_ROWS_ALONE | COLI_ROWS_R16) : COLI_ROWS_BATCH;
     if (!rc) {
-        for (size_t c = 0; c < copies; c++) memcpy(buf + c * mat, w, mat);
+        for (size_t c = 0; c < copies; c++) {
+            memcpy(buf + c * mat, w, mat);
+            if (tiles) coli_repack_r16(wtype, buf + c * mat, n_in, n_out, tmp);
+        }
         decode_activations(x, n_in);
         for (int v = 0; v < n_variants; v++) seconds[v] = 1e30;
         for (int r = -1; r < rounds && !rc; r++) /* round -1: untimed, the buffer's pages and the code warm */
@@ -454,13 +474,14 @@ int colibri_kernel_time_stream(uint32_t wtype, const void *w, size_t w_bytes, in
                 coli_prefetch_l2 = l2[v];
                 const double t0 = coli_now_s();
                 for (size_t c = 0; c < copies && !rc; c++)
-                    rc = coli_matmul(NULL, buf + c * mat, wtype, n_in, n_out, x, 1, y, scratch);
+                    rc = coli_matmul_ex(NULL, buf + c * mat, wtype, n_in, n_out, x, 1, y, scratch, mode);
                 const double dt = (coli_now_s() - t0) / (double)copies;
                 if (r >= 0 && dt < seconds[v]) seconds[v] = dt;
             }
     }
     coli_prefetch_l2 = saved_l2;
     coli_kernels_set_thread_table(NULL);
+    free(tmp);
     free(buf);
     free(x);
     free(y);

@@ -67,11 +67,11 @@ def test_an_unknown_level_is_refused():
     assert lib.colibri_kernel_set_prefetch(ffi.NULL) != 0
 
 
-def time_stream(w, n_in, n_out, variants, stream_bytes=4 << 20, rounds=2, w_bytes=None):
+def time_stream(w, n_in, n_out, variants, stream_bytes=4 << 20, rounds=2, w_bytes=None, type_name="Q4_0"):
     keep = [ffi.new("char[]", s.encode()) for pair in variants for s in pair]
     isas, levels = ffi.new("const char *[]", keep[0::2]), ffi.new("const char *[]", keep[1::2])
     out = ffi.new("double[]", max(1, len(variants)))
-    rc = lib.colibri_kernel_time_stream(engine.GGML_TYPE_IDS["Q4_0"], ffi.from_buffer(w),
+    rc = lib.colibri_kernel_time_stream(engine.GGML_TYPE_IDS[type_name], ffi.from_buffer(w),
                                         w.nbytes if w_bytes is None else w_bytes, n_in, n_out, stream_bytes,
                                         isas, levels, len(variants), rounds, out)
     return rc, list(out)
@@ -87,6 +87,20 @@ def test_time_stream_times_each_variant_and_leaves_the_process_as_it_was():
     assert engine.kernel_isa() == before and engine.kernel_prefetch() == "l1"
     engine.set_kernel_prefetch("l2")
     assert time_stream(w, 1024, 64, variants[:1])[0] == 0 and engine.kernel_prefetch() == "l2"
+
+
+@pytest.mark.skipif(not SIMD, reason="no SIMD kernel set on this CPU")
+@pytest.mark.parametrize("type_name", ["Q4_0", "Q4_K", "IQ4_NL", "MXFP4"])
+def test_time_stream_times_tiles_where_a_load_makes_them(type_name, monkeypatch):
+    """The types a load rewrites into 16-row tiles are timed as tiles (whole tiles: 64 rows),
+    as stored where they are not (24 rows, or COLI_REPACK=0)."""
+    rng = np.random.default_rng(1)
+    variants = [(isa, level) for isa in SIMD for level in ("l1", "l2")]
+    for n_out in (64, 24):
+        rc, seconds = time_stream(weights(rng, type_name, 1024, n_out), 1024, n_out, variants, type_name=type_name)
+        assert rc == 0 and all(0 < t < 0.1 for t in seconds), n_out
+    monkeypatch.setenv("COLI_REPACK", "0")
+    assert time_stream(weights(rng, type_name, 1024, 64), 1024, 64, variants, type_name=type_name)[0] == 0
 
 
 @pytest.mark.skipif(not SIMD, reason="no SIMD kernel set on this CPU")
