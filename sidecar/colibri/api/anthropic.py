@@ -25,7 +25,7 @@ from colibri.api.anthropic_protocol import error_body, parse_messages_request, s
 from colibri.api.errors import ApiError, StreamAborted, as_api_error, json_response
 from colibri.api.keys import config_key, core_key, model_key, request_id_key
 from colibri.api.request import limits_of, read_request, reply_model
-from colibri.api.sse import KEEPALIVE, SSE_HEADERS, with_keepalive
+from colibri.api.sse import KEEPALIVE, SSE_HEADERS, to_json, with_keepalive
 from colibri.serving.generation import Delta, Outcome
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ class EventWriter:
         self.wrote_text = False
 
     async def event(self, name: str, payload: dict) -> None:
-        data = json.dumps({"type": name, **payload}, ensure_ascii=False, allow_nan=False)
+        data = to_json({"type": name, **payload})
         await self.resp.write(f"event: {name}\ndata: {data}\n\n".encode("utf-8"))
 
     async def start(self, block: dict) -> None:

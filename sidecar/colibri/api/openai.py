@@ -22,7 +22,7 @@ from colibri.api.keys import config_key, core_key, model_key, pool_key, upstream
 from colibri.api.logprobs import Entry, chat_logprobs, described_tokens, legacy_logprobs, prompt_rows
 from colibri.api.protocol import parse_chat, parse_completion
 from colibri.api.request import limits_of, read_request, reply_model
-from colibri.api.sse import DONE, KEEPALIVE, SSE_HEADERS, frame, with_keepalive
+from colibri.api.sse import DONE, KEEPALIVE, SSE_HEADERS, frame, to_json, with_keepalive
 from colibri.chat.spans import Spans
 from colibri.detok import Detokenizer
 from colibri.serving.core import Prepared, Run
@@ -253,7 +253,7 @@ class Frames:
 
     def delta_frame(self, d: Delta, usage: bool) -> bytes:
         """frame(self.delta(d, usage)), the same bytes; for the common token (text_slot) from the
-        chunk's serialised prefix and suffix, made once per stream: one json.dumps of a string."""
+        chunk's serialised prefix and suffix, made once per stream: one encoding of a string."""
         slot = self.text_slot(d)
         if slot is None:
             return frame(self.delta(d, usage))
@@ -263,7 +263,7 @@ class Frames:
             whole = frame(self.delta(Delta(**{field: _SLOT}), usage))
             pre, post = whole.split(_SLOT_JSON)  # the placeholder's one occurrence
             parts = self._framed[(field, usage)] = (pre, post)
-        return parts[0] + json.dumps(text, ensure_ascii=False).encode("utf-8") + parts[1]
+        return parts[0] + to_json(text).encode("utf-8") + parts[1]
 
     def chunk(self, choice: dict, usage: bool) -> dict:
         reason = choice.pop("finish_reason", None)

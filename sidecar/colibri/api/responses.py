@@ -34,7 +34,7 @@ from colibri.api.fields import wrong_type
 from colibri.api.keys import config_key, core_key, model_key
 from colibri.api.request import limits_of, read_request, reply_model
 from colibri.api.responses_protocol import ResponsesRequest, encrypted, parse_responses
-from colibri.api.sse import KEEPALIVE, SSE_HEADERS, with_keepalive
+from colibri.api.sse import KEEPALIVE, SSE_HEADERS, to_json, with_keepalive
 from colibri.chat.reasoning import THINK
 from colibri.errors import InvalidRequest
 from colibri.serving.core import ServingCore
@@ -301,7 +301,7 @@ class Events:
         self.text: list[str] = []
 
     async def send(self, kind: str, **fields: object) -> None:
-        data = json.dumps({"type": kind, "sequence_number": self.seq, **fields}, ensure_ascii=False, allow_nan=False)
+        data = to_json({"type": kind, "sequence_number": self.seq, **fields})
         self.seq += 1
         await self.resp.write(f"event: {kind}\ndata: {data}\n\n".encode("utf-8"))
 
