@@ -265,3 +265,24 @@ def test_events_ride_the_next_steps_wake(default_model, monkeypatch):
         gc.collect()
         assert open_fds() == before
         asyncio.run(et.close())
+
+
+def test_closing_the_thread_lets_go_of_the_loops_pipe(default_model):
+    """A loop outlives a model the pool unloads: once the engine thread is closed, the loop no
+    longer reads its pipe, and the pipe is closed when nothing holds its mailbox."""
+    async def main():
+        with Engine(default_model, n_slots=1, n_ctx=128, n_threads=2) as e:
+            et = EngineThread(e)
+            et.start()
+            tokens, fin = await collect(et, GenRequest(slot=0, prompt=e.tokenize("The sea is"), max_tokens=4,
+                                                       ignore_eos=True))
+            assert len(tokens) == 4 and fin.reason == "length"
+            r = et._mailboxes[asyncio.get_running_loop()].r
+            n_open = len(os.listdir("/proc/self/fd"))
+            await et.close()
+            assert not asyncio.get_running_loop().remove_reader(r)  # already removed
+            del et
+            gc.collect()
+            assert len(os.listdir("/proc/self/fd")) == n_open - 2
+
+    asyncio.run(main())

@@ -159,13 +159,18 @@ class _Mailbox:
 
     def _drain(self) -> None:
         try:
-            while os.read(self.r, 4096):
-                pass
+            os.read(self.r, 4096)  # bytes left over keep the pipe readable: this runs again
         except BlockingIOError:
             pass
         items, arrive = self.items, self._arrive
         while items:
             arrive(*items.popleft())
+
+
+    def detach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On the loop: hand over what is left, then stop reading the pipe."""
+        self._drain()
+        loop.remove_reader(self.r)
 
 
 def _close_pipe(r: int, w: int) -> None:
@@ -240,6 +245,28 @@ class EngineThread:
             self._cond.notify()
         if self._thread:
             await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
+        self._drop_mailboxes()
+
+    def _drop_mailboxes(self) -> None:
+        """The loops stop reading this thread's pipes (a loop outlives an unloaded model);
+        a pipe is closed once nothing holds its mailbox."""
+        with self._mailbox_lock:
+            boxes = [(loop, mb) for loop, mb in self._mailboxes.items() if mb is not None]
+            self._mailboxes.clear()
+        for loop, mb in boxes:
+            if loop.is_closed():
+                continue
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if loop is running:
+                mb.detach(loop)
+            else:
+                try:
+                    loop.call_soon_threadsafe(mb.detach, loop)
+                except RuntimeError:  # closed meanwhile
+                    pass
 
     def _pin_from_heat(self) -> None:
         st = self.engine.stats()
