@@ -290,6 +290,7 @@ class Engine:
         self._stepping = threading.Lock()  # close() waits for a step running on the engine thread
         self._events_cap = 2 * max(lib.colibri_n_slots(self._e), 1)
         self._events = ffi.new("colibri_event[]", self._events_cap)  # colibri_step's output, reused
+        self._wake_fds = ffi.new("int[]", self._events_cap)  # colibri_step_wake's pipes, reused
         self._n_cells: int | None = None  # n_layer * n_expert, read once
 
     def close(self) -> None:
@@ -477,7 +478,8 @@ class Engine:
                     write_wake(fd)
                 raise EngineError("bad_state", "the engine is closed")
             if wake_fds:
-                fds = ffi.new("int[]", list(wake_fds))
+                fds = self._wake_fds if len(wake_fds) <= self._events_cap else ffi.new("int[]", len(wake_fds))
+                fds[0:len(wake_fds)] = wake_fds
                 n = lib.colibri_step_wake(self._e, self._events, self._events_cap, fds, len(wake_fds))
             else:
                 n = lib.colibri_step(self._e, self._events, self._events_cap)

@@ -245,9 +245,9 @@ class EngineThread:
             self._cond.notify()
         if self._thread:
             await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
-        self._drop_mailboxes()
+        self._drop_mailboxes(asyncio.get_running_loop())
 
-    def _drop_mailboxes(self) -> None:
+    def _drop_mailboxes(self, running: asyncio.AbstractEventLoop) -> None:
         """The loops stop reading this thread's pipes (a loop outlives an unloaded model);
         a pipe is closed once nothing holds its mailbox."""
         with self._mailbox_lock:
@@ -256,10 +256,6 @@ class EngineThread:
         for loop, mb in boxes:
             if loop.is_closed():
                 continue
-            try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
             if loop is running:
                 mb.detach(loop)
             else:
@@ -393,18 +389,19 @@ class EngineThread:
     # ---- the engine thread ---------------------------------------------------
 
     def _deliver(self, job: _Job, item: object) -> None:
-        try:
-            if job.mailbox is None:
+        if job.mailbox is not None and not job.loop.is_closed():
+            job.mailbox.items.append((job, item))
+            self._unwoken[job.mailbox] = None
+            return
+        if job.mailbox is None:
+            try:
                 job.loop.call_soon_threadsafe(self._arrive, job, item)
                 return
-            if job.loop.is_closed():
-                raise RuntimeError("closed")
-        except RuntimeError:  # the consumer's loop is closed: nobody reads on, the slot is free
-            if isinstance(item, (Finish, BaseException)) and self._live.get(job.req.slot) is job:
-                self._live.pop(job.req.slot, None)
-            return
-        job.mailbox.items.append((job, item))
-        self._unwoken[job.mailbox] = None
+            except RuntimeError:
+                pass
+        # the consumer's loop is closed: nobody reads on, the slot is free
+        if isinstance(item, (Finish, BaseException)) and self._live.get(job.req.slot) is job:
+            self._live.pop(job.req.slot, None)
 
     def _wake_fds(self) -> list[int]:
         """The pipes of the mailboxes with events since their last wake, for the next step to write."""
@@ -439,7 +436,6 @@ class EngineThread:
                 if self._closing and not self._running and not commands:
                     self.save_heat()
                     self._stopped = True
-                    self._wake_now()
                     return
             self._run_commands(commands)
             del commands  # a finished job's mailbox (and its loop) must not live on in this frame
