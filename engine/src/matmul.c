@@ -13,6 +13,7 @@
 #include "error.h"
 #include "kernels.h"
 #include "quant.h"
+#include "repack.h"
 
 typedef struct {
     /* conversion */
@@ -402,16 +403,16 @@ static size_t last_level_cache_bytes(void) {
 #define STREAM_MAX_BYTES ((size_t)256 << 20) /* a model load in a small container pays it for a moment */
 #define STREAM_MAX_VARIANTS 16
 
-/* Whether a load would rewrite this matrix into tiles that every timed set decodes with its own
- * tile kernels (COLI_REPACK=0: none are). */
+/* Whether a load with each timed set in force would rewrite this matrix into tiles (repack.c). */
 static int time_stream_tiles(uint32_t wtype, int64_t n_in, int64_t n_out, const coli_kernel_table *const *tables,
                              int n_tables) {
-    const char *env = getenv("COLI_REPACK");
-    const int in_mult = coli_r16_in_mult(wtype);
-    if ((env && strcmp(env, "0") == 0) || !in_mult || n_in % in_mult || n_out % 16) return 0;
-    for (int v = 0; v < n_tables; v++)
-        if (!tables[v]->r16[wtype].vec_dot_16w) return 0;
-    return 1;
+    int tiles = !coli_repack_off();
+    for (int v = 0; v < n_tables && tiles; v++) {
+        coli_kernels_set_thread_table(tables[v]);
+        tiles = coli_repack_shape(wtype, n_in, n_out);
+    }
+    coli_kernels_set_thread_table(NULL);
+    return tiles;
 }
 
 int colibri_kernel_time_stream(uint32_t wtype, const void *w, size_t w_bytes, int64_t n_in, int64_t n_out,

@@ -49,11 +49,15 @@ static bool tiles_cover(uint32_t wtype, int64_t n_in) {
     return (k->vec_dot_16w || k->vec_dot_mm_16w) && (!mm_any || k->vec_dot_mm_16w) && (mm_all || k->vec_dot_16w);
 }
 
+bool coli_repack_shape(uint32_t wtype, int64_t n_in, int64_t n_out) {
+    const int in_mult = coli_r16_in_mult(wtype);
+    return in_mult && n_in % in_mult == 0 && n_out % 16 == 0 && tiles_cover(wtype, n_in);
+}
+
 static bool eligible(const mat_use *u) {
     const coli_mat *w = u->w;
-    const int in_mult = coli_r16_in_mult(w->type);
-    return u->tiles && in_mult && w->n_in % in_mult == 0 && w->n_out % 16 == 0 &&
-           u->bytes % (16 * coli_row_size(w->type, w->n_in)) == 0 && tiles_cover(w->type, w->n_in);
+    return u->tiles && u->bytes % (16 * coli_row_size(w->type, w->n_in)) == 0 &&
+           coli_repack_shape(w->type, w->n_in, w->n_out);
 }
 
 /* The whole pages holding n bytes at p: their start, their length. */
@@ -211,9 +215,13 @@ static int64_t repack_budget(void) {
     return avail - margin;
 }
 
-int64_t coli_model_repack(coli_model *m, bool experts_resident, int n_threads) {
+bool coli_repack_off(void) {
     const char *env = getenv("COLI_REPACK");
-    if (env && strcmp(env, "0") == 0) return 0;
+    return env && strcmp(env, "0") == 0;
+}
+
+int64_t coli_model_repack(coli_model *m, bool experts_resident, int n_threads) {
+    if (coli_repack_off()) return 0;
     const int n_layer = m->hp.n_layer;
     mat_use *u = malloc(((size_t)n_layer * MAX_USES_PER_LAYER + 8) * sizeof *u);
     if (!u) return 0;

@@ -20,5 +20,10 @@
 /* Repacks what qualifies, in place, on n_threads threads, and flags it (coli_mat.mm_flags);
  * returns the bytes repacked. */
 int64_t coli_model_repack(coli_model *m, bool experts_resident, int n_threads);
+/* COLI_REPACK=0: nothing is repacked. */
+bool coli_repack_off(void);
+/* Whether a matrix of this type and shape qualifies for tiles with the kernel table in force
+ * (the calling thread's, where one is set): whole 16-row tiles, and tile kernels for its calls. */
+bool coli_repack_shape(uint32_t wtype, int64_t n_in, int64_t n_out);
 
 #endif
