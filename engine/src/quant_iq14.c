@@ -394,6 +394,8 @@ void coli_kernels_fill_iq14(coli_kernel_table *t, int isa) {
     coli_type_kernels *nlu = &t->unpacked[GGML_TYPE_IQ4_NL], *mxu = &t->unpacked[GGML_TYPE_MXFP4];
     set_entry(nlu, GGML_TYPE_Q8_0, dequantize_row_iq4_nl, vec_dot_iq4_nl_q8_0_avx2);
     set_batch(nlu, vec_dot_iq4_nl_q8_0_tinyblas_avx2, 2, QK4_NL, 1, 0);
+    nlu->vec_dot_mm_2w = vec_dot_iq4_nl_q8_0_tinyblas_2w_avx2;
+    nlu->vec_dot_mm_16w = vec_dot_iq4_nl_q8_0_tinyblas_16w_avx2;
     set_entry(mxu, GGML_TYPE_Q8_0, dequantize_row_mxfp4, vec_dot_mxfp4_q8_0_avx2);
     nlu->vec_dot_16w = vec_dot_iq4_nl_q8_0_16w_avx2;
     mxu->vec_dot_16w = vec_dot_mxfp4_q8_0_16w_avx2;

@@ -125,6 +125,8 @@ COLI_DECLARE_VEC_DOT(vec_dot_iq4_xs_q8_K_tiled_avx2);
 COLI_DECLARE_VEC_DOT(vec_dot_iq4_nl_q8_0_repacked_avx2);
 COLI_DECLARE_VEC_DOT(vec_dot_mxfp4_q8_0_repacked_avx2);
 COLI_DECLARE_VEC_DOT(vec_dot_iq4_nl_q8_0_tinyblas_avx2);
+COLI_DECLARE_VEC_DOT_2W(vec_dot_iq4_nl_q8_0_tinyblas_2w_avx2); /* 2 weight rows a pass */
+COLI_DECLARE_VEC_DOT_2W(vec_dot_iq4_nl_q8_0_tinyblas_16w_avx2);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_iq4_nl_q8_0_16w_avx2); /* as stored: ggml_vec_dot, 4 rows at a time */
 COLI_DECLARE_VEC_DOT_2W(vec_dot_mxfp4_q8_0_16w_avx2);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_iq4_nl_q8_0_repacked_16w_avx2);

@@ -204,6 +204,80 @@ TGT void vec_dot_mxfp4_q8_0_16w_avx2(int n, const void *w, size_t wst, const voi
     nl_vd_16w(n, w, wst, a, as, s, ss, nr, NL_MXFP4);
 }
 
+/* tinyBLAS for 2 weight rows x R activation rows (R <= 4): each pair keeps its
+ * one accumulator, acc = fma(dx * dy, float(lanes), acc) block by block, as
+ * nl_nr's NL_TINYBLAS. Per block the 2 x R factors dx * dy come from one
+ * vector multiply (stored, then broadcast from memory: a load, no shuffle) and
+ * each weight row's codes and their magnitudes are formed once for the R rows,
+ * so a pair costs sign, maddubs, madd, cvt and fma on ports 0/1 (ggml's
+ * gemm4xN<2> spends a sign of the weight and a dx * dy shuffle more). */
+INL void nl_tb(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int W, const int R) {
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)coli_kvalues_iq4nl));
+    const __m256i shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4), m4 = _mm256_set1_epi8(0x0f);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[4][COLI_MAX_NR];
+    _Alignas(32) float d[16]; /* d[4 * k + r] = dx of weight row k times dy of activation row r */
+    for (int k = 0; k < W; k++)
+        for (int r = 0; r < R; r++) acc[k][r] = _mm256_setzero_ps();
+    for (int ib = 0; ib < nb; ib++) {
+        const block_iq4_nl *b[4];
+        uint64_t hx = 0, hy = 0;
+        for (int k = 0; k < W; k++) {
+            b[k] = (const block_iq4_nl *)(w + (size_t)k * wst) + ib;
+            hx |= (uint64_t)b[k]->d << 16 * k;
+        }
+        for (int r = 0; r < R; r++) hy |= (uint64_t)((const block_q8_0 *)(a + (size_t)r * as))[ib].d << 16 * r;
+        const __m128 dy = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)hy)), dx = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)hx));
+        const __m256 dyy = _mm256_set_m128(dy, dy);
+        _mm256_store_ps(d, _mm256_mul_ps(_mm256_set_m128(_mm_permute_ps(dx, 0x55), _mm_permute_ps(dx, 0x00)), dyy));
+        if (W > 2)
+            _mm256_store_ps(d + 8, _mm256_mul_ps(_mm256_set_m128(_mm_permute_ps(dx, 0xff), _mm_permute_ps(dx, 0xaa)), dyy));
+        __m256i c[4], u[4];
+        for (int k = 0; k < W; k++) {
+            c[k] = nl_bytes_bcast(b[k]->qs, lut, shift, m4);
+            u[k] = _mm256_sign_epi8(c[k], c[k]);
+        }
+        for (int r = 0; r < R; r++) {
+            const __m256i yv = _mm256_loadu_si256((const __m256i *)((const block_q8_0 *)(a + (size_t)r * as))[ib].qs);
+            for (int k = 0; k < W; k++) {
+                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(u[k], _mm256_sign_epi8(yv, c[k])), ones);
+                acc[k][r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[4 * k + r]), _mm256_cvtepi32_ps(p), acc[k][r]);
+            }
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int k = 0; k < W; k++) s[(size_t)r * ss + k] = hsum_f32_8(acc[k][r]);
+}
+INL void nl_tb_2w(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int R) {
+    nl_tb(nb, w, wst, a, as, s, ss, 2, R);
+}
+INL void nl_tb_4w(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int R) {
+    nl_tb(nb, w, wst, a, as, s, ss, 4, R);
+}
+
+TGT void vec_dot_iq4_nl_q8_0_tinyblas_2w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                              size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, nl_tb_2w, n / QK8_0, (const char *)w, wst, (const char *)a, as, s, ss);
+}
+/* 16 weight rows: 2 a pass against 3 or 4 activation rows, 4 a pass against 1 or 2 (at most 8 accumulators) */
+TGT void vec_dot_iq4_nl_q8_0_tinyblas_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
+                                               size_t ss, int nr) {
+    for (int r0 = 0; r0 < nr; r0 += COLI_MAX_NR) {
+        const int rn = nr - r0 < COLI_MAX_NR ? nr - r0 : COLI_MAX_NR;
+        const char *ar = (const char *)a + (size_t)r0 * as;
+        float *sr = s + (size_t)r0 * ss;
+        for (int k = 0; k < 16; k += rn > 2 ? 2 : 4) {
+            const char *wk = (const char *)w + (size_t)k * wst;
+            switch (rn) {
+            case 1: nl_tb_4w(n / QK8_0, wk, wst, ar, as, sr + k, ss, 1); break;
+            case 2: nl_tb_4w(n / QK8_0, wk, wst, ar, as, sr + k, ss, 2); break;
+            case 3: nl_tb_2w(n / QK8_0, wk, wst, ar, as, sr + k, ss, 3); break;
+            default: nl_tb_2w(n / QK8_0, wk, wst, ar, as, sr + k, ss, 4); break;
+            }
+        }
+    }
+}
+
 /* The repacked arithmetic for 16 weight rows, 8 per ymm (lane j = weight row
  * j of the group, as ggml's 8x8 layout has them): a block's 16 nibble bytes of
  * 8 rows transposed in registers (row j's dword k -> lane j of q[k]), each
