@@ -138,6 +138,7 @@ static void build_tables(void) {
     set_mm(&t->type[GGML_TYPE_Q3_K], vec_dot_q3_K_q8_K_tiled_avx2, 8, 1, QK_K, 1);
     t->type[GGML_TYPE_Q3_K].mm_id_min_rows = 8;
     t->type[GGML_TYPE_Q2_K].vec_dot_mm_16w = vec_dot_q2_K_q8_K_tiled_16w_avx2;
+    t->type[GGML_TYPE_Q2_K].vec_dot_2w = vec_dot_q2_K_q8_K_2w_avx2; /* one-row arithmetic, 2 rows a call */
     t->type[GGML_TYPE_Q3_K].vec_dot_mm_16w = vec_dot_q3_K_q8_K_tiled_16w_avx2;
     t->type[GGML_TYPE_Q3_K].vec_dot_16w = vec_dot_q3_K_q8_K_16w_avx2;
     set_q4_0_plain(t);

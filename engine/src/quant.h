@@ -352,6 +352,7 @@ COLI_DECLARE_VEC_DOT(vec_dot_q2_K_q8_K_tiled_avx2);
 COLI_DECLARE_VEC_DOT(vec_dot_q3_K_q8_K_tiled_avx2);
 COLI_DECLARE_VEC_DOT(vec_dot_q2_K_q8_K_gemm_avx2);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q2_K_q8_K_tiled_16w_avx2); /* tiled, 16 weight rows, 8 per ymm */
+COLI_DECLARE_VEC_DOT_2W(vec_dot_q2_K_q8_K_2w_avx2); /* ggml_vec_dot, 2 weight rows a call */
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q3_K_q8_K_tiled_16w_avx2);
 COLI_DECLARE_VEC_DOT_2W(vec_dot_q3_K_q8_K_16w_avx2); /* one-row arithmetic, 4 weight rows at a time */
 void quantize_row_q8_0_avx2(const float *x, void *y, int64_t n);
