@@ -793,64 +793,18 @@ TGT void vec_dot_iq1_m_q8_K_tiled_avx2(int n, const void *w, const void *a, size
     COLI_DISPATCH_NR(nr, iq1_m_nr, n, w, (const char *)a, as, s, ss, 1);
 }
 
-/* ---- IQ1_S / IQ1_M: ggml's tiled matmul, 16 weight rows a call (vec_dot_mm_16w) ---------------
- * Each super-block of the 16 rows is decoded once into the signed codes
- * 8 * grid + delta (|code| <= 9) with their sub-block scales, then reused by
- * every activation row: isum = sum of ls * (codes . q8) (exact: maddubs pairs
- * stay under 2 * 9 * 127), acc = fma(float(isum) * (dx / 8), dy, acc) as the
- * one-weight-row tiled kernel above; 8 rows' lanes reduced by one hadd tree.
- * IQ4_XS alike: codebook bytes, scales ls - 32, d0 = dx (its tiled floats). */
+/* ---- IQ4_XS, IQ1_S, IQ1_M: ggml's tiled matmul, 16 weight rows a call (vec_dot_mm_16w) --------
+ * Each super-block of the 16 rows is decoded once, then reused by every
+ * activation row; acc = fma(float(isum) * d0, dy, acc) with isum the exact
+ * integer of the super-block, as the one-weight-row tiled kernels.
+ * IQ4_XS row by row: codebook bytes and |bytes| (sign trick), scales ls - 32,
+ * isum = sum of ls * (codes . q8), 8 rows' lanes reduced by one hadd tree. */
 typedef struct {
     __m256i w[16][8], aw[16][8], sc[16][8]; /* codes, |codes|, scales (int16) per row and block of 32 */
     float d0[16];
-} iq1_tile;
+} iq4xs_tile;
 
-INL void iq1s_decode16(const char *b, size_t wst, iq1_tile *t) {
-    for (int j = 0; j < 16; j++) {
-        const block_iq1_s *x = (const block_iq1_s *)(b + (size_t)j * wst);
-        t->d0[j] = h2f(x->d) * 0.125f;
-        for (int ib = 0; ib < QK_K / 32; ib++) {
-            const uint16_t qh = x->qh[ib];
-            const uint8_t *qs = x->qs + 4 * ib;
-            const __m256i g = grid4(qs[0] | ((qh << 8) & 0x700), qs[1] | ((qh << 5) & 0x700), qs[2] | ((qh << 2) & 0x700),
-                                    qs[3] | ((qh >> 1) & 0x700));
-            const __m256i g2 = _mm256_add_epi8(g, g), g4 = _mm256_add_epi8(g2, g2);
-            const __m256i c = _mm256_add_epi8(_mm256_add_epi8(g4, g4), _mm256_set1_epi8((qh & 0x8000) ? -1 : 1));
-            t->w[j][ib] = c;
-            t->aw[j][ib] = _mm256_sign_epi8(c, c);
-            t->sc[j][ib] = _mm256_set1_epi16((int16_t)(2 * ((qh >> 12) & 7) + 1));
-        }
-    }
-}
-
-INL void iq1m_decode16(const char *b, size_t wst, iq1_tile *t) {
-    for (int j = 0; j < 16; j++) {
-        const block_iq1_m *x = (const block_iq1_m *)(b + (size_t)j * wst);
-        t->d0[j] = h2f(coli_iq1m_scale(x)) * 0.125f;
-        uint64_t sc64;
-        memcpy(&sc64, x->scales, 8);
-        for (int ib = 0; ib < QK_K / 32; ib++) {
-            const uint8_t *qs = x->qs + 4 * ib;
-            uint16_t qh16;
-            memcpy(&qh16, x->qh + 2 * ib, 2);
-            const __m256i g = grid4(qs[0] | ((qh16 << 8) & 0x700), qs[1] | ((qh16 << 4) & 0x700), qs[2] | (qh16 & 0x700),
-                                    qs[3] | ((qh16 >> 4) & 0x700));
-            const long long one8 = 0x0101010101010101LL;
-            const __m256i dl = _mm256_set_epi64x(one8 | -(long long)((qh16 >> 15) & 1), one8 | -(long long)((qh16 >> 11) & 1),
-                                                 one8 | -(long long)((qh16 >> 7) & 1), one8 | -(long long)((qh16 >> 3) & 1));
-            const __m256i g2 = _mm256_add_epi8(g, g), g4 = _mm256_add_epi8(g2, g2);
-            const __m256i c = _mm256_add_epi8(_mm256_add_epi8(g4, g4), dl);
-            t->w[j][ib] = c;
-            t->aw[j][ib] = _mm256_sign_epi8(c, c);
-            const uint16_t word = (uint16_t)(sc64 >> 16 * (ib / 2));
-            const int sh = 6 * (ib % 2);
-            t->sc[j][ib] = _mm256_set_m128i(_mm_set1_epi16((int16_t)(2 * ((word >> (sh + 3)) & 7) + 1)),
-                                            _mm_set1_epi16((int16_t)(2 * ((word >> sh) & 7) + 1)));
-        }
-    }
-}
-
-INL void iq4xs_decode16(const char *b, size_t wst, iq1_tile *t) {
+INL void iq4xs_decode16(const char *b, size_t wst, iq4xs_tile *t) {
     const __m128i lut = _mm_loadu_si128((const __m128i *)coli_kvalues_iq4nl);
     for (int j = 0; j < 16; j++) {
         const block_iq4_xs *x = (const block_iq4_xs *)(b + (size_t)j * wst);
@@ -866,7 +820,7 @@ INL void iq4xs_decode16(const char *b, size_t wst, iq1_tile *t) {
 }
 
 /* the 8 lanes of sum over blocks of ls * (codes . q8) for weight row j */
-INL __m256i iq1_row_lanes(const iq1_tile *t, int j, const __m256i q8[8]) {
+INL __m256i iq4xs_row_lanes(const iq4xs_tile *t, int j, const __m256i q8[8]) {
     __m256i v = _mm256_setzero_si256();
     for (int ib = 0; ib < 8; ib++)
         v = _mm256_add_epi32(v, _mm256_madd_epi16(_mm256_maddubs_epi16(t->aw[j][ib], _mm256_sign_epi8(q8[ib], t->w[j][ib])),
@@ -875,28 +829,24 @@ INL __m256i iq1_row_lanes(const iq1_tile *t, int j, const __m256i q8[8]) {
 }
 
 /* isum of weight rows j0..j0+7 as 8 int32 lanes */
-INL __m256i iq1_isum8(const iq1_tile *t, int j0, const __m256i q8[8]) {
-    const __m256i h01 = _mm256_hadd_epi32(iq1_row_lanes(t, j0 + 0, q8), iq1_row_lanes(t, j0 + 1, q8));
-    const __m256i h23 = _mm256_hadd_epi32(iq1_row_lanes(t, j0 + 2, q8), iq1_row_lanes(t, j0 + 3, q8));
-    const __m256i h45 = _mm256_hadd_epi32(iq1_row_lanes(t, j0 + 4, q8), iq1_row_lanes(t, j0 + 5, q8));
-    const __m256i h67 = _mm256_hadd_epi32(iq1_row_lanes(t, j0 + 6, q8), iq1_row_lanes(t, j0 + 7, q8));
+INL __m256i iq4xs_isum8(const iq4xs_tile *t, int j0, const __m256i q8[8]) {
+    const __m256i h01 = _mm256_hadd_epi32(iq4xs_row_lanes(t, j0 + 0, q8), iq4xs_row_lanes(t, j0 + 1, q8));
+    const __m256i h23 = _mm256_hadd_epi32(iq4xs_row_lanes(t, j0 + 2, q8), iq4xs_row_lanes(t, j0 + 3, q8));
+    const __m256i h45 = _mm256_hadd_epi32(iq4xs_row_lanes(t, j0 + 4, q8), iq4xs_row_lanes(t, j0 + 5, q8));
+    const __m256i h67 = _mm256_hadd_epi32(iq4xs_row_lanes(t, j0 + 6, q8), iq4xs_row_lanes(t, j0 + 7, q8));
     const __m256i lo = _mm256_hadd_epi32(h01, h23), hi = _mm256_hadd_epi32(h45, h67);
     return _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
 }
 
-INL void iq1_tiled_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
-                       const int kind) {
+INL void iq4xs_tiled_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr) {
     const int nb = n / QK_K;
-    const size_t bsz = kind == 2 ? sizeof(block_iq4_xs) : kind == 1 ? sizeof(block_iq1_m) : sizeof(block_iq1_s);
-    iq1_tile t;
+    iq4xs_tile t;
     for (int r = 0; r < nr; r++) {
         _mm256_storeu_ps(s + (size_t)r * ss, _mm256_setzero_ps());
         _mm256_storeu_ps(s + (size_t)r * ss + 8, _mm256_setzero_ps());
     }
     for (int i = 0; i < nb; i++) {
-        if (kind == 2) iq4xs_decode16(w + (size_t)i * bsz, wst, &t);
-        else if (kind == 1) iq1m_decode16(w + (size_t)i * bsz, wst, &t);
-        else iq1s_decode16(w + (size_t)i * bsz, wst, &t);
+        iq4xs_decode16(w + (size_t)i * sizeof(block_iq4_xs), wst, &t);
         const __m256 d0a = _mm256_loadu_ps(t.d0), d0b = _mm256_loadu_ps(t.d0 + 8);
         for (int r = 0; r < nr; r++) {
             const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
@@ -904,25 +854,151 @@ INL void iq1_tiled_16w(int n, const char *w, size_t wst, const char *a, size_t a
             for (int ib = 0; ib < 8; ib++) q8[ib] = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * ib));
             const __m256 dy = _mm256_set1_ps(y->d);
             float *o = s + (size_t)r * ss;
-            const __m256 fa = _mm256_mul_ps(_mm256_cvtepi32_ps(iq1_isum8(&t, 0, q8)), d0a);
+            const __m256 fa = _mm256_mul_ps(_mm256_cvtepi32_ps(iq4xs_isum8(&t, 0, q8)), d0a);
             _mm256_storeu_ps(o, _mm256_fmadd_ps(fa, dy, _mm256_loadu_ps(o)));
-            const __m256 fb = _mm256_mul_ps(_mm256_cvtepi32_ps(iq1_isum8(&t, 8, q8)), d0b);
+            const __m256 fb = _mm256_mul_ps(_mm256_cvtepi32_ps(iq4xs_isum8(&t, 8, q8)), d0b);
             _mm256_storeu_ps(o + 8, _mm256_fmadd_ps(fb, dy, _mm256_loadu_ps(o + 8)));
         }
     }
 }
 
+/* IQ1_S / IQ1_M batches, 8 weight rows a ymm (lane j: row j), as the AVX-512
+ * kernel lays them out. Every code 8 * grid + delta is one of -9, -7, -1, 1,
+ * 7, 9, so code + 9 is a byte in [0, 18]: maddubs takes it unsigned against
+ * the activation's 4 bytes broadcast (no sign trick), and 4 such products of a
+ * group of 16 values add up in int16 (under 8 * 18 * 128). The tiled
+ * arithmetic needs only each super-block's whole integer:
+ * isum = sum over groups of ls * ((code + 9) . q8) - 9 * sum of ls * bsum,
+ * the same integer as ggml's tiled kernel. */
+typedef struct {
+    __m256i c[64];   /* dword k of the 256 codes + 9 */
+    __m256i ls[16];  /* group of 16 values g: ls in both 16-bit halves */
+    __m256i ls9[8];  /* 9 * ls of groups 2k, 2k + 1 (low, high half): against the bsum pair k */
+    __m256 d0;       /* d / 8 */
+} iq1_tile8;
+
+/* 8 dwords at byte p + j * wst (j = lane) */
+INL __m256i dwords8(const char *p, __m256i rows) { return _mm256_i32gather_epi32((const int *)p, rows, 1); }
+
+/* codes + 9 of group l of 8 values: grid indices idx, bias bytes 9 + delta */
+INL void iq1_group8(__m256i idx, __m256i bias, __m256i *lo, __m256i *hi) {
+    const __m256i two = _mm256_add_epi32(idx, idx), m = _mm256_set1_epi8((char)0xf8);
+    const __m256i g0 = _mm256_i32gather_epi32((const int *)coli_iq1s_grid, two, 4);
+    const __m256i g1 = _mm256_i32gather_epi32((const int *)coli_iq1s_grid + 1, two, 4);
+    *lo = _mm256_add_epi8(_mm256_and_si256(_mm256_slli_epi32(g0, 3), m), bias); /* bytes 8 * g (mod 256) */
+    *hi = _mm256_add_epi8(_mm256_and_si256(_mm256_slli_epi32(g1, 3), m), bias);
+}
+
+INL void iq1_decode8(const char *b, size_t wst, iq1_tile8 *t, const int kind) {
+    const __m256i rows = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)wst));
+    const __m256i m7 = _mm256_set1_epi32(7), m8 = _mm256_set1_epi32(0xff), one = _mm256_set1_epi32(1);
+    const __m256i ten = _mm256_set1_epi8(10), eight = _mm256_set1_epi8(8);
+    const __m256i lo16 = _mm256_set1_epi32(0xffff);
+    __m256i ls[16];
+    if (kind == 0) {
+        t->d0 = _mm256_mul_ps(halves8(b, wst), _mm256_set1_ps(0.125f));
+        for (int ib = 0; ib < 8; ib++) {
+            const __m256i qh = _mm256_srli_epi32(dwords8(b + 32 + 2 * ib, rows), 16); /* qh[ib] at 34 + 2ib */
+            const __m256i qs = dwords8(b + 2 + 4 * ib, rows);
+            ls[2 * ib] = ls[2 * ib + 1] = _mm256_add_epi32(_mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(qh, 12), m7), 1), one);
+            const __m256i neg = _mm256_cmpeq_epi32(_mm256_and_si256(qh, _mm256_set1_epi32(0x8000)), _mm256_set1_epi32(0x8000));
+            const __m256i bias = _mm256_blendv_epi8(ten, eight, neg);
+            for (int l = 0; l < 4; l++) {
+                const __m256i idx = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(qs, 8 * l), m8),
+                                                    _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(qh, 3 * l), m7), 8));
+                iq1_group8(idx, bias, &t->c[8 * ib + 2 * l], &t->c[8 * ib + 2 * l + 1]);
+            }
+        }
+    } else {
+        coli_half h[8];
+        for (int j = 0; j < 8; j++) h[j] = coli_iq1m_scale((const block_iq1_m *)(b + (size_t)j * wst));
+        t->d0 = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)), _mm256_set1_ps(0.125f));
+        for (int ib = 0; ib < 8; ib++) {
+            const __m256i qh = dwords8(b + 32 + 2 * ib, rows); /* qh bytes 2ib, 2ib + 1 in the low half */
+            const __m256i qs = dwords8(b + 4 * ib, rows);
+            const __m256i sc = _mm256_srli_epi32(dwords8(b + 46 + 2 * (ib / 2), rows), 16); /* scale word ib / 2 */
+            const int sh = 6 * (ib % 2);
+            for (int hf = 0; hf < 2; hf++)
+                ls[2 * ib + hf] = _mm256_add_epi32(_mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(sc, sh + 3 * hf), m7), 1), one);
+            for (int l = 0; l < 4; l++) {
+                const __m256i nib = _mm256_srli_epi32(qh, 4 * l); /* group l's nibble in bits 0..3 */
+                const __m256i idx = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(qs, 8 * l), m8),
+                                                    _mm256_slli_epi32(_mm256_and_si256(nib, m7), 8));
+                const __m256i neg = _mm256_cmpeq_epi32(_mm256_and_si256(nib, _mm256_set1_epi32(8)), _mm256_set1_epi32(8));
+                iq1_group8(idx, _mm256_blendv_epi8(ten, eight, neg), &t->c[8 * ib + 2 * l], &t->c[8 * ib + 2 * l + 1]);
+            }
+        }
+    }
+    for (int g = 0; g < 16; g++) t->ls[g] = _mm256_or_si256(ls[g], _mm256_slli_epi32(ls[g], 16));
+    const __m256i nine = _mm256_set1_epi32(9);
+    for (int k = 0; k < 8; k++)
+        t->ls9[k] = _mm256_or_si256(_mm256_and_si256(_mm256_mullo_epi32(ls[2 * k], nine), lo16),
+                                    _mm256_slli_epi32(_mm256_mullo_epi32(ls[2 * k + 1], nine), 16));
+}
+
+/* super-block i of the tile against G activation rows: s[r * ss + lane] += isum * d0 * dy (fused) */
+INL void iq1_tile8_rows(const iq1_tile8 *t, const char *a, size_t as, int i, float *s, size_t ss, const int G) {
+    __m256i isum[4];
+    const block_q8_K *y[4];
+    for (int r = 0; r < G; r++) {
+        y[r] = (const block_q8_K *)(a + (size_t)r * as) + i;
+        __m256i corr = _mm256_setzero_si256();
+        for (int k = 0; k < 8; k++) {
+            int32_t bp;
+            memcpy(&bp, y[r]->bsums + 2 * k, 4);
+            corr = _mm256_add_epi32(corr, _mm256_madd_epi16(t->ls9[k], _mm256_set1_epi32(bp)));
+        }
+        isum[r] = _mm256_sub_epi32(_mm256_setzero_si256(), corr);
+    }
+    for (int g = 0; g < 16; g++) {
+        __m256i p[4];
+        for (int k = 0; k < 4; k++) {
+            const __m256i c = t->c[4 * g + k];
+            for (int r = 0; r < G; r++) {
+                int32_t yd;
+                memcpy(&yd, y[r]->qs + 16 * g + 4 * k, 4);
+                const __m256i m = _mm256_maddubs_epi16(c, _mm256_set1_epi32(yd));
+                p[r] = k ? _mm256_add_epi16(p[r], m) : m;
+            }
+        }
+        for (int r = 0; r < G; r++) isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(p[r], t->ls[g]));
+    }
+    for (int r = 0; r < G; r++) {
+        float *o = s + (size_t)r * ss;
+        const __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[r]), t->d0);
+        _mm256_storeu_ps(o, _mm256_fmadd_ps(f, _mm256_set1_ps(y[r]->d), _mm256_loadu_ps(o)));
+    }
+}
+
+INL void iq1_t_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr, const int kind) {
+    const int nb = n / QK_K;
+    const size_t bsz = kind == 1 ? sizeof(block_iq1_m) : sizeof(block_iq1_s);
+    iq1_tile8 t[2];
+    for (int r = 0; r < nr; r++) {
+        _mm256_storeu_ps(s + (size_t)r * ss, _mm256_setzero_ps());
+        _mm256_storeu_ps(s + (size_t)r * ss + 8, _mm256_setzero_ps());
+    }
+    for (int i = 0; i < nb; i++) {
+        for (int h = 0; h < 2; h++) iq1_decode8(w + (size_t)8 * h * wst + (size_t)i * bsz, wst, &t[h], kind);
+        int r = 0;
+        for (; r + 4 <= nr; r += 4)
+            for (int h = 0; h < 2; h++) iq1_tile8_rows(&t[h], a + (size_t)r * as, as, i, s + (size_t)r * ss + 8 * h, ss, 4);
+        for (; r < nr; r++)
+            for (int h = 0; h < 2; h++) iq1_tile8_rows(&t[h], a + (size_t)r * as, as, i, s + (size_t)r * ss + 8 * h, ss, 1);
+    }
+}
+
 TGT void vec_dot_iq1_s_q8_K_tiled_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
                                            int nr) {
-    iq1_tiled_16w(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 0);
+    iq1_t_16w(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 0);
 }
 TGT void vec_dot_iq1_m_q8_K_tiled_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
                                            int nr) {
-    iq1_tiled_16w(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 1);
+    iq1_t_16w(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 1);
 }
 TGT void vec_dot_iq4_xs_q8_K_tiled_16w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss,
                                             int nr) {
-    iq1_tiled_16w(n, (const char *)w, wst, (const char *)a, as, s, ss, nr, 2);
+    iq4xs_tiled_16w(n, (const char *)w, wst, (const char *)a, as, s, ss, nr);
 }
 
 #else
