@@ -232,13 +232,14 @@ static void build_tables(void) {
 static double g_lookup_ns[2]; /* by gather */
 static void measure_lookup(void) {
     g_lookup_ns[0] = g_lookup_ns[1] = 0.0;
-    coli_iq_gather = 0; /* no AVX-512: nothing reads it; "auto" says loads, whatever was set before */
+    coli_iq_gather = 0; /* no AVX2: nothing reads it; "auto" says loads, whatever was set before */
 #ifdef COLI_X86
-    if (!coli_cpu_can_avx512()) return;
+    if (!coli_cpu_can_avx2()) return;
+    const bool avx512 = coli_cpu_can_avx512();
     double best[2] = {1e30, 1e30};
     for (int round = 0; round < 3; round++)
         for (int g = 0; g < 2; g++) {
-            const double ns = coli_iq23_lookup_ns_avx512(g);
+            const double ns = avx512 ? coli_iq23_lookup_ns_avx512(g) : coli_iq23_lookup_ns_avx2(g);
             if (ns < best[g]) best[g] = ns;
         }
     g_lookup_ns[0] = best[0];

@@ -110,9 +110,12 @@ COLI_IQ23_TYPES(COLI_IQ23_DECLARE_AVX512)
 /* Nanoseconds per super-block of IQ3_XXS and IQ2_XXS one-row products with the grid points
  * looked up by gathers (gather 1) or scalar loads (0): the fastest of a few passes in L1 */
 double coli_iq23_lookup_ns_avx512(int gather);
+/* The same for machines without AVX-512: IQ2_S one-row products by the AVX2 kernel */
+double coli_iq23_lookup_ns_avx2(int gather);
 #endif
-/* How the AVX-512 kernels above look their grid points up: by gathers (1) or scalar loads (0),
- * the same results; set when the kernel tables are built, to the faster here (kernels.c) */
+/* How the AVX-512 kernels above and the AVX2 IQ2_S kernel look their grid points up: by
+ * gathers (1) or scalar loads (0), the same results; set when the kernel tables are built,
+ * to the faster here (kernels.c) */
 extern int coli_iq_gather;
 
 #endif

@@ -2,12 +2,13 @@
  * function so the file builds without -march.
  *
  * A super-block is decoded once: per 32-weight group its grid magnitudes (bytes, looked up with
- * scalar index loads as ggml does), their signs (+-1 bytes, made from the super-block's sign
+ * scalar index loads as ggml does, or IQ2_S's by vpgather where that is faster), their signs (+-1 bytes, made from the super-block's sign
  * bytes in one vector pass, applied to the activation by sign_epi8) and its scale (16-bit
  * lanes), then dotted with every activation row of the call: maddubs -> madd by the scale gives 8 int32 lanes, lane k holding
  * weights 4k..4k+3 of the group, summed over the super-block's groups. These are the integers
  * of ggml's AVX2 ggml_vec_dot_<t>_q8_K lane for lane (its sumi1 + sumi2), whatever the order of
  * the adds; the float side is then ggml's, one row or tiled (see quant_iq23.h). */
+#define _POSIX_C_SOURCE 200112L /* clock_gettime (clock.h) */
 #include "quant_iq23.h"
 
 #ifdef COLI_X86
@@ -16,6 +17,7 @@
 #include "prefetch.h"
 #include <math.h>
 
+#include "clock.h"
 #include "iq_grids.h"
 
 #define TGT __attribute__((target("avx2,fma,f16c")))
@@ -101,7 +103,8 @@ INL __m256i grid4x8(const uint32_t *g, const uint8_t *q) {
 
 /* One super-block: per 32-weight group c its magnitudes q[c], signs sg[c] (+-1) and scales
  * sc[c] (16-bit lanes). */
-INL void dec_iq2_xxs(const block_iq2_xxs *x, __m256i *q, __m256i *sg, __m256i *sc) {
+INL void dec_iq2_xxs(const block_iq2_xxs *x, __m256i *q, __m256i *sg, __m256i *sc, const int gather) {
+    (void)gather;
     const uint8_t *b = (const uint8_t *)x->qs; /* u32 pairs: 4 index bytes, sign word */
     const __m256 lo = _mm256_loadu_ps((const float *)x->qs), hi = _mm256_loadu_ps((const float *)x->qs + 8);
     const __m256i sw = _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1))),
@@ -115,7 +118,8 @@ INL void dec_iq2_xxs(const block_iq2_xxs *x, __m256i *q, __m256i *sg, __m256i *s
     }
 }
 
-INL void dec_iq2_xs(const block_iq2_xs *x, __m256i *q, __m256i *sg, __m256i *sc) {
+INL void dec_iq2_xs(const block_iq2_xs *x, __m256i *q, __m256i *sg, __m256i *sc, const int gather) {
+    (void)gather;
     const __m256i a = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)x->qs), 9);
     const __m256i b = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(x->qs + 16)), 9);
     const __m256i sb = with_parity(_mm256_permute4x64_epi64(_mm256_packus_epi16(a, b), _MM_SHUFFLE(3, 1, 2, 0)));
@@ -130,13 +134,27 @@ INL void dec_iq2_xs(const block_iq2_xs *x, __m256i *q, __m256i *sg, __m256i *sc)
     }
 }
 
-INL void dec_iq2_s(const block_iq2_s *x, __m256i *q, __m256i *sg, __m256i *sc) {
+INL void dec_iq2_s(const block_iq2_s *x, __m256i *q, __m256i *sg, __m256i *sc, const int gather) {
     __m256i w[2];
     scales16(x->scales, w);
-    /* index qs[j] | (bits 2k, 2k + 1 of qh[j / 4]) << 8, k = j % 4, with scalar ops as ggml's: formed in
-     * vectors and read back through memory they stalled on store forwarding (decode 0.77 of ggml's), moved
-     * to a general register a group at a time they measured 0.90; this, 0.97 (Zen 4) */
     const uint8_t *qs = x->qs, *qh = x->qh;
+    if (gather) { /* index qs[j] | (bits 2k, 2k + 1 of qh[j / 4]) << 8 formed in a vector, 4 points a vpgather */
+        const __m128i sh = _mm_setr_epi32(8, 6, 4, 2), m3 = _mm_set1_epi32(0x300);
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; c++) {
+            uint32_t q4;
+            memcpy(&q4, qs + 4 * c, 4);
+            const __m128i idx = _mm_or_si128(_mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)q4)),
+                                             _mm_and_si128(_mm_sllv_epi32(_mm_set1_epi32(qh[c]), sh), m3));
+            q[c] = _mm256_i32gather_epi64((const long long *)coli_iq2s_grid, idx, 8);
+            sg[c] = signs_pm1_at(x->qs + QK_K / 8 + 4 * c);
+            sc[c] = scale16(w, c);
+        }
+        return;
+    }
+    /* the same indices with scalar ops, as ggml's: formed in vectors and read back through memory they
+     * stalled on store forwarding (decode 0.77 of ggml's), moved to a general register a group at a time
+     * they measured 0.90; this, 0.97 (Zen 4, whose gathers are slow) */
 #pragma GCC unroll 8
     for (int c = 0; c < 8; c++) {
         const unsigned h = qh[c];
@@ -147,7 +165,8 @@ INL void dec_iq2_s(const block_iq2_s *x, __m256i *q, __m256i *sg, __m256i *sc) {
     }
 }
 
-INL void dec_iq3_xxs(const block_iq3_xxs *x, __m256i *q, __m256i *sg, __m256i *sc) {
+INL void dec_iq3_xxs(const block_iq3_xxs *x, __m256i *q, __m256i *sg, __m256i *sc, const int gather) {
+    (void)gather;
     const __m256i sw = _mm256_loadu_si256((const __m256i *)(x->qs + QK_K / 4));
     const __m256i sb = sign_codes(sw), w = odd_scales(sw);
 #pragma GCC unroll 8
@@ -158,7 +177,8 @@ INL void dec_iq3_xxs(const block_iq3_xxs *x, __m256i *q, __m256i *sg, __m256i *s
     }
 }
 
-INL void dec_iq3_s(const block_iq3_s *x, __m256i *q, __m256i *sg, __m256i *sc) {
+INL void dec_iq3_s(const block_iq3_s *x, __m256i *q, __m256i *sg, __m256i *sc, const int gather) {
+    (void)gather;
     const __m256i sb = _mm256_loadu_si256((const __m256i *)x->signs);
     uint32_t sc4;
     memcpy(&sc4, x->scales, 4);
@@ -189,9 +209,12 @@ INL void dec_iq3_s(const block_iq3_s *x, __m256i *q, __m256i *sg, __m256i *sc) {
 /* One weight row against nr activation rows. tiled = 0: ggml's AVX2 vec_dot,
  * acc = fma(d(x) * d(y), float(lanes), acc), kf * hsum(acc) at the end;
  * tiled = 1: ggml's tiled matmul, acc = fma(float(isum) * (d(x) * kf), d(y), acc)
- * (its mul + add of intrinsics, fused by GCC's default -ffp-contract=fast). */
+ * (its mul + add of intrinsics, fused by GCC's default -ffp-contract=fast).
+ * gather: grid points by vpgather where the type has that way (IQ2_S), a
+ * constant per instance (a flag read in the loop cost 8% of IQ2_S's decode). */
 #define IQ23_NR(t, kf)                                                                                              \
     INL void t##_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int tiled,          \
+                    const int gather,                                                                               \
                     const int nr) {                                                                                 \
         const block_##t *x = w;                                                                                     \
         __m256 acc[COLI_MAX_NR];                                                                                    \
@@ -204,7 +227,7 @@ INL void dec_iq3_s(const block_iq3_s *x, __m256i *q, __m256i *sg, __m256i *sc) {
             for (int l = 0; l < (int)sizeof(block_##t); l += 64)                                                    \
                 COLI_PREFETCH_W((const char *)(x + i) + IQ23_PREFETCH + l);                               \
             __m256i q[8], sg[8], sc[8];                                                                             \
-            dec_##t(x + i, q, sg, sc);                                                                              \
+            dec_##t(x + i, q, sg, sc, gather);                                                                      \
             __m256i sumi[COLI_MAX_NR];                                                                              \
             for (int r = 0; r < nr; r++) {                                                                          \
                 const int8_t *y = ((const block_q8_K *)(a + r * as) + i)->qs;                                       \
@@ -226,11 +249,13 @@ INL void dec_iq3_s(const block_iq3_s *x, __m256i *q, __m256i *sg, __m256i *sc) {
         for (int r = 0; r < nr; r++) s[r * ss] = tiled ? acc1[r] : kf * hsum_f32_8(acc[r]);                         \
     }                                                                                                               \
     TGT void vec_dot_##t##_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) { \
-        COLI_DISPATCH_NR(nr, t##_nr, n, w, (const char *)a, as, s, ss, 0);                                          \
+        if (coli_iq_gather) COLI_DISPATCH_NR(nr, t##_nr, n, w, (const char *)a, as, s, ss, 0, 1);                    \
+        else COLI_DISPATCH_NR(nr, t##_nr, n, w, (const char *)a, as, s, ss, 0, 0);                                  \
     }                                                                                                               \
     TGT void vec_dot_##t##_q8_K_tiled_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss,     \
                                            int nr) {                                                                \
-        COLI_DISPATCH_NR(nr, t##_nr, n, w, (const char *)a, as, s, ss, 1);                                          \
+        if (coli_iq_gather) COLI_DISPATCH_NR(nr, t##_nr, n, w, (const char *)a, as, s, ss, 1, 1);                    \
+        else COLI_DISPATCH_NR(nr, t##_nr, n, w, (const char *)a, as, s, ss, 1, 0);                                  \
     }
 
 IQ23_NR(iq2_xxs, 0.125f)
@@ -286,7 +311,7 @@ INL __m128i reduce4(__m256i a, __m256i b, __m256i c, __m256i d) {
                             const block_##t *x = (const block_##t *)(w + (size_t)(j0 + jj) * wst) + i0 + k;          \
                             iq23_sbw *o = &D[k][jj];                                                                 \
                             __m256i q[8], sg[8];                                                                     \
-                            dec_##t(x, q, sg, o->sc);                                                                \
+                            dec_##t(x, q, sg, o->sc, 0);                                                             \
                             __m256i c = _mm256_setzero_si256();                                                      \
                             for (int g = 0; g < 8; g++) {                                                            \
                                 o->w[g] = _mm256_sign_epi8(q[g], sg[g]);                                             \
@@ -351,6 +376,45 @@ IQ23_16W(iq2_xs, 0.125f)
 IQ23_16W(iq2_s, 0.125f)
 IQ23_16W(iq3_xxs, 0.25f)
 IQ23_16W(iq3_s, 1.0f)
+
+/* coli_iq23_lookup_ns_avx512's measure for machines without AVX-512: IQ2_S one-row
+ * products (the AVX2 kernel that looks up either way) with gathers or scalar loads */
+TGT double coli_iq23_lookup_ns_avx2(int gather) {
+    enum { NB = 32, PASSES = 5, CALLS = 8 };
+    static block_iq2_s w[NB];
+    static block_q8_K y[NB];
+    static int filled;
+    if (!filled) { /* random bytes are valid blocks; scales of 1 keep the floats normal */
+        uint32_t r = 2463534242u;
+        unsigned char *bufs[2] = {(unsigned char *)w, (unsigned char *)y};
+        const size_t sizes[2] = {sizeof w, sizeof y};
+        for (int b = 0; b < 2; b++)
+            for (size_t i = 0; i < sizes[b]; i++) {
+                r ^= r << 13, r ^= r >> 17, r ^= r << 5;
+                bufs[b][i] = (unsigned char)r;
+            }
+        for (int i = 0; i < NB; i++) {
+            w[i].d = 0x3c00;
+            y[i].d = 1.0f;
+        }
+        filled = 1;
+    }
+    volatile float sink = 0.0f;
+    double best = 1e30;
+    for (int p = 0; p < PASSES; p++) {
+        float s1 = 0.0f;
+        const double t0 = coli_now_s();
+        for (int c = 0; c < CALLS; c++) {
+            if (gather) iq2_s_nr(NB * QK_K, w, (const char *)y, 0, &s1, 1, 0, 1, 1);
+            else iq2_s_nr(NB * QK_K, w, (const char *)y, 0, &s1, 1, 0, 0, 1);
+            sink += s1;
+        }
+        const double ns = (coli_now_s() - t0) * 1e9 / (CALLS * (double)NB);
+        if (ns < best) best = ns;
+    }
+    (void)sink;
+    return best;
+}
 
 #else
 typedef int coli_quant_iq23_avx2_unused;

@@ -34,8 +34,9 @@ def isas(simd_only=False):
 
 
 def variants(simd_only=False):
-    """(isa, lookup): the AVX-512 set with each way of looking grid points up (the same bits)."""
-    return [(isa, way) for isa in isas(simd_only) for way in (("gather", "loads") if isa == "avx512" else ("auto",))]
+    """(isa, lookup): the SIMD sets with each way of looking grid points up (the same bits;
+    of the AVX2 kernels, IQ2_S's reads the way)."""
+    return [(isa, way) for isa in isas(simd_only) for way in (("auto",) if isa == "scalar" else ("gather", "loads"))]
 
 
 def use(isa, way):
