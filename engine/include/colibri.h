@@ -168,14 +168,15 @@ int colibri_kernel_time_decode(const char *isa, uint32_t wtype, const void *w, s
 int colibri_kernel_set_prefetch(const char *level);
 const char *colibri_kernel_prefetch(void);
 /* How the AVX-512 kernels of the grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
- * IQ3_S) look up their grid points: "gather" (vpgather: faster on Intel's cores)
+ * IQ3_S), and AVX2's IQ2_S one-row kernel, look up their grid points: "gather"
+ * (vpgather: faster on Intel's cores)
  * or "loads" (scalar loads: AMD Zen 4 / 5, whose gathers are slow). The same
  * results either way; the faster here is measured when the kernel tables are
  * first built (about a millisecond), "auto" measures again. Process-wide. */
 int colibri_kernel_set_lookup(const char *way);
 const char *colibri_kernel_lookup(void);
 /* That measurement, ns per super-block by scalar loads and by gathers (both 0
- * where none was made: no AVX-512, or a way set by name since). */
+ * where none was made: no AVX2, or a way set by name since). */
 void colibri_kernel_lookup_ns(double *loads_ns, double *gather_ns);
 /* Decode matvecs over weights streamed from memory, as a model bigger than the
  * caches runs them: the n_out rows at w are copied end to end into a buffer of

@@ -250,7 +250,8 @@ def version_lines() -> list[str]:
     """`coli --version -v`: the set in force and this CPU's cached choices."""
     lines = [f"kernels: {engine.kernel_default_isa()} by default; COLI_KERNELS="
              f"{os.environ.get('COLI_KERNELS', 'calibrate')}; cache {cache_path()}"]
-    if engine.kernel_set_runnable("avx512"):
+    if engine.kernel_set_runnable("avx2"):
+        where = "IQ2/IQ3 on AVX-512" if engine.kernel_set_runnable("avx512") else "IQ2_S on AVX2"
         try:
             apply_lookup()
             loads, gather = engine.kernel_lookup_ns()
@@ -258,7 +259,7 @@ def version_lines() -> list[str]:
                    if loads and gather else " (COLI_KERNEL_LOOKUP)")
         except engine.EngineError as exc:
             how = f" ({exc.message})"
-        lines.append(f"grid i-quant lookups (IQ2/IQ3 on AVX-512): {engine.kernel_lookup()}{how}")
+        lines.append(f"grid i-quant lookups ({where}): {engine.kernel_lookup()}{how}")
     choices = cached_choices()
     if not choices:
         lines.append(f"  no timings cached for this CPU ({cpu_model()}) and engine build: a model's load measures them")
