@@ -168,9 +168,9 @@ int colibri_kernel_time_decode(const char *isa, uint32_t wtype, const void *w, s
 int colibri_kernel_set_prefetch(const char *level);
 const char *colibri_kernel_prefetch(void);
 /* How the AVX-512 kernels of the grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
- * IQ3_S), and AVX2's IQ2_S one-row kernel, look up their grid points: "gather"
- * (vpgather: faster on Intel's cores)
- * or "loads" (scalar loads: AMD Zen 4 / 5, whose gathers are slow). The same
+ * IQ3_S), and AVX2's IQ2_S, IQ3_XXS and IQ3_S one-row kernels, look up their
+ * grid points: "gather" (vpgather: faster on Intel's cores) or "loads" (scalar
+ * loads: AMD Zen 4 / 5, whose gathers are slow). The same
  * results either way; the faster here is measured when the kernel tables are
  * first built (about a millisecond), "auto" measures again. Process-wide. */
 int colibri_kernel_set_lookup(const char *way);

@@ -113,7 +113,7 @@ double coli_iq23_lookup_ns_avx512(int gather);
 /* The same for machines without AVX-512: IQ2_S one-row products by the AVX2 kernel */
 double coli_iq23_lookup_ns_avx2(int gather);
 #endif
-/* How the AVX-512 kernels above and the AVX2 IQ2_S kernel look their grid points up: by
+/* How the AVX-512 kernels above and the AVX2 IQ2_S / IQ3 one-row kernels look their grid points up: by
  * gathers (1) or scalar loads (0), the same results; set when the kernel tables are built,
  * to the faster here (kernels.c) */
 extern int coli_iq_gather;

@@ -2,10 +2,11 @@
  * function so the file builds without -march.
  *
  * A super-block is decoded once: per 32-weight group its grid magnitudes (bytes, looked up with
- * scalar index loads as ggml does, or IQ2_S's by vpgather where that is faster), their signs (+-1 bytes, made from the super-block's sign
- * bytes in one vector pass, applied to the activation by sign_epi8) and its scale (16-bit
- * lanes), then dotted with every activation row of the call: maddubs -> madd by the scale gives 8 int32 lanes, lane k holding
- * weights 4k..4k+3 of the group, summed over the super-block's groups. These are the integers
+ * scalar index loads as ggml does, or IQ2_S's and IQ3's by vpgather where that is faster), their
+ * signs (+-1 bytes, made from the super-block's sign bytes in one vector pass, applied to the
+ * activation by sign_epi8) and its scale (16-bit lanes), then dotted with every activation row
+ * of the call: maddubs -> madd by the scale gives 8 int32 lanes, lane k holding weights
+ * 4k..4k+3 of the group, summed over the super-block's groups. These are the integers
  * of ggml's AVX2 ggml_vec_dot_<t>_q8_K lane for lane (its sumi1 + sumi2), whatever the order of
  * the adds; the float side is then ggml's, one row or tiled (see quant_iq23.h). */
 #define _POSIX_C_SOURCE 200112L /* clock_gettime (clock.h) */
@@ -104,7 +105,7 @@ INL __m256i grid4x8(const uint32_t *g, const uint8_t *q) {
 /* One super-block: per 32-weight group c its magnitudes q[c], signs sg[c] (+-1) and scales
  * sc[c] (16-bit lanes). */
 INL void dec_iq2_xxs(const block_iq2_xxs *x, __m256i *q, __m256i *sg, __m256i *sc, const int gather) {
-    (void)gather;
+    (void)gather; /* scalar loads either way: byte and masked-u16 indices cost less than a vpgather (Intel, 7-12%) */
     const uint8_t *b = (const uint8_t *)x->qs; /* u32 pairs: 4 index bytes, sign word */
     const __m256 lo = _mm256_loadu_ps((const float *)x->qs), hi = _mm256_loadu_ps((const float *)x->qs + 8);
     const __m256i sw = _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1))),
@@ -119,7 +120,7 @@ INL void dec_iq2_xxs(const block_iq2_xxs *x, __m256i *q, __m256i *sg, __m256i *s
 }
 
 INL void dec_iq2_xs(const block_iq2_xs *x, __m256i *q, __m256i *sg, __m256i *sc, const int gather) {
-    (void)gather;
+    (void)gather; /* scalar loads either way: byte and masked-u16 indices cost less than a vpgather (Intel, 7-12%) */
     const __m256i a = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)x->qs), 9);
     const __m256i b = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(x->qs + 16)), 9);
     const __m256i sb = with_parity(_mm256_permute4x64_epi64(_mm256_packus_epi16(a, b), _MM_SHUFFLE(3, 1, 2, 0)));
@@ -166,19 +167,19 @@ INL void dec_iq2_s(const block_iq2_s *x, __m256i *q, __m256i *sg, __m256i *sc, c
 }
 
 INL void dec_iq3_xxs(const block_iq3_xxs *x, __m256i *q, __m256i *sg, __m256i *sc, const int gather) {
-    (void)gather;
     const __m256i sw = _mm256_loadu_si256((const __m256i *)(x->qs + QK_K / 4));
     const __m256i sb = sign_codes(sw), w = odd_scales(sw);
 #pragma GCC unroll 8
     for (int c = 0; c < 8; c++) {
-        q[c] = grid4x8(coli_iq3xxs_grid, x->qs + 8 * c);
+        q[c] = gather ? _mm256_i32gather_epi32((const int *)coli_iq3xxs_grid,
+                                               _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(x->qs + 8 * c))), 4)
+                      : grid4x8(coli_iq3xxs_grid, x->qs + 8 * c);
         sg[c] = signs_pm1(sb, c);
         sc[c] = scale32(w, c);
     }
 }
 
 INL void dec_iq3_s(const block_iq3_s *x, __m256i *q, __m256i *sg, __m256i *sc, const int gather) {
-    (void)gather;
     const __m256i sb = _mm256_loadu_si256((const __m256i *)x->signs);
     uint32_t sc4;
     memcpy(&sc4, x->scales, 4);
@@ -189,10 +190,22 @@ INL void dec_iq3_s(const block_iq3_s *x, __m256i *q, __m256i *sg, __m256i *sc, c
     memcpy(qh, x->qh, 8); /* bit k: bit 8 of index k */
     const __m256i sel = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, -32768);
     uint16_t i[64];
+    __m256i iv[4];
     for (int j = 0; j < 4; j++) {
         const __m256i b = _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16((short)qh[j]), sel), sel);
         const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(x->qs + 16 * j)));
-        _mm256_storeu_si256((__m256i *)(i + 16 * j), _mm256_or_si256(v, _mm256_and_si256(b, _mm256_set1_epi16(256))));
+        iv[j] = _mm256_or_si256(v, _mm256_and_si256(b, _mm256_set1_epi16(256)));
+        if (!gather) _mm256_storeu_si256((__m256i *)(i + 16 * j), iv[j]);
+    }
+    if (gather) { /* the 16-bit indices widened in registers, 8 points a vpgather */
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; c++) {
+            const __m128i h = c % 2 ? _mm256_extracti128_si256(iv[c / 2], 1) : _mm256_castsi256_si128(iv[c / 2]);
+            q[c] = _mm256_i32gather_epi32((const int *)coli_iq3s_grid, _mm256_cvtepu16_epi32(h), 4);
+            sg[c] = signs_pm1(sb, c);
+            sc[c] = scale32(w, c);
+        }
+        return;
     }
     REREAD(i);
 #pragma GCC unroll 8
@@ -210,8 +223,9 @@ INL void dec_iq3_s(const block_iq3_s *x, __m256i *q, __m256i *sg, __m256i *sc, c
  * acc = fma(d(x) * d(y), float(lanes), acc), kf * hsum(acc) at the end;
  * tiled = 1: ggml's tiled matmul, acc = fma(float(isum) * (d(x) * kf), d(y), acc)
  * (its mul + add of intrinsics, fused by GCC's default -ffp-contract=fast).
- * gather: grid points by vpgather where the type has that way (IQ2_S), a
- * constant per instance (a flag read in the loop cost 8% of IQ2_S's decode). */
+ * gather: grid points by vpgather instead of scalar loads and inserts (IQ2_S, IQ3_XXS,
+ * IQ3_S: 6-20% faster on Intel), a constant per instance (a flag read in the loop cost
+ * 8% of IQ2_S's decode). */
 #define IQ23_NR(t, kf)                                                                                              \
     INL void t##_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int tiled,          \
                     const int gather,                                                                               \

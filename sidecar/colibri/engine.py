@@ -197,7 +197,7 @@ def set_kernel_prefetch(level: str) -> None:
 
 
 def kernel_lookup() -> str:
-    """How the grid i-quant kernels (AVX-512; AVX2's IQ2_S) look up grid points: "gather" or "loads"."""
+    """How the grid i-quant kernels (AVX-512; AVX2's IQ2_S, IQ3_XXS, IQ3_S) look up grid points: "gather" or "loads"."""
     return ffi.string(lib.colibri_kernel_lookup()).decode()
 
 

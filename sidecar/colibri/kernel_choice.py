@@ -251,7 +251,7 @@ def version_lines() -> list[str]:
     lines = [f"kernels: {engine.kernel_default_isa()} by default; COLI_KERNELS="
              f"{os.environ.get('COLI_KERNELS', 'calibrate')}; cache {cache_path()}"]
     if engine.kernel_set_runnable("avx2"):
-        where = "IQ2/IQ3 on AVX-512" if engine.kernel_set_runnable("avx512") else "IQ2_S on AVX2"
+        where = "IQ2/IQ3 on AVX-512" if engine.kernel_set_runnable("avx512") else "IQ2_S, IQ3 on AVX2"
         try:
             apply_lookup()
             loads, gather = engine.kernel_lookup_ns()

@@ -1,4 +1,4 @@
-"""How the grid i-quant kernels (AVX-512; AVX2's IQ2_S) look up grid points (colibri_kernel_set_lookup):
+"""How the grid i-quant kernels (AVX-512; AVX2's IQ2_S, IQ3_XXS, IQ3_S) look up grid points (colibri_kernel_set_lookup):
 by gathers or by scalar loads, the faster measured when the engine starts. Both ways
 give ggml's bits (tests/engine/test_quant_iq23.py runs every product both ways); here:
 the switch, its measurement, and its errors."""

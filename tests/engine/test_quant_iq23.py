@@ -35,7 +35,7 @@ def isas(simd_only=False):
 
 def variants(simd_only=False):
     """(isa, lookup): the SIMD sets with each way of looking grid points up (the same bits;
-    of the AVX2 kernels, IQ2_S's reads the way)."""
+    of the AVX2 kernels, IQ2_S's and IQ3's read the way)."""
     return [(isa, way) for isa in isas(simd_only) for way in (("auto",) if isa == "scalar" else ("gather", "loads"))]
 
 

@@ -134,7 +134,7 @@ def test_coli_kernel_lookup_forces_a_way_and_version_shows_it(model, monkeypatch
         kernel_choice.choose(model)
         assert engine.kernel_lookup() == "gather"
         if engine.kernel_set_runnable("avx2"):
-            where = "IQ2/IQ3 on AVX-512" if engine.kernel_set_runnable("avx512") else "IQ2_S on AVX2"
+            where = "IQ2/IQ3 on AVX-512" if engine.kernel_set_runnable("avx512") else "IQ2_S, IQ3 on AVX2"
             assert any(line.startswith(f"grid i-quant lookups ({where}): gather (COLI_KERNEL_LOOKUP)")
                        for line in kernel_choice.version_lines())
         monkeypatch.setenv("COLI_KERNEL_LOOKUP", "sometimes")
