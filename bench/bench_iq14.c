@@ -227,7 +227,7 @@ int main(int argc, char **argv) {
         {GGML_TYPE_IQ1_S, 2048, 768},   {GGML_TYPE_IQ1_S, 7168, 2048},
         {GGML_TYPE_IQ1_M, 2048, 768},   {GGML_TYPE_IQ1_M, 7168, 2048},
     };
-    static const int64_t rows[] = {1, 8, 16, 32};
+    static const int64_t rows[] = {1, 8, 16, 32, 128};
     const char *one = getenv("BENCH_SHAPE"); /* "n_in,n_out,rows": that shape only (with BENCH_TYPE) */
     if (one) {
         long long ni, no, nr;

@@ -208,8 +208,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     const int reps = argc > 3 ? atoi(argv[3]) : 9;
-    int64_t batches[8] = {0, 8, 16, 32};
-    int nb = 4;
+    int64_t batches[8] = {0, 8, 16, 32, 128}; /* 128: a prompt chunk, where a GEMM's blocking starts to pay */
+    int nb = 5;
     if (argc > 4) {
         nb = 0;
         for (int i = 4; i < argc && nb < 8; i++) batches[nb++] = atoll(argv[i]);
