@@ -1,6 +1,7 @@
 /* kernels.c — the kernel tables: one per ISA (scalar, avx2, avxvnni, avx512),
  * built once from the functions of quant*.c, and the one in force, chosen from
  * the CPU on first use (kernels.h). */
+#define _POSIX_C_SOURCE 200112L /* clock_gettime (clock.h) */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "../include/colibri.h" /* colibri_cpu_features */
+#include "clock.h"
 #include "error.h"
 #include "kernels.h"
 #include "quant_iq23.h"
@@ -227,19 +229,66 @@ static void build_tables(void) {
     }
 }
 
+/* ns per super-block of one-row products of `types` by table t's kernels (which read
+ * coli_iq_gather), with the grid points looked up by gathers (gather 1) or scalar loads (0):
+ * the fastest of a few passes in L1. Random bytes are valid blocks of these types; each
+ * block's leading fp16 d is set to 1 (and each activation block's d) to keep the floats normal. */
+static double lookup_ns(const coli_kernel_table *t, const uint32_t *types, int n_types, int gather) {
+    enum { NB = 32, PASSES = 5, CALLS = 8, MAX_BLOCK = 128 };
+    static unsigned char w[3][NB * MAX_BLOCK]; /* one region per type timed */
+    static const uint32_t regions[3] = {GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ2_S};
+    static block_q8_K y[NB];
+    static int filled;
+    if (!filled) {
+        uint32_t r = 2463534242u;
+        unsigned char *bufs[2] = {&w[0][0], (unsigned char *)y};
+        const size_t sizes[2] = {sizeof w, sizeof y};
+        for (int b = 0; b < 2; b++)
+            for (size_t i = 0; i < sizes[b]; i++) {
+                r ^= r << 13, r ^= r >> 17, r ^= r << 5;
+                bufs[b][i] = (unsigned char)r;
+            }
+        for (int k = 0; k < 3; k++)
+            for (int i = 0; i < NB; i++) memcpy(&w[k][i * coli_row_size(regions[k], QK_K)], &(coli_half){0x3c00}, 2);
+        for (int i = 0; i < NB; i++) y[i].d = 1.0f;
+        filled = 1;
+    }
+    coli_iq_gather = gather;
+    volatile float sink = 0.0f;
+    double best = 1e30;
+    for (int p = 0; p < PASSES; p++) {
+        const double t0 = coli_now_s();
+        for (int c = 0; c < CALLS; c++)
+            for (int i = 0; i < n_types; i++) {
+                int k = 0;
+                while (regions[k] != types[i]) k++;
+                float s1 = 0.0f;
+                t->type[types[i]].vec_dot(NB * QK_K, w[k], y, 0, &s1, 1, 1);
+                sink += s1;
+            }
+        const double ns = (coli_now_s() - t0) * 1e9 / (CALLS * (double)n_types * NB);
+        if (ns < best) best = ns;
+    }
+    (void)sink;
+    return best;
+}
+
 /* The grid i-quants' lookup way: gathers where they beat scalar loads by 5% (Intel's
- * cores; AMD Zen 4 / 5 run gathers slowly), timed a few rounds alternately (~1 ms). */
+ * cores; AMD Zen 4 / 5 run gathers slowly), timed a few rounds alternately (~1 ms):
+ * IQ3_XXS and IQ2_XXS by the AVX-512 kernels, or IQ2_S by the AVX2 ones (the AVX2
+ * kernel that reads the way, of those with vpgather in both sets). */
 static double g_lookup_ns[2]; /* by gather */
 static void measure_lookup(void) {
     g_lookup_ns[0] = g_lookup_ns[1] = 0.0;
     coli_iq_gather = 0; /* no AVX2: nothing reads it; "auto" says loads, whatever was set before */
 #ifdef COLI_X86
     if (!coli_cpu_can_avx2()) return;
+    static const uint32_t avx512_types[2] = {GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ2_XXS}, avx2_types[1] = {GGML_TYPE_IQ2_S};
     const bool avx512 = coli_cpu_can_avx512();
     double best[2] = {1e30, 1e30};
     for (int round = 0; round < 3; round++)
         for (int g = 0; g < 2; g++) {
-            const double ns = avx512 ? coli_iq23_lookup_ns_avx512(g) : coli_iq23_lookup_ns_avx2(g);
+            const double ns = avx512 ? lookup_ns(&g_tables[3], avx512_types, 2, g) : lookup_ns(&g_tables[1], avx2_types, 1, g);
             if (ns < best[g]) best[g] = ns;
         }
     g_lookup_ns[0] = best[0];

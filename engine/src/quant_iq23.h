@@ -107,11 +107,6 @@ COLI_IQ23_TYPES(COLI_IQ23_DECLARE_AVX2)
     COLI_DECLARE_VEC_DOT_2W(vec_dot_##t##_q8_K_16w_avx512);  \
     COLI_DECLARE_VEC_DOT_2W(vec_dot_##t##_q8_K_mm_16w_avx512);
 COLI_IQ23_TYPES(COLI_IQ23_DECLARE_AVX512)
-/* Nanoseconds per super-block of IQ3_XXS and IQ2_XXS one-row products with the grid points
- * looked up by gathers (gather 1) or scalar loads (0): the fastest of a few passes in L1 */
-double coli_iq23_lookup_ns_avx512(int gather);
-/* The same for machines without AVX-512: IQ2_S one-row products by the AVX2 kernel */
-double coli_iq23_lookup_ns_avx2(int gather);
 #endif
 /* How the AVX-512 kernels above and the AVX2 IQ2_S / IQ3 one-row kernels look their grid points up: by
  * gathers (1) or scalar loads (0), the same results; set when the kernel tables are built,

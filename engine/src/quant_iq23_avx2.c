@@ -9,7 +9,6 @@
  * 4k..4k+3 of the group, summed over the super-block's groups. These are the integers
  * of ggml's AVX2 ggml_vec_dot_<t>_q8_K lane for lane (its sumi1 + sumi2), whatever the order of
  * the adds; the float side is then ggml's, one row or tiled (see quant_iq23.h). */
-#define _POSIX_C_SOURCE 200112L /* clock_gettime (clock.h) */
 #include "quant_iq23.h"
 
 #ifdef COLI_X86
@@ -18,7 +17,6 @@
 #include "prefetch.h"
 #include <math.h>
 
-#include "clock.h"
 #include "iq_grids.h"
 
 #define TGT __attribute__((target("avx2,fma,f16c")))
@@ -390,45 +388,6 @@ IQ23_16W(iq2_xs, 0.125f)
 IQ23_16W(iq2_s, 0.125f)
 IQ23_16W(iq3_xxs, 0.25f)
 IQ23_16W(iq3_s, 1.0f)
-
-/* coli_iq23_lookup_ns_avx512's measure for machines without AVX-512: IQ2_S one-row
- * products (the AVX2 kernel that looks up either way) with gathers or scalar loads */
-TGT double coli_iq23_lookup_ns_avx2(int gather) {
-    enum { NB = 32, PASSES = 5, CALLS = 8 };
-    static block_iq2_s w[NB];
-    static block_q8_K y[NB];
-    static int filled;
-    if (!filled) { /* random bytes are valid blocks; scales of 1 keep the floats normal */
-        uint32_t r = 2463534242u;
-        unsigned char *bufs[2] = {(unsigned char *)w, (unsigned char *)y};
-        const size_t sizes[2] = {sizeof w, sizeof y};
-        for (int b = 0; b < 2; b++)
-            for (size_t i = 0; i < sizes[b]; i++) {
-                r ^= r << 13, r ^= r >> 17, r ^= r << 5;
-                bufs[b][i] = (unsigned char)r;
-            }
-        for (int i = 0; i < NB; i++) {
-            w[i].d = 0x3c00;
-            y[i].d = 1.0f;
-        }
-        filled = 1;
-    }
-    volatile float sink = 0.0f;
-    double best = 1e30;
-    for (int p = 0; p < PASSES; p++) {
-        float s1 = 0.0f;
-        const double t0 = coli_now_s();
-        for (int c = 0; c < CALLS; c++) {
-            if (gather) iq2_s_nr(NB * QK_K, w, (const char *)y, 0, &s1, 1, 0, 1, 1);
-            else iq2_s_nr(NB * QK_K, w, (const char *)y, 0, &s1, 1, 0, 0, 1);
-            sink += s1;
-        }
-        const double ns = (coli_now_s() - t0) * 1e9 / (CALLS * (double)NB);
-        if (ns < best) best = ns;
-    }
-    (void)sink;
-    return best;
-}
 
 #else
 typedef int coli_quant_iq23_avx2_unused;

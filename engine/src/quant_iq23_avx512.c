@@ -8,7 +8,6 @@
  * 16-bit lanes by a permute. Each zmm then carries two 32-weight groups: maddubs, madd by the
  * scales, and at the end of the super-block the two 256-bit halves added: lane k of the sum holds
  * weights 4k..4k+3 of every group, the integers of ggml's AVX2 lanes. */
-#define _POSIX_C_SOURCE 200112L /* clock_gettime (clock.h) */
 #include "quant_iq23.h"
 
 #ifdef COLI_X86
@@ -17,8 +16,6 @@
 #include "prefetch.h"
 #include <math.h>
 #include <string.h>
-
-#include "clock.h"
 
 #include "iq_grids.h"
 
@@ -409,49 +406,6 @@ IQ23_16W(iq2_xs, 0.125f)
 IQ23_16W(iq2_s, 0.125f)
 IQ23_16W(iq3_xxs, 0.25f)
 IQ23_16W(iq3_s, 1.0f)
-
-TGT double coli_iq23_lookup_ns_avx512(int gather) {
-    enum { NB = 32, PASSES = 5, CALLS = 8 };
-    static block_iq3_xxs w3[NB];
-    static block_iq2_xxs w2[NB];
-    static block_q8_K y[NB];
-    static int filled;
-    if (!filled) { /* random bytes are valid blocks of both types; scales of 1 keep the floats normal */
-        uint32_t r = 2463534242u;
-        unsigned char *bufs[3] = {(unsigned char *)w3, (unsigned char *)w2, (unsigned char *)y};
-        const size_t sizes[3] = {sizeof w3, sizeof w2, sizeof y};
-        for (int b = 0; b < 3; b++)
-            for (size_t i = 0; i < sizes[b]; i++) {
-                r ^= r << 13, r ^= r >> 17, r ^= r << 5;
-                bufs[b][i] = (unsigned char)r;
-            }
-        for (int i = 0; i < NB; i++) {
-            w3[i].d = w2[i].d = 0x3c00;
-            y[i].d = 1.0f;
-        }
-        filled = 1;
-    }
-    volatile float sink = 0.0f;
-    double best = 1e30;
-    for (int p = 0; p < PASSES; p++) {
-        float s3 = 0.0f, s2 = 0.0f;
-        const double t0 = coli_now_s();
-        for (int c = 0; c < CALLS; c++) {
-            if (gather) {
-                iq3_xxs_nr(NB * QK_K, w3, (const char *)y, 0, &s3, 1, 0, 1, 1);
-                iq2_xxs_nr(NB * QK_K, w2, (const char *)y, 0, &s2, 1, 0, 1, 1);
-            } else {
-                iq3_xxs_nr(NB * QK_K, w3, (const char *)y, 0, &s3, 1, 0, 0, 1);
-                iq2_xxs_nr(NB * QK_K, w2, (const char *)y, 0, &s2, 1, 0, 0, 1);
-            }
-            sink += s3 + s2;
-        }
-        const double ns = (coli_now_s() - t0) * 1e9 / (CALLS * 2.0 * NB);
-        if (ns < best) best = ns;
-    }
-    (void)sink;
-    return best;
-}
 
 #else
 typedef int coli_quant_iq23_avx512_unused;
