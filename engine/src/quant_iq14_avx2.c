@@ -45,7 +45,7 @@ INL __m256i nl_bytes(const uint8_t *qs, __m128i lut) {
 /* ---- IQ4_NL / MXFP4 against Q8_0 -------------------------------------------------------- */
 
 enum { NL_IQ4 = 0, NL_MXFP4 = 1 };
-enum { NL_VEC_DOT = 0, NL_REPACKED = 1, NL_TINYBLAS = 2 };
+enum { NL_VEC_DOT = 0, NL_REPACKED = 1 };
 
 INL const uint8_t *nl_qs(const void *w, int ib, const int kind) {
     return kind == NL_IQ4 ? ((const block_iq4_nl *)w)[ib].qs : ((const block_mxfp4 *)w)[ib].qs;
@@ -57,8 +57,7 @@ INL float nl_d(const void *w, int ib, const int kind) {
 /* mode NL_VEC_DOT: ggml_vec_dot_{iq4_nl,mxfp4}_q8_0 — blocks in pairs into
  * two accumulators (even, odd), fma(dy * dx, lanes), then the hsum of their
  * sum, then an odd last block as sumf = fma(float(isum), d, sumf).
- * NL_TINYBLAS: one accumulator over every block, hsum. NL_REPACKED: per block
- * acc = fma(float(isum), dw * dy, acc). */
+ * NL_REPACKED: per block acc = fma(float(isum), dw * dy, acc). (tinyBLAS: nl_tb.) */
 INL void nl_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int kind, const int mode,
                const int nr) {
     const int nb = n / QK8_0;
@@ -90,15 +89,13 @@ INL void nl_nr(int n, const void *w, const char *a, size_t as, float *s, size_t 
         for (int r = 0; r < nr; r++) {
             const block_q8_0 *y = (const block_q8_0 *)(a + r * as) + ib;
             const __m256i p = lanes_i8(wb, _mm256_loadu_si256((const __m256i *)y->qs));
-            if (mode == NL_TINYBLAS)
-                acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(dx * h2f(y->d)), _mm256_cvtepi32_ps(p), acc1[r]);
-            else if (mode == NL_REPACKED)
+            if (mode == NL_REPACKED)
                 accs[r] = fmaf((float)hsum_i32_8(p), dx * h2f(y->d), accs[r]);
             else
                 accs[r] = fmaf((float)hsum_i32_8(p), h2f(y->d) * dx, accs[r]);
         }
     }
-    for (int r = 0; r < nr; r++) s[r * ss] = mode == NL_TINYBLAS ? hsum_f32_8(acc1[r]) : accs[r];
+    for (int r = 0; r < nr; r++) s[r * ss] = accs[r];
 }
 
 TGT void vec_dot_iq4_nl_q8_0_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
@@ -112,9 +109,6 @@ TGT void vec_dot_iq4_nl_q8_0_repacked_avx2(int n, const void *w, const void *a, 
 }
 TGT void vec_dot_mxfp4_q8_0_repacked_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
     COLI_DISPATCH_NR(nr, nl_nr, n, w, (const char *)a, as, s, ss, NL_MXFP4, NL_REPACKED);
-}
-TGT void vec_dot_iq4_nl_q8_0_tinyblas_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    COLI_DISPATCH_NR(nr, nl_nr, n, w, (const char *)a, as, s, ss, NL_IQ4, NL_TINYBLAS);
 }
 
 /* ggml_vec_dot for 16 weight rows as stored, 4 at a time: each row keeps
@@ -204,9 +198,10 @@ TGT void vec_dot_mxfp4_q8_0_16w_avx2(int n, const void *w, size_t wst, const voi
     nl_vd_16w(n, w, wst, a, as, s, ss, nr, NL_MXFP4);
 }
 
-/* tinyBLAS for 2 weight rows x R activation rows (R <= 4): each pair keeps its
- * one accumulator, acc = fma(dx * dy, float(lanes), acc) block by block, as
- * nl_nr's NL_TINYBLAS. Per block the 2 x R factors dx * dy come from one
+/* llamafile's tinyBLAS_Q0_AVX for W weight rows (1, 2 or 4) x R activation rows
+ * (R <= 4, W * R <= 8): each pair keeps its one accumulator,
+ * acc = fma(dx * dy, float(lanes), acc) block by block, hsum at the end (its
+ * lanes those of the one-row kernel). Per block the W x R factors dx * dy come from one
  * vector multiply (stored, then broadcast from memory: a load, no shuffle) and
  * each weight row's codes and their magnitudes are formed once for the R rows,
  * so a pair costs sign, maddubs, madd, cvt and fma on ports 0/1 (ggml's
@@ -248,6 +243,9 @@ INL void nl_tb(int nb, const char *w, size_t wst, const char *a, size_t as, floa
     for (int r = 0; r < R; r++)
         for (int k = 0; k < W; k++) s[(size_t)r * ss + k] = hsum_f32_8(acc[k][r]);
 }
+INL void nl_tb_1w(int nb, const char *w, const char *a, size_t as, float *s, size_t ss, const int R) {
+    nl_tb(nb, w, 0, a, as, s, ss, 1, R);
+}
 INL void nl_tb_2w(int nb, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int R) {
     nl_tb(nb, w, wst, a, as, s, ss, 2, R);
 }
@@ -255,6 +253,9 @@ INL void nl_tb_4w(int nb, const char *w, size_t wst, const char *a, size_t as, f
     nl_tb(nb, w, wst, a, as, s, ss, 4, R);
 }
 
+TGT void vec_dot_iq4_nl_q8_0_tinyblas_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
+    COLI_DISPATCH_NR(nr, nl_tb_1w, n / QK8_0, (const char *)w, (const char *)a, as, s, ss);
+}
 TGT void vec_dot_iq4_nl_q8_0_tinyblas_2w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s,
                                               size_t ss, int nr) {
     COLI_DISPATCH_NR(nr, nl_tb_2w, n / QK8_0, (const char *)w, wst, (const char *)a, as, s, ss);
