@@ -1431,98 +1431,67 @@ INL int hsum_i32_half(__m256i v, int j) {
 
 #define LOWK_PREFETCH 2048 /* rows lie end to end: stream ahead of the hardware prefetcher's 4 KiB pages */
 
-INL void q2_K_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int mode, const int nr) {
-    const int nb = n / QK_K;
-    const __m256i m3 = _mm256_set1_epi8(3);
-    const __m128i m4 = _mm_set1_epi8(0xF);
-    __m256 acc[COLI_MAX_NR];
-    float acc1[COLI_MAX_NR], accm[COLI_MAX_NR];
-    for (int r = 0; r < nr; r++) { acc[r] = _mm256_setzero_ps(); acc1[r] = accm[r] = 0.0f; }
-    for (int i = 0; i < nb; i++) {
-        const block_q2_K *x = (const block_q2_K *)w + i;
-        COLI_PREFETCH_W((const char *)x + LOWK_PREFETCH);
-        const float dx = h2f(x->d), dminx = h2f(x->dmin);
-        const __m128i mins_and_scales = _mm_loadu_si128((const __m128i *)x->scales);
-        const __m256i mins = _mm256_cvtepi8_epi16(_mm_and_si128(_mm_srli_epi16(mins_and_scales, 4), m4));
-        __m256i sc[8], q[8];
-        lowk_scales(_mm_and_si128(mins_and_scales, m4), sc);
-        for (int j = 0; j < 2; j++) {
-            const __m256i bits = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
-            for (int k = 0; k < 4; k++) q[4 * j + k] = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), m3);
-        }
-        for (int r = 0; r < nr; r++) {
-            const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
-            const __m256i prod = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)y->bsums));
-            if (mode == LOWK_VEC_DOT) acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-y->d * dminx), _mm256_cvtepi32_ps(prod), acc[r]);
-            __m256i half[2];
-            for (int j = 0; j < 2; j++) {
-                __m256i p[4];
-                for (int k = 0; k < 4; k++)
-                    p[k] = _mm256_madd_epi16(sc[4 * j + k], _mm256_maddubs_epi16(q[4 * j + k], _mm256_loadu_si256((const __m256i *)(y->qs + 128 * j + 32 * k))));
-                half[j] = _mm256_add_epi32(_mm256_add_epi32(p[0], p[1]), _mm256_add_epi32(p[2], p[3]));
-            }
-            const __m256i sumi = _mm256_add_epi32(half[0], half[1]);
-            if (mode == LOWK_VEC_DOT) {
-                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * dx), _mm256_cvtepi32_ps(sumi), acc[r]);
-            } else if (mode == LOWK_TILED) {
-                const float res = fmaf(-dminx, (float)hsum_i32_8(prod), (float)hsum_i32_8(sumi) * dx);
-                acc1[r] = fmaf(res, y->d, acc1[r]);
-            } else {
-                const float dd = dx * y->d, dm = dminx * y->d;
-                for (int j = 0; j < 2; j++) {
-                    acc1[r] = fmaf((float)hsum_i32_8(half[j]), dd, acc1[r]);
-                    accm[r] = fmaf((float)hsum_i32_half(prod, j), dm, accm[r]);
-                }
-            }
-        }
-    }
-    for (int r = 0; r < nr; r++)
-        s[(size_t)r * ss] = mode == LOWK_VEC_DOT ? hsum_f32_8(acc[r]) : mode == LOWK_TILED ? acc1[r] : acc1[r] - accm[r];
-}
-
-/* ggml_vec_dot_q2_K_q8_K (q2_K_nr's LOWK_VEC_DOT) for 2 weight rows, wst bytes
- * apart: the same floats per row; the call, the set-up and each activation
- * load are shared, and the two rows' chains overlap. */
-INL void q2_K_2w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int nr) {
+/* W weight rows (1, or 2 for LOWK_VEC_DOT: the call, set-up and activation loads
+ * shared, two chains side by side), wst bytes apart, against nr activation rows;
+ * each row's floats are those of `mode`. */
+INL void q2_K_nr(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, const int mode,
+                 const int W, const int nr) {
     const int nb = n / QK_K;
     const __m256i m3 = _mm256_set1_epi8(3);
     const __m128i m4 = _mm_set1_epi8(0xF);
     __m256 acc[2][COLI_MAX_NR];
-    for (int j = 0; j < 2; j++)
-        for (int r = 0; r < nr; r++) acc[j][r] = _mm256_setzero_ps();
-    for (int i = 0; i < nb; i++) {
-        for (int j = 0; j < 2; j++) {
+    float acc1[2][COLI_MAX_NR], accm[2][COLI_MAX_NR];
+    for (int j = 0; j < W; j++)
+        for (int r = 0; r < nr; r++) { acc[j][r] = _mm256_setzero_ps(); acc1[j][r] = accm[j][r] = 0.0f; }
+    for (int i = 0; i < nb; i++)
+        for (int j = 0; j < W; j++) {
             const block_q2_K *x = (const block_q2_K *)(w + (size_t)j * wst) + i;
             COLI_PREFETCH_W((const char *)x + LOWK_PREFETCH);
             const float dx = h2f(x->d), dminx = h2f(x->dmin);
             const __m128i mins_and_scales = _mm_loadu_si128((const __m128i *)x->scales);
             const __m256i mins = _mm256_cvtepi8_epi16(_mm_and_si128(_mm_srli_epi16(mins_and_scales, 4), m4));
-            __m256i sc[8];
+            __m256i sc[8], q[8], bits[2];
             lowk_scales(_mm_and_si128(mins_and_scales, m4), sc);
-            const __m256i bits0 = _mm256_loadu_si256((const __m256i *)x->qs), bits1 = _mm256_loadu_si256((const __m256i *)(x->qs + 32));
+            for (int h = 0; h < 2; h++) {
+                bits[h] = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * h));
+                if (nr > 1) /* codes kept for every row; one row: formed as used (fewer live registers, 6% faster) */
+                    for (int k = 0; k < 4; k++) q[4 * h + k] = _mm256_and_si256(_mm256_srli_epi16(bits[h], 2 * k), m3);
+            }
             for (int r = 0; r < nr; r++) {
                 const block_q8_K *y = (const block_q8_K *)(a + (size_t)r * as) + i;
                 const __m256i prod = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)y->bsums));
-                acc[j][r] = _mm256_fmadd_ps(_mm256_set1_ps(-y->d * dminx), _mm256_cvtepi32_ps(prod), acc[j][r]);
+                if (mode == LOWK_VEC_DOT) acc[j][r] = _mm256_fmadd_ps(_mm256_set1_ps(-y->d * dminx), _mm256_cvtepi32_ps(prod), acc[j][r]);
                 __m256i half[2];
                 for (int h = 0; h < 2; h++) {
-                    const __m256i bits = h ? bits1 : bits0;
                     __m256i p[4];
                     for (int k = 0; k < 4; k++)
-                        p[k] = _mm256_madd_epi16(sc[4 * h + k], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), m3),
-                                                                                   _mm256_loadu_si256((const __m256i *)(y->qs + 128 * h + 32 * k))));
+                        p[k] = _mm256_madd_epi16(sc[4 * h + k],
+                                                 _mm256_maddubs_epi16(nr > 1 ? q[4 * h + k] : _mm256_and_si256(_mm256_srli_epi16(bits[h], 2 * k), m3),
+                                                                      _mm256_loadu_si256((const __m256i *)(y->qs + 128 * h + 32 * k))));
                     half[h] = _mm256_add_epi32(_mm256_add_epi32(p[0], p[1]), _mm256_add_epi32(p[2], p[3]));
                 }
-                acc[j][r] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * dx), _mm256_cvtepi32_ps(_mm256_add_epi32(half[0], half[1])), acc[j][r]);
+                const __m256i sumi = _mm256_add_epi32(half[0], half[1]);
+                if (mode == LOWK_VEC_DOT) {
+                    acc[j][r] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * dx), _mm256_cvtepi32_ps(sumi), acc[j][r]);
+                } else if (mode == LOWK_TILED) {
+                    const float res = fmaf(-dminx, (float)hsum_i32_8(prod), (float)hsum_i32_8(sumi) * dx);
+                    acc1[j][r] = fmaf(res, y->d, acc1[j][r]);
+                } else {
+                    const float dd = dx * y->d, dm = dminx * y->d;
+                    for (int h = 0; h < 2; h++) {
+                        acc1[j][r] = fmaf((float)hsum_i32_8(half[h]), dd, acc1[j][r]);
+                        accm[j][r] = fmaf((float)hsum_i32_half(prod, h), dm, accm[j][r]);
+                    }
+                }
             }
         }
-    }
     for (int r = 0; r < nr; r++)
-        for (int j = 0; j < 2; j++) s[(size_t)r * ss + j] = hsum_f32_8(acc[j][r]);
+        for (int j = 0; j < W; j++)
+            s[(size_t)r * ss + j] = mode == LOWK_VEC_DOT ? hsum_f32_8(acc[j][r]) : mode == LOWK_TILED ? acc1[j][r] : acc1[j][r] - accm[j][r];
 }
 
 TGT void vec_dot_q2_K_q8_K_2w_avx2(int n, const void *w, size_t wst, const void *a, size_t as, float *s, size_t ss, int nr) {
-    COLI_DISPATCH_NR(nr, q2_K_2w, n, (const char *)w, wst, (const char *)a, as, s, ss);
+    COLI_DISPATCH_NR(nr, q2_K_nr, n, (const char *)w, wst, (const char *)a, as, s, ss, LOWK_VEC_DOT, 2);
 }
 
 /* The 16 Q3_K scales (6 bits, biased by 32), as ggml's AVX2 kernel unpacks them */
@@ -1755,13 +1724,13 @@ TGT void vec_dot_q3_K_q8_K_tiled_16w_avx2(int n, const void *w, size_t wst, cons
 }
 
 TGT void vec_dot_q2_K_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    COLI_DISPATCH_NR(nr, q2_K_nr, n, w, (const char *)a, as, s, ss, LOWK_VEC_DOT);
+    COLI_DISPATCH_NR(nr, q2_K_nr, n, (const char *)w, 0, (const char *)a, as, s, ss, LOWK_VEC_DOT, 1);
 }
 TGT void vec_dot_q2_K_q8_K_tiled_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    COLI_DISPATCH_NR(nr, q2_K_nr, n, w, (const char *)a, as, s, ss, LOWK_TILED);
+    COLI_DISPATCH_NR(nr, q2_K_nr, n, (const char *)w, 0, (const char *)a, as, s, ss, LOWK_TILED, 1);
 }
 TGT void vec_dot_q2_K_q8_K_gemm_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
-    COLI_DISPATCH_NR(nr, q2_K_nr, n, w, (const char *)a, as, s, ss, LOWK_GEMM);
+    COLI_DISPATCH_NR(nr, q2_K_nr, n, (const char *)w, 0, (const char *)a, as, s, ss, LOWK_GEMM, 1);
 }
 TGT void vec_dot_q3_K_q8_K_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
     COLI_DISPATCH_NR(nr, q3_K_nr, n, w, (const char *)a, as, s, ss, 0);
