@@ -277,7 +277,7 @@ IQ23_NR(iq3_s, 1.0f)
 /* 16 weight rows against nr activation rows (vec_dot_16w / vec_dot_mm_16w), each output with
  * the arithmetic of t##_nr. Up to COLI_MAX_NR rows: t##_nr row by row. More rows (batches, an
  * expert given many rows): IQ23_WR weight rows at a time, their super-blocks decoded once into
- * a buffer as signed bytes, and every activation row loaded once for all of them, biased by
+ * a buffer as signed bytes, then dotted with the activation rows 4 at a time, each biased by
  * +128 (as ggml's tiled AVX2 kernel does) so that one maddubs takes it against the signed
  * weights (255 * 62 * 2 < 32767) and one dpwssd applies the scales; the bias, sum over the
  * groups of scale * 128 * (sum of 4 weights) per lane, is taken off per super-block: the same
@@ -290,6 +290,13 @@ typedef struct {
     __m256i corr;        /* the bias per lane (8 lanes, as t##_nr's) */
 } iq23_sbw;
 
+/* one pass's weights: IQ23_WR rows x up to IQ23_SB super-blocks, decoded */
+typedef struct {
+    iq23_sbw D[IQ23_SB][IQ23_WR];
+    int32_t corr1[IQ23_SB][IQ23_WR]; /* the bias of the whole super-block (tiled) */
+    float dw[IQ23_SB][IQ23_WR];      /* d(x), times k when tiled */
+} iq23_pass;
+
 /* the sums of four zmm of int32 -> xmm [sum(a), sum(b), sum(c), sum(d)] */
 INL __m128i reduce4(__m512i a, __m512i b, __m512i c, __m512i d) {
     const __m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
@@ -299,14 +306,86 @@ INL __m128i reduce4(__m512i a, __m512i b, __m512i c, __m512i d) {
     return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
+/* A (1..4) activation rows y[a] (at the pass's first super-block) against the pass's ib
+ * super-blocks: 4 weight rows x A rows of sums in registers, so that each weight and scale
+ * vector is loaded once for A rows and each activation vector once for 4 weight rows (the
+ * kernel is bound by L1 loads, not by its multiplies, when a product costs two loads).
+ * acc4 (tiled) / acc (not): the A rows' accumulators, as t##_nr's. */
+INL void iq23_rows(const iq23_pass *P, int ib, const block_q8_K *const *y, const int A, const int tiled,
+                   __m128 (*acc4)[IQ23_WR / 4], __m256 (*acc)[IQ23_WR]) {
+    const __m512i b128 = _mm512_set1_epi8(-128);
+    for (int k = 0; k < ib; k++)
+        for (int jb = 0; jb < IQ23_WR / 4; jb++) {
+            const iq23_sbw *o = &P->D[k][4 * jb];
+            __m512i sum[4][4]; /* [activation row][weight row] */
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) {
+                __m512i yb[4];
+#pragma GCC unroll 4
+                for (int r = 0; r < A; r++)
+                    yb[r] = _mm512_xor_si512(_mm512_loadu_si512((const void *)(y[r][k].qs + 64 * q)), b128);
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++) {
+                    const __m512i w = _mm512_load_si512((const void *)&o[j].w[q]);
+                    const __m512i sc = _mm512_load_si512((const void *)&o[j].sc[q]);
+#pragma GCC unroll 4
+                    for (int r = 0; r < A; r++) {
+                        const __m512i p = _mm512_maddubs_epi16(yb[r], w);
+                        sum[r][j] = q ? _mm512_dpwssd_epi32(sum[r][j], p, sc) : _mm512_madd_epi16(p, sc);
+                    }
+                }
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < A; r++) {
+                const float dy = y[r][k].d;
+                if (tiled) { /* four weight rows' float ops side by side, each as t##_nr's */
+                    const __m128i isum = _mm_sub_epi32(reduce4(sum[r][0], sum[r][1], sum[r][2], sum[r][3]),
+                                                       _mm_loadu_si128((const __m128i *)(P->corr1[k] + 4 * jb)));
+                    const __m128 f = _mm_mul_ps(_mm_cvtepi32_ps(isum), _mm_loadu_ps(P->dw[k] + 4 * jb));
+                    acc4[r][jb] = _mm_fmadd_ps(f, _mm_set1_ps(dy), acc4[r][jb]);
+                } else {
+                    for (int j = 0; j < 4; j++) {
+                        const __m256i l8 = _mm256_sub_epi32(_mm256_add_epi32(_mm512_castsi512_si256(sum[r][j]),
+                                                                             _mm512_extracti64x4_epi64(sum[r][j], 1)),
+                                                            o[j].corr);
+                        acc[r][4 * jb + j] = _mm256_fmadd_ps(_mm256_set1_ps(P->dw[k][4 * jb + j] * dy),
+                                                             _mm256_cvtepi32_ps(l8), acc[r][4 * jb + j]);
+                    }
+                }
+            }
+        }
+}
+
+/* every activation row of a pass, 4 at a time (the constants folded per count and arithmetic) */
+static __attribute__((noinline, target(ISA))) void iq23_pass_rows(const iq23_pass *P, int ib, const char *a,
+                                                                   size_t as, int i0, int rn, int tiled,
+                                                                   __m128 (*acc4)[IQ23_WR / 4],
+                                                                   __m256 (*acc)[IQ23_WR]) {
+    for (int r = 0; r < rn; r += 4) {
+        const block_q8_K *y[4] = {NULL, NULL, NULL, NULL};
+        for (int u = 0; u < 4 && r + u < rn; u++) y[u] = (const block_q8_K *)(a + (size_t)(r + u) * as) + i0;
+        const int A = rn - r < 4 ? rn - r : 4;
+#define IQ23_ROWS_A(n)                                                                                               \
+    case n:                                                                                                          \
+        if (tiled) iq23_rows(P, ib, y, n, 1, acc4 + r, acc + r);                                                     \
+        else iq23_rows(P, ib, y, n, 0, acc4 + r, acc + r);                                                           \
+        break;
+        switch (A) {
+            IQ23_ROWS_A(1)
+            IQ23_ROWS_A(2)
+            IQ23_ROWS_A(3)
+            IQ23_ROWS_A(4)
+        }
+#undef IQ23_ROWS_A
+    }
+}
+
 #define IQ23_16W(t, kf)                                                                                              \
     INL void t##_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,       \
                      const int tiled, const int gather) {                                                            \
         const int nb = n / QK_K;                                                                                     \
         const __m512i b128 = _mm512_set1_epi8(-128);                                                                 \
-        iq23_sbw D[IQ23_SB][IQ23_WR];                                                                                \
-        int32_t corr1[IQ23_SB][IQ23_WR];                                                                             \
-        float dw[IQ23_SB][IQ23_WR];                                                                                  \
+        iq23_pass P;                                                                                                 \
         __m256 acc[IQ23_ROWS][IQ23_WR];                                                                              \
         __m128 acc4[IQ23_ROWS][IQ23_WR / 4];                                                                         \
         for (int j0 = 0; j0 < 16; j0 += IQ23_WR)                                                                     \
@@ -321,7 +400,7 @@ INL __m128i reduce4(__m512i a, __m512i b, __m512i c, __m512i d) {
                     for (int jj = 0; jj < IQ23_WR; jj++)                                                             \
                         for (int k = 0; k < ib; k++) {                                                               \
                             const block_##t *x = (const block_##t *)(w + (size_t)(j0 + jj) * wst) + i0 + k;          \
-                            iq23_sbw *o = &D[k][jj];                                                                 \
+                            iq23_sbw *o = &P.D[k][jj];                                                               \
                             __m512i g[4];                                                                            \
                             __mmask64 m[4];                                                                          \
                             dec_##t(x, g, m, o->sc, gather);                                                         \
@@ -331,36 +410,10 @@ INL __m128i reduce4(__m512i a, __m512i b, __m512i c, __m512i d) {
                                 c = _mm512_dpwssd_epi32(c, _mm512_maddubs_epi16(b128, o->w[q]), o->sc[q]);           \
                             }                                                                                        \
                             o->corr = _mm256_add_epi32(_mm512_castsi512_si256(c), _mm512_extracti64x4_epi64(c, 1));  \
-                            corr1[k][jj] = _mm512_reduce_add_epi32(c);                                               \
-                            dw[k][jj] = tiled ? h2f(x->d) * kf : h2f(x->d);                                          \
+                            P.corr1[k][jj] = _mm512_reduce_add_epi32(c);                                             \
+                            P.dw[k][jj] = tiled ? h2f(x->d) * kf : h2f(x->d);                                        \
                         }                                                                                            \
-                    for (int r = 0; r < rn; r++) {                                                                   \
-                        const block_q8_K *y = (const block_q8_K *)(a + (size_t)(r0 + r) * as) + i0;                  \
-                        for (int k = 0; k < ib; k++) {                                                               \
-                            __m512i yb[4], sum[IQ23_WR];                                                             \
-                            for (int q = 0; q < 4; q++)                                                              \
-                                yb[q] = _mm512_xor_si512(_mm512_loadu_si512((const void *)(y[k].qs + 64 * q)), b128); \
-                            for (int jj = 0; jj < IQ23_WR; jj++) {                                                   \
-                                sum[jj] = _mm512_setzero_si512();                                                    \
-                                for (int q = 0; q < 4; q++)                                                          \
-                                    sum[jj] = _mm512_dpwssd_epi32(sum[jj], _mm512_maddubs_epi16(yb[q], D[k][jj].w[q]), D[k][jj].sc[q]); \
-                            }                                                                                        \
-                            if (tiled) { /* four weight rows' float ops side by side, each as t##_nr's */             \
-                                for (int q4 = 0; q4 < IQ23_WR / 4; q4++) {                                           \
-                                    const __m128i isum = _mm_sub_epi32(reduce4(sum[4 * q4], sum[4 * q4 + 1], sum[4 * q4 + 2], sum[4 * q4 + 3]), \
-                                                                       _mm_loadu_si128((const __m128i *)(corr1[k] + 4 * q4))); \
-                                    const __m128 f = _mm_mul_ps(_mm_cvtepi32_ps(isum), _mm_loadu_ps(dw[k] + 4 * q4)); \
-                                    acc4[r][q4] = _mm_fmadd_ps(f, _mm_set1_ps(y[k].d), acc4[r][q4]);                 \
-                                }                                                                                    \
-                            } else {                                                                                 \
-                                for (int jj = 0; jj < IQ23_WR; jj++) {                                               \
-                                    const __m256i l8 = _mm256_sub_epi32(_mm256_add_epi32(_mm512_castsi512_si256(sum[jj]), \
-                                                                        _mm512_extracti64x4_epi64(sum[jj], 1)), D[k][jj].corr); \
-                                    acc[r][jj] = _mm256_fmadd_ps(_mm256_set1_ps(dw[k][jj] * y[k].d), _mm256_cvtepi32_ps(l8), acc[r][jj]); \
-                                }                                                                                    \
-                            }                                                                                        \
-                        }                                                                                            \
-                    }                                                                                                \
+                    iq23_pass_rows(&P, ib, a + (size_t)r0 * as, as, i0, rn, tiled, acc4, acc);                       \
                 }                                                                                                    \
                 for (int r = 0; r < rn; r++) {                                                                       \
                     float *o = s + (size_t)(r0 + r) * ss + j0;                                                       \
