@@ -30,6 +30,8 @@
 
 #define PASS_ROWS 64 /* activation rows per pass over a 16-row weight tile */
 
+#include "tile16_avx512.h"
+
 /* q[k], lane j: 32-bit word k of the 16 bytes at b + j * wst (a 16 x 4 transpose) */
 INL void tr16x4(const char *b, size_t wst, __m512i q[4]) {
     __m512i A[4];
@@ -533,15 +535,6 @@ TGT void vec_dot_iq4_xs_q8_K_avx512(int n, const void *w, const void *a, size_t 
 
 enum { T_IQ4_XS = 0, T_IQ1_S = 1, T_IQ1_M = 2 };
 
-/* One super-block of 16 rows, decoded: c[64] the biased codes (dword k of
- * the 256 values; lanes = rows), ls[16] the sub-block scales (8 of 32 values,
- * or 16 of 16 for IQ1_M), d0 the tile's d. */
-typedef struct {
-    __m512i c[64];
-    __m512i ls[16];
-    __m512 d0;
-} tile16;
-
 INL void decode_iq4_xs(const char *b, size_t wst, tile16 *t) {
     const __m512i lut = biased_lut(coli_kvalues_iq4nl);
     coli_half h[16];
@@ -616,54 +609,21 @@ INL void decode_iq1_m(const char *b, size_t wst, tile16 *t) {
     }
 }
 
-/* Super-block i of the decoded tile against G activation rows (rows of a,
- * as apart): each code vector is loaded once for all G (a table read per
- * dpbusd was load-bound), its activation dword broadcast from memory. The
- * sums are exact integers; per row acc = fma(float(isum) * d0, dy, acc). */
-INL void tile_rows(const tile16 *t, const char *a, size_t as, int i, const int kind, __m512 *acc, const int G) {
-    /* sub-blocks of nw dwords with a scale each: IQ1_M 16 of 16 values, the others 8 of 32 */
-    const int nw = kind == T_IQ1_M ? 4 : 8, nsub = 64 / nw;
-    __m512i isum[8], raw[8];
-    for (int r = 0; r < G; r++) isum[r] = _mm512_setzero_si512();
-    for (int sb = 0; sb < nsub; sb++) {
-        for (int r = 0; r < G; r++) { /* the +128 bias of the codes: -128 * the sub-block's bsums */
-            const int16_t *bs = ((const block_q8_K *)(a + (size_t)r * as) + i)->bsums + sb * nw / 4;
-            raw[r] = _mm512_set1_epi32(-128 * (nw == 4 ? bs[0] : bs[0] + bs[1]));
-        }
-        for (int k = 0; k < nw; k++) { /* c[nw sb + k]: elements 4k..4k+3 of the sub-block */
-            const __m512i c = t->c[nw * sb + k];
-            for (int r = 0; r < G; r++) {
-                int32_t yd;
-                memcpy(&yd, ((const block_q8_K *)(a + (size_t)r * as) + i)->qs + 4 * (nw * sb + k), 4);
-                raw[r] = _mm512_dpbusd_epi32(raw[r], c, _mm512_set1_epi32(yd));
-            }
-        }
-        for (int r = 0; r < G; r++) isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(raw[r], t->ls[sb]));
-    }
-    for (int r = 0; r < G; r++) {
-        const float dy = ((const block_q8_K *)(a + (size_t)r * as) + i)->d;
-        acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(isum[r]), t->d0), _mm512_set1_ps(dy), acc[r]);
-    }
-}
-
 INL void tiled_16w_avx512(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,
                           const int kind) {
     const int nb = n / QK_K;
     const size_t bsz = kind == T_IQ4_XS ? sizeof(block_iq4_xs) : kind == T_IQ1_S ? sizeof(block_iq1_s) : sizeof(block_iq1_m);
-    __m512 acc[PASS_ROWS];
+    __m512 acc[TILE16_PASS_ROWS];
     tile16 t;
-    for (int r0 = 0; r0 < nr; r0 += PASS_ROWS) {
-        const int rn = nr - r0 < PASS_ROWS ? nr - r0 : PASS_ROWS;
+    for (int r0 = 0; r0 < nr; r0 += TILE16_PASS_ROWS) {
+        const int rn = nr - r0 < TILE16_PASS_ROWS ? nr - r0 : TILE16_PASS_ROWS;
         for (int r = 0; r < rn; r++) acc[r] = _mm512_setzero_ps();
         for (int i = 0; i < nb; i++) {
             const char *b = w + (size_t)i * bsz;
             if (kind == T_IQ4_XS) decode_iq4_xs(b, wst, &t);
             else if (kind == T_IQ1_S) decode_iq1_s(b, wst, &t);
             else decode_iq1_m(b, wst, &t);
-            int r = 0;
-            for (; r + 8 <= rn; r += 8) tile_rows(&t, a + (size_t)(r0 + r) * as, as, i, kind, acc + r, 8);
-            for (; r + 4 <= rn; r += 4) tile_rows(&t, a + (size_t)(r0 + r) * as, as, i, kind, acc + r, 4);
-            for (; r < rn; r++) tile_rows(&t, a + (size_t)(r0 + r) * as, as, i, kind, acc + r, 1);
+            tile_all_rows(&t, a + (size_t)r0 * as, as, i, kind == T_IQ1_M ? 4 : 8, acc, rn);
         }
         for (int r = 0; r < rn; r++) _mm512_storeu_ps(s + (size_t)(r0 + r) * ss, acc[r]);
     }

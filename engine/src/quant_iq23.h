@@ -18,7 +18,9 @@
  * AVX-512 VNNI one (d0 * float(s1), then one fma into the output), so the
  * avx2 / avxvnni sets match both builds. vec_dot_16w / vec_dot_mm_16w: the
  * same two arithmetics for 16 weight rows, each weight super-block decoded
- * once for up to 64 activation rows (batches, experts given many rows).
+ * once for up to 64 activation rows (batches, experts given many rows); the
+ * AVX-512 tiled one decodes the 16 rows into lanes (tile16_avx512.h, as
+ * llama.cpp's VNNI microtile) for up to 256.
  * The scalar twins (_generic) are ggml-cpu/quants.c's, bit for bit with the
  * exported ggml_vec_dot_<t>_q8_K_generic: sum = fma(d(x) * d(y), float(isum),
  * sum), k * sum at the end; the scalar set uses them for every row. */

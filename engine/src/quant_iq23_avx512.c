@@ -276,15 +276,46 @@ IQ23_NR(iq3_s, 1.0f)
 
 /* 16 weight rows against nr activation rows (vec_dot_16w / vec_dot_mm_16w), each output with
  * the arithmetic of t##_nr. Up to COLI_MAX_NR rows: t##_nr row by row. More rows (batches, an
- * expert given many rows): IQ23_WR weight rows at a time, their super-blocks decoded once into
- * a buffer as signed bytes, then dotted with the activation rows 4 at a time, each biased by
- * +128 (as ggml's tiled AVX2 kernel does) so that one maddubs takes it against the signed
- * weights (255 * 62 * 2 < 32767) and one dpwssd applies the scales; the bias, sum over the
- * groups of scale * 128 * (sum of 4 weights) per lane, is taken off per super-block: the same
- * integer lanes as t##_nr. */
+ * expert given many rows):
+ *   tiled (ggml's tiled matmul): the 16 rows' super-block decoded once into a tile16, one row per
+ *     32-bit lane (tile16_avx512.h: dpbusd, the scales by mullo per sub-block), for every
+ *     activation row of the pass;
+ *   ggml's one-row arithmetic, which needs t##_nr's 8 lanes per row: IQ23_WR weight rows at a
+ *     time, their super-blocks decoded once into a buffer as signed bytes, then dotted with the
+ *     activation rows 4 at a time, each biased by +128 (as ggml's tiled AVX2 kernel does) so that
+ *     one maddubs takes it against the signed weights (255 * 62 * 2 < 32767) and one dpwssd
+ *     applies the scales; the bias, sum over the groups of scale * 128 * (sum of 4 weights) per
+ *     lane, is taken off per super-block: the same integer lanes as t##_nr. */
 #define IQ23_SB 4    /* super-blocks decoded per pass (8 rows x 4: ~18 KiB, in L1 with the activations) */
-#define IQ23_WR 8    /* weight rows per pass (a multiple of 4: reduce4) */
+#define IQ23_WR 8    /* weight rows per pass (a multiple of 4) */
 #define IQ23_ROWS 64 /* activation rows per pass */
+
+#include "tile16_avx512.h"
+
+/* r[i], lane j: dword i of r[j] (a 16 x 16 transpose of 32-bit words) */
+INL void tr16x16(__m512i r[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) { /* r[i + m], 128-bit lane L: dword 4L + m of rows i .. i + 3 */
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int m = 0; m < 4; m++) { /* lanes: dwords m, 8 + m (t[h + m]) or 4 + m, 12 + m (t[h + 4 + m]) */
+            t[h + m] = _mm512_shuffle_i32x4(r[h + m], r[h + 4 + m], 0x88);
+            t[h + 4 + m] = _mm512_shuffle_i32x4(r[h + m], r[h + 4 + m], 0xdd);
+        }
+    for (int m = 0; m < 8; m++) { /* t[m], t[8 + m]: dwords m and 8 + m, of rows 0 .. 7 and 8 .. 15 */
+        r[m] = _mm512_shuffle_i32x4(t[m], t[8 + m], 0x88);
+        r[m + 8] = _mm512_shuffle_i32x4(t[m], t[8 + m], 0xdd);
+    }
+}
+
 typedef struct {
     __m512i w[4], sc[4]; /* signed weights; scales per 16-bit lane */
     __m256i corr;        /* the bias per lane (8 lanes, as t##_nr's) */
@@ -293,26 +324,15 @@ typedef struct {
 /* one pass's weights: IQ23_WR rows x up to IQ23_SB super-blocks, decoded */
 typedef struct {
     iq23_sbw D[IQ23_SB][IQ23_WR];
-    int32_t corr1[IQ23_SB][IQ23_WR]; /* the bias of the whole super-block (tiled) */
-    float dw[IQ23_SB][IQ23_WR];      /* d(x), times k when tiled */
+    float dw[IQ23_SB][IQ23_WR]; /* d(x) */
 } iq23_pass;
-
-/* the sums of four zmm of int32 -> xmm [sum(a), sum(b), sum(c), sum(d)] */
-INL __m128i reduce4(__m512i a, __m512i b, __m512i c, __m512i d) {
-    const __m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
-    const __m512i cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));
-    const __m512i v = _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
-    const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
-    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-}
 
 /* A (1..4) activation rows y[a] (at the pass's first super-block) against the pass's ib
  * super-blocks: 4 weight rows x A rows of sums in registers, so that each weight and scale
- * vector is loaded once for A rows and each activation vector once for 4 weight rows (the
- * kernel is bound by L1 loads, not by its multiplies, when a product costs two loads).
- * acc4 (tiled) / acc (not): the A rows' accumulators, as t##_nr's. */
-INL void iq23_rows(const iq23_pass *P, int ib, const block_q8_K *const *y, const int A, const int tiled,
-                   __m128 (*acc4)[IQ23_WR / 4], __m256 (*acc)[IQ23_WR]) {
+ * vector is loaded once for A rows and each activation vector once for 4 weight rows (bound by
+ * L1 loads, not by its multiplies, when a product costs two loads). acc: the A rows' ymm
+ * accumulators, as t##_nr's. */
+INL void iq23_rows(const iq23_pass *P, int ib, const block_q8_K *const *y, const int A, __m256 (*acc)[IQ23_WR]) {
     const __m512i b128 = _mm512_set1_epi8(-128);
     for (int k = 0; k < ib; k++)
         for (int jb = 0; jb < IQ23_WR / 4; jb++) {
@@ -336,65 +356,47 @@ INL void iq23_rows(const iq23_pass *P, int ib, const block_q8_K *const *y, const
                 }
             }
 #pragma GCC unroll 4
-            for (int r = 0; r < A; r++) {
-                const float dy = y[r][k].d;
-                if (tiled) { /* four weight rows' float ops side by side, each as t##_nr's */
-                    const __m128i isum = _mm_sub_epi32(reduce4(sum[r][0], sum[r][1], sum[r][2], sum[r][3]),
-                                                       _mm_loadu_si128((const __m128i *)(P->corr1[k] + 4 * jb)));
-                    const __m128 f = _mm_mul_ps(_mm_cvtepi32_ps(isum), _mm_loadu_ps(P->dw[k] + 4 * jb));
-                    acc4[r][jb] = _mm_fmadd_ps(f, _mm_set1_ps(dy), acc4[r][jb]);
-                } else {
-                    for (int j = 0; j < 4; j++) {
-                        const __m256i l8 = _mm256_sub_epi32(_mm256_add_epi32(_mm512_castsi512_si256(sum[r][j]),
-                                                                             _mm512_extracti64x4_epi64(sum[r][j], 1)),
-                                                            o[j].corr);
-                        acc[r][4 * jb + j] = _mm256_fmadd_ps(_mm256_set1_ps(P->dw[k][4 * jb + j] * dy),
-                                                             _mm256_cvtepi32_ps(l8), acc[r][4 * jb + j]);
-                    }
+            for (int r = 0; r < A; r++)
+                for (int j = 0; j < 4; j++) {
+                    const __m256i l8 = _mm256_sub_epi32(_mm256_add_epi32(_mm512_castsi512_si256(sum[r][j]),
+                                                                         _mm512_extracti64x4_epi64(sum[r][j], 1)),
+                                                        o[j].corr);
+                    acc[r][4 * jb + j] = _mm256_fmadd_ps(_mm256_set1_ps(P->dw[k][4 * jb + j] * y[r][k].d),
+                                                         _mm256_cvtepi32_ps(l8), acc[r][4 * jb + j]);
                 }
-            }
         }
 }
 
-/* every activation row of a pass, 4 at a time (the constants folded per count and arithmetic) */
+/* every activation row of a pass, 4 at a time (the constants folded per count) */
 static __attribute__((noinline, target(ISA))) void iq23_pass_rows(const iq23_pass *P, int ib, const char *a,
-                                                                   size_t as, int i0, int rn, int tiled,
-                                                                   __m128 (*acc4)[IQ23_WR / 4],
+                                                                   size_t as, int i0, int rn,
                                                                    __m256 (*acc)[IQ23_WR]) {
     for (int r = 0; r < rn; r += 4) {
         const block_q8_K *y[4] = {NULL, NULL, NULL, NULL};
         for (int u = 0; u < 4 && r + u < rn; u++) y[u] = (const block_q8_K *)(a + (size_t)(r + u) * as) + i0;
-        const int A = rn - r < 4 ? rn - r : 4;
-#define IQ23_ROWS_A(n)                                                                                               \
-    case n:                                                                                                          \
-        if (tiled) iq23_rows(P, ib, y, n, 1, acc4 + r, acc + r);                                                     \
-        else iq23_rows(P, ib, y, n, 0, acc4 + r, acc + r);                                                           \
-        break;
-        switch (A) {
-            IQ23_ROWS_A(1)
-            IQ23_ROWS_A(2)
-            IQ23_ROWS_A(3)
-            IQ23_ROWS_A(4)
+        switch (rn - r < 4 ? rn - r : 4) {
+        case 1: iq23_rows(P, ib, y, 1, acc + r); break;
+        case 2: iq23_rows(P, ib, y, 2, acc + r); break;
+        case 3: iq23_rows(P, ib, y, 3, acc + r); break;
+        default: iq23_rows(P, ib, y, 4, acc + r); break;
         }
-#undef IQ23_ROWS_A
     }
 }
 
-#define IQ23_16W(t, kf)                                                                                              \
+/* nw: dwords per scale (8: 32 weights, 4: 16) */
+#define IQ23_16W(t, kf, nw)                                                                                          \
+    /* ggml's one-row arithmetic, nr > COLI_MAX_NR */                                                                \
     INL void t##_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,       \
-                     const int tiled, const int gather) {                                                            \
+                     const int gather) {                                                                             \
         const int nb = n / QK_K;                                                                                     \
         const __m512i b128 = _mm512_set1_epi8(-128);                                                                 \
         iq23_pass P;                                                                                                 \
         __m256 acc[IQ23_ROWS][IQ23_WR];                                                                              \
-        __m128 acc4[IQ23_ROWS][IQ23_WR / 4];                                                                         \
         for (int j0 = 0; j0 < 16; j0 += IQ23_WR)                                                                     \
             for (int r0 = 0; r0 < nr; r0 += IQ23_ROWS) {                                                             \
                 const int rn = nr - r0 < IQ23_ROWS ? nr - r0 : IQ23_ROWS;                                            \
-                for (int r = 0; r < rn; r++) {                                                                       \
-                    for (int q4 = 0; q4 < IQ23_WR / 4; q4++) acc4[r][q4] = _mm_setzero_ps();                         \
+                for (int r = 0; r < rn; r++)                                                                         \
                     for (int jj = 0; jj < IQ23_WR; jj++) acc[r][jj] = _mm256_setzero_ps();                           \
-                }                                                                                                    \
                 for (int i0 = 0; i0 < nb; i0 += IQ23_SB) {                                                           \
                     const int ib = nb - i0 < IQ23_SB ? nb - i0 : IQ23_SB;                                            \
                     for (int jj = 0; jj < IQ23_WR; jj++)                                                             \
@@ -410,30 +412,66 @@ static __attribute__((noinline, target(ISA))) void iq23_pass_rows(const iq23_pas
                                 c = _mm512_dpwssd_epi32(c, _mm512_maddubs_epi16(b128, o->w[q]), o->sc[q]);           \
                             }                                                                                        \
                             o->corr = _mm256_add_epi32(_mm512_castsi512_si256(c), _mm512_extracti64x4_epi64(c, 1));  \
-                            P.corr1[k][jj] = _mm512_reduce_add_epi32(c);                                             \
-                            P.dw[k][jj] = tiled ? h2f(x->d) * kf : h2f(x->d);                                        \
+                            P.dw[k][jj] = h2f(x->d);                                                                 \
                         }                                                                                            \
-                    iq23_pass_rows(&P, ib, a + (size_t)r0 * as, as, i0, rn, tiled, acc4, acc);                       \
+                    iq23_pass_rows(&P, ib, a + (size_t)r0 * as, as, i0, rn, acc);                                    \
                 }                                                                                                    \
-                for (int r = 0; r < rn; r++) {                                                                       \
-                    float *o = s + (size_t)(r0 + r) * ss + j0;                                                       \
-                    if (tiled)                                                                                       \
-                        for (int q4 = 0; q4 < IQ23_WR / 4; q4++) _mm_storeu_ps(o + 4 * q4, acc4[r][q4]);             \
-                    else                                                                                             \
-                        for (int jj = 0; jj < IQ23_WR; jj++) o[jj] = kf * hsum8(acc[r][jj]);                         \
-                }                                                                                                    \
+                for (int r = 0; r < rn; r++)                                                                         \
+                    for (int jj = 0; jj < IQ23_WR; jj++) s[(size_t)(r0 + r) * ss + j0 + jj] = kf * hsum8(acc[r][jj]); \
             }                                                                                                        \
     }                                                                                                                \
-    /* one copy per lookup way, each with its constants folded (the frame is big: not inlined twice) */          \
+    /* super-block i of the 16 rows (row 0's at b) as a tile16: each row decoded as t##_nr does,      \
+     * its weights biased by +128, then the 16 rows transposed into lanes */                          \
+    INL void t##_tile(const char *b, size_t wst, tile16 *T, const int gather) {                                      \
+        const __m512i b128 = _mm512_set1_epi8(-128);                                                                 \
+        __m512i rows[4][16];                                                                                         \
+        int32_t ls[16][16];                                                                                          \
+        float d0[16];                                                                                                \
+        for (int j = 0; j < 16; j++) {                                                                               \
+            const block_##t *x = (const block_##t *)(b + (size_t)j * wst);                                           \
+            __m512i g[4], sc[4];                                                                                     \
+            __mmask64 m[4];                                                                                          \
+            dec_##t(x, g, m, sc, gather);                                                                            \
+            for (int q = 0; q < 4; q++) {                                                                            \
+                int32_t l[16];                                                                                       \
+                rows[q][j] = _mm512_xor_si512(_mm512_mask_sub_epi8(g[q], m[q], _mm512_setzero_si512(), g[q]), b128); \
+                _mm512_storeu_si512((void *)l, sc[q]); /* dword lane 4k: the scale of weights 4k.. (low half) */     \
+                for (int u = 0; u < 16 / (nw); u++) ls[16 / (nw) * q + u][j] = l[(nw) * u] & 0xffff;                 \
+            }                                                                                                        \
+            d0[j] = h2f(x->d) * (kf);                                                                                \
+        }                                                                                                            \
+        for (int q = 0; q < 4; q++) {                                                                                \
+            tr16x16(rows[q]);                                                                                        \
+            for (int k = 0; k < 16; k++) T->c[16 * q + k] = rows[q][k];                                              \
+        }                                                                                                            \
+        for (int u = 0; u < 64 / (nw); u++) T->ls[u] = _mm512_loadu_si512(ls[u]);                                    \
+        T->d0 = _mm512_loadu_ps(d0);                                                                                 \
+    }                                                                                                                \
+    /* ggml's tiled arithmetic, nr > COLI_MAX_NR */                                                                  \
+    INL void t##_tiled(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,     \
+                       const int gather) {                                                                           \
+        __m512 acc[TILE16_PASS_ROWS];                                                                                  \
+        tile16 T;                                                                                                    \
+        for (int r0 = 0; r0 < nr; r0 += TILE16_PASS_ROWS) {                                                            \
+            const int rn = nr - r0 < TILE16_PASS_ROWS ? nr - r0 : TILE16_PASS_ROWS;                                      \
+            for (int r = 0; r < rn; r++) acc[r] = _mm512_setzero_ps();                                               \
+            for (int i = 0; i < n / QK_K; i++) {                                                                     \
+                t##_tile(w + (size_t)i * sizeof(block_##t), wst, &T, gather);                                        \
+                tile_all_rows(&T, a + (size_t)r0 * as, as, i, nw, acc, rn);                                          \
+            }                                                                                                        \
+            for (int r = 0; r < rn; r++) _mm512_storeu_ps(s + (size_t)(r0 + r) * ss, acc[r]);                        \
+        }                                                                                                            \
+    }                                                                                                                \
+    /* one copy per lookup way, each with its constants folded (the frames are big: not inlined twice) */         \
     static __attribute__((noinline, target(ISA))) void t##_16w_g(int n, const void *w, size_t wst, const void *a,    \
                                                                  size_t as, float *s, size_t ss, int nr, int tiled) { \
-        if (tiled) t##_16w(n, w, wst, a, as, s, ss, nr, 1, 1);                                                       \
-        else t##_16w(n, w, wst, a, as, s, ss, nr, 0, 1);                                                             \
+        if (tiled) t##_tiled(n, w, wst, a, as, s, ss, nr, 1);                                                        \
+        else t##_16w(n, w, wst, a, as, s, ss, nr, 1);                                                                \
     }                                                                                                                \
     static __attribute__((noinline, target(ISA))) void t##_16w_l(int n, const void *w, size_t wst, const void *a,    \
                                                                  size_t as, float *s, size_t ss, int nr, int tiled) { \
-        if (tiled) t##_16w(n, w, wst, a, as, s, ss, nr, 1, 0);                                                       \
-        else t##_16w(n, w, wst, a, as, s, ss, nr, 0, 0);                                                             \
+        if (tiled) t##_tiled(n, w, wst, a, as, s, ss, nr, 0);                                                        \
+        else t##_16w(n, w, wst, a, as, s, ss, nr, 0);                                                                \
     }                                                                                                                \
     TGT void vec_dot_##t##_q8_K_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,    \
                                            size_t ss, int nr) {                                                      \
@@ -454,11 +492,11 @@ static __attribute__((noinline, target(ISA))) void iq23_pass_rows(const iq23_pas
         else t##_16w_l(n, w, wst, a, as, s, ss, nr, 1);                                                              \
     }
 
-IQ23_16W(iq2_xxs, 0.125f)
-IQ23_16W(iq2_xs, 0.125f)
-IQ23_16W(iq2_s, 0.125f)
-IQ23_16W(iq3_xxs, 0.25f)
-IQ23_16W(iq3_s, 1.0f)
+IQ23_16W(iq2_xxs, 0.125f, 8)
+IQ23_16W(iq2_xs, 0.125f, 4)
+IQ23_16W(iq2_s, 0.125f, 4)
+IQ23_16W(iq3_xxs, 0.25f, 8)
+IQ23_16W(iq3_s, 1.0f, 8)
 
 #else
 typedef int coli_quant_iq23_avx512_unused;

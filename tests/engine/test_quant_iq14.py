@@ -172,6 +172,19 @@ def test_matmul_random_blocks_bits_equal_ggml(ggml, isa, name, n_in, n_out):
     assert_bits_equal(ggml, rng, qtype, w, n_in, n_out)
 
 
+@pytest.mark.parametrize("isa", SIMD_ISAS)
+@pytest.mark.parametrize("name", TYPES)
+def test_long_batch_bits_equal_ggml(ggml, isa, name):
+    """300 activation rows: past the 16-row kernels' passes over their decoded weights (64 rows,
+    256 for the tiled ones), the accumulators started again at each."""
+    set_isa(isa)
+    qtype = TYPES[name]
+    n_in, n_out = 1024, 16
+    rng = np.random.default_rng(int(qtype) + 300)
+    w = np.ascontiguousarray(random_blocks(rng, qtype, n_out * n_in // GGML_QUANT_SIZES[qtype][0]).reshape(n_out, -1))
+    assert_bits_equal(ggml, rng, qtype, w, n_in, n_out, batches=(300,))
+
+
 @pytest.mark.parametrize("name,n_in,n_out", [("MXFP4", 2880, 64), ("MXFP4", 2880, 36), ("IQ4_NL", 2048, 48),
                                              ("IQ4_NL", 2048, 36), ("IQ4_XS", 4096, 32), ("IQ1_S", 4096, 32),
                                              ("IQ1_M", 7168, 16)])

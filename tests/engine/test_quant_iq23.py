@@ -163,7 +163,7 @@ def test_random_blocks_bits_equal_ggml(ggml, name):
     rng = np.random.default_rng(tid + 7)
     w = np.ascontiguousarray(random_blocks(rng, name, n_in // 256 * n_out).reshape(n_out, -1))
     try:
-        for n in (1, 3, 5, 8, 17, 70):  # 70: past the 16-row kernels' 64-row pass
+        for n in (1, 3, 5, 8, 17, 70, 300):  # 70, 300: past the 16-row kernels' 64- and 256-row passes
             x = activations(rng, n, n_in)
             theirs = ggml.mul_mat(tid, w, n_in, n_out, x)
             for isa, way in variants(simd_only=True):
