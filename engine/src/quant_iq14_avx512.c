@@ -642,19 +642,7 @@ TGT void vec_dot_iq1_m_q8_K_tiled_16w_avx512(int n, const void *w, size_t wst, c
     tiled_16w_avx512(n, w, wst, a, as, s, ss, nr, T_IQ1_M);
 }
 
-/* ---- IQ1_S / IQ1_M one row (ggml_vec_dot_iq1_{s,m}_q8_K), two blocks of 32 a zmm ----------- */
-
-/* ggml's 8 int32 lanes per super-block (lane k: elements 4k..4k+3 of every
- * block of 32, times its scale) formed here for two blocks at once: the 8
- * grid points of blocks ib, ib + 1 gathered into a zmm (64 values, in order),
- * biased by +128 for dpbusd against the 64 activation bytes, started from
- * -128 * the lane's 4 activation bytes; lanes 0..7 belong to block ib, 8..15
- * to ib + 1, and are folded together (exact integers) before ggml's float
- * steps, which are those of the AVX2 kernels. */
-
-
-
-
+/* ---- IQ1_S / IQ1_M one row (ggml_vec_dot_iq1_{s,m}_q8_K), two blocks of 32 a step ---------- */
 
 /* The integer work of ggml's AVX2 kernel as it compiles with BMI2 (which
  * every AVX-512 CPU has): grid indices of two blocks by pdep, two blocks a step. */
