@@ -63,6 +63,8 @@ def version() -> str:
 def make_builder() -> FFI:
     flags = compile_flags()
     sources = sorted(str(p.relative_to(ROOT)) for p in (ENGINE / "src").glob("*.c"))
+    # a changed header rebuilds the engine too (build_ext compares only the sources otherwise)
+    headers = sorted(str(p.relative_to(ROOT)) for d in ("src", "include") for p in (ENGINE / d).glob("*.h"))
     info = " ".join(flags + [f"cc={os.environ.get('CC', 'cc')}"])
     ffi = FFI()
     ffi.cdef(cdef_source())
@@ -71,6 +73,7 @@ def make_builder() -> FFI:
         '#include "colibri.h"',
         sources=sources,
         include_dirs=[str(ENGINE / "include")],
+        depends=headers,
         extra_compile_args=flags,
         extra_link_args=link_flags(),
         libraries=["m"],
