@@ -5,9 +5,9 @@
  *
  * Every 4-element step is one dpbusd of a code vector (4 bytes of each of the 16 rows, biased
  * by +128 to be dpbusd's unsigned operand) against an activation row's 4 bytes broadcast;
- * per sub-block the bias comes off as -128 * the activation's bsums and the sub-block's scale
- * multiplies in (mullo): isum, the super-block's exact integer per row. Then per activation
- * row acc = fma(float(isum) * d0, dy, acc). */
+ * per sub-block the scale multiplies in (mullo), and the bias comes off once per super-block
+ * as -128 * scale * the activation's bsums (tile_bias): isum, the super-block's exact integer
+ * per row. Then per activation row acc = fma(float(isum) * d0, dy, acc). */
 #ifndef COLI_TILE16_AVX512_H
 #define COLI_TILE16_AVX512_H
 
