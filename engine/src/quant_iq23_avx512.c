@@ -224,7 +224,7 @@ INL void dec_iq3_s(const block_iq3_s *x, __m512i g[4], __mmask64 m[4], __m512i s
 
 /* One weight row against nr activation rows, tiled = 0 / 1 as in quant_iq23_avx2.c. */
 #define IQ23_NR(t, kf)                                                                                               \
-    INL void t##_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int tiled,           \
+    INL void t##_nr(int n, const void *w, const char *a, size_t as, float *s, size_t ss, const int tiled,            \
                     const int gather, const int nr) {                                                                \
         const block_##t *x = w;                                                                                      \
         __m256 acc[COLI_MAX_NR];                                                                                     \
@@ -235,7 +235,7 @@ INL void dec_iq3_s(const block_iq3_s *x, __m512i g[4], __mmask64 m[4], __m512i s
         }                                                                                                            \
         for (int i = 0; i < n / QK_K; i++) {                                                                         \
             for (int l = 0; l < (int)sizeof(block_##t); l += 64)                                                     \
-                COLI_PREFETCH_W((const char *)(x + i) + IQ23_PREFETCH + l);                                \
+                COLI_PREFETCH_W((const char *)(x + i) + IQ23_PREFETCH + l);                                          \
             __m512i g[4], sc[4];                                                                                     \
             __mmask64 m[4];                                                                                          \
             dec_##t(x + i, g, m, sc, gather);                                                                        \
@@ -245,7 +245,7 @@ INL void dec_iq3_s(const block_iq3_s *x, __m512i g[4], __mmask64 m[4], __m512i s
                 for (int j = 0; j < 4; j++) {                                                                        \
                     const __m512i q8 = _mm512_loadu_si512((const void *)(y->qs + 64 * j));                           \
                     const __m512i q8s = _mm512_mask_sub_epi8(q8, m[j], _mm512_setzero_si512(), q8);                  \
-                    sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(g[j], q8s), sc[j]);                              \
+                    sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(g[j], q8s), sc[j]);                          \
                 }                                                                                                    \
                 if (tiled) {                                                                                         \
                     const float d0 = h2f(x[i].d) * kf;                                                               \
@@ -386,7 +386,7 @@ static __attribute__((noinline, target(ISA))) void iq23_pass_rows(const iq23_pas
 /* nw: dwords per scale (8: 32 weights, 4: 16) */
 #define IQ23_16W(t, kf, nw)                                                                                          \
     /* ggml's one-row arithmetic, nr > COLI_MAX_NR */                                                                \
-    INL void t##_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,       \
+    INL void t##_16w(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,        \
                      const int gather) {                                                                             \
         const int nb = n / QK_K;                                                                                     \
         const __m512i b128 = _mm512_set1_epi8(-128);                                                                 \
@@ -420,8 +420,8 @@ static __attribute__((noinline, target(ISA))) void iq23_pass_rows(const iq23_pas
                     for (int jj = 0; jj < IQ23_WR; jj++) s[(size_t)(r0 + r) * ss + j0 + jj] = kf * hsum8(acc[r][jj]); \
             }                                                                                                        \
     }                                                                                                                \
-    /* super-block i of the 16 rows (row 0's at b) as a tile16: each row decoded as t##_nr does,      \
-     * its weights biased by +128, then the 16 rows transposed into lanes */                          \
+    /* super-block i of the 16 rows (row 0's at b) as a tile16: each row decoded as t##_nr does,                     \
+     * its weights biased by +128, then the 16 rows transposed into lanes */                                         \
     INL void t##_tile(const char *b, size_t wst, tile16 *T, const int gather) {                                      \
         const __m512i b128 = _mm512_set1_epi8(-128);                                                                 \
         __m512i rows[4][16];                                                                                         \
@@ -435,7 +435,7 @@ static __attribute__((noinline, target(ISA))) void iq23_pass_rows(const iq23_pas
             for (int q = 0; q < 4; q++) {                                                                            \
                 int32_t l[16];                                                                                       \
                 rows[q][j] = _mm512_xor_si512(_mm512_mask_sub_epi8(g[q], m[q], _mm512_setzero_si512(), g[q]), b128); \
-                _mm512_storeu_si512((void *)l, sc[q]); /* dword lane 4k: the scale of weights 4k.. (low half) */     \
+                _mm512_storeu_si512((void *)l, sc[q]); /* lane k, low half: the scale of weights 64q + 4k.. */       \
                 for (int u = 0; u < 16 / (nw); u++) ls[16 / (nw) * q + u][j] = l[(nw) * u] & 0xffff;                 \
             }                                                                                                        \
             d0[j] = h2f(x->d) * (kf);                                                                                \
@@ -448,12 +448,12 @@ static __attribute__((noinline, target(ISA))) void iq23_pass_rows(const iq23_pas
         T->d0 = _mm512_loadu_ps(d0);                                                                                 \
     }                                                                                                                \
     /* ggml's tiled arithmetic, nr > COLI_MAX_NR */                                                                  \
-    INL void t##_tiled(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,     \
+    INL void t##_tiled(int n, const char *w, size_t wst, const char *a, size_t as, float *s, size_t ss, int nr,      \
                        const int gather) {                                                                           \
-        __m512 acc[TILE16_PASS_ROWS];                                                                                  \
+        __m512 acc[TILE16_PASS_ROWS];                                                                                \
         tile16 T;                                                                                                    \
-        for (int r0 = 0; r0 < nr; r0 += TILE16_PASS_ROWS) {                                                            \
-            const int rn = nr - r0 < TILE16_PASS_ROWS ? nr - r0 : TILE16_PASS_ROWS;                                      \
+        for (int r0 = 0; r0 < nr; r0 += TILE16_PASS_ROWS) {                                                          \
+            const int rn = nr - r0 < TILE16_PASS_ROWS ? nr - r0 : TILE16_PASS_ROWS;                                  \
             for (int r = 0; r < rn; r++) acc[r] = _mm512_setzero_ps();                                               \
             for (int i = 0; i < n / QK_K; i++) {                                                                     \
                 t##_tile(w + (size_t)i * sizeof(block_##t), wst, &T, gather);                                        \
@@ -462,7 +462,7 @@ static __attribute__((noinline, target(ISA))) void iq23_pass_rows(const iq23_pas
             for (int r = 0; r < rn; r++) _mm512_storeu_ps(s + (size_t)(r0 + r) * ss, acc[r]);                        \
         }                                                                                                            \
     }                                                                                                                \
-    /* one copy per lookup way, each with its constants folded (the frames are big: not inlined twice) */         \
+    /* one copy per lookup way, each with its constants folded (the frames are big: not inlined twice) */            \
     static __attribute__((noinline, target(ISA))) void t##_16w_g(int n, const void *w, size_t wst, const void *a,    \
                                                                  size_t as, float *s, size_t ss, int nr, int tiled) { \
         if (tiled) t##_tiled(n, w, wst, a, as, s, ss, nr, 1);                                                        \
@@ -473,22 +473,22 @@ static __attribute__((noinline, target(ISA))) void iq23_pass_rows(const iq23_pas
         if (tiled) t##_tiled(n, w, wst, a, as, s, ss, nr, 0);                                                        \
         else t##_16w(n, w, wst, a, as, s, ss, nr, 0);                                                                \
     }                                                                                                                \
-    TGT void vec_dot_##t##_q8_K_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,    \
+    TGT void vec_dot_##t##_q8_K_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,     \
                                            size_t ss, int nr) {                                                      \
-        if (nr <= COLI_MAX_NR) { /* decode: the one-row kernel per weight row (no batch frame) */          \
+        if (nr <= COLI_MAX_NR) { /* decode: the one-row kernel per weight row (no batch frame) */                    \
             for (int j = 0; j < 16; j++) vec_dot_##t##_q8_K_avx512(n, (const char *)w + j * wst, a, as, s + j, ss, nr); \
-            return;                                                                                          \
-        }                                                                                                    \
-        if (coli_iq_gather) t##_16w_g(n, w, wst, a, as, s, ss, nr, 0);                                              \
+            return;                                                                                                  \
+        }                                                                                                            \
+        if (coli_iq_gather) t##_16w_g(n, w, wst, a, as, s, ss, nr, 0);                                               \
         else t##_16w_l(n, w, wst, a, as, s, ss, nr, 0);                                                              \
     }                                                                                                                \
-    TGT void vec_dot_##t##_q8_K_mm_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s, \
+    TGT void vec_dot_##t##_q8_K_mm_16w_avx512(int n, const void *w, size_t wst, const void *a, size_t as, float *s,  \
                                               size_t ss, int nr) {                                                   \
-        if (nr <= COLI_MAX_NR) { /* decode: the one-row kernel per weight row (no batch frame) */          \
+        if (nr <= COLI_MAX_NR) { /* decode: the one-row kernel per weight row (no batch frame) */                    \
             for (int j = 0; j < 16; j++) vec_dot_##t##_q8_K_tiled_avx512(n, (const char *)w + j * wst, a, as, s + j, ss, nr); \
-            return;                                                                                          \
-        }                                                                                                    \
-        if (coli_iq_gather) t##_16w_g(n, w, wst, a, as, s, ss, nr, 1);                                              \
+            return;                                                                                                  \
+        }                                                                                                            \
+        if (coli_iq_gather) t##_16w_g(n, w, wst, a, as, s, ss, nr, 1);                                               \
         else t##_16w_l(n, w, wst, a, as, s, ss, nr, 1);                                                              \
     }
 
