@@ -20,6 +20,8 @@
 #define TGT __attribute__((target(ISA)))
 #define INL static inline __attribute__((always_inline, target(ISA)))
 
+#include "transpose_avx512.h"
+
 #include "quant_avx2_inl.h" /* h2f, hsum_i32_8, the 8-row transpose and scales (a subset target: they inline) */
 
 /* two 32-byte halves -> one zmm */
@@ -720,23 +722,6 @@ TGT void vec_dot_q4_0_q8_0_mm_avx512(int n, const void *w, const void *a, size_t
  * are transposed in registers (row j's dword k -> lane j of q[k]); its
  * nibbles, q + 8 as unsigned bytes, dot the activation's signed bytes from a
  * start of -8 * sum(y): each lane ends on the row's exact integer sum. */
-/* q[k], lane j: 32-bit word k of the 16 bytes at b + j * wst (a 16 x 4 transpose) */
-INL void transpose16x4(const char *b, size_t wst, __m512i q[4]) {
-    __m512i A[4];
-    for (int t = 0; t < 4; t++) { /* lane g of A[t]: the 16 bytes of row 4g + t */
-        __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(b + (size_t)t * wst)));
-        z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(b + (size_t)(t + 4) * wst)), 1);
-        z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(b + (size_t)(t + 8) * wst)), 2);
-        A[t] = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(b + (size_t)(t + 12) * wst)), 3);
-    }
-    const __m512i t0 = _mm512_unpacklo_epi32(A[0], A[1]), t1 = _mm512_unpackhi_epi32(A[0], A[1]);
-    const __m512i t2 = _mm512_unpacklo_epi32(A[2], A[3]), t3 = _mm512_unpackhi_epi32(A[2], A[3]);
-    q[0] = _mm512_unpacklo_epi64(t0, t2);
-    q[1] = _mm512_unpackhi_epi64(t0, t2);
-    q[2] = _mm512_unpacklo_epi64(t1, t3);
-    q[3] = _mm512_unpackhi_epi64(t1, t3);
-}
-
 /* r16: w is a tile coli_repack_b32_r16 made: the words are loads */
 INL void q4_0_block16(const char *w, size_t wst, int ib, __m512i wk[8], const int r16) {
     __m512i q[4];
@@ -921,31 +906,6 @@ INL __m512i hbit_10(__m512i h, int bit) {
  * 16 lanes (as llama.cpp's repacked layout has them, here transposed on the
  * fly, once per super-block for up to 64 activation rows): every lane holds
  * one output's exact integer sum, so no horizontal reduction is needed. */
-
-/* c[e] = 32-bit word e of the 16 rows r[0..15] (a 16x16 int32 transpose) */
-INL void transpose16(__m512i r[16]) {
-    __m512i t[16], u[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    for (int q = 0; q < 4; q++) {
-        u[4 * q + 0] = _mm512_unpacklo_epi64(t[4 * q], t[4 * q + 2]);
-        u[4 * q + 1] = _mm512_unpackhi_epi64(t[4 * q], t[4 * q + 2]);
-        u[4 * q + 2] = _mm512_unpacklo_epi64(t[4 * q + 1], t[4 * q + 3]);
-        u[4 * q + 3] = _mm512_unpackhi_epi64(t[4 * q + 1], t[4 * q + 3]);
-    }
-    /* u[4q + k], 128-bit lane L: rows 4q..4q+3 of word 4L + k */
-    for (int k = 0; k < 4; k++) {
-        const __m512i v0 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0x88), v1 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0xDD);
-        const __m512i v2 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0x88), v3 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0xDD);
-        r[k] = _mm512_shuffle_i32x4(v0, v2, 0x88);
-        r[8 + k] = _mm512_shuffle_i32x4(v0, v2, 0xDD);
-        r[4 + k] = _mm512_shuffle_i32x4(v1, v3, 0x88);
-        r[12 + k] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
-    }
-}
-
 
 /* q[k], lane j: 32-bit word k of the 32 bytes at b + j * wst (a 16 x 8 transpose
  * from 256-bit loads: rows t and t + 4 share a register, then 24 shuffles) */

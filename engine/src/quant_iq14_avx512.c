@@ -31,23 +31,7 @@
 #define PASS_ROWS 64 /* activation rows per pass over a 16-row weight tile */
 
 #include "tile16_avx512.h"
-
-/* q[k], lane j: 32-bit word k of the 16 bytes at b + j * wst (a 16 x 4 transpose) */
-INL void tr16x4(const char *b, size_t wst, __m512i q[4]) {
-    __m512i A[4];
-    for (int t = 0; t < 4; t++) { /* 128-bit lane g of A[t]: the 16 bytes of row 4g + t */
-        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(b + (size_t)t * wst)));
-        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(b + (size_t)(t + 4) * wst)), 1);
-        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(b + (size_t)(t + 8) * wst)), 2);
-        A[t] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(b + (size_t)(t + 12) * wst)), 3);
-    }
-    const __m512i t0 = _mm512_unpacklo_epi32(A[0], A[1]), t1 = _mm512_unpackhi_epi32(A[0], A[1]);
-    const __m512i t2 = _mm512_unpacklo_epi32(A[2], A[3]), t3 = _mm512_unpackhi_epi32(A[2], A[3]);
-    q[0] = _mm512_unpacklo_epi64(t0, t2);
-    q[1] = _mm512_unpackhi_epi64(t0, t2);
-    q[2] = _mm512_unpacklo_epi64(t1, t3);
-    q[3] = _mm512_unpackhi_epi64(t1, t3);
-}
+#include "transpose_avx512.h"
 
 /* a 16-entry signed codebook + 128, in every 128-bit lane */
 INL __m512i biased_lut(const int8_t *kv) {
@@ -58,7 +42,7 @@ INL __m512i biased_lut(const int8_t *kv) {
 INL void nl_codes16(const char *qs, size_t wst, __m512i lut, __m512i c[8]) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512i q[4];
-    tr16x4(qs, wst, q);
+    transpose16x4(qs, wst, q);
     for (int k = 0; k < 4; k++) {
         c[k] = _mm512_shuffle_epi8(lut, _mm512_and_si512(q[k], m4));
         c[4 + k] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(q[k], 4), m4));

@@ -291,30 +291,7 @@ IQ23_NR(iq3_s, 1.0f)
 #define IQ23_ROWS 64 /* activation rows per pass */
 
 #include "tile16_avx512.h"
-
-/* r[i], lane j: dword i of r[j] (a 16 x 16 transpose of 32-bit words) */
-INL void tr16x16(__m512i r[16]) {
-    __m512i t[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) { /* r[i + m], 128-bit lane L: dword 4L + m of rows i .. i + 3 */
-        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    for (int h = 0; h < 16; h += 8)
-        for (int m = 0; m < 4; m++) { /* lanes: dwords m, 8 + m (t[h + m]) or 4 + m, 12 + m (t[h + 4 + m]) */
-            t[h + m] = _mm512_shuffle_i32x4(r[h + m], r[h + 4 + m], 0x88);
-            t[h + 4 + m] = _mm512_shuffle_i32x4(r[h + m], r[h + 4 + m], 0xdd);
-        }
-    for (int m = 0; m < 8; m++) { /* t[m], t[8 + m]: dwords m and 8 + m, of rows 0 .. 7 and 8 .. 15 */
-        r[m] = _mm512_shuffle_i32x4(t[m], t[8 + m], 0x88);
-        r[m + 8] = _mm512_shuffle_i32x4(t[m], t[8 + m], 0xdd);
-    }
-}
+#include "transpose_avx512.h"
 
 typedef struct {
     __m512i w[4], sc[4]; /* signed weights; scales per 16-bit lane */
@@ -441,7 +418,7 @@ static __attribute__((noinline, target(ISA))) void iq23_pass_rows(const iq23_pas
             d0[j] = h2f(x->d) * (kf);                                                                                \
         }                                                                                                            \
         for (int q = 0; q < 4; q++) {                                                                                \
-            tr16x16(rows[q]);                                                                                        \
+            transpose16(rows[q]);                                                                                        \
             for (int k = 0; k < 16; k++) T->c[16 * q + k] = rows[q][k];                                              \
         }                                                                                                            \
         for (int u = 0; u < 64 / (nw); u++) T->ls[u] = _mm512_loadu_si512(ls[u]);                                    \
