@@ -526,7 +526,7 @@ static void add_rows(float *x, const float *y, size_t n) {
 }
 
 int coli_model_file_error(const coli_model *m) {
-    if (!m->file || gguf_file_state(m->file) != GGUF_FILE_CHANGED) return 0;
+    if (!m->file || !gguf_file_changed(m->file)) return 0;
     return coli_fail(COLI_E_FILE_CHANGED,
                      "model_file_changed: '%s' is no longer the file that was loaded (it shrank below %llu bytes or "
                      "a page of it could not be read); generations are refused until it is whole and loaded again",

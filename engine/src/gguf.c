@@ -495,10 +495,14 @@ uint32_t gguf_alignment(const gguf_file *f) { return f->alignment; }
 const char *gguf_path(const gguf_file *f) { return f->path; }
 int gguf_fd(const gguf_file *f) { return f->fd; }
 
+int gguf_file_changed(const gguf_file *f) {
+    struct stat st;
+    return coli_mapguard_faults(f->guard) > 0 || fstat(f->fd, &st) != 0 || (uint64_t)st.st_size < f->size;
+}
+
 int gguf_file_state(const gguf_file *f) {
     struct stat st;
-    if (coli_mapguard_faults(f->guard) > 0) return GGUF_FILE_CHANGED;
-    if (fstat(f->fd, &st) != 0 || (uint64_t)st.st_size < f->size) return GGUF_FILE_CHANGED;
+    if (gguf_file_changed(f)) return GGUF_FILE_CHANGED;
     if (stat(f->path, &st) != 0 || (uint64_t)st.st_dev != f->dev || (uint64_t)st.st_ino != f->ino)
         return GGUF_FILE_REPLACED;
     return GGUF_FILE_INTACT;

@@ -72,6 +72,9 @@ int gguf_fd(const gguf_file *f); /* for pread by the expert store */
  * model); REPLACED, another file now at its path (this one still serves). */
 enum { GGUF_FILE_INTACT = 0, GGUF_FILE_CHANGED = 1, GGUF_FILE_REPLACED = 2 };
 int gguf_file_state(const gguf_file *f);
+/* 1 when the file is CHANGED (faulted or shrunk), else 0: gguf_file_state without the path's
+ * stat, for the check around every forward pass (a replaced file still serves its mapping) */
+int gguf_file_changed(const gguf_file *f);
 
 int64_t gguf_n_kv(const gguf_file *f);
 const gguf_kv *gguf_kv_at(const gguf_file *f, int64_t i);
