@@ -22,6 +22,7 @@
  * window's start (a multiple of CHUNK) for a sliding-window layer, so each cell
  * keeps its offset in the chunks and a window gives the bits of a full cache. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,7 @@ typedef struct {
      * table's f16_f32a: the same products, converted once instead of per K / V row) */
     int widened;
     coli_to_float_fn widen;
+    atomic_int next;  /* the next task to claim: whichever threads turn up share them (coli_pool_run_shared) */
 } attn_job;
 
 /* Scores sc[c0..c1) of cells [lo, hi] (the rest masked) -> probabilities ph (f16).
@@ -245,14 +247,15 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
 }
 
 static void attn_worker(void *ctx, int ith, int nth) {
-    const attn_job *J = ctx;
+    attn_job *J = ctx;
+    (void)nth;
     const coli_hparams *hp = &J->m->hp;
     coli_state *s = J->s;
     coli_half *sh = s->att_scratch + (size_t)ith * coli_attention_scratch_halves(hp, s->n_ctx);
     float *sf = s->att_scores + (size_t)ith * coli_attention_scratch_floats(hp, s->n_ctx);
     const int group = hp->n_head / hp->n_head_kv, per = J->heads_per_task, parts = group / per;
     const int tasks = J->n * hp->n_head_kv * parts;
-    for (int t = ith; t < tasks; t += nth) {
+    for (int t; (t = atomic_fetch_add_explicit(&J->next, 1, memory_order_relaxed)) < tasks;) {
         const int i = J->i0 + t / (hp->n_head_kv * parts), kvh = (t / parts) % hp->n_head_kv, part = t % parts;
         attn_task(J, i, kvh, kvh * group + part * per, per, sh, sf);
     }
@@ -325,7 +328,7 @@ void coli_attention(const coli_model *m, coli_state *s, int il, int n) {
     const coli_kernel_table *t = coli_kernels();
     const coli_type_kernels *k = &t->type[GGML_TYPE_F16];
     attn_job job = {m, s, il, 0, n, task_heads(hp), k->vec_dot, k->vec_dot, k->vec_dot_2w, k->vec_dot_2w, t->exp_sum,
-                    t->type[GGML_TYPE_F16].from_float, NULL, 0, NULL};
+                    t->type[GGML_TYPE_F16].from_float, NULL, 0, NULL, 0};
     /* llama.cpp's n_kv is a multiple of 256 cells; a batch of queries goes
      * through tinyBLAS, rows alone as a batch of one, uniform rows as in a
      * batch large enough for it whatever their number */
@@ -368,14 +371,16 @@ void coli_attention(const coli_model *m, coli_state *s, int il, int n) {
         job.widen = w->to_float;
     }
     if (!hp->mla || job.pv_rows) {
-        coli_pool_run(s->pool, attn_worker, &job);
+        atomic_init(&job.next, 0);
+        coli_pool_run_shared(s->pool, attn_worker, &job);
         return;
     }
     for (int i0 = 0; i0 < n;) {
         const int i1 = mla_values(s, il, i0, n, hp->head_dim_v);
         job.i0 = i0;
         job.n = i1 - i0;
-        coli_pool_run(s->pool, attn_worker, &job);
+        atomic_init(&job.next, 0);
+        coli_pool_run_shared(s->pool, attn_worker, &job);
         i0 = i1;
     }
 }

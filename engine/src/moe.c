@@ -282,7 +282,7 @@ static void wave_rows_worker(void *ctx, int ith, int nth) {
 static void wave_rows(wave_rows_job *J, int rows) {
     if (rows >= WAVE_ROWS_PARALLEL && coli_pool_size(J->s->pool) > 1) {
         atomic_store(&J->next, 0);
-        coli_pool_run(J->s->pool, wave_rows_worker, J);
+        coli_pool_run_shared(J->s->pool, wave_rows_worker, J);
     } else
         for (int g = 0; g < J->nw; g++) wave_rows_expert(J, g);
 }
@@ -306,7 +306,7 @@ static void compute_wave(const coli_model *m, coli_state *s, int il, const int32
     job.chunk = moe_chunk((int64_t)nw * 2 * F, nth);
     job.n_items = nw * 2 * ((F + job.chunk - 1) / job.chunk);
     coli_lanes_init(&job.items, job.n_items, nth);
-    coli_pool_run(s->pool, moe_worker, &job);
+    coli_pool_run_shared(s->pool, moe_worker, &job);  /* items are claimed: a worker preempted meanwhile is not waited for */
     const coli_layer *L = &m->layers[il];
     rj.step = 1;
     wave_rows(&rj, rows);
@@ -314,7 +314,7 @@ static void compute_wave(const coli_model *m, coli_state *s, int il, const int32
     job.chunk = moe_chunk((int64_t)nw * D, nth);
     job.n_items = nw * ((D + job.chunk - 1) / job.chunk);
     coli_lanes_init(&job.items, job.n_items, nth);
-    coli_pool_run(s->pool, moe_worker, &job);
+    coli_pool_run_shared(s->pool, moe_worker, &job);
     if (L->down_exps_s) /* gemma4: each expert's output scale (build_lora_mm_id's ggml_mul) */
         for (int g = 0; g < nw; g++) {
             const int e = wave[g];
