@@ -21,7 +21,8 @@ int coli_pool_size(const coli_pool *pool);  /* 1 for NULL */
 void coli_pool_run(coli_pool *pool, coli_pool_fn fn, void *ctx);
 /* Like coli_pool_run, but only the workers that are free in time join
  * (always the caller, as ith 0): fn must share its work dynamically (atomic
- * counters), never split it by ith nor use the barrier. On a busy machine a
+ * counters), never split it by ith nor use the barrier (ith may still pick a
+ * thread's own scratch: each joined thread has its own). On a busy machine a
  * preempted worker then costs nothing instead of a time slice. */
 void coli_pool_run_shared(coli_pool *pool, coli_pool_fn fn, void *ctx);
 /* Inside a coli_pool_run: wait until all nth threads reach this point. */
