@@ -74,14 +74,17 @@ ensure_llama_cpp_server() {
 
 ensure_claude_code() {
     # Claude Code (@anthropic-ai/claude-code) for its end-to-end test
-    # (tests/sidecar/test_claude_code.py), from npm once into COLI_NPM_CACHE
-    # (default ~/.cache/colibri/npm); without npm that test skips, saying why.
-    local prefix="${COLI_NPM_CACHE:-$HOME/.cache/colibri/npm}"
-    [ -x "$prefix/node_modules/.bin/claude" ] && return
+    # (tests/sidecar/test_claude_code.py), from npm into COLI_NPM_CACHE (default
+    # ~/.cache/colibri/npm), at the version of the newest request recorded in
+    # tests/sidecar/recorded/ (the one the replay test sends: re-record to move
+    # on); without npm that test skips, saying why.
+    local prefix="${COLI_NPM_CACHE:-$HOME/.cache/colibri/npm}" version
+    version="$(ls "$ROOT"/tests/sidecar/recorded/ | sed -nE 's/^claude-code-([0-9.]+)-messages\.json$/\1/p' | sort -V | tail -1)"
+    "$prefix/node_modules/.bin/claude" --version 2>/dev/null | grep -qF "${version:-.}" && return
     command -v npm >/dev/null || { say "npm not found: the Claude Code end-to-end test will skip"; return; }
-    say "installing @anthropic-ai/claude-code into $prefix"
+    say "installing @anthropic-ai/claude-code@${version:-latest} into $prefix"
     mkdir -p "$prefix"
-    npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error @anthropic-ai/claude-code >/dev/null ||
+    npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "@anthropic-ai/claude-code@${version:-latest}" >/dev/null ||
         say "could not install Claude Code: its end-to-end test will skip"
 }
 

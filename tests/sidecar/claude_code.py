@@ -5,7 +5,8 @@ a recorder that keeps what it POSTs to /v1/messages.
     binary = claude_binary()            # installs on first use; None (and why) when it cannot
     run_claude(binary, "http://127.0.0.1:PORT", "Say hello", tmp_path)
 
-Re-record the fixture tests/sidecar/recorded/ replays (after a Claude Code release):
+Re-record the fixture tests/sidecar/recorded/ replays (after a Claude Code release; this
+installs the newest release first, and the tests then run that version):
 
     .venv/bin/python -m tests.sidecar.claude_code record
 
@@ -40,24 +41,35 @@ def installed_binary() -> Path | None:
     return path if path.exists() else None
 
 
-def claude_binary(install: bool = True) -> tuple[Path | None, str]:
-    """(the `claude` executable, "") or (None, why not): npm installs the package into
-    npm_prefix() the first time."""
+def recorded_version() -> str | None:
+    """The Claude Code version of the newest recording: the one the tests run."""
+    path = latest_recording()
+    m = re.search(r"claude-code-(\d+\.\d+\.\d+)-messages\.json$", path.name) if path else None
+    return m.group(1) if m else None
+
+
+def claude_binary(install: bool = True, release: str | None = None) -> tuple[Path | None, str]:
+    """(the `claude` executable, "") or (None, why not). npm installs the package into
+    npm_prefix() when none is there, or when `release` ("2.1.332", "latest") is given and
+    the installed one is another; the first time, at the recorded version."""
     found = installed_binary()
-    if found is not None or not install:
-        return found, "" if found else f"{PACKAGE} is not installed in {npm_prefix()}"
+    if found is not None and (release is None or version(found) == release):
+        return found, ""
+    if not install:
+        return None, f"{PACKAGE} is not installed in {npm_prefix()}"
+    spec = f"{PACKAGE}@{release or recorded_version() or 'latest'}"
     npm = shutil.which("npm")
     if npm is None:
         return None, "npm is not installed (Node.js is needed to install Claude Code)"
     npm_prefix().mkdir(parents=True, exist_ok=True)
     try:
         done = subprocess.run([npm, "install", "--prefix", str(npm_prefix()), "--no-audit", "--no-fund",
-                               "--loglevel=error", PACKAGE], capture_output=True, text=True, timeout=600)
+                               "--loglevel=error", spec], capture_output=True, text=True, timeout=600)
     except subprocess.TimeoutExpired:
-        return None, f"npm install {PACKAGE} did not finish in 10 minutes"
+        return None, f"npm install {spec} did not finish in 10 minutes"
     found = installed_binary()
     if done.returncode != 0 or found is None:
-        return None, f"npm could not install {PACKAGE}: {(done.stderr or done.stdout).strip()[-500:]}"
+        return None, f"npm could not install {spec}: {(done.stderr or done.stdout).strip()[-500:]}"
     return found, ""
 
 
@@ -145,9 +157,9 @@ class Recorder:
 
 
 def record(out_dir: Path = RECORDED) -> Path:
-    """Run the installed Claude Code once against a Recorder and store its first /v1/messages
-    request as recorded/claude-code-<version>-messages.json."""
-    binary, why = claude_binary()
+    """Run the newest Claude Code release once against a Recorder and store its first
+    /v1/messages request as recorded/claude-code-<version>-messages.json."""
+    binary, why = claude_binary(release="latest")
     if binary is None:
         raise SystemExit(why)
     ver = version(binary)
