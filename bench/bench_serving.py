@@ -1,7 +1,10 @@
 """What the serving path costs: decode through the raw engine loop (`Engine.eval` +
 `Engine.sample`, as bench_engine.py runs it), through `coli generate` (its command,
 in process, stdout to /dev/null) and through a streamed `coli serve` request (a
-real server, an SSE client), on the same file, prompt and token count.
+real server, an SSE client), on the same file, prompt and token count. Mode `step`
+(not run unless named) is the engine's batched step loop the server drives
+(`Engine.submit` + `Engine.step` on one KV slot), without the server: what is left
+between it and `serve` is the server's Python and the client.
 
 Each run is a fresh child process; the three modes alternate round by round (so
 machine noise hits them alike); medians, spread and the ratios mode/raw are
@@ -55,6 +58,24 @@ if mode == "raw":
     pos = len(prompt)
     for _ in range(n_gen):
         tok, _ = e.sample(); e.eval([tok], pos); pos += 1
+elif mode == "step":  # the slots' step, as the server's engine thread calls it (one token a step after the prefill's)
+    from colibri import kernel_choice
+    kernel_choice.choose(model)
+    e = Engine(model, n_ctx=ctx, n_threads=threads, n_slots=1)
+    prompt = e.tokenize(text)[:n_prompt]
+    e.submit(0, prompt, max_tokens=n_gen + 1, ignore_eos=True, logprob=False)
+    decoding = False
+    while True:
+        t, c = time.perf_counter(), time.process_time()
+        events = e.step()
+        if decoding and not marks:
+            marks.append((t, c))
+        if decoding:
+            marks[1:] = [(time.perf_counter(), time.process_time())]
+            counts[0] += 1
+        if any(ev.done for ev in events):
+            break
+        decoding = decoding or any(not ev.done for ev in events)
 else:  # coli generate, its own command with the prompt cut to n_prompt tokens
     from colibri.cli import build_parser
     import colibri.commands.generate as g
