@@ -80,7 +80,7 @@ ensure_claude_code() {
     # on); without npm that test skips, saying why.
     local prefix="${COLI_NPM_CACHE:-$HOME/.cache/colibri/npm}" version
     version="$(ls "$ROOT"/tests/sidecar/recorded/ | sed -nE 's/^claude-code-([0-9.]+)-messages\.json$/\1/p' | sort -V | tail -1)"
-    "$prefix/node_modules/.bin/claude" --version 2>/dev/null | grep -qF "${version:-.}" && return
+    "$prefix/node_modules/.bin/claude" --version 2>/dev/null | grep -qwF "${version:-.}" && return
     command -v npm >/dev/null || { say "npm not found: the Claude Code end-to-end test will skip"; return; }
     say "installing @anthropic-ai/claude-code@${version:-latest} into $prefix"
     mkdir -p "$prefix"
@@ -93,7 +93,7 @@ ensure_codex() {
     # (tests/sidecar/test_responses_codex.py), from npm once into COLI_NPM_CACHE
     # (default ~/.cache/colibri/npm); without npm that test skips, saying why.
     local prefix="${COLI_NPM_CACHE:-$HOME/.cache/colibri/npm}" version="0.171.0"
-    "$prefix/node_modules/.bin/codex" --version 2>/dev/null | grep -qF "$version" && return
+    "$prefix/node_modules/.bin/codex" --version 2>/dev/null | grep -qwF "$version" && return
     command -v npm >/dev/null || { say "npm not found: the Codex CLI end-to-end test will skip"; return; }
     say "installing @openai/codex@$version into $prefix"
     mkdir -p "$prefix"

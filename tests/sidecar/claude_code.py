@@ -56,7 +56,7 @@ def claude_binary(install: bool = True, release: str | None = None) -> tuple[Pat
     if found is not None and (release is None or version(found) == release):
         return found, ""
     if not install:
-        return None, f"{PACKAGE} is not installed in {npm_prefix()}"
+        return None, f"{PACKAGE}{'@' + release if release else ''} is not installed in {npm_prefix()}"
     spec = f"{PACKAGE}@{release or recorded_version() or 'latest'}"
     npm = shutil.which("npm")
     if npm is None:
