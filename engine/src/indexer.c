@@ -19,6 +19,7 @@
  * Every step is per row, so the selection does not depend on the batch: only
  * the three projections take the batch arithmetic (rows_mode). */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "ggml_types.h"
@@ -86,43 +87,85 @@ typedef struct {
     const coli_model *m;
     coli_state *s;
     int il, n;
+    int cells_per_item, items_per_row; /* score_cells_worker: a row's cells in items of this many */
+    atomic_int next;                   /* score_cells_worker: the next item to claim */
 } score_job;
+
+/* A thread's scratch: the scores of a row's cells, then a key made f32 and its H dots (key_of). */
+static float *scratch_of(const coli_state *s, const coli_hparams *hp, int slot) {
+    return s->idx_scratch + (size_t)slot * coli_indexer_scratch_floats(hp, s->n_ctx);
+}
+
+static float *key_of(const coli_state *s, const coli_hparams *hp, int slot) {
+    return scratch_of(s, hp, slot + 1) - 64 - hp->idx_head_dim - hp->idx_n_head;
+}
+
+/* sc[c] for cells [c0, c1) of row i: sum_h relu(q_h . k_c) w_h (kf, qk: this thread's). */
+static void score_cells(const score_job *J, int i, int c0, int c1, float *sc, float *kf, float *qk) {
+    const coli_hparams *hp = &J->m->hp;
+    const coli_state *s = J->s;
+    const int D = hp->idx_head_dim, H = hp->idx_n_head;
+    const coli_kv *kv = s->rows[i].kv;
+    const coli_half *kc = kv->ik + (size_t)J->m->layers[J->il].idx_slot * kv->n_ctx * D;
+    const float *q = s->idx_q + (size_t)i * H * D, *w = s->idx_w + (size_t)i * H;
+    const coli_type_kernels *f32 = &coli_kernels()->type[GGML_TYPE_F32];
+    const coli_to_float_fn to_f32 = coli_kernels()->type[GGML_TYPE_F16].to_float;
+    for (int c = c0; c < c1; c++) {
+        to_f32(kc + (size_t)c * D, kf, D);
+        for (int h0 = 0; h0 < H; h0 += COLI_MAX_NR) {
+            const int nr = H - h0 < COLI_MAX_NR ? H - h0 : COLI_MAX_NR;
+            f32->vec_dot(D, kf, q + (size_t)h0 * D, (size_t)D * sizeof(float), qk + h0, 1, nr);
+        }
+        float score = 0.0f;
+        for (int h = 0; h < H; h++) score = fmaf(qk[h] > 0.0f ? qk[h] : 0.0f, w[h], score);
+        sc[c] = score;
+    }
+}
+
+/* Row i's selection from its scores sc (or every visible cell when they are no more than k). */
+static void select_row(const score_job *J, int i, const float *sc) {
+    const int K = J->m->hp.idx_top_k, p = J->s->rows[i].pos;
+    if (p + 1 <= K) {
+        J->s->idx_n_sel[i] = p + 1;
+        return;
+    }
+    heap_select(J->s->idx_sel + (size_t)i * K, K, p + 1, sc);
+    J->s->idx_n_sel[i] = K;
+}
 
 /* Rows ith, ith + nth, ...: the scores of their visible cells, then the top k. */
 static void score_worker(void *ctx, int ith, int nth) {
     const score_job *J = ctx;
     const coli_hparams *hp = &J->m->hp;
-    const coli_layer *L = &J->m->layers[J->il];
-    coli_state *s = J->s;
-    const int D = hp->idx_head_dim, H = hp->idx_n_head, K = hp->idx_top_k;
-    float *sc = s->idx_scratch + (size_t)ith * coli_indexer_scratch_floats(hp, s->n_ctx);
-    float *kf = sc + coli_indexer_scratch_floats(hp, s->n_ctx) - 64 - D - H, *qk = kf + D;
-    const coli_type_kernels *f32 = &coli_kernels()->type[GGML_TYPE_F32];
-    const coli_to_float_fn to_f32 = coli_kernels()->type[GGML_TYPE_F16].to_float;
+    float *sc = scratch_of(J->s, hp, ith), *kf = key_of(J->s, hp, ith);
     for (int i = ith; i < J->n; i += nth) {
-        const coli_kv *kv = s->rows[i].kv;
-        const int p = s->rows[i].pos;
-        const coli_half *kc = kv->ik + (size_t)L->idx_slot * kv->n_ctx * D;
-        const float *q = s->idx_q + (size_t)i * H * D, *w = s->idx_w + (size_t)i * H;
-        if (p + 1 <= K) { /* every visible cell */
-            s->idx_n_sel[i] = p + 1;
-            continue;
-        }
-        for (int c = 0; c <= p; c++) {
-            to_f32(kc + (size_t)c * D, kf, D);
-            for (int h0 = 0; h0 < H; h0 += COLI_MAX_NR) {
-                const int nr = H - h0 < COLI_MAX_NR ? H - h0 : COLI_MAX_NR;
-                f32->vec_dot(D, kf, q + (size_t)h0 * D, (size_t)D * sizeof(float), qk + h0, 1, nr);
-            }
-            float score = 0.0f;
-            for (int h = 0; h < H; h++) score = fmaf(qk[h] > 0.0f ? qk[h] : 0.0f, w[h], score);
-            sc[c] = score;
-        }
-        heap_select(s->idx_sel + (size_t)i * K, K, p + 1, sc);
-        s->idx_n_sel[i] = K;
+        const int p = J->s->rows[i].pos;
+        if (p + 1 > hp->idx_top_k) score_cells(J, i, 0, p + 1, sc, kf, kf + hp->idx_head_dim);
+        select_row(J, i, sc);
     }
 }
 
+/* Fewer rows than threads (decode): each row's cells shared out in items, row i's scores
+ * in scratch slot i, each thread's key and dots in its own slot's tail; the selection after. */
+static void score_cells_worker(void *ctx, int ith, int nth) {
+    score_job *J = ctx;
+    const coli_hparams *hp = &J->m->hp;
+    (void)nth;
+    float *kf = key_of(J->s, hp, ith);
+    for (int it; (it = atomic_fetch_add_explicit(&J->next, 1, memory_order_relaxed)) < J->n * J->items_per_row;) {
+        const int i = it / J->items_per_row, cells = J->s->rows[i].pos + 1;
+        const int c0 = it % J->items_per_row * J->cells_per_item;
+        const int c1 = c0 + J->cells_per_item < cells ? c0 + J->cells_per_item : cells;
+        if (cells > hp->idx_top_k && c0 < c1)
+            score_cells(J, i, c0, c1, scratch_of(J->s, hp, i), kf, kf + hp->idx_head_dim);
+    }
+}
+
+/* Cells an item: ~8 items a thread, 16 to 1024 cells (1024: ~17 MFLOP at DeepSeek V3.2's 64 heads of 128). */
+static int score_cells_per_item(int cells, int nth) {
+    const int c = (cells / (8 * nth) + 15) & ~15;
+    return c < 16 ? 16 : c > 1024 ? 1024 : c;
+}
 
 int coli_indexer(const coli_model *m, coli_state *s, int il, int n) {
     const coli_hparams *hp = &m->hp;
@@ -152,7 +195,19 @@ int coli_indexer(const coli_model *m, coli_state *s, int il, int n) {
         for (int d = 0; d < D; d++) dst[d] = coli_fp32_to_fp16(k[d]);
         for (int h = 0; h < H; h++) w[h] *= w_scale;
     }
-    score_job job = {m, s, il, n};
-    coli_pool_run(s->pool, score_worker, &job);
+    score_job job = {m, s, il, n, 0, 0, 0};
+    const int nth = coli_pool_size(s->pool);
+    if (n >= nth) { /* a batch: a row a thread */
+        coli_pool_run(s->pool, score_worker, &job);
+        return 0;
+    }
+    int max_cells = 0;
+    for (int i = 0; i < n; i++)
+        if (s->rows[i].pos + 1 > max_cells) max_cells = s->rows[i].pos + 1;
+    job.cells_per_item = score_cells_per_item(max_cells, nth);
+    job.items_per_row = (max_cells + job.cells_per_item - 1) / job.cells_per_item;
+    atomic_init(&job.next, 0);
+    coli_pool_run_shared(s->pool, score_cells_worker, &job);
+    for (int i = 0; i < n; i++) select_row(&job, i, scratch_of(s, hp, i));
     return 0;
 }
