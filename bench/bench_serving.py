@@ -49,9 +49,10 @@ def eval_(self, tokens, pos, logits=None):
 counts = [0]
 Engine.eval = eval_
 text = real_text()
-if mode == "raw":
+if mode in ("raw", "step"):
     from colibri import kernel_choice
     kernel_choice.choose(model)  # what generate and serve do at load
+if mode == "raw":
     e = Engine(model, n_ctx=ctx, n_threads=threads)
     prompt = e.tokenize(text)[:n_prompt]
     e.eval(prompt, 0)
@@ -59,8 +60,6 @@ if mode == "raw":
     for _ in range(n_gen):
         tok, _ = e.sample(); e.eval([tok], pos); pos += 1
 elif mode == "step":  # the slots' step, as the server's engine thread calls it (one token a step after the prefill's)
-    from colibri import kernel_choice
-    kernel_choice.choose(model)
     e = Engine(model, n_ctx=ctx, n_threads=threads, n_slots=1)
     prompt = e.tokenize(text)[:n_prompt]
     e.submit(0, prompt, max_tokens=n_gen + 1, ignore_eos=True, logprob=False)

@@ -30,6 +30,7 @@ PACKAGE = "@anthropic-ai/claude-code"
 RECORDED = Path(__file__).resolve().parent / "recorded"
 RECORD_PROMPT = "Say hello"
 TRANSPORT_HEADERS = ("host", "content-length", "connection", "accept-encoding")  # the HTTP client's, not Claude Code's
+RECORDING = re.compile(r"claude-code-(\d+\.\d+\.\d+)-messages\.json$")  # a recording's name: its version
 
 
 def npm_prefix() -> Path:
@@ -44,7 +45,7 @@ def installed_binary() -> Path | None:
 def recorded_version() -> str | None:
     """The Claude Code version of the newest recording: the one the tests run."""
     path = latest_recording()
-    m = re.search(r"claude-code-(\d+\.\d+\.\d+)-messages\.json$", path.name) if path else None
+    m = RECORDING.search(path.name) if path else None
     return m.group(1) if m else None
 
 
@@ -186,8 +187,8 @@ def record(out_dir: Path = RECORDED) -> Path:
 def latest_recording() -> Path | None:
     """The fixture of the newest Claude Code version recorded."""
     def key(p: Path) -> tuple[int, ...]:
-        m = re.search(r"claude-code-(\d+)\.(\d+)\.(\d+)-messages\.json$", p.name)
-        return tuple(int(x) for x in m.groups()) if m else (0,)
+        m = RECORDING.search(p.name)
+        return tuple(int(x) for x in m.group(1).split(".")) if m else (0,)
 
     found = sorted(RECORDED.glob("claude-code-*-messages.json"), key=key)
     return found[-1] if found else None
