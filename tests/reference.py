@@ -26,14 +26,29 @@ def load_reference(path, n_ctx: int = 512, n_threads: int = 2, logits_all: bool 
                      logits_all=logits_all, flash_attn=False, verbose=False)
 
 
+def reference_isa() -> str:
+    """The SIMD set the reference's ggml was built for: "avx512" (AVX-512 with VNNI), "avx2" (AVX2 and
+    FMA, no AVX-512: an AVX2-only llama.cpp, AVX-VNNI or not), or "other". scripts/test.sh builds the
+    first on a CPU our AVX-512 set runs on, else the second, and on AVX-512 machines the second too for
+    the AVX2 pass (COLI_CPU_ISA=avx2, the AVX2-only build first on the path)."""
+    info = llama_cpp().llama_print_system_info().decode()
+    if "AVX512 = 1" in info:
+        return "avx512" if "AVX512_VNNI = 1" in info else "other"
+    return "avx2" if "AVX2 = 1" in info and "FMA = 1" in info else "other"
+
+
+# Our kernel sets whose arithmetic each reference build's mirrors: AVX-VNNI's integer dots give the AVX2
+# set's integers, so both mirror an AVX2 llama.cpp (with or without its AVX-VNNI).
+MIRRORING_SETS = {"avx512": ("avx512",), "avx2": ("avx2", "avxvnni")}
+
+
 def arithmetic_mirrored() -> bool:
-    """Whether our kernels and the reference's add up alike here, bit for bit: the
-    reference is an AVX-512 VNNI build and our kernel set is the AVX-512 one
-    (tests/engine/test_matmul.py checks every kernel of that pair)."""
+    """Whether our kernels and the reference's add up alike here, bit for bit: our kernel set in force
+    is one the reference's build mirrors (tests/engine/test_matmul.py checks every kernel of each pair)."""
     from colibri._engine import ffi, lib
 
-    info = llama_cpp().llama_print_system_info().decode()
-    return "AVX512 = 1" in info and "AVX512_VNNI = 1" in info and ffi.string(lib.colibri_kernel_isa()).split()[0] == b"avx512"
+    ours = ffi.string(lib.colibri_kernel_isa()).split()[0].decode()
+    return ours in MIRRORING_SETS.get(reference_isa(), ())
 
 
 def top1_where_decided(ours: np.ndarray, theirs: np.ndarray, min_gap: float = 0.05) -> tuple[int, int]:

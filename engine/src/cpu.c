@@ -2,9 +2,14 @@
  *
  * A feature counts only when the OS saves its register state: AVX needs
  * XCR0 bits 1-2 (xmm, ymm), AVX-512 also bits 5-7 (opmask, zmm hi256, hi16 zmm).
- * On other architectures every flag is false and the kernels run "scalar". */
+ * On other architectures every flag is false and the kernels run "scalar".
+ *
+ * COLI_CPU_ISA (scalar, avx2, avxvnni, avx512; unset: all this CPU has) hides the features above that set,
+ * so the engine runs as it would on a CPU without them (an AVX2-only Zen 2, an Alder Lake without AVX-512):
+ * the test suite checks the AVX2 kernels that way against an AVX2-only llama.cpp. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../include/colibri.h"
@@ -50,12 +55,24 @@ static void detect(coli_cpu_caps *c) {
 static void detect(coli_cpu_caps *c) { memset(c, 0, sizeof *c); }
 #endif
 
+/* COLI_CPU_ISA: clear what lies above the named set (an unknown name hides nothing) */
+static void cap_to_env(coli_cpu_caps *c) {
+    const char *isa = getenv("COLI_CPU_ISA");
+    if (!isa || !*isa || !strcmp(isa, "avx512")) return;
+    const bool scalar = !strcmp(isa, "scalar"), avx2 = !strcmp(isa, "avx2");
+    if (!scalar && !avx2 && strcmp(isa, "avxvnni")) return;
+    c->avx512f = c->avx512bw = c->avx512vl = c->avx512dq = c->avx512vnni = c->avx512vbmi = c->avx512bf16 = false;
+    if (avx2 || scalar) c->avxvnni = false;
+    if (scalar) c->avx = c->avx2 = c->fma = c->f16c = false;
+}
+
 static coli_cpu_caps g_caps;     /* written once under g_once */
 static char g_features[256];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void init_once(void) {
     detect(&g_caps);
+    cap_to_env(&g_caps);
     const struct { bool on; const char *name; } f[] = {
         {g_caps.sse3, "sse3"}, {g_caps.ssse3, "ssse3"}, {g_caps.avx, "avx"}, {g_caps.avx2, "avx2"},
         {g_caps.fma, "fma"}, {g_caps.f16c, "f16c"}, {g_caps.avxvnni, "avxvnni"},

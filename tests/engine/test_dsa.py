@@ -38,6 +38,7 @@ def _logits(e: Engine, tokens: list[int]) -> np.ndarray:
 
 @pytest.mark.parametrize("quant", QUANTS)
 @pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.isa_bits
 def test_matches_llama_cpp(arch, quant):
     ours, theirs = matches_llama_cpp(mm.tiny(arch, quant), POSITIONS, f"{arch} {quant}")
     if arithmetic_mirrored():  # the same bits, selection and all

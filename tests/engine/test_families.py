@@ -18,6 +18,7 @@ F32, Q8_0, Q4_0 = 0, 8, 2
 
 @pytest.mark.parametrize("quant", [None, Q8_0, Q4_0], ids=["f32", "q8_0", "q4_0"])
 @pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.isa_bits
 def test_family_matches_llama_cpp(tmp_path, family, quant):
     path = write_tiny(tmp_path / f"{family}.gguf", family=family, quant=quant, tied=family != "llama", seed=3)
     rng = np.random.default_rng(5)

@@ -56,6 +56,7 @@ def ref_greedy(ref):
     return run
 
 
+@pytest.mark.isa_bits
 def test_teacher_forced_logits_match(real_model, engines, ref):
     model_id = real_model[0]
     e = engines[2]
@@ -104,6 +105,7 @@ def test_top1_helper_ignores_ties():
 
 @pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("prompt", PROMPTS)
+@pytest.mark.isa_bits
 def test_greedy_continuation_matches(engines, ref_greedy, threads, prompt):
     e = engines[threads]
     prompt_tokens = e.tokenize(prompt)

@@ -38,6 +38,7 @@ PLE_POSITIONS = 300
 
 
 @pytest.mark.parametrize("quant", QUANTS)
+@pytest.mark.isa_bits
 def test_matches_llama_cpp(quant):
     """assert_fidelity: llama.cpp's logits and greedy tokens, the same bits where the kernels mirror ggml's."""
     path = g4.tiny(quant)
@@ -45,6 +46,7 @@ def test_matches_llama_cpp(quant):
 
 
 @pytest.mark.parametrize("quant", QUANTS)
+@pytest.mark.isa_bits
 def test_per_layer_embeddings_match_llama_cpp(quant):
     """E2B/E4B's per-layer embeddings: matches_llama_cpp's checks, and the same bits in the same batches."""
     assert_fidelity(g4.tiny(quant, **PLE), PLE_POSITIONS, f"{ARCH} PLE {quant}", n_greedy=16)
@@ -59,6 +61,7 @@ REAL_HEADS = dict(n_embd=256, head_dim_swa=256, head_dim=512, n_rot_swa=256, rop
                                      dict(shared_kv_layers=0, softcap=None), REAL_HEADS, PLE_MOE],
                          ids=["dense-31B-like-no-softcap", "unshared-default-softcap", "26B-head-sizes",
                               "moe-per-layer-embeddings"])
+@pytest.mark.isa_bits
 def test_variants_match(options):
     """The dense graph (no router: the MLP alone, attn_v everywhere) with a softcap of 0 (none); every
     layer with its own KV and no softcapping key (llama.cpp's default of 30 applies); the real model's

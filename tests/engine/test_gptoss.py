@@ -37,6 +37,7 @@ def fixture(label: str):
 
 
 @pytest.mark.parametrize("label", list(FIXTURES))
+@pytest.mark.isa_bits
 def test_matches_llama_cpp(label):
     """assert_fidelity: llama.cpp's logits and greedy tokens, the same bits where the kernels mirror ggml's."""
     path = fixture(label)
@@ -60,6 +61,7 @@ def test_the_window_slides(tmp_path):
 
 @pytest.mark.parametrize("pattern", [dict(swa_period=3), dict(swa_period=0), dict(swa_layers=(False, True, True, False))],
                          ids=["period-3", "period-0", "per-layer"])
+@pytest.mark.isa_bits
 def test_the_files_sliding_window_pattern(pattern):
     """attention.sliding_window_pattern, as a period (0: every layer slides) or one flag per
     layer, decides which layers slide as in llama.cpp (load_swa_pattern)."""

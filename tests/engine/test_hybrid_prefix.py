@@ -46,6 +46,7 @@ def _readout(e: Engine, first: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("arch", mm.GDN_ARCHS)
+@pytest.mark.isa_bits
 def test_a_branch_restores_a_checkpoint_bit_exact(arch, spaced):
     """History of 120 prompt tokens + 8 generated; a new prompt shares 75: the checkpoint at 64 comes back and
     11 + 3 tokens are prefilled; its read-out (positions 76..) and greedy tokens equal a fresh engine's from

@@ -55,6 +55,7 @@ def require_kernels(path) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.isa_bits
 def test_matches_llama_cpp(kind):
     """matches_llama_cpp's checks; where every type is mirrored, the same bits as
     llama.cpp when both split the prompt alike. (matches_llama_cpp runs ours in

@@ -29,6 +29,7 @@ POSITIONS = 600  # teacher-forced, one sequence
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("quant", QUANTS)
+@pytest.mark.isa_bits
 def test_deepseek2_matches_llama_cpp(quant, variant):
     matches_llama_cpp(mm.tiny("deepseek2", quant, **VARIANTS[variant]), POSITIONS, f"deepseek2 {quant} {variant}")
 

@@ -19,6 +19,7 @@ POSITIONS = 512
 
 @pytest.mark.parametrize("quant", [None, Q8_0, Q4_0], ids=["f32", "q8_0", "q4_0"])
 @pytest.mark.parametrize("family", MOE_FAMILIES)
+@pytest.mark.isa_bits
 def test_moe_family_matches_llama_cpp(tmp_path, family, quant):
     path = write_tiny(tmp_path / f"{family}.gguf", family=family, quant=quant, tied=False, seed=11)
     rng = np.random.default_rng(5)

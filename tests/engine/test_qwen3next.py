@@ -36,12 +36,14 @@ FIXTURES = [("qwen3next", "F32", "F32", {}), ("qwen3next", "Q8_0", "Q8_0", {}), 
 
 
 @pytest.mark.parametrize("arch,label,quant,options", FIXTURES, ids=[f"{a}-{lb}" for a, lb, _, _ in FIXTURES])
+@pytest.mark.isa_bits
 def test_matches_llama_cpp(arch, label, quant, options):
     path = mm.tiny(arch, quant, **options)
     assert_fidelity(path, POSITIONS, f"{arch} {label}")
 
 
 @pytest.mark.parametrize("arch", mm.GDN_ARCHS)
+@pytest.mark.isa_bits
 def test_decode_matches_llama_cpp_decode(arch):
     """Token by token (the recurrence's one-token path), against llama.cpp fed one token at a time."""
     path = mm.tiny(arch, "Q8_0")

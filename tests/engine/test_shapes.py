@@ -39,6 +39,7 @@ def mirrored():
 
 
 @pytest.mark.parametrize("family,quant,shape", CASES, ids=[f"{f}-{t}-{s}" for f, t, s in CASES])
+@pytest.mark.isa_bits
 def test_shaped_model_matches_llama_cpp(tmp_path, mirrored, family, quant, shape):
     sh = SHAPES[shape]
     path = write_shaped(tmp_path / "m.gguf", family, quant, sh, seed=7)

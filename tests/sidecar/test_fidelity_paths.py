@@ -60,6 +60,7 @@ def same_or_near_tie(ours: list[int], theirs: list[int], margins: list[float]) -
 
 
 @pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.isa_bits
 def test_coli_generate_matches_llama_cpp(real_model, ref_greedy, threads):
     _, path = real_model
     text, prompt, theirs, margins, _, _ = ref_greedy
@@ -73,6 +74,7 @@ def test_coli_generate_matches_llama_cpp(real_model, ref_greedy, threads):
 
 
 @pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.isa_bits
 def test_serve_slot_matches_llama_cpp(real_model, ref, ref_greedy, threads):
     _, path = real_model
     text, prompt, theirs, margins, eog, prompt_lp = ref_greedy
