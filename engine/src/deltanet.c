@@ -19,6 +19,7 @@
 #include "clock.h"
 #include "deltanet.h"
 #include "error.h"
+#include "gcc_dot.h"
 #include "ggml_types.h"
 #include "kernels.h"
 #include "matmul.h"
@@ -208,24 +209,12 @@ static float *rs_of(const coli_state *s, const coli_layer *L, int i) {
     return kv->rs + (size_t)L->rs_slot * (kv->rs_conv + kv->rs_ssm);
 }
 
-/* ggml_ssm_conv's sum over the taps [state (KC - 1) | x] (sumf += s * c, a plain loop) as GCC vectorised it for
- * the reference build's ISA: while a vector's worth of taps is left (16 on AVX-512, 8 on AVX2), that many products,
- * each rounded, added one by one; then one half vector (8 / 4) alike; the rest fused (fma, contracted). So the
- * released models' 4 taps are 4 fmas on AVX-512 and 4 rounded products on AVX2 (the kernel table's f32_lanes). */
-static float conv_taps(const float *w, float x, const float *k, int KC, int lanes) {
-    float sum = 0.0f;
-    int t = 0;
-    for (; t + lanes <= KC;)
-        for (const int e = t + lanes; t < e; t++) sum += (t < KC - 1 ? w[t] : x) * k[t];
-    if (t + lanes / 2 <= KC)
-        for (const int e = t + lanes / 2; t < e; t++) sum += (t < KC - 1 ? w[t] : x) * k[t];
-    for (; t < KC; t++) sum = fmaf(t < KC - 1 ? w[t] : x, k[t], sum);
-    return sum;
-}
-
-/* ggml_ssm_conv over [state | x] (conv_taps), the state moved on by x; channels c0..c1 */
+/* ggml_ssm_conv over [state | x], the state moved on by x; channels c0..c1. Its sum over the taps is a plain loop,
+ * as GCC vectorised it for the reference build (gcc_dot.h): the released models' 4 taps are 4 fmas on AVX-512 and
+ * 4 rounded products added on AVX2. */
 static void gdn_conv(gdn_job *j, int c0, int c1) {
-    const int KC = j->m->hp.ssm_d_conv, lanes = coli_kernels()->f32_lanes;
+    const int KC = j->m->hp.ssm_d_conv, lanes = coli_kernels()->f32_lanes; /* KC <= 64 (model.c) */
+    float taps[64];
     const int CD = 2 * j->m->hp.ssm_d_state * j->m->hp.ssm_n_k + j->m->hp.ssm_d_state * j->m->hp.ssm_n_v;
     for (int i = 0; i < j->n; i++) {
         float *cst = rs_of(j->s, j->L, i);
@@ -233,7 +222,9 @@ static void gdn_conv(gdn_job *j, int c0, int c1) {
         float *conv = j->conv + (size_t)i * CD;
         for (int c = c0; c < c1; c++) {
             float *w = cst + (size_t)c * (KC - 1);
-            conv[c] = conv_taps(w, row[c], j->L->ssm_conv1d + (size_t)c * KC, KC, lanes);
+            memcpy(taps, w, (size_t)(KC - 1) * sizeof(float));
+            taps[KC - 1] = row[c];
+            conv[c] = coli_gcc_dot(taps, j->L->ssm_conv1d + (size_t)c * KC, KC, 0.0f, lanes);
             for (int t = 0; t < KC - 2; t++) w[t] = w[t + 1];
             w[KC - 2] = row[c];
         }

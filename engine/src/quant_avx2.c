@@ -12,6 +12,7 @@
 #ifdef COLI_X86
 #include <immintrin.h>
 
+#include "gcc_dot.h"
 #include "prefetch.h"
 #include <math.h>
 #include <stddef.h>
@@ -207,16 +208,8 @@ INL void fdot_nr_a(int n, const void *w, const char *a, size_t as, float *s, siz
             double sumf = red;
             for (int j = np; j < n; j++) sumf += (double)(el(w, j, 1) * el(x, j, af16));
             s[r * ss] = (float)sumf;
-        } else { /* the leftover loop as GCC vectorised it for an AVX2 ggml: 8 products at a time while 8
-                  * are left, then 4 if 4 are, added one by one; the last < 4 by fma */
-            float sumf = red;
-            int j = np;
-            for (; j + 8 <= n; j += 8)
-                for (int k = 0; k < 8; k++) sumf += el(w, j + k, 0) * el(x, j + k, 0);
-            if (j + 4 <= n)
-                for (const int e = j + 4; j < e; j++) sumf += el(w, j, 0) * el(x, j, 0);
-            for (; j < n; j++) sumf = fmaf(el(w, j, 0), el(x, j, 0), sumf);
-            s[r * ss] = sumf;
+        } else { /* the leftover loop as GCC vectorised it for an AVX2 ggml */
+            s[r * ss] = coli_gcc_dot((const float *)w + np, (const float *)x + np, n - np, red, 8);
         }
     }
 }

@@ -11,6 +11,7 @@
 #ifdef COLI_X86
 #include <immintrin.h>
 
+#include "gcc_dot.h"
 #include "prefetch.h"
 #include <math.h>
 #include <stddef.h>
@@ -72,16 +73,8 @@ INL void fdot_nr_a(int n, const void *w, const char *a, size_t as, float *s, siz
             double sumf = red;
             for (int j = np; j < n; j++) sumf += (double)(el(w, j, 1) * el(x, j, af16));
             s[r * ss] = (float)sumf;
-        } else { /* the leftover loop as GCC vectorised it: 16, then 8 products at a time added
-                  * one by one, the last < 8 by fma (an MLA head of 32 takes the first two) */
-            float sumf = red;
-            int j = np;
-            for (; j + 16 <= n; j += 16)
-                for (int k = 0; k < 16; k++) sumf += el(w, j + k, 0) * el(x, j + k, 0);
-            if (j + 8 <= n)
-                for (const int e = j + 8; j < e; j++) sumf += el(w, j, 0) * el(x, j, 0);
-            for (; j < n; j++) sumf = fmaf(el(w, j, 0), el(x, j, 0), sumf);
-            s[r * ss] = sumf;
+        } else { /* the leftover loop as GCC vectorised it (an MLA head of 32 takes 16 then 8) */
+            s[r * ss] = coli_gcc_dot((const float *)w + np, (const float *)x + np, n - np, red, 16);
         }
     }
 }

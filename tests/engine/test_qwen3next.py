@@ -32,7 +32,10 @@ FIXTURES = [("qwen3next", "F32", "F32", {}), ("qwen3next", "Q8_0", "Q8_0", {}), 
                                                      n_ff_shexp=128)),
             # the released models' state size (Qwen3.5/3.6, Qwen3-Next: 128): deltanet.c's AVX-512 recurrence keeps
             # a state row in 8 registers there (4 at the fixtures' 64, the table's dot at 32)
-            ("qwen35moe", "d_state128", "Q8_0", dict(ssm_d_state=128))]
+            ("qwen35moe", "d_state128", "Q8_0", dict(ssm_d_state=128)),
+            # the conv's taps as GCC vectorised ggml_ssm_conv per ISA (deltanet.c conv_taps): the released 4 (all
+            # fused on AVX-512, rounded products on AVX2), 9 (a half vector then one fused), 17 (a whole vector)
+            ("qwen35moe", "d_conv9", "F32", dict(ssm_d_conv=9)), ("qwen35moe", "d_conv17", "F32", dict(ssm_d_conv=17))]
 
 
 @pytest.mark.parametrize("arch,label,quant,options", FIXTURES, ids=[f"{a}-{lb}" for a, lb, _, _ in FIXTURES])
