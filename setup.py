@@ -11,8 +11,10 @@ installed wheel serves it with no checkout (colibri.serve_config.default_web_dir
   checkout's web/dist, which scripts/run.sh builds.
 
 COLI_BUILD_WEB=0 never runs npm (an existing web/dist is still shipped); =1
-always rebuilds. Without npm and without web/dist the package is built
-without the dashboard, and says so.
+always rebuilds (npm ci only when web/node_modules was not installed from this
+package-lock.json, web/test.sh's stamp). Without npm and without web/dist the
+package is built without the dashboard, and says so. COLI_ENGINE_PREBUILT=<a
+built _engine .so> ships that engine instead of compiling it (the wheel test).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import subprocess
 from pathlib import Path
 
 from setuptools import setup
+from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 from setuptools.command.sdist import sdist
 
@@ -59,8 +62,13 @@ def build_web() -> None:
         _say("npm not found: " + ("shipping the existing, older web/dist" if index.is_file()
                                   else "the package will not carry the dashboard (install Node.js 20.19+)"))
         return
-    _say("building the dashboard (npm ci, npm run build in web/)")
-    subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=WEB, check=True)
+    stamp, lock = WEB / "node_modules" / ".stamp-lock", WEB / "package-lock.json"
+    if stamp.is_file() and stamp.read_bytes() == lock.read_bytes():  # web/test.sh's mark: installed from this lock
+        _say("building the dashboard (npm run build in web/)")
+    else:
+        _say("building the dashboard (npm ci, npm run build in web/)")
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=WEB, check=True)
+        shutil.copyfile(lock, stamp)
     subprocess.run(["npm", "run", "build", "--silent"], cwd=WEB, check=True)
 
 
@@ -80,6 +88,23 @@ class BuildPy(build_py):
             _say("web/dist is not built: the package carries no dashboard")
 
 
+class BuildExt(build_ext):
+    """build_ext; COLI_ENGINE_PREBUILT=<a built colibri/_engine .so> ships that file instead of compiling the
+    engine again (tests/sidecar/test_wheel_dashboard.py packs the checkout's editable build, compiled from the
+    same sources by scripts/bootstrap.sh)."""
+
+    def build_extension(self, ext) -> None:
+        prebuilt = os.environ.get("COLI_ENGINE_PREBUILT")
+        if not (prebuilt and ext.name == "colibri._engine"):
+            return super().build_extension(ext)
+        dest = Path(self.get_ext_fullpath(ext.name))
+        if Path(prebuilt).name != dest.name:
+            raise SystemExit(f"COLI_ENGINE_PREBUILT={prebuilt}: not a build of {dest.name}")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(prebuilt, dest)
+        _say(f"the engine: {prebuilt} (COLI_ENGINE_PREBUILT), not compiled again")
+
+
 class Sdist(sdist):
     """sdist with a freshly built web/dist inside (MANIFEST.in grafts it)."""
 
@@ -88,4 +113,4 @@ class Sdist(sdist):
         super().run()
 
 
-setup(cffi_modules=["engine/build_engine.py:ffibuilder"], cmdclass={"build_py": BuildPy, "sdist": Sdist})
+setup(cffi_modules=["engine/build_engine.py:ffibuilder"], cmdclass={"build_py": BuildPy, "build_ext": BuildExt, "sdist": Sdist})

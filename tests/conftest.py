@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.speed import slowness, scaled
+
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_report_header(config):
+    forced = " (COLI_TEST_SLOWNESS)" if os.environ.get("COLI_TEST_SLOWNESS") else ", measured: tests/speed.py"
+    return f"time limits x{slowness()}{forced}"
 
 
 def pytest_collection_modifyitems(config, items):
@@ -80,5 +87,5 @@ def run_coli(*args: str, env: dict[str, str] | None = None, timeout: float = 120
     """Run the real `coli` command line in a child process."""
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "colibri", *args], capture_output=True, text=True, env=full_env, timeout=timeout
+        [sys.executable, "-m", "colibri", *args], capture_output=True, text=True, env=full_env, timeout=scaled(timeout)
     )

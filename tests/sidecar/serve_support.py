@@ -16,6 +16,8 @@ import tempfile
 import threading
 import time
 
+from tests.speed import scaled
+
 URL_LINE = re.compile(r"serving (\S+) at (http://\S+)/v1")
 
 
@@ -32,7 +34,7 @@ class ServerProcess:
         if "COLI_STATE_DIR" not in (env or {}):  # persisted KV slots go to a scratch folder, never the user's
             self._state_dir = tempfile.mkdtemp(prefix="coli-state-")
             self.env["COLI_STATE_DIR"] = self._state_dir
-        self.timeout = timeout
+        self.timeout = scaled(timeout)
         self.proc: subprocess.Popen | None = None
         self.lines: list[str] = []
         self.model_id = self.base = ""
@@ -70,7 +72,7 @@ class ServerProcess:
         if self.proc.poll() is None:
             self.proc.terminate() if sig == "term" else self.proc.kill()
             try:
-                self.proc.wait(timeout)
+                self.proc.wait(scaled(timeout))
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
@@ -80,7 +82,7 @@ class ServerProcess:
         return "".join(self.lines)
 
     def connection(self, timeout: float = 120) -> http.client.HTTPConnection:
-        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        return http.client.HTTPConnection(self.host, self.port, timeout=scaled(timeout))
 
     def request(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
                 timeout: float = 120) -> tuple[int, dict, bytes]:
@@ -128,7 +130,7 @@ def named_events(text: str) -> list[tuple[str, dict]]:
 
 
 def wait_for(predicate, timeout: float = 30, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         if predicate():
             return True
@@ -168,7 +170,7 @@ def run_app(served, body, cfg, timeout: float = 120):
         async with TestClient(TestServer(create_app(cfg, served))) as client:
             return await body(client, served)
 
-    return asyncio.run(asyncio.wait_for(main(), timeout))
+    return asyncio.run(asyncio.wait_for(main(), scaled(timeout)))
 
 
 def stream_until_the_engine_closes(cfg, model_path, path: str, payload: dict, marker: bytes) -> tuple[int, str]:

@@ -19,6 +19,7 @@ import pytest
 
 from tests.conftest import ROOT, real_model_path
 from tests.sidecar.serve_support import ServerProcess
+from tests.speed import scaled
 
 WRAPPER = """
 import signal, subprocess, sys, time
@@ -60,7 +61,7 @@ class Tmux:
     def wait_for(self, test, timeout: float = 120) -> str:
         """The screen once test(screen) holds (a regex or a function); fails with the screen otherwise."""
         check = (lambda s: re.search(test, s, re.M)) if isinstance(test, str) else test
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         while time.monotonic() < deadline:
             text = self.screen()
             if check(text):
