@@ -58,6 +58,25 @@ print(json.dumps({"prefill": len(prompt) / (t1 - t0), "decode": n_gen / (t2 - t1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def run_as_isa(isa: str | None) -> str:
+    """--isa, for the children: avx2 / avxvnni run colibri as on a CPU without AVX-512 (COLI_CPU_ISA: its kernel
+    choice at load runs as it would there) and llama.cpp built without AVX-512, where scripts/test.sh installed
+    one (.venv/reference-avx2, or the folder COLI_LLAMA_AVX2 names: bench/README.md); scalar and avx512 force
+    colibri's set (llama.cpp keeps its build's). Returns a line saying what runs."""
+    if not isa:
+        return ""
+    if isa in ("avx2", "avxvnni"):
+        os.environ["COLI_CPU_ISA"] = isa
+        peer = os.environ.get("COLI_LLAMA_AVX2") or os.path.join(ROOT, ".venv", "reference-avx2")
+        if os.path.isfile(os.path.join(peer, "llama_cpp", "__init__.py")):
+            os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [peer, os.environ.get("PYTHONPATH")]))
+            return f"colibri as on an {isa} CPU (COLI_CPU_ISA={isa}); llama.cpp built for AVX2 ({peer})"
+        return (f"colibri as on an {isa} CPU (COLI_CPU_ISA={isa}); llama.cpp keeps its own build "
+                f"(no AVX2-only build at {peer}: ./scripts/test.sh installs one on AVX-512 machines)")
+    os.environ["COLI_BENCH_ISA"] = isa
+    return f"colibri forced to its {isa} kernels; llama.cpp keeps its own build"
+
+
 def run_child(engine: str, args) -> dict:
     cmd = [sys.executable, "-c", CHILD, engine, args.model, str(args.threads), str(args.prompt_tokens),
            str(args.gen_tokens), str(args.ctx), ROOT]
@@ -72,15 +91,17 @@ def main() -> int:
     ap.add_argument("--model", default=None, help="GGUF file (default: the embedded default model)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--isa", choices=("scalar", "avx2", "avxvnni", "avx512"), default=None,
-                    help="force colibri's kernels to this ISA (llama.cpp keeps its best): the AVX2 path on an AVX-512 machine")
+                    help="avx2 / avxvnni: both engines as on a CPU without AVX-512 (run_as_isa); scalar / avx512: "
+                         "force colibri's kernels")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--prompt-tokens", type=int, default=256)
     ap.add_argument("--gen-tokens", type=int, default=128)
     ap.add_argument("--ctx", type=int, default=512)
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args()
-    if args.isa:
-        os.environ["COLI_BENCH_ISA"] = args.isa
+    isa_line = run_as_isa(args.isa)
+    if isa_line:
+        print(isa_line, file=sys.stderr)
     if args.model is None:
         from colibri.models import default_model_path
 
@@ -97,7 +118,7 @@ def main() -> int:
     med = {e: {k: statistics.median(r[k] for r in rs) for k in keys} for e, rs in results.items()}
     print(f"\nmodel {os.path.basename(args.model)}, {args.threads} threads, {args.reps} interleaved reps, "
           f"{args.prompt_tokens}-token prompt, {args.gen_tokens} generated ({time.time() - t0:.0f} s)"
-          + (f"; colibri forced to {args.isa}" if args.isa else ""))
+          + (f"; {isa_line}" if isa_line else ""))
     print(f"{'':12s}{'prefill tok/s':>15s}{'decode tok/s':>15s}{'peak RSS MiB':>15s}")
     for e in ("colibri", "llama.cpp"):
         print(f"{e:12s}{med[e]['prefill']:15.1f}{med[e]['decode']:15.1f}{med[e]['rss_mb']:15.1f}")

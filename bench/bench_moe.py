@@ -30,7 +30,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_engine import CHILD, ROOT  # noqa: E402
+from bench_engine import CHILD, ROOT, run_as_isa  # noqa: E402
 
 sys.path.insert(0, ROOT)
 from tests.fixtures import moe_models  # noqa: E402
@@ -218,7 +218,8 @@ def main() -> int:
     ap.add_argument("--model", default=None, help="benchmark this GGUF file instead of the generated ones")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--isa", choices=("scalar", "avx2", "avxvnni", "avx512"), default=None,
-                    help="force colibri's kernels to this ISA (llama.cpp keeps its own build's)")
+                    help="avx2 / avxvnni: both engines as on a CPU without AVX-512 (bench_engine.run_as_isa); "
+                         "scalar / avx512: force colibri's kernels")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--prompt-tokens", type=int, default=256)
     ap.add_argument("--gen-tokens", type=int, default=128)
@@ -228,8 +229,9 @@ def main() -> int:
                     help="llama.cpp's flash attention: off (the arithmetic colibri mirrors), on, or both (two peers)")
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args()
-    if args.isa:
-        os.environ["COLI_BENCH_ISA"] = args.isa  # read by bench_engine's child
+    isa_line = run_as_isa(args.isa)  # read by bench_engine's child
+    if isa_line:
+        print(isa_line, file=sys.stderr)
 
     t0 = time.time()
     if args.model:

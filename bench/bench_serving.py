@@ -235,7 +235,11 @@ def main() -> int:
     ap.add_argument("--root", default=ROOT,
                     help="the checkout whose sidecar and built engine run (default: this one), e.g. main's for a before")
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--isa", choices=("avx2", "avxvnni"), default=None,
+                    help="every mode as on a CPU without AVX-512 (COLI_CPU_ISA)")
     args = ap.parse_args()
+    if args.isa:
+        os.environ["COLI_CPU_ISA"] = args.isa  # the children inherit it
     if args.model is None:
         sys.path.insert(0, SIDECAR)
         from colibri.models import default_model_path

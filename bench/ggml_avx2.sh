@@ -1,6 +1,7 @@
 #!/bin/sh
 # ggml_avx2.sh — our AVX2 kernel table against an AVX2-only llama.cpp 0.3.36
-# (issue #19): builds that llama.cpp once (no AVX-512, no AVX-VNNI; ~10 min on
+# (issue #19): takes the one scripts/test.sh installs for its AVX2 pass
+# (.venv/reference-avx2), else builds one (no AVX-512, no AVX-VNNI; ~5 min on
 # 2 cores) into $LLAMA_AVX2 (default /tmp/llama_avx2), then the kernel benches
 # (bench_iq14, bench_iq23, bench_lowk) with `avx2` against its libs.
 #   sh bench/ggml_avx2.sh [rounds]          (from the repository root)
@@ -10,6 +11,7 @@
 set -e
 ROUNDS=${1:-3}
 PY=${PY:-.venv/bin/python}
+[ -z "${LLAMA_AVX2:-}" ] && [ -f .venv/reference-avx2/llama_cpp/lib/libggml-cpu.so ] && LLAMA_AVX2=.venv/reference-avx2
 LLAMA_AVX2=${LLAMA_AVX2:-/tmp/llama_avx2}
 LIB=$LLAMA_AVX2/llama_cpp/lib
 OUT=${OUT:-/tmp/ggml_avx2_bench}

@@ -5,10 +5,15 @@
 # model). Arguments go to pytest; with arguments only pytest runs.
 # Then the desktop tests (desktop/test.sh: the frozen sidecar, the .desktop
 # file, the Tauri shell's build and tests, the windows under Xvfb).
+# On a CPU with colibri's AVX-512 set, the tests marked isa_bits run a second
+# time (the AVX2 pass) as an AVX2-only CPU runs them (COLI_CPU_ISA=avx2),
+# against an AVX2-only llama.cpp built beside the native one.
+# Each stage's wall time is printed at the end.
 #   COLI_SKIP_WEB=1       skip the dashboard's tests
 #   COLI_SKIP_DESKTOP=1   skip the desktop tests
-#   COLI_WHEEL_CACHE  where the llama.cpp reference wheel is kept between runs
-#                     (default ~/.cache/colibri/wheels); it is built once, ~8 min on 2 cores.
+#   COLI_SKIP_AVX2_PASS=1 skip the AVX2 pass
+#   COLI_WHEEL_CACHE  where the llama.cpp reference wheels are kept between runs
+#                     (default ~/.cache/colibri/wheels); each is built once, 4-8 min on 2 cores.
 #   COLI_NPM_CACHE    where Claude Code is installed from npm for its end-to-end test
 #                     (default ~/.cache/colibri/npm)
 # The real models of the fidelity tests (Qwen2.5-Coder 0.5B and 1.5B Instruct,
@@ -191,7 +196,7 @@ ensure_fuzzer
 ensure_codex
 ensure_claude_code
 say "building the sanitizer builds of the engine (make -C engine asan fuzz)"
-make -s -C "$ROOT/engine" asan fuzz
+make -s -j"$(nproc)" -C "$ROOT/engine" asan fuzz
 cd "$ROOT"
 # the reference is installed above: a test that cannot import it must fail, not skip
 export COLI_REQUIRE_REFERENCE=1

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import pkgutil
 import sys
 
@@ -32,7 +33,8 @@ def version_text(verbose: int = 0) -> str:
         from colibri import engine
 
         lines.append(f"engine {engine.version()} ({engine.build_info()})")
-        lines.append(f"cpu: {engine.cpu_features() or 'no SIMD features detected'}")
+        capped = f" (COLI_CPU_ISA={os.environ['COLI_CPU_ISA']})" if os.environ.get("COLI_CPU_ISA") else ""
+        lines.append(f"cpu: {engine.cpu_features() or 'no SIMD features detected'}{capped}")
         if verbose:
             from colibri import kernel_choice
 

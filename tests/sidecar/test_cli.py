@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+
 from tests.conftest import run_coli
 
 
@@ -12,6 +16,23 @@ def test_version():
     assert lines[0].startswith("coli ")
     assert lines[1].startswith("engine ") and "-O3" in lines[1]
     assert lines[2].startswith("cpu:")
+
+
+def test_cpu_isa_hides_the_features_above_it():
+    """COLI_CPU_ISA=avx2: the engine as on an AVX2-only CPU (no AVX-512, no AVX-VNNI; the AVX2 set is the widest,
+    so `auto` picks it); scalar hides AVX too; a name it does not know hides nothing."""
+    full = run_coli("--version").stdout.splitlines()[2]
+    if " avx2" not in full:
+        return  # nothing to hide on this CPU
+    avx2 = run_coli("--version", env={"COLI_CPU_ISA": "avx2"}).stdout.splitlines()[2]
+    assert " avx2" in avx2 and "avx512" not in avx2 and "avxvnni" not in avx2 and avx2.endswith("(COLI_CPU_ISA=avx2)")
+    scalar = run_coli("--version", env={"COLI_CPU_ISA": "scalar"}).stdout.splitlines()[2]
+    assert " avx" not in scalar and "fma" not in scalar
+    assert run_coli("--version", env={"COLI_CPU_ISA": "bogus"}).stdout.splitlines()[2].startswith(full)
+    probe = "from colibri._engine import ffi, lib; print(ffi.string(lib.colibri_kernel_isa()).decode())"
+    isa = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                         env={**os.environ, "COLI_CPU_ISA": "avx2"}).stdout.split()[0]
+    assert isa == "avx2"
 
 
 def test_help_lists_subcommands():
