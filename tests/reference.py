@@ -44,11 +44,17 @@ MIRRORING_SETS = {"avx512": ("avx512",), "avx2": ("avx2", "avxvnni")}
 
 def arithmetic_mirrored() -> bool:
     """Whether our kernels and the reference's add up alike here, bit for bit: our kernel set in force
-    is one the reference's build mirrors (tests/engine/test_matmul.py checks every kernel of each pair)."""
+    is one the reference's build mirrors (tests/engine/test_matmul.py checks every kernel of each pair).
+    Under COLI_REQUIRE_REFERENCE=1 (scripts/test.sh, which builds the reference that does) a pair that
+    does not is a failure: the bit checks that depend on it would not run."""
     from colibri._engine import ffi, lib
 
-    ours = ffi.string(lib.colibri_kernel_isa()).split()[0].decode()
-    return ours in MIRRORING_SETS.get(reference_isa(), ())
+    ours, theirs = ffi.string(lib.colibri_kernel_isa()).split()[0].decode(), reference_isa()
+    mirrored = ours in MIRRORING_SETS.get(theirs, ())
+    if not mirrored and os.environ.get("COLI_REQUIRE_REFERENCE") == "1":
+        pytest.fail(f"the reference is a {theirs} build and our kernel set here is {ours}: no bits to compare "
+                    f"(scripts/test.sh builds the reference that mirrors this CPU's widest set)")
+    return mirrored
 
 
 def top1_where_decided(ours: np.ndarray, theirs: np.ndarray, min_gap: float = 0.05) -> tuple[int, int]:
