@@ -1,9 +1,12 @@
 """Shared fixtures: the real default model, and GGUF files written by the tests."""
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,31 @@ import pytest
 from tests.speed import slowness, scaled
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _persist_generated_models() -> None:
+    """The model files the tests generate (tests/fixtures) are kept between sessions, and for the AVX2 pass,
+    in the user's fixture cache (before the scratch cache dir below takes COLI_CACHE_DIR), in a folder named
+    after the generators' sources and the gguf writer's version: a changed generator writes new files."""
+    if os.environ.get("COLI_FIXTURE_DIR"):
+        return
+    from importlib.metadata import version
+
+    from tests.fixtures.moe_models import fixture_dir
+
+    digest = hashlib.sha256(version("gguf").encode())
+    for source in sorted((ROOT / "tests" / "fixtures").glob("*.py")):
+        digest.update(source.name.encode() + source.read_bytes())
+    here = fixture_dir() / f"tests-{digest.hexdigest()[:12]}"
+    for old in here.parent.glob("tests-*"):  # other generators' files, unused for a week
+        if old != here and time.time() - old.stat().st_mtime > 7 * 86400:
+            shutil.rmtree(old, ignore_errors=True)
+    here.mkdir(exist_ok=True)
+    os.utime(here)
+    os.environ["COLI_FIXTURE_DIR"] = str(here)
+
+
+_persist_generated_models()
 
 
 def pytest_report_header(config):

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from colibri.engine import Engine
-from tests.fixtures.shaped_models import FAMILIES, SHAPES, TYPES, file_types, write_shaped
+from tests.fixtures.shaped_models import FAMILIES, SHAPES, TYPES, file_types, shaped
 from tests.reference import arithmetic_mirrored, compare_logits, load_reference, top1_where_decided
 
 pytest.importorskip("gguf")
@@ -40,9 +40,9 @@ def mirrored():
 
 @pytest.mark.parametrize("family,quant,shape", CASES, ids=[f"{f}-{t}-{s}" for f, t, s in CASES])
 @pytest.mark.isa_bits
-def test_shaped_model_matches_llama_cpp(tmp_path, mirrored, family, quant, shape):
+def test_shaped_model_matches_llama_cpp(mirrored, family, quant, shape):
     sh = SHAPES[shape]
-    path = write_shaped(tmp_path / "m.gguf", family, quant, sh, seed=7)
+    path = shaped(family, quant, shape, seed=7)
     rng = np.random.default_rng(11)
     with Engine(path, n_ctx=64, n_threads=2) as e:
         # ids from the whole vocabulary (the padded rows of the big one too)
