@@ -14,7 +14,7 @@ import functools
 import os
 import time
 
-# The workloads' best times on the 2-core Granite Rapids-class Xeon (KVM) where the limits were set.
+# The workloads' mean times on the 2-core Granite Rapids-class Xeon (KVM) where the limits were set.
 BASELINE_S = {"python": 0.0115, "engine": 0.0038}
 MAX_SLOWNESS = 8.0
 
