@@ -39,7 +39,8 @@ stage_end "virtual environment and engine (bootstrap.sh)"
 LLAMA_CPP_VERSION="0.3.36"
 AVX2_REFERENCE="$VENV/reference-avx2"
 
-cpu_has() { [[ " $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) " == *" $1 "* ]]; }
+CPU_FLAGS=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
+cpu_has() { [[ "$CPU_FLAGS" == *" $1 "* ]]; }
 
 llama_cmake_args() {
     # The reference's SIMD, named explicitly rather than GGML_NATIVE: native builds

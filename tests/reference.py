@@ -3,6 +3,7 @@ comparing its logits with ours. scripts/test.sh installs it and sets
 COLI_REQUIRE_REFERENCE=1, so in CI a missing reference fails instead of skipping."""
 from __future__ import annotations
 
+import functools
 import html
 import os
 import re
@@ -26,6 +27,7 @@ def load_reference(path, n_ctx: int = 512, n_threads: int = 2, logits_all: bool 
                      logits_all=logits_all, flash_attn=False, verbose=False)
 
 
+@functools.lru_cache(maxsize=1)
 def reference_isa() -> str:
     """The SIMD set the reference's ggml was built for: "avx512" (AVX-512 with VNNI), "avx2" (AVX2 and
     FMA, no AVX-512: an AVX2-only llama.cpp, AVX-VNNI or not), or "other". scripts/test.sh builds the

@@ -90,7 +90,7 @@ def cached_choices() -> dict:
     """This CPU's cached timings for this engine build: {"Q4_0 2048x768": {"us": {"avx2/l1": µs, ...}}}
     (none when the features differ: COLI_CPU_ISA hides some, and sets measured with them would not run)."""
     entry = read_cache()["cpus"].get(cpu_model()) or {}
-    same = entry.get("engine") == build_key() and entry.get("features", engine.cpu_features()) == engine.cpu_features()
+    same = entry.get("engine") == build_key() and entry.get("features") in (None, engine.cpu_features())
     return entry.get("choices", {}) if same else {}
 
 
