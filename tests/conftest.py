@@ -27,7 +27,8 @@ def _persist_generated_models() -> None:
     from tests.fixtures.moe_models import fixture_dir
 
     digest = hashlib.sha256(version("gguf").encode())
-    for source in sorted((ROOT / "tests" / "fixtures").glob("*.py")):
+    sources = sorted((ROOT / "tests" / "fixtures").glob("*.py")) + [ROOT / "tests" / "engine" / "tokenizer_fixtures.py"]
+    for source in sources:  # (the fixtures' vocabularies come from the tokenizer's)
         digest.update(source.name.encode() + source.read_bytes())
     here = fixture_dir() / f"tests-{digest.hexdigest()[:12]}"
     for old in here.parent.glob("tests-*"):  # other generators' files, unused for a week

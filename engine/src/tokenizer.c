@@ -132,6 +132,8 @@ typedef struct {
     int add_bos;
     int no_bos;         /* no default BOS id */
     int merges_needed;  /* 0: a file without merges is accepted (Kimi K2) */
+    int spm_style;      /* escape_whitespaces and no byte encoding (llama.cpp's gemma4 / sarvam-moe types) */
+    int gemma4;         /* LLAMA_VOCAB_PRE_TYPE_GEMMA4: newline runs kept whole, BOS always added */
 } pre_def;
 
 static const char *const pre_default[] = {"default", NULL};
@@ -154,22 +156,27 @@ static const char *const pre_deepseek3[] = {"deepseek-v3", "hunyuan-dense", "joy
 static const char *const pre_gpt4o[] = {"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2", NULL};
 static const char *const pre_tekken[] = {"tekken", NULL};
 static const char *const pre_kimi_k2[] = {"kimi-k2", NULL};
+static const char *const pre_gemma4[] = {"gemma4", "granite-embed-multi-311m", NULL};
+static const char *const pre_sarvam[] = {"sarvam-moe", NULL};
 
 /* Which stages each tokenizer.ggml.pre name selects (llama-vocab.cpp,
  * llm_tokenizer_bpe), and the flags llama.cpp sets with it. */
 static const pre_def pre_defs[] = {
-    {pre_default, {COLI_STAGE_PUNCT_RUNS, COLI_STAGE_GPT2, COLI_STAGE_NUMBER_RUNS, COLI_STAGE_DIGIT_TRIPLES}, 0, 0, 0, 1},
-    {pre_llama3, {COLI_STAGE_LLAMA3}, 1, 1, 0, 1},
-    {pre_llama3_plain, {COLI_STAGE_LLAMA3}, 0, 0, 0, 1},
-    {pre_glm4, {COLI_STAGE_LLAMA3}, 0, 0, 1, 1},
-    {pre_qwen2, {COLI_STAGE_LLAMA3_DIGIT1}, 0, 0, 0, 1},
-    {pre_qwen35, {COLI_STAGE_QWEN35}, 0, 0, 0, 1},
-    {pre_gpt2, {COLI_STAGE_GPT2}, 0, 0, 0, 1},
-    {pre_starcoder, {COLI_STAGE_NUMBER_EACH, COLI_STAGE_GPT2}, 0, 0, 0, 1},
-    {pre_deepseek3, {COLI_STAGE_NUMBER_TRIPLES, COLI_STAGE_CJK_RUNS, COLI_STAGE_DEEPSEEK3}, 0, 0, 0, 1},
-    {pre_gpt4o, {COLI_STAGE_GPT4O}, 0, 0, 0, 1},
-    {pre_tekken, {COLI_STAGE_TEKKEN}, 1, 1, 0, 1},
-    {pre_kimi_k2, {COLI_STAGE_KIMI_K2}, 0, 0, 0, 0},
+    {pre_default, {COLI_STAGE_PUNCT_RUNS, COLI_STAGE_GPT2, COLI_STAGE_NUMBER_RUNS, COLI_STAGE_DIGIT_TRIPLES},
+     .merges_needed = 1},
+    {pre_llama3, {COLI_STAGE_LLAMA3}, .ignore_merges = 1, .add_bos = 1, .merges_needed = 1},
+    {pre_llama3_plain, {COLI_STAGE_LLAMA3}, .merges_needed = 1},
+    {pre_glm4, {COLI_STAGE_LLAMA3}, .no_bos = 1, .merges_needed = 1},
+    {pre_qwen2, {COLI_STAGE_LLAMA3_DIGIT1}, .merges_needed = 1},
+    {pre_qwen35, {COLI_STAGE_QWEN35}, .merges_needed = 1},
+    {pre_gpt2, {COLI_STAGE_GPT2}, .merges_needed = 1},
+    {pre_starcoder, {COLI_STAGE_NUMBER_EACH, COLI_STAGE_GPT2}, .merges_needed = 1},
+    {pre_deepseek3, {COLI_STAGE_NUMBER_TRIPLES, COLI_STAGE_CJK_RUNS, COLI_STAGE_DEEPSEEK3}, .merges_needed = 1},
+    {pre_gpt4o, {COLI_STAGE_GPT4O}, .merges_needed = 1},
+    {pre_tekken, {COLI_STAGE_TEKKEN}, .ignore_merges = 1, .add_bos = 1, .merges_needed = 1},
+    {pre_kimi_k2, {COLI_STAGE_KIMI_K2}, .merges_needed = 0},
+    {pre_gemma4, {COLI_STAGE_LINES}, .merges_needed = 1, .spm_style = 1, .gemma4 = 1},
+    {pre_sarvam, {COLI_STAGE_LINES}, .merges_needed = 1, .spm_style = 1},
 };
 
 static int load_model_type(struct coli_tokenizer *t, gguf_file *f) {
@@ -186,15 +193,18 @@ static int load_model_type(struct coli_tokenizer *t, gguf_file *f) {
         t->add_bos = 1;
         return 0;
     }
-    if (!str_is(model, "gpt2"))
-        return coli_fail(COLI_E_UNSUPPORTED, "unsupported: tokenizer model '%.*s' (colibri reads 'llama' and 'gpt2')",
+    const int gemma4 = str_is(model, "gemma4");
+    if (!gemma4 && !str_is(model, "gpt2"))
+        return coli_fail(COLI_E_UNSUPPORTED,
+                         "unsupported: tokenizer model '%.*s' (colibri reads 'llama', 'gpt2' and 'gemma4')",
                          (int)(model.len > 64 ? 64 : model.len), model.ptr);
     t->type = COLI_VOCAB_BPE;
-    t->bos = 11;
-    t->eos = 11;
+    t->bos = gemma4 ? COLI_TOKEN_NULL : 11; /* gemma4: every special id from the file */
+    t->eos = gemma4 ? COLI_TOKEN_NULL : 11;
     gguf_str pre = {"", 0};
     rc = gguf_get_str(f, "tokenizer.ggml.pre", &pre);
     if (rc < 0) return rc;
+    if (gemma4) pre = (gguf_str){"gemma4", 6}; /* the model names its pre-tokenizer, whatever the file says */
     for (size_t d = 0; d < sizeof pre_defs / sizeof pre_defs[0]; d++) {
         for (const char *const *n = pre_defs[d].names; *n; n++) {
             if (!(str_is(pre, *n) || (pre.len == 0 && d == 0))) continue;
@@ -204,6 +214,9 @@ static int load_model_type(struct coli_tokenizer *t, gguf_file *f) {
             t->ignore_merges = pre_defs[d].ignore_merges;
             t->add_bos = pre_defs[d].add_bos;
             t->merges_optional = !pre_defs[d].merges_needed;
+            t->spm_style = pre_defs[d].spm_style;
+            t->newline_runs_whole = pre_defs[d].gemma4;
+            t->force_bos = pre_defs[d].gemma4;
             if (pre_defs[d].no_bos) t->bos = COLI_TOKEN_NULL;
             return 0;
         }
@@ -415,6 +428,7 @@ static int load_special_ids(struct coli_tokenizer *t, gguf_file *f) {
     if ((rc = gguf_get_bool(f, "tokenizer.ggml.add_eos_token", &b)) < 0) return rc;
     if (rc) t->add_eos = b;
     if (t->type == COLI_VOCAB_BPE) t->add_space_prefix = 0;
+    if (t->force_bos) t->add_bos = 1; /* llama.cpp's Gemma 4 workaround: BOS whatever add_bos_token says */
     if (t->add_bos && t->bos < 0)
         return coli_fail(COLI_E_CORRUPT, "corrupt: tokenizer.ggml.add_bos_token is true, but there is no BOS token");
     if (t->add_eos && t->eos < 0)
@@ -681,6 +695,9 @@ static void build_byte_tokens(struct coli_tokenizer *t) {
             char buf[6] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
             int32_t id = coli_tok_find(t, buf, 6);
             t->byte_token[b] = id >= 0 ? id : coli_tok_find(t, &one, 1);
+        } else if (t->spm_style) {
+            char buf[6] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
+            t->byte_token[b] = coli_tok_find(t, buf, 6);
         } else {
             t->byte_token[b] = coli_tok_find(t, &one, 1);  /* a raw byte spelled as a token */
         }

@@ -3,7 +3,10 @@
  *   - SentencePiece-style BPE over scores with byte fallback
  *     (tokenizer.ggml.model = "llama": Llama 2, Gemma, ...);
  *   - GPT-2 byte-level BPE over ranked merges, after a pre-tokenizer chosen
- *     by tokenizer.ggml.pre (tokenizer.ggml.model = "gpt2").
+ *     by tokenizer.ggml.pre (tokenizer.ggml.model = "gpt2");
+ *   - SentencePiece-style BPE over ranked merges: spaces as U+2581, raw UTF-8
+ *     with <0xXX> byte fallback, lines apart (tokenizer.ggml.model = "gemma4",
+ *     and the pre-tokenizers gemma4 / granite-embed-multi-311m / sarvam-moe).
  * Read-only once loaded: any number of threads may tokenize at once.
  *
  * Split: tokenizer.c loads and checks the vocabulary, tokenizer_encode.c turns
@@ -22,7 +25,7 @@
 
 enum coli_vocab_type {
     COLI_VOCAB_SPM = 1,  /* "llama" */
-    COLI_VOCAB_BPE = 2,  /* "gpt2" */
+    COLI_VOCAB_BPE = 2,  /* "gpt2", "gemma4" */
 };
 
 /* Token attributes, as llama.cpp derives them (llama_token_attr). The file's
@@ -75,6 +78,8 @@ struct coli_tokenizer {
     int n_stages;
     int ignore_merges;             /* a whole pre-token that is a token is kept as is */
     int merges_optional;           /* the pre-tokenizer works without merges (Kimi K2) */
+    int spm_style;                 /* spaces are U+2581 and text stays raw UTF-8, bytes as <0xXX> (gemma4) */
+    int newline_runs_whole;        /* a run of line feeds that is a token is kept whole (gemma4) */
 
     /* ---- special tokens, matched in the text before tokenizing ---- */
     int32_t n_special;
@@ -84,7 +89,8 @@ struct coli_tokenizer {
     int32_t trie_root[256];        /* first-level node per byte, -1 if none */
 
     /* ---- byte fallback ---- */
-    int32_t byte_token[256];       /* SPM: <0xXX> (or the byte itself); BPE: the byte as a 1-byte token */
+    int32_t byte_token[256];       /* SPM: <0xXX> (or the byte itself); BPE: the byte as a 1-byte token
+                                      (<0xXX> where spm_style) */
     uint8_t gpt2_enc[256][3];      /* BPE: UTF-8 of the code point standing for byte b ([2]: its length) */
     int16_t gpt2_dec[0x144];       /* BPE: the byte a code point < U+0144 stands for, -1 if none */
 
@@ -92,6 +98,7 @@ struct coli_tokenizer {
     int32_t bos, eos, eot, eom, unk, pad;
     int32_t fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
     int add_bos, add_eos, add_space_prefix;
+    int force_bos;                 /* BOS added even where the file's add_bos_token is false (gemma4) */
     int32_t *eog;                  /* (n_eog) end-of-generation ids, ascending */
     int32_t n_eog;
 };

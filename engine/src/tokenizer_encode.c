@@ -8,7 +8,8 @@
  *   2. each raw fragment is tokenized on its own: SPM merges the best-scored
  *      adjacent pair until none is a token, then falls back to <0xXX> bytes;
  *      BPE pre-tokenizes, maps bytes to GPT-2's unicode characters, and merges
- *      the lowest-ranked pair inside each piece.
+ *      the lowest-ranked pair inside each piece (gemma4's BPE escapes spaces
+ *      as U+2581 first and keeps the UTF-8 as it is).
  * Every call allocates its own scratch, so the tokenizer is shared read-only. */
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +102,7 @@ typedef struct {
     size_t nsyms, cap_syms;
     heap q;
     cbuf buf;          /* escaped SPM text or byte-encoded BPE word */
+    cbuf esc;          /* a BPE fragment with its spaces escaped (spm_style) */
     coli_u32vec cps;   /* code points of a BPE fragment */
     coli_u32vec segs, segs2;
 } work;
@@ -109,6 +111,7 @@ static void work_free(work *w) {
     free(w->syms);
     free(w->q.v);
     free(w->buf.v);
+    free(w->esc.v);
     coli_u32vec_free(&w->cps);
     coli_u32vec_free(&w->segs);
     coli_u32vec_free(&w->segs2);
@@ -262,6 +265,11 @@ static int bpe_word(const struct coli_tokenizer *t, work *w, const char *s, size
     if (t->ignore_merges) {
         int32_t id = coli_tok_find(t, s, n);
         if (id >= 0) return ivec_push(out, id);
+    } else if (t->newline_runs_whole) {  /* llama.cpp's Gemma 4 fix (its PR 21343) */
+        size_t k = 0;
+        while (k < n && s[k] == '\n') k++;
+        int32_t id = k == n ? coli_tok_find(t, s, n) : COLI_TOKEN_NULL;
+        if (id >= 0) return ivec_push(out, id);
     }
     if (split_symbols(w, (const uint8_t *)s, n)) return COLI_E_NOMEM;
     w->q.n = 0;
@@ -284,8 +292,9 @@ static int bpe_word(const struct coli_tokenizer *t, work *w, const char *s, size
             if (ivec_push(out, id)) return COLI_E_NOMEM;
             continue;
         }
-        /* not a token (a merge whose result the vocabulary lacks): each byte
-         * of its text that is a token by itself, the rest dropped, as llama.cpp */
+        /* not a token (a merge whose result the vocabulary lacks, or a character
+         * without one): each byte of its text that has a byte token (the byte
+         * itself, <0xXX> where spm_style), the rest dropped, as llama.cpp */
         for (uint32_t k = 0; k < y->n; k++) {
             int32_t bt = t->byte_token[(uint8_t)s[y->off + k]];
             if (bt >= 0 && ivec_push(out, bt)) return COLI_E_NOMEM;
@@ -313,6 +322,10 @@ static int bpe_fragment(const struct coli_tokenizer *t, work *w, const uint8_t *
         for (uint32_t k = 0; k < w->segs.v[i]; k++) {
             uint8_t u[4];
             int m = coli_utf8_encode(w->cps.v[pos + k], u);
+            if (t->spm_style) {  /* raw UTF-8: the merges and tokens spell text as it is */
+                if (cbuf_put(&w->buf, u, (size_t)m)) return COLI_E_NOMEM;
+                continue;
+            }
             for (int j = 0; j < m; j++)
                 if (cbuf_put(&w->buf, t->gpt2_enc[u[j]], t->gpt2_enc[u[j]][2])) return COLI_E_NOMEM;
         }
@@ -456,6 +469,13 @@ static int tokenize_all(const struct coli_tokenizer *t, const uint8_t *text, uin
             }
             if (!rc) rc = spm_fragment(t, &w, w.buf.v, w.buf.n, res);
             prev_special = 0;
+        } else if (t->spm_style) {  /* llama_escape_whitespace first */
+            w.esc.n = 0;
+            for (uint32_t k = 0; k < f->len && !rc; k++) {
+                uint8_t c = text[f->off + k];
+                rc = c == ' ' ? cbuf_put(&w.esc, "\xe2\x96\x81", 3) : cbuf_put(&w.esc, &c, 1);
+            }
+            if (!rc) rc = bpe_fragment(t, &w, (const uint8_t *)w.esc.v, w.esc.n, res);
         } else {
             rc = bpe_fragment(t, &w, text + f->off, f->len, res);
         }
@@ -564,7 +584,7 @@ int coli_tok_piece(const struct coli_tokenizer *t, int32_t id, int special, char
     if (attr & (COLI_ATTR_UNKNOWN | COLI_ATTR_CONTROL | COLI_ATTR_USER_DEFINED)) {
         put(&s, p, n);
     } else if (attr & COLI_ATTR_NORMAL) {
-        if (t->type == COLI_VOCAB_BPE) {
+        if (t->type == COLI_VOCAB_BPE && !t->spm_style) {
             int rc = decode_gpt2(t, p, n, &s);
             if (rc) return rc;
         } else {

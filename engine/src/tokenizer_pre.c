@@ -594,6 +594,16 @@ static void split_kimi_k2(scan *s) {
     }
 }
 
+/* [^\n]+|[\n]+ (unicode_regex_split_custom_newlines) */
+static void split_lines(scan *s) {
+    uint32_t pos = s->ini;
+    while (pos < s->end) {
+        const int nl = s->cps[pos] == '\n';
+        while (pos < s->end && (s->cps[pos] == '\n') == nl) pos++;
+        sc_add(s, pos);
+    }
+}
+
 int coli_pre_apply(enum coli_pre_stage stage, const uint32_t *cps, const coli_u32vec *segs, coli_u32vec *out) {
     out->n = 0;
     if (coli_u32vec_reserve(out, segs->n + 16)) return COLI_E_NOMEM;
@@ -612,6 +622,7 @@ int coli_pre_apply(enum coli_pre_stage stage, const uint32_t *cps, const coli_u3
         case COLI_STAGE_GPT4O: split_regex(&s, match_gpt4o); break;
         case COLI_STAGE_TEKKEN: split_regex(&s, match_tekken); break;
         case COLI_STAGE_KIMI_K2: split_kimi_k2(&s); break;
+        case COLI_STAGE_LINES: split_lines(&s); break;
         case COLI_STAGE_PUNCT_RUNS: split_class(&s, in_punct_class, 0); break;
         case COLI_STAGE_NUMBER_RUNS: split_class(&s, in_number_class, 0); break;
         case COLI_STAGE_NUMBER_EACH: split_class(&s, in_number_class, 1); break;

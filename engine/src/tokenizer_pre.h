@@ -46,6 +46,8 @@ enum coli_pre_stage {
     COLI_STAGE_TEKKEN,
     /* llama.cpp's hand-written Kimi-K2 splitter (Han runs apart) */
     COLI_STAGE_KIMI_K2,
+    /* [^\n]+|[\n]+ (runs of line feeds apart from the rest: gemma4, sarvam-moe) */
+    COLI_STAGE_LINES,
 };
 
 #define COLI_PRE_MAX_STAGES 4

@@ -4,6 +4,9 @@
   262,144 tokens, user-defined whitespace tokens, control tokens.
 - Byte-level BPE vocabularies written here (merges trained on the corpus),
   one per pre-tokenizer name colibri supports.
+- Gemma 4's "gemma4" tokenizer (SentencePiece-style BPE: spaces as U+2581,
+  raw UTF-8 with <0xXX> byte fallback, lines apart) written as its converter
+  writes it, and the pre-tokenizers that share its rules.
 Both: every text of the corpus (Unicode, emoji, code, whitespace runs, long
 numbers, control-token look-alikes, invalid UTF-8) with and without special
 parsing and BOS, every token's bytes, the end-of-generation set; then the
@@ -27,7 +30,8 @@ from colibri.errors import EngineError
 from tests.conftest import ROOT, run_coli
 
 from .tokenizer_fixtures import (
-    CORPUS, bpe_vocab, corpus_bytes, long_text, random_texts, train_bpe, write_vocab_gguf,
+    CORPUS, GEMMA4_CONTROL, GEMMA4_NEWLINE_RUNS, bpe_vocab, corpus_bytes, gemma4_vocab, long_text, random_texts,
+    train_bpe, write_vocab_gguf,
 )
 
 llama_cpp = pytest.importorskip("llama_cpp")
@@ -263,6 +267,90 @@ def test_bpe_user_defined_token_always_matched(bpe_dir):
         assert len(eng.tokenize("<|im_start|>", add_bos=False, special=True)) == 1
 
 
+# ---- Gemma 4's SentencePiece-style BPE ------------------------------------------------
+
+GEMMA4_TEXTS = [
+    b"\n" * k + b"x" for k in (1, 2, 3, 7, GEMMA4_NEWLINE_RUNS, GEMMA4_NEWLINE_RUNS + 1, 40)
+] + [b"a\n\n\n\nb", b"\n", b"\r\n\r\n", b"  \n  ", b"x \n\n y", b"<|turn>user\nhi<turn|>\n<|turn>model\n",
+     b"<|channel>thought\n<channel|>", b'<|tool_call>call:f{a:<|"|>x<|"|>}<tool_call|>', b"<bos><eos><pad><mask>",
+     b"e e e. , ,  ", b"\t\t\t\tx", "▁ literal ▁▁ marks".encode()]
+
+
+def _gemma4_file(d: Path, name: str, *, model: str = "gemma4", pre: str | None = None, extra: dict | None = None,
+                 merges: bool = True) -> Path:
+    text = long_text(2000).decode() + "\n" + "\n".join(CORPUS[:40])
+    tokens, types, scores, mlist = gemma4_vocab(text, 400)
+    ids = {t: i for i, t in enumerate(tokens)}
+    kv = {"tokenizer.ggml.bos_token_id": ("uint32", ids["<bos>"]),
+          "tokenizer.ggml.eos_token_id": ("uint32", ids["<eos>"]),
+          "tokenizer.ggml.unknown_token_id": ("uint32", ids["<unk>"]),
+          "tokenizer.ggml.padding_token_id": ("uint32", ids["<pad>"]),
+          "tokenizer.ggml.add_space_prefix": ("bool", False),
+          "tokenizer.ggml.add_bos_token": ("bool", True)}
+    kv.update(extra or {})
+    kv = {k: v for k, v in kv.items() if v is not None}
+    return write_vocab_gguf(d / name, model=model, tokens=tokens, types=types, scores=scores,
+                            merges=mlist if merges else None, pre=pre, extra=kv, arch="gemma4")
+
+
+@pytest.fixture(scope="module")
+def gemma4_dir(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("gemma4")
+    _gemma4_file(d, "gemma4.gguf")
+    # the converter writes no pre-tokenizer; a file that names one keeps gemma4's
+    _gemma4_file(d, "gemma4-pre.gguf", pre="qwen2")
+    # llama.cpp adds BOS for Gemma 4 whatever add_bos_token says
+    _gemma4_file(d, "gemma4-nobos.gguf", extra={"tokenizer.ggml.add_bos_token": ("bool", False)})
+    # the same rules reached through a gpt2 model and a pre-tokenizer name
+    _gemma4_file(d, "granite.gguf", model="gpt2", pre="granite-embed-multi-311m")
+    _gemma4_file(d, "sarvam.gguf", model="gpt2", pre="sarvam-moe")
+    return d
+
+
+@pytest.mark.parametrize("name", ["gemma4", "gemma4-pre", "gemma4-nobos", "granite", "sarvam"])
+def test_gemma4_tokenizer_matches_llama_cpp(gemma4_dir, name, fuzz_texts):
+    path = gemma4_dir / f"{name}.gguf"
+    ref = Reference(path)
+    with Engine(path, vocab_only=True) as eng:
+        texts = corpus_bytes() + random_texts(N_RANDOM, seed=43) + fuzz_texts + _case_mixes(N_RANDOM, 43) + GEMMA4_TEXTS
+        cases, bad, examples = compare_tokenize(eng, ref, [t for t in texts if llama_safe(t)])
+        print(f"{name}: {cases} tokenizations, {bad} mismatches")
+        assert bad == 0, examples
+        assert eng.n_vocab == ref.n_vocab
+        assert (eng.bos, eng.eos) == (llama_cpp.llama_vocab_bos(ref.vocab), llama_cpp.llama_vocab_eos(ref.vocab))
+        for t in range(eng.n_vocab):
+            for s in (False, True):
+                assert eng.token_bytes(t, special=s) == ref.piece(t, s), (t, s)
+            assert eng.is_eog(t) == ref.is_eog(t), t
+
+
+def test_gemma4_tokenizer_rules(gemma4_dir):
+    """What the comparison above rests on, said plainly: spaces are U+2581 pieces, a
+    character without a token is its <0xXX> bytes, a run of line feeds that is a token
+    stays whole, BOS is added even where the file says not to, the text comes back."""
+    with Engine(gemma4_dir / "gemma4-nobos.gguf", vocab_only=True) as eng:
+        bos = GEMMA4_CONTROL.index("<bos>")
+        assert eng.tokenize(b"hi")[0] == bos
+        assert eng.tokenize(b"hi", add_bos=False)[0] != bos
+        pieces = [eng.token_bytes(t) for t in eng.tokenize(" the dog", add_bos=False)]
+        assert b"".join(pieces) == b" the dog" and pieces[0].startswith(b" ")
+        emoji = eng.tokenize("\U0001f9ed".encode(), add_bos=False)  # no token: four bytes
+        assert [eng.token_bytes(t) for t in emoji] == [bytes([b]) for b in "\U0001f9ed".encode()]
+        three = eng.tokenize(b"\n\n\n", add_bos=False)
+        assert len(three) == 1 and eng.token_bytes(three[0]) == b"\n\n\n"
+        for text in CORPUS + [t.decode() for t in random_texts(100, seed=3)]:
+            assert eng.detokenize(eng.tokenize(text.encode(), add_bos=False)) == text.encode(), text[:60]
+
+
+def test_gemma4_without_merges_is_refused(tmp_path):
+    path = _gemma4_file(tmp_path, "nomerges.gguf", merges=False)
+    with pytest.raises(EngineError) as err:
+        Engine(path, vocab_only=True)
+    assert err.value.code == "missing" and "merges" in str(err.value)
+    with pytest.raises(ValueError):
+        Reference(path)
+
+
 # ---- odd but loadable vocabularies ------------------------------------------------
 
 def _odd_vocabularies(d: Path) -> list[Path]:
@@ -495,17 +583,17 @@ def test_speed_10k_words(gemma, gemma_ref, gemma_path):
 # ---- sanitizers ---------------------------------------------------------------------
 
 def _random_vocabularies(d: Path, n: int, seed: int = 3) -> list[Path]:
-    """Vocabularies with hostile contents: empty, NUL and invalid-UTF-8 texts,
-    duplicates, any token type, NaN scores, bad merges, ids past the end."""
+    """Vocabularies with hostile contents (SPM, byte-level BPE, Gemma 4's BPE): empty, NUL and
+    invalid-UTF-8 texts, duplicates, any token type, NaN scores, bad merges, ids past the end."""
     rng = random.Random(seed)
     alphabet = [b"a", b"b", b" ", b"\xe2\x96\x81", b"<", b">", b"\x00", b"\xff", b"\xc3", b"<0x41>", b"\xc4\xa0", b"'s"]
-    pres = ["default", "qwen2", "llama-bpe", "olmo", "gpt-2", "starcoder", "no-such-pre", ""]
+    pres = ["default", "qwen2", "llama-bpe", "olmo", "gpt-2", "starcoder", "sarvam-moe", "no-such-pre", ""]
     out = []
     for i in range(n):
-        model = rng.choice(["llama", "gpt2"])
+        model = rng.choice(["llama", "gpt2", "gemma4"])
         nt = rng.randint(1, 80)
         tokens = [b"".join(rng.choice(alphabet) for _ in range(rng.randint(0, 4))) for _ in range(nt)]
-        if model == "llama" and rng.random() < 0.7:
+        if model != "gpt2" and rng.random() < 0.7:
             tokens += [f"<0x{b:02X}>".encode() for b in range(256)]
         if rng.random() < 0.9:  # most unique (as llama.cpp needs: the text before a NUL counts), a few not
             seen, uniq = set(), []
@@ -520,7 +608,7 @@ def _random_vocabularies(d: Path, n: int, seed: int = 3) -> list[Path]:
             kw["types"] = [rng.randint(-1, 8) for _ in tokens]
         if rng.random() < 0.8:
             kw["scores"] = [rng.choice([0.0, -1.5, float("nan"), float("inf"), rng.uniform(-10, 0)]) for _ in tokens]
-        if model == "gpt2":
+        if model != "llama":
             kw["pre"] = rng.choice(pres)
             parts = [t for t in tokens if t and b" " not in t and b"\x00" not in t] or [b"a"]
             kw["merges"] = [rng.choice(parts) + b" " + rng.choice(parts) for _ in range(rng.randint(0, 40))]
@@ -536,7 +624,7 @@ def _random_vocabularies(d: Path, n: int, seed: int = 3) -> list[Path]:
     return out
 
 
-def test_tokenizer_under_sanitizers(asan_gguf_check, tmp_path, bpe_dir, default_model):
+def test_tokenizer_under_sanitizers(asan_gguf_check, tmp_path, bpe_dir, gemma4_dir, default_model):
     """tests/engine/test_tokenizer_fuzz.c against the AddressSanitizer + UBSan
     build of the engine, on every vocabulary above and on hostile ones."""
     lib = asan_gguf_check.parent / "libcolibri.a"
@@ -546,7 +634,8 @@ def test_tokenizer_under_sanitizers(asan_gguf_check, tmp_path, bpe_dir, default_
                     "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
                     f"-I{ROOT / 'engine' / 'include'}", "-o", str(exe),
                     str(Path(__file__).with_name("test_tokenizer_fuzz.c")), str(lib), "-lm", "-pthread"], check=True)
-    files = [default_model] + sorted(bpe_dir.glob("*.gguf")) + _odd_vocabularies(tmp_path)
+    files = [default_model] + sorted(bpe_dir.glob("*.gguf")) + sorted(gemma4_dir.glob("*.gguf"))
+    files += _odd_vocabularies(tmp_path)
     files += _random_vocabularies(tmp_path, 60)
     r = subprocess.run([str(exe), "300", *map(str, files)], capture_output=True, text=True, errors="replace",
                        timeout=300)

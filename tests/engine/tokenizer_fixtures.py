@@ -242,3 +242,75 @@ def write_vocab_gguf(path: Path, *, model: str, tokens: list[str | bytes], types
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+# ---- SentencePiece-style BPE (Gemma 4's "gemma4" tokenizer) ------------------------
+
+SPACE = "\u2581"
+# Gemma 4's specials as its converter types them (conversion/gemma.py, Gemma4Model.set_vocab): control
+# tokens, then the markers it makes user-defined so that the chat parser always sees them
+GEMMA4_CONTROL = ("<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "[multimodal]", "<|turn>", "<turn|>", "<|tool>",
+                  "<tool|>", "<|image>", "<image|>")
+GEMMA4_VISIBLE = ("<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>",
+                  '<|"|>')
+GEMMA4_NEWLINE_RUNS = 31  # "\n" * 1..31 are tokens, as in Gemma's vocabulary
+
+
+def train_spm_bpe(text: str, n_merges: int) -> list[tuple[str, str]]:
+    """BPE merges over the characters (not bytes) of `text` with spaces as U+2581,
+    learned on words that start at a space, as SentencePiece's BPE trainer does;
+    lines apart, as Gemma 4's pre-tokenizer splits them."""
+    words = Counter()
+    for line in text.replace(" ", SPACE).split("\n"):
+        for i, w in enumerate(line.split(SPACE)):
+            w = (SPACE if i else "") + w
+            if w:
+                words[tuple(w)] += 1
+    merges: list[tuple[str, str]] = []
+    vocab = dict(words)
+    for _ in range(n_merges):
+        pairs = Counter()
+        for w, c in vocab.items():
+            for a, b in zip(w, w[1:]):
+                pairs[(a, b)] += c
+        if not pairs:
+            break
+        best = max(pairs.items(), key=lambda kv: (kv[1], kv[0]))[0]
+        merges.append(best)
+        new = {}
+        for w, c in vocab.items():
+            out, i = [], 0
+            while i < len(w):
+                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
+                    out.append(w[i] + w[i + 1])
+                    i += 2
+                else:
+                    out.append(w[i])
+                    i += 1
+            new[tuple(out)] = new.get(tuple(out), 0) + c
+        vocab = new
+    return merges
+
+
+def gemma4_vocab(text: str, n_merges: int) -> tuple[list[str], list[int], list[float], list[str]]:
+    """(tokens, types, scores, merges) laid out as a Gemma 4 file's: specials, the 256
+    <0xXX> byte tokens, the characters of `text` (others fall back to bytes), runs of
+    line feeds, merge results; plus merges that cross a word's start and join line
+    feeds (Gemma 4 merges a whole line, so they apply)."""
+    text = text.replace("\x00", "")  # llama.cpp reads token texts as C strings
+    merges = train_spm_bpe(text, n_merges)
+    merges += [(SPACE, SPACE), (SPACE + SPACE, SPACE + SPACE), (".", SPACE), (",", SPACE), ("\n", "\n"),
+               ("\n\n", "\n\n"), ("\t", "\t"), ("e", SPACE)]
+    tokens = list(GEMMA4_CONTROL) + list(GEMMA4_VISIBLE) + [f"<0x{b:02X}>" for b in range(256)]
+    types = [3] * len(GEMMA4_CONTROL) + [4] * len(GEMMA4_VISIBLE) + [6] * 256
+    types[GEMMA4_CONTROL.index("<unk>")] = 2
+    seen = set(tokens)
+    chars = sorted(set(text.replace(" ", SPACE)) - {"\n"})
+    for t in chars + ["\n" * k for k in range(1, GEMMA4_NEWLINE_RUNS + 1)] + [a + b for a, b in merges]:
+        if t not in seen:
+            seen.add(t)
+            tokens.append(t)
+            types.append(1)
+    scores = [0.0 if ty != 1 else -float(i) for i, ty in enumerate(types)]
+    return tokens, types, scores, [a + " " + b for a, b in merges]
+
