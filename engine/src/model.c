@@ -53,6 +53,15 @@ static int get_f32_opt(const gguf_file *f, const char *arch, const char *suffix,
     return rc < 0 ? rc : 0;
 }
 
+static int get_f32_req(const gguf_file *f, const char *arch, const char *suffix, float *out) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    int rc = gguf_get_f32(f, key, out);
+    if (rc < 0) return rc;
+    if (rc == 0) return coli_fail(COLI_E_MISSING, "missing: the model has no '%s'", key);
+    return 0;
+}
+
 static float yarn_get_mscale(float scale, float mscale) {
     return scale <= 1.0f ? 1.0f : (0.1f * mscale * logf(scale) + 1.0f);
 }
@@ -60,6 +69,26 @@ static float yarn_get_mscale(float scale, float mscale) {
 /* ggml_rope_yarn_corr_dims */
 static float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
     return n_dims * logf(n_ctx_orig / (n_rot * 2 * (float)M_PI)) / (2 * logf(base));
+}
+
+/* Keys llama.cpp's load_arch_hparams requires of a family beyond the ones every family needs
+ * (src/models/<arch>.cpp: get_key without `false`) that colibri could otherwise do without. */
+static const struct {
+    const char *arch, *suffix;
+} family_required_keys[] = {
+    {"gpt-oss", "expert_feed_forward_length"}, {"gpt-oss", "attention.sliding_window"},
+    {"glm4moe", "expert_shared_count"},        {"deepseek2", "expert_shared_count"},
+    {"deepseek32", "expert_shared_count"},     {"glm-dsa", "expert_shared_count"},
+};
+
+static int family_required(const gguf_file *f, const char *arch) {
+    for (size_t i = 0; i < sizeof family_required_keys / sizeof family_required_keys[0]; i++) {
+        if (strcmp(arch, family_required_keys[i].arch) != 0) continue;
+        char key[160];
+        snprintf(key, sizeof key, "%s.%s", arch, family_required_keys[i].suffix);
+        if (gguf_find_key(f, key) < 0) return coli_fail(COLI_E_MISSING, "missing: the model has no '%s'", key);
+    }
+    return 0;
 }
 
 /* Family switches: what llama.cpp's graph for each architecture does. */
@@ -200,13 +229,12 @@ static int mla_hparams(coli_hparams *hp, const gguf_file *f, const char *a) {
     }
     if (!k_mla || !v_mla)
         return coli_fail(COLI_E_CORRUPT, "corrupt: %s has only one of attention.key_length_mla / value_length_mla", a);
-    if (hp->kv_lora_rank <= 0 || hp->head_dim != hp->kv_lora_rank + hp->n_rot || hp->head_dim_v != hp->kv_lora_rank ||
-        hp->n_head_kv != 1)
+    if (hp->kv_lora_rank <= 0 || hp->head_dim != hp->kv_lora_rank + hp->n_rot || hp->n_head_kv != 1)
         return coli_fail(COLI_E_CORRUPT,
                          "corrupt: MLA with kv_lora_rank %d and %d rotary dims needs one key/value head of %d "
-                         "(key_length) and values of %d (value_length); the file has %d head(s) of %d and %d",
-                         hp->kv_lora_rank, hp->n_rot, hp->kv_lora_rank + hp->n_rot, hp->kv_lora_rank, hp->n_head_kv,
-                         hp->head_dim, hp->head_dim_v);
+                         "(key_length); the file has %d head(s) of %d",
+                         hp->kv_lora_rank, hp->n_rot, hp->kv_lora_rank + hp->n_rot, hp->n_head_kv, hp->head_dim);
+    hp->head_dim_v = hp->kv_lora_rank; /* the values are the latent itself: llama.cpp reads no value_length here */
     if (k_mla <= hp->n_rot || v_mla <= 0)
         return coli_fail(COLI_E_CORRUPT, "corrupt: MLA head sizes %d (key, %d of them rotary) and %d (value)", k_mla,
                          hp->n_rot, v_mla);
@@ -457,7 +485,7 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
             if (v <= 0 || v > (1 << 30)) return coli_fail(COLI_E_CORRUPT, "corrupt: '%s'[%d] is %" PRId64, key, il, v);
             if (v > hp->n_ff) hp->n_ff = (int)v;
         }
-    } else if ((rc = get_u32_req(f, a, "feed_forward_length", &hp->n_ff))) {
+    } else if ((rc = get_u32_opt(f, a, "feed_forward_length", &hp->n_ff))) { /* optional: MoE-only files */
         return rc;
     }
     if ((rc = get_u32_req(f, a, "attention.head_count", &hp->n_head))) return rc;
@@ -483,24 +511,22 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
     } else if ((rc = get_u32_opt(f, a, "attention.head_count_kv", &hp->n_head_kv))) {
         return rc;
     }
-    if (hp->n_layer <= 0 || hp->n_embd <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 || hp->n_ff <= 0)
-        return coli_fail(COLI_E_CORRUPT, "corrupt: zero layers, width, heads or feed-forward size");
+    if (hp->n_layer <= 0 || hp->n_embd <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0)
+        return coli_fail(COLI_E_CORRUPT, "corrupt: zero layers, width or heads");
     if (hp->n_head % hp->n_head_kv)
         return coli_fail(COLI_E_CORRUPT, "corrupt: %d heads cannot share %d key/value heads", hp->n_head,
                          hp->n_head_kv);
     hp->head_dim = hp->n_embd / hp->n_head;
     if ((rc = get_u32_opt(f, a, "attention.key_length", &hp->head_dim))) return rc;
-    hp->head_dim_v = hp->head_dim;
+    hp->head_dim_v = hp->n_embd / hp->n_head; /* llama.cpp's default: not key_length */
     if ((rc = get_u32_opt(f, a, "attention.value_length", &hp->head_dim_v))) return rc;
     hp->n_rot = hp->head_dim;
     if ((rc = get_u32_opt(f, a, "rope.dimension_count", &hp->n_rot))) return rc;
     if (hp->head_dim <= 0 || hp->head_dim_v <= 0 || hp->n_rot <= 0 || hp->n_rot > hp->head_dim ||
         hp->n_rot % 2 || hp->n_rot > 1024)
         return coli_fail(COLI_E_CORRUPT, "corrupt: head size %d / rotary dims %d", hp->head_dim, hp->n_rot);
-    hp->n_ctx_train = 4096;
-    if ((rc = get_u32_opt(f, a, "context_length", &hp->n_ctx_train))) return rc;
-    hp->rms_eps = 1e-6f;
-    if ((rc = get_f32_opt(f, a, "attention.layer_norm_rms_epsilon", &hp->rms_eps))) return rc;
+    if ((rc = get_u32_req(f, a, "context_length", &hp->n_ctx_train))) return rc;
+    if ((rc = get_f32_req(f, a, "attention.layer_norm_rms_epsilon", &hp->rms_eps))) return rc;
     hp->rope_base = 10000.0f;
     if ((rc = get_f32_opt(f, a, "rope.freq_base", &hp->rope_base))) return rc;
     hp->rope_scale = 1.0f;
@@ -539,6 +565,7 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
     }
     hp->embd_scale = 1.0f;
     if ((rc = family_hparams(hp, a))) return rc;
+    if ((rc = family_required(f, a))) return rc;
     if ((rc = get_f32_opt(f, a, "rope.freq_base_swa", &hp->rope_base_swa))) return rc;
     if (hp->mla && (rc = mla_hparams(hp, f, a))) return rc;
     if ((rc = yarn_attn_factor(hp, f, a))) return rc;
@@ -715,8 +742,11 @@ static int load_indexer(coli_model *m, const gguf_file *f, int il) {
     char name[96];
     int rc;
 #define T(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
-    if ((rc = bind_vec(&L->idx_k_norm, f, T("indexer.k_norm.weight"), D, false))) return rc;
-    if ((rc = bind_vec(&L->idx_k_norm_b, f, T("indexer.k_norm.bias"), D, false))) return rc;
+    /* optional for glm-dsa in llama.cpp (deepseek32 requires them): a missing one leaves its ggml_mul /
+     * ggml_add out of the norm */
+    const bool glm = strcmp(m->arch, "glm-dsa") == 0;
+    if ((rc = bind_vec(&L->idx_k_norm, f, T("indexer.k_norm.weight"), D, glm))) return rc;
+    if ((rc = bind_vec(&L->idx_k_norm_b, f, T("indexer.k_norm.bias"), D, glm))) return rc;
     if ((rc = bind_mat(&L->idx_proj, f, T("indexer.proj.weight"), hp->n_embd, hp->idx_n_head))) return rc;
     if ((rc = bind_mat(&L->idx_wk, f, T("indexer.attn_k.weight"), hp->n_embd, D))) return rc;
     if ((rc = bind_mat(&L->idx_wq_b, f, T("indexer.attn_q_b.weight"), hp->q_lora_rank, hp->idx_n_head * D))) return rc;
@@ -894,7 +924,9 @@ static int load_layer(coli_model *m, const gguf_file *f, int il) {
             return coli_fail(COLI_E_CORRUPT, "corrupt: router '%s' chooses among %" PRId64 " experts, but the file "
                              "declares %d experts", name, router->ne[1], hp->n_expert);
         if ((rc = bind_mat(&L->ffn_gate_inp, f, name, hp->n_embd, hp->n_expert))) return rc;
-        if ((rc = bind_vec(&L->exp_probs_b, f, T("exp_probs_b.bias"), hp->n_expert, true))) return rc;
+        /* glm4moe's trunk requires its selection bias (src/models/glm4-moe.cpp); the others may lack it */
+        if ((rc = bind_vec(&L->exp_probs_b, f, T("exp_probs_b.bias"), hp->n_expert, strcmp(m->arch, "glm4moe") != 0)))
+            return rc;
         if ((rc = bind_experts(&L->exps, f, il, hp->n_embd, hp->n_ff_exp, hp->n_expert))) return rc;
         if (hp->gating == COLI_GATE_SOFTMAX_WEIGHT) { /* gpt-oss: router and per-expert biases, all required */
             if ((rc = bind_vec(&L->ffn_gate_inp_b, f, T("ffn_gate_inp.bias"), hp->n_expert, false))) return rc;
@@ -910,6 +942,9 @@ static int load_layer(coli_model *m, const gguf_file *f, int il) {
             if ((rc = bind_mat(&L->down_shexp, f, T("ffn_down_shexp.weight"), hp->n_ff_shexp, hp->n_embd))) return rc;
         }
     } else {
+        if (hp->n_ff <= 0)
+            return coli_fail(COLI_E_MISSING, "missing: the model has no '%s.feed_forward_length' (layer %d has a "
+                             "dense feed-forward)", m->arch, il);
         if ((rc = bind_mat(&L->ffn_gate, f, T("ffn_gate.weight"), hp->n_embd, hp->n_ff))) return rc;
         if ((rc = bind_mat(&L->ffn_up, f, T("ffn_up.weight"), hp->n_embd, hp->n_ff))) return rc;
         if ((rc = bind_mat(&L->ffn_down, f, T("ffn_down.weight"), hp->n_ff, hp->n_embd))) return rc;
@@ -993,6 +1028,9 @@ static int load_gemma4_layer(coli_model *m, const gguf_file *f, int il) {
     if (os) L->out_scale = os[0];
     free(os);
     L->is_moe = gguf_find_tensor(f, T("ffn_gate_inp.weight")) != NULL;
+    if (!L->is_moe && (gguf_find_tensor(f, T("ffn_gate_up_exps.weight")) || gguf_find_tensor(f, T("ffn_down_exps.weight"))))
+        return coli_fail(COLI_E_MISSING, "missing: tensor 'blk.%d.ffn_gate_inp.weight' (layer %d has routed experts "
+                         "but no router)", il, il);
     if (L->is_moe) {
         const int X = hp->n_expert;
         const int64_t F = hp->n_ff_exp;
@@ -1057,6 +1095,9 @@ int coli_model_load(coli_model *m, const gguf_file *f) {
     if ((rc = bind_mat(&m->tok_embd, f, "token_embd.weight", hp->n_embd, hp->n_vocab))) return rc;
     if (gguf_find_tensor(f, "output.weight")) {
         if ((rc = bind_mat(&m->output, f, "output.weight", hp->n_embd, hp->n_vocab))) return rc;
+    } else if (strcmp(m->arch, "olmoe") == 0 || strcmp(m->arch, "gpt-oss") == 0) { /* their output is required */
+        return coli_fail(COLI_E_MISSING, "missing: tensor 'output.weight' is not in the file (%s ties no embeddings)",
+                         m->arch);
     } else {
         m->output = m->tok_embd; /* tied embeddings */
     }

@@ -49,7 +49,12 @@ void coli_layernorm(float *y, const float *x, const float *w, const float *b, in
         var += (double)(y[i] * y[i]);
     }
     const float scale = 1.0f / sqrtf((float)(var / n) + eps);
-    for (int k = 0; k < n; k++) y[k] = (y[k] * scale) * w[k] + b[k];
+    for (int k = 0; k < n; k++) { /* ggml_norm, then ggml_mul and ggml_add where the tensors exist */
+        float v = y[k] * scale;
+        if (w) v = v * w[k];
+        if (b) v = v + b[k];
+        y[k] = v;
+    }
 }
 
 /* ggml precomputes GELU for every f16 value and looks inputs up after

@@ -22,15 +22,18 @@ def write_tiny_gemma3(path: Path, **kw) -> Path:
 
 def write_tiny(path: Path, *, family: str = "gemma3", arch: str | None = None, drop: str | None = None,
                reshape: dict[str, tuple[int, ...]] | None = None, raw_types: dict[str, int] | None = None,
-               extra_kv: dict | None = None, quant: int | None = None, tied: bool = True, seed: int = 0,
+               extra_kv: dict | None = None, quant: int | None = None, tied: bool | None = None, seed: int = 0,
                declare_experts: int | None = None, declare_used: int | None = None) -> Path:
     """A 2-layer model laid out as llama.cpp expects `family`; `drop` leaves a tensor
     out, `reshape` changes a tensor's shape, `raw_types` writes a tensor as another
-    ggml type (zero bytes), `quant` stores the matrices in that ggml type."""
+    ggml type (zero bytes), `quant` stores the matrices in that ggml type; `tied` (no output
+    matrix) defaults to what llama.cpp allows the family (OLMoE's output is required)."""
     import gguf
 
     rng = np.random.default_rng(seed)
     moe = family in MOE_FAMILIES
+    if tied is None:
+        tied = family != "olmoe"
     arch = arch or ("llama" if family == "mixtral" else family)
     merges = train_bpe("hello hello world", 2)
     tokens, types = bpe_vocab(merges, ["<bos>", "<eos>"])
