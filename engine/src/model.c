@@ -53,6 +53,37 @@ static int get_f32_opt(const gguf_file *f, const char *arch, const char *suffix,
     return rc < 0 ? rc : 0;
 }
 
+/* A key llama.cpp reads with get_key_or_arr: one value, or one per block (block_count of them, MTP blocks
+ * included). *lo and *hi get the smallest and the largest (untouched when the key is absent); colibri runs
+ * one value for every layer, so values that differ are refused unless `per_layer` (gemma4's head_count_kv and
+ * feed_forward_length, which its layers read one by one). */
+static int get_u32_layers(const gguf_file *f, const char *a, const char *suffix, int n_block, bool per_layer, int *lo,
+                          int *hi) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", a, suffix);
+    const gguf_kv *kv = gguf_get(f, key);
+    if (!kv || kv->type != GGUF_TYPE_ARRAY) {
+        int rc = get_u32_opt(f, a, suffix, hi);
+        if (!rc && kv) *lo = *hi;
+        return rc;
+    }
+    if ((kv->arr_type != GGUF_TYPE_UINT32 && kv->arr_type != GGUF_TYPE_INT32) || kv->arr_n != (uint64_t)n_block)
+        return coli_fail(COLI_E_CORRUPT, "corrupt: '%s' is not %d integers (one per block)", key, n_block);
+    int64_t mn = INT64_MAX, mx = INT64_MIN;
+    for (int il = 0; il < n_block; il++) {
+        const int64_t v = gguf_arr_i64(kv, (uint64_t)il);
+        if (v < 0 || v > (1 << 30)) return coli_fail(COLI_E_CORRUPT, "corrupt: '%s'[%d] is %" PRId64, key, il, v);
+        if (v < mn) mn = v;
+        if (v > mx) mx = v;
+    }
+    if (mn != mx && !per_layer)
+        return coli_fail(COLI_E_UNSUPPORTED, "unsupported: '%s' differs from layer to layer (%" PRId64 " to %" PRId64
+                         "); colibri runs one value for every layer of a %s model", key, mn, mx, a);
+    *lo = (int)mn;
+    *hi = (int)mx;
+    return 0;
+}
+
 static int get_f32_req(const gguf_file *f, const char *arch, const char *suffix, float *out) {
     char key[160];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
@@ -209,6 +240,18 @@ static int family_hparams(coli_hparams *hp, const char *arch) {
 static int mla_hparams(coli_hparams *hp, const gguf_file *f, const char *a) {
     int rc, k_mla = 0, v_mla = 0;
     if ((rc = get_u32_opt(f, a, "attention.q_lora_rank", &hp->q_lora_rank))) return rc;
+    if (strcmp(a, "deepseek2") == 0) { /* required but of its lite variants (llama.cpp's is_lite) */
+        const gguf_kv *toks = gguf_get(f, "tokenizer.ggml.tokens");
+        uint32_t n_vocab = toks && toks->type == GGUF_TYPE_ARRAY ? (uint32_t)toks->arr_n : 0;
+        if (gguf_get_u32(f, "deepseek2.vocab_size", &n_vocab) < 0) return colibri_last_error_code();
+        uint32_t nextn = 0;
+        if (gguf_get_u32(f, "deepseek2.nextn_predict_layers", &nextn) < 0) return colibri_last_error_code();
+        const int64_t trunk = (int64_t)hp->n_layer - nextn; /* hparams.n_layer(): MTP blocks not counted */
+        const bool lite = trunk == 27 || trunk == 26 || (trunk == 48 && n_vocab == 128256);
+        if (!lite && gguf_find_key(f, "deepseek2.attention.q_lora_rank") < 0)
+            return coli_fail(COLI_E_MISSING, "missing: the model has no 'deepseek2.attention.q_lora_rank' (only "
+                             "DeepSeek-V2-Lite-sized files, 26 or 27 layers, may leave it out)");
+    }
     if ((rc = get_u32_req(f, a, "attention.kv_lora_rank", &hp->kv_lora_rank))) return rc;
     if ((rc = get_u32_opt(f, a, "attention.key_length_mla", &k_mla))) return rc;
     if ((rc = get_u32_opt(f, a, "attention.value_length_mla", &v_mla))) return rc;
@@ -473,44 +516,26 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
     if ((rc = get_u32_req(f, a, "block_count", &hp->n_layer))) return rc;
     if ((rc = get_u32_req(f, a, "embedding_length", &hp->n_embd))) return rc;
     char key[160];
-    snprintf(key, sizeof key, "%s.feed_forward_length", a);
-    const gguf_kv *hff = gguf_get(f, key);
-    if (hff && hff->type == GGUF_TYPE_ARRAY) { /* one per layer (gemma4 E2B/E4B's double-wide MLPs): the largest */
-        if (strcmp(a, "gemma4") != 0)
-            return coli_fail(COLI_E_UNSUPPORTED, "unsupported: '%s' as one value per layer (gemma4 only)", key);
-        if ((hff->arr_type != GGUF_TYPE_UINT32 && hff->arr_type != GGUF_TYPE_INT32) || hff->arr_n != (uint64_t)hp->n_layer)
-            return coli_fail(COLI_E_CORRUPT, "corrupt: '%s' is not %d integers (one per layer)", key, hp->n_layer);
-        for (int il = 0; il < hp->n_layer; il++) {
-            const int64_t v = gguf_arr_i64(hff, (uint64_t)il);
-            if (v <= 0 || v > (1 << 30)) return coli_fail(COLI_E_CORRUPT, "corrupt: '%s'[%d] is %" PRId64, key, il, v);
-            if (v > hp->n_ff) hp->n_ff = (int)v;
-        }
-    } else if ((rc = get_u32_opt(f, a, "feed_forward_length", &hp->n_ff))) { /* optional: MoE-only files */
+    const bool gemma4 = strcmp(a, "gemma4") == 0;
+    int lo = 0; /* feed_forward_length: optional (MoE-only files); gemma4 E2B/E4B's double-wide MLPs: the largest */
+    if ((rc = get_u32_layers(f, a, "feed_forward_length", hp->n_layer, gemma4, &lo, &hp->n_ff))) return rc;
+    snprintf(key, sizeof key, "%s.attention.head_count", a);
+    if (gguf_find_key(f, key) < 0) return coli_fail(COLI_E_MISSING, "missing: the model has no '%s'", key);
+    if ((rc = get_u32_layers(f, a, "attention.head_count", hp->n_layer, false, &lo, &hp->n_head))) return rc;
+    hp->n_head_kv = hp->n_head; /* one count per layer (gemma4): the largest sizes the buffers */
+    hp->n_head_kv_min = 1 << 30;
+    if ((rc = get_u32_layers(f, a, "attention.head_count_kv", hp->n_layer, gemma4, &hp->n_head_kv_min, &hp->n_head_kv)))
         return rc;
-    }
-    if ((rc = get_u32_req(f, a, "attention.head_count", &hp->n_head))) return rc;
-    hp->n_head_kv = hp->n_head;
+    if (hp->n_head_kv_min == 1 << 30) hp->n_head_kv_min = hp->n_head_kv;
     snprintf(key, sizeof key, "%s.attention.head_count_kv", a);
     const gguf_kv *hkv = gguf_get(f, key);
-    if (hkv && hkv->type == GGUF_TYPE_ARRAY) { /* one count per layer (gemma4): the largest sizes the buffers */
-        if (strcmp(a, "gemma4") != 0)
-            return coli_fail(COLI_E_UNSUPPORTED, "unsupported: '%s' as one value per layer (gemma4 only)", key);
-        if ((hkv->arr_type != GGUF_TYPE_UINT32 && hkv->arr_type != GGUF_TYPE_INT32) ||
-            hkv->arr_n != (uint64_t)hp->n_layer)
-            return coli_fail(COLI_E_CORRUPT, "corrupt: '%s' is not %d integers (one per layer)", key, hp->n_layer);
-        hp->n_head_kv = 0;
-        hp->n_head_kv_min = 1 << 30;
+    if (hkv && hkv->type == GGUF_TYPE_ARRAY)
         for (int il = 0; il < hp->n_layer; il++) {
             const int64_t v = gguf_arr_i64(hkv, (uint64_t)il);
             if (v <= 0 || v > hp->n_head || hp->n_head % v)
                 return coli_fail(COLI_E_CORRUPT, "corrupt: layer %d: %d heads cannot share %" PRId64 " key/value heads",
                                  il, hp->n_head, v);
-            if (v > hp->n_head_kv) hp->n_head_kv = (int)v;
-            if (v < hp->n_head_kv_min) hp->n_head_kv_min = (int)v;
         }
-    } else if ((rc = get_u32_opt(f, a, "attention.head_count_kv", &hp->n_head_kv))) {
-        return rc;
-    }
     if (hp->n_layer <= 0 || hp->n_embd <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0)
         return coli_fail(COLI_E_CORRUPT, "corrupt: zero layers, width or heads");
     if (hp->n_head % hp->n_head_kv)
@@ -548,7 +573,7 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
     if (hp->n_ctx_orig_yarn <= 0) return coli_fail(COLI_E_CORRUPT, "corrupt: rope.scaling.original_context_length is 0");
     if ((rc = get_u32_opt(f, a, "attention.sliding_window", &hp->n_swa))) return rc;
     if ((rc = get_u32_opt(f, a, "expert_count", &hp->n_expert))) return rc;
-    if ((rc = get_u32_opt(f, a, "expert_used_count", &hp->n_expert_used))) return rc;
+    if ((rc = get_u32_layers(f, a, "expert_used_count", hp->n_layer, false, &lo, &hp->n_expert_used))) return rc;
     if (hp->n_expert > 0) {
         if (hp->n_expert_used <= 0 || hp->n_expert_used > hp->n_expert || hp->n_expert_used > COLI_MAX_EXPERT_USED)
             return coli_fail(COLI_E_CORRUPT, "corrupt: %d experts used per token out of %d (at most %d)",
@@ -558,7 +583,8 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
         hp->n_ff_exp = hp->n_ff;
         /* llama.cpp sizes OLMoE's and Mixtral's experts by feed_forward_length */
         if (strcmp(a, "olmoe") != 0 && strcmp(a, "llama") != 0)
-            if ((rc = get_u32_opt(f, a, "expert_feed_forward_length", &hp->n_ff_exp))) return rc;
+            if ((rc = get_u32_layers(f, a, "expert_feed_forward_length", hp->n_layer, false, &lo, &hp->n_ff_exp)))
+                return rc;
         if ((rc = get_f32_opt(f, a, "expert_weights_scale", &hp->expert_w_scale))) return rc;
     } else if (hp->n_expert_used > 0) {
         return coli_fail(COLI_E_CORRUPT, "corrupt: %d experts used per token but no expert_count", hp->n_expert_used);

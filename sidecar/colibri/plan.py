@@ -166,16 +166,21 @@ def _sliding_layers(meta: dict, arch: str, n_layer: int) -> tuple[int, int]:
     return layers, (n_swa + 64 + ENGINE_BATCH + 63) // 64 * 64
 
 
+def _widest(value) -> int:
+    """A key llama.cpp reads as one value or one per layer: the largest."""
+    if isinstance(value, list):
+        return int(max(value, default=0))
+    return int(value or 0)
+
+
 def _kv_bytes_per_slot(meta: dict, arch: str, n_layer: int, ctx: int, trained: int = 0) -> int:
     state = _recurrent_state_bytes(meta, arch, n_layer)
     n_layer -= _recurrent_layers(meta, arch, n_layer)  # the KV cache holds the full-attention layers alone
-    n_head = int(meta.get(f"{arch}.attention.head_count") or 1)
-    n_head_kv = meta.get(f"{arch}.attention.head_count_kv") or n_head
-    if isinstance(n_head_kv, list):  # per-layer counts
-        n_head_kv = max(n_head_kv)
+    n_head = _widest(meta.get(f"{arch}.attention.head_count")) or 1
+    n_head_kv = _widest(meta.get(f"{arch}.attention.head_count_kv")) or n_head
     n_embd = int(meta.get(f"{arch}.embedding_length") or 0)
-    k = int(meta.get(f"{arch}.attention.key_length") or n_embd // max(n_head, 1))
-    v = int(meta.get(f"{arch}.attention.value_length") or k)
+    k = int(meta.get(f"{arch}.attention.key_length") or n_embd // n_head)
+    v = int(meta.get(f"{arch}.attention.value_length") or n_embd // n_head)  # llama.cpp's default, not k
     if meta.get(f"{arch}.attention.key_length_mla"):
         # MLA: one latent row per token (kv_lora_rank + rope dims, key_length); the values are read from it;
         # DSA models also cache one f16 indexer key per token and full indexer layer
@@ -287,7 +292,7 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
                 dense += t.nbytes
     n_layer = int(info.get("n_layer") or 0) - mtp_layers
     n_expert = int(info.get("n_expert") or 0)
-    used = int(info.get("n_expert_used") or 0)
+    used = _widest(info.get("n_expert_used"))
     trained = int(info.get("n_ctx_train") or 4096)
     per_token = experts // max(n_expert, 1) * used if n_expert else 0
     vm = machine_memory(cgroup_root)

@@ -87,3 +87,19 @@ class GGUFLayout:
         path = Path(path)
         path.write_bytes(body + b"\0" * ((-len(body)) % self.alignment) + b"".join(chunks))
         return path
+
+
+def scalar_u32(layout: GGUFLayout, key: str) -> int | None:
+    """The value of a uint32/int32 key, or None."""
+    rec = layout.kvs.get(key)
+    if rec is None or layout.types[key] not in (4, 5):
+        return None
+    (v,) = struct.unpack_from("<I", rec, len(rec) - 4)
+    return v
+
+
+def array_record(key: str, values: list[int]) -> bytes:
+    """A whole key/value record: `key` as an array of uint32."""
+    k = key.encode()
+    return struct.pack("<Q", len(k)) + k + struct.pack("<IIQ", ARR, 4, len(values)) + struct.pack(
+        f"<{len(values)}I", *values)

@@ -23,7 +23,7 @@ from colibri.engine import Engine
 from colibri.errors import EngineError
 from tests.conftest import ROOT
 from tests.engine import tiny_models
-from tests.engine.gguf_edit import GGUFLayout
+from tests.engine.gguf_edit import GGUFLayout, array_record, scalar_u32
 from tests.fixtures import gemma4_models as g4
 from tests.fixtures import moe_models as mm
 from tests.reference import llama_cpp
@@ -85,15 +85,39 @@ def ours(path: Path, tokens: list[int]) -> dict:
 
 # ---- the families, as our fixtures write them ---------------------------------------------
 
+# Each family again in another shape, as other checkpoints of it are: GQA ratios from none to 8:1, heads
+# whose size is not n_embd / n_head, tied output where llama.cpp allows it (not OLMoE's, not gpt-oss's),
+# no q LoRA, glm4moe's q/k norms, Gemma 4's global layers with their own attn_v
+VARIANTS = {
+    "qwen3moe": dict(n_head=8, n_head_kv=1, head_dim=32, tied=True),
+    "olmoe": dict(n_head=8, n_head_kv=8, head_dim=16),
+    "llama": dict(n_head=8, n_head_kv=8, head_dim=16, tied=True),
+    "glm4moe": dict(n_head=4, n_head_kv=4, qk_norm=True, tied=True),
+    "deepseek2": dict(n_head=8, q_lora_rank=0, tied=True),
+    "deepseek32": dict(n_head=8, tied=True),
+    "glm-dsa": dict(n_head=8, tied=True),
+    "gpt-oss": dict(n_head=4, n_head_kv=4),
+    "qwen3next": dict(n_head=8, n_head_kv=1, tied=True),
+    "qwen35moe": dict(n_head=8, n_head_kv=1, tied=True),
+}
+
+
 def family_files(d: Path) -> dict[str, Path]:
     files = {f"tiny-{f}": tiny_models.write_tiny(d / f"tiny-{f}.gguf", family=f)
              for f in tiny_models.FAMILIES + tiny_models.MOE_FAMILIES}
+    files["tiny-qwen3-untied"] = tiny_models.write_tiny(d / "tiny-qwen3-untied.gguf", family="qwen3", tied=False)
     files.update({arch: mm.tiny(arch, "F32") for arch in mm.ARCHS})
+    files.update({f"{arch}-variant": mm.tiny(arch, "F32", **o) for arch, o in VARIANTS.items()})
     files["gemma4"] = g4.tiny("F32")
+    files["gemma4-variant"] = g4.tiny("F32", k_eq_v=False, n_head=8, n_head_kv=2)
     return files
 
 
 FAMILIES = [f"tiny-{f}" for f in tiny_models.FAMILIES + tiny_models.MOE_FAMILIES] + list(mm.ARCHS) + ["gemma4"]
+SHAPES = ["tiny-qwen3-untied"] + [f"{a}-variant" for a in VARIANTS] + ["gemma4-variant"]
+# keys llama.cpp reads as one value or one per layer (get_key_or_arr)
+PER_LAYER = ("attention.head_count", "attention.head_count_kv", "feed_forward_length", "expert_feed_forward_length",
+             "expert_used_count")
 
 
 @pytest.fixture(scope="module")
@@ -150,13 +174,20 @@ def sweep(layout: GGUFLayout, variants: dict[str, dict], reference, tmp_path: Pa
     assert not closed, f"no longer a gap, take it out of KNOWN_GAPS: {closed}"
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", FAMILIES + SHAPES)
 def test_each_optional_key_is_optional(family, families, reference, tmp_path):
     """Each key left out in turn: colibri loads the file exactly when llama.cpp does, with its
-    default (the same logits, special tokens and tokens), and names the key when it refuses."""
+    default (the same logits, special tokens and tokens), and names the key when it refuses.
+    And each key llama.cpp takes per layer written as one value per layer, all alike."""
     layout = GGUFLayout(families[family])
-    sweep(layout, {f"without {key}": {"drop": (key,)} for key in layout.kvs if key != "general.architecture"},
-          reference, tmp_path, family)
+    variants = {f"without {key}": {"drop": (key,)} for key in layout.kvs if key != "general.architecture"}
+    arch = next(k.split(".")[0] for k in layout.kvs if k.endswith(".block_count"))
+    n_layer = scalar_u32(layout, f"{arch}.block_count")
+    for suffix in PER_LAYER:
+        key = f"{arch}.{suffix}"
+        if (v := scalar_u32(layout, key)) is not None:
+            variants[f"{key} per layer"] = {"records": {key: array_record(key, [v] * n_layer)}}
+    sweep(layout, variants, reference, tmp_path, family)
 
 
 def tensor_kinds(layout: GGUFLayout) -> dict[str, tuple[str, ...]]:
