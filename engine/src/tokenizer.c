@@ -150,13 +150,16 @@ static const char *const pre_gpt2[] = {"gpt-2", "phi-2", "jina-es", "jina-de", "
                                        "trillion", "granite-docling", "exaone4", NULL};
 static const char *const pre_starcoder[] = {"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone",
                                             "minerva-7b", "mellum2", NULL};
-static const char *const pre_glm4[] = {"glm4", "chatglm-bpe", NULL};
+static const char *const pre_chatglm[] = {"chatglm-bpe", NULL};
+static const char *const pre_glm4[] = {"glm4", "glm5", NULL};
 static const char *const pre_qwen35[] = {"qwen35", NULL};
 static const char *const pre_deepseek3[] = {"deepseek-v3", "hunyuan-dense", "joyai-llm", "hy_v4", NULL};
 static const char *const pre_gpt4o[] = {"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2", NULL};
 static const char *const pre_tekken[] = {"tekken", NULL};
 static const char *const pre_kimi_k2[] = {"kimi-k2", NULL};
 static const char *const pre_gemma4[] = {"gemma4", "granite-embed-multi-311m", NULL};
+static const char *const pre_deepseek_llm[] = {"deepseek-llm", NULL};
+static const char *const pre_deepseek_coder[] = {"deepseek-coder", NULL};
 static const char *const pre_sarvam[] = {"sarvam-moe", NULL};
 
 /* Which stages each tokenizer.ggml.pre name selects (llama-vocab.cpp,
@@ -166,7 +169,8 @@ static const pre_def pre_defs[] = {
      .merges_needed = 1},
     {pre_llama3, {COLI_STAGE_LLAMA3}, .ignore_merges = 1, .add_bos = 1, .merges_needed = 1},
     {pre_llama3_plain, {COLI_STAGE_LLAMA3}, .merges_needed = 1},
-    {pre_glm4, {COLI_STAGE_LLAMA3}, .no_bos = 1, .merges_needed = 1},
+    {pre_chatglm, {COLI_STAGE_LLAMA3}, .no_bos = 1, .merges_needed = 1},
+    {pre_glm4, {COLI_STAGE_LLAMA3}, .ignore_merges = 1, .no_bos = 1, .merges_needed = 1},
     {pre_qwen2, {COLI_STAGE_LLAMA3_DIGIT1}, .merges_needed = 1},
     {pre_qwen35, {COLI_STAGE_QWEN35}, .merges_needed = 1},
     {pre_gpt2, {COLI_STAGE_GPT2}, .merges_needed = 1},
@@ -176,6 +180,10 @@ static const pre_def pre_defs[] = {
     {pre_tekken, {COLI_STAGE_TEKKEN}, .ignore_merges = 1, .add_bos = 1, .merges_needed = 1},
     {pre_kimi_k2, {COLI_STAGE_KIMI_K2}, .merges_needed = 0},
     {pre_gemma4, {COLI_STAGE_LINES}, .merges_needed = 1, .spm_style = 1, .gemma4 = 1},
+    {pre_deepseek_llm, {COLI_STAGE_EACH_LINE_BREAK, COLI_STAGE_DSLLM_LETTERS, COLI_STAGE_DSLLM_PUNCT,
+                        COLI_STAGE_TRAILING_SPACE, COLI_STAGE_DS_CJK, COLI_STAGE_NUMBER_RUNS}, .merges_needed = 1},
+    {pre_deepseek_coder, {COLI_STAGE_EACH_LINE_BREAK, COLI_STAGE_DSCODER_LETTERS, COLI_STAGE_DSCODER_PUNCT,
+                          COLI_STAGE_DS_CJK, COLI_STAGE_NUMBER_EACH}, .merges_needed = 1},
     {pre_sarvam, {COLI_STAGE_LINES}, .merges_needed = 1, .spm_style = 1},
 };
 

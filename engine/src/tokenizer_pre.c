@@ -594,6 +594,97 @@ static void split_kimi_k2(scan *s) {
     }
 }
 
+
+/* ---- regexes over the code points (std::wregex) ----------------------------
+ * llama.cpp matches a regex without \p{..} with std::wregex over the code
+ * points, each non-ASCII whitespace one replaced by \v (so that \s finds it). */
+
+static inline uint32_t wv(const scan *s, uint32_t pos) {
+    if (pos < s->ini || pos >= s->end) return UINT32_MAX;
+    uint32_t cp = s->cps[pos];
+    return cp >= 0x80 && (coli_ucd_flags(cp) & COLI_UFLAG_WS) ? 0x0B : cp;
+}
+
+static inline int w_space(uint32_t c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+static int in_ranges(uint32_t c, const uint32_t (*r)[2], size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (c >= r[i][0] && c <= r[i][1]) return 1;
+    return 0;
+}
+
+/* deepseek-llm's letter class, as its regex lists it */
+static const uint32_t dsllm_letters[][2] = {
+    {'A', 'Z'}, {'a', 'z'}, {0xB5, 0xB5}, {0xC0, 0xD6}, {0xD8, 0xF6}, {0xF8, 0x1BA}, {0x1BC, 0x1BF}, {0x1C4, 0x293},
+    {0x295, 0x2AF}, {0x370, 0x373}, {0x376, 0x377}, {0x37B, 0x37D}, {0x37F, 0x37F}, {0x386, 0x386}, {0x388, 0x38A},
+    {0x38C, 0x38C}, {0x38E, 0x3A1}, {0x3A3, 0x3F5}, {0x3F7, 0x481}, {0x48A, 0x52F}, {0x531, 0x556}, {0x10A0, 0x10C5},
+    {0x13A0, 0x13F5}, {0x13F8, 0x13FD}, {0x1C90, 0x1CBA}, {0x1CBD, 0x1CBF}, {0x1D00, 0x1D2B}, {0x1D6B, 0x1D77},
+    {0x1D79, 0x1D9A}, {0x1E00, 0x1F15}, {0x1F18, 0x1F1D}, {0x1F20, 0x1F45}, {0x1F48, 0x1F4D}, {0x1F50, 0x1F57},
+    {0x1F59, 0x1F59}, {0x1F5B, 0x1F5B}, {0x1F5D, 0x1F5D}, {0x1F5F, 0x1F7D}, {0x1F80, 0x1FB4}, {0x1FB6, 0x1FBC},
+    {0x1FBE, 0x1FBE}, {0x1FC2, 0x1FC4}, {0x1FC6, 0x1FCC}, {0x1FD0, 0x1FD3}, {0x1FD6, 0x1FDB}, {0x1FE0, 0x1FEC},
+    {0x1FF2, 0x1FF4}, {0x1FF6, 0x1FFC}, {0x2102, 0x2102}, {0x2107, 0x2107}, {0x210A, 0x2113}, {0x2115, 0x2115},
+    {0x2119, 0x211D}, {0x2124, 0x2124}, {0x2126, 0x2126}, {0x2128, 0x2128}, {0x212A, 0x212D}, {0x212F, 0x2134},
+    {0x2139, 0x2139}, {0x213C, 0x213F}, {0x2145, 0x2149}, {0x214E, 0x214E}, {0x2183, 0x2184}, {0x2C00, 0x2C7B},
+    {0x2C7E, 0x2CE4}, {0x2CEB, 0x2CEE}, {0x2CF2, 0x2CF3}, {0xA640, 0xA66D}, {0xA680, 0xA69B}, {0xA722, 0xA76F},
+    {0xA771, 0xA787}, {0xA78B, 0xA78E}, {0xAB70, 0xABBF}, {0xFB00, 0xFB06}, {0xFB13, 0xFB17}, {0xFF21, 0xFF3A},
+    {0xFF41, 0xFF5A}, {0x10400, 0x1044F}, {0x104B0, 0x104D3}, {0x104D8, 0x104FB}, {0x10C80, 0x10CB2},
+    {0x10CC0, 0x10CF2}, {0x118A0, 0x118DF}, {0x1E900, 0x1E943},
+};
+static const uint32_t dsllm_punct[][2] = {
+    {0x21, 0x2F}, {0x3A, 0x7E}, {0xFF01, 0xFF0F}, {0xFF1A, 0xFF5E}, {0x2018, 0x201F}, {0x3000, 0x3002},
+};
+static const uint32_t ds_cjk[][2] = {{0x4E00, 0x9FA5}, {0x0800, 0x4E00}, {0xAC00, 0xD7FF}};
+
+#define N_RANGES(r) (sizeof r / sizeof r[0])
+
+/* \s?[C]+ over the code points */
+static uint32_t w_space_then_run(const scan *s, uint32_t p, const uint32_t (*r)[2], size_t n) {
+    uint32_t q = p;
+    if (w_space(wv(s, q)) && in_ranges(wv(s, q + 1), r, n)) q++;
+    uint32_t start = q;
+    while (in_ranges(wv(s, q), r, n)) q++;
+    return q > start ? q - p : 0;
+}
+
+static uint32_t match_dsllm_letters(const scan *s, uint32_t p) {
+    return w_space_then_run(s, p, dsllm_letters, N_RANGES(dsllm_letters));
+}
+
+static uint32_t match_dsllm_punct(const scan *s, uint32_t p) {
+    return w_space_then_run(s, p, dsllm_punct, N_RANGES(dsllm_punct));
+}
+
+static uint32_t match_ds_cjk(const scan *s, uint32_t p) {
+    uint32_t q = p;
+    while (in_ranges(wv(s, q), ds_cjk, N_RANGES(ds_cjk))) q++;
+    return q - p;
+}
+
+static uint32_t match_trailing_space(const scan *s, uint32_t p) { /* \s+$: a run that reaches the piece's end */
+    uint32_t q = p;
+    while (q < s->end && w_space(wv(s, q))) q++;
+    return q > p && q == s->end ? q - p : 0;
+}
+
+static int in_line_break(uint32_t cp) { return cp == '\r' || cp == '\n'; }
+
+
+static uint32_t match_dscoder_letters(const scan *s, uint32_t p) { /* \s?\p{L}+ */
+    uint32_t q = p;
+    if (c_space(cv(s, q)) && c_L(cv(s, q + 1))) q++;
+    uint32_t start = q;
+    while (c_L(cv(s, q))) q++;
+    return q > start ? q - p : 0;
+}
+
+static uint32_t match_dscoder_punct(const scan *s, uint32_t p) { /* \s?\p{P}+ */
+    uint32_t q = p;
+    if (c_space(cv(s, q)) && c_P(cv(s, q + 1))) q++;
+    uint32_t start = q;
+    while (c_P(cv(s, q))) q++;
+    return q > start ? q - p : 0;
+}
+
 /* [^\n]+|[\n]+ (unicode_regex_split_custom_newlines) */
 static void split_lines(scan *s) {
     uint32_t pos = s->ini;
@@ -623,6 +714,13 @@ int coli_pre_apply(enum coli_pre_stage stage, const uint32_t *cps, const coli_u3
         case COLI_STAGE_TEKKEN: split_regex(&s, match_tekken); break;
         case COLI_STAGE_KIMI_K2: split_kimi_k2(&s); break;
         case COLI_STAGE_LINES: split_lines(&s); break;
+        case COLI_STAGE_EACH_LINE_BREAK: split_class(&s, in_line_break, 1); break;
+        case COLI_STAGE_DSLLM_LETTERS: split_regex(&s, match_dsllm_letters); break;
+        case COLI_STAGE_DSLLM_PUNCT: split_regex(&s, match_dsllm_punct); break;
+        case COLI_STAGE_TRAILING_SPACE: split_regex(&s, match_trailing_space); break;
+        case COLI_STAGE_DS_CJK: split_regex(&s, match_ds_cjk); break;
+        case COLI_STAGE_DSCODER_LETTERS: split_regex(&s, match_dscoder_letters); break;
+        case COLI_STAGE_DSCODER_PUNCT: split_regex(&s, match_dscoder_punct); break;
         case COLI_STAGE_PUNCT_RUNS: split_class(&s, in_punct_class, 0); break;
         case COLI_STAGE_NUMBER_RUNS: split_class(&s, in_number_class, 0); break;
         case COLI_STAGE_NUMBER_EACH: split_class(&s, in_number_class, 1); break;

@@ -48,9 +48,23 @@ enum coli_pre_stage {
     COLI_STAGE_KIMI_K2,
     /* [^\n]+|[\n]+ (runs of line feeds apart from the rest: gemma4, sarvam-moe) */
     COLI_STAGE_LINES,
+    /* [\r\n] (each line break alone: deepseek-llm, deepseek-coder, first) */
+    COLI_STAGE_EACH_LINE_BREAK,
+    /* \s?[A-Za-zµÀ-Ö...]+ (deepseek-llm's letters, an explicit list of ranges) */
+    COLI_STAGE_DSLLM_LETTERS,
+    /* \s?[!-/:-~！-／：-～‘-‟　-。]+ (deepseek-llm's punctuation, ASCII letters included) */
+    COLI_STAGE_DSLLM_PUNCT,
+    /* \s+$ (the whitespace that ends a piece: deepseek-llm) */
+    COLI_STAGE_TRAILING_SPACE,
+    /* [一-龥ࠀ-一가-퟿]+ (deepseek-llm, deepseek-coder) */
+    COLI_STAGE_DS_CJK,
+    /* \s?\p{L}+ (deepseek-coder) */
+    COLI_STAGE_DSCODER_LETTERS,
+    /* \s?\p{P}+ (deepseek-coder) */
+    COLI_STAGE_DSCODER_PUNCT,
 };
 
-#define COLI_PRE_MAX_STAGES 4
+#define COLI_PRE_MAX_STAGES 6
 
 /* A growable array of uint32_t (code points or segment lengths). */
 typedef struct {

@@ -36,9 +36,13 @@ from .tokenizer_fixtures import (
 
 llama_cpp = pytest.importorskip("llama_cpp")
 
-BPE_PRES = ["default", "qwen2", "llama-bpe", "olmo", "gpt-2", "starcoder", "smaug-bpe", "glm4", "qwen35",
-            "deepseek-v3", "gpt-4o", "tekken", "kimi-k2", "bailingmoe"]
-SLOW_REFERENCE = {"gpt-4o", "tekken"}  # llama.cpp runs their lookahead regexes through std::regex
+BPE_PRES = ["default", "qwen2", "llama-bpe", "olmo", "gpt-2", "starcoder", "smaug-bpe", "glm4", "glm5", "chatglm-bpe",
+            "qwen35", "deepseek-v3", "deepseek-llm", "deepseek-coder", "gpt-4o", "tekken", "kimi-k2", "bailingmoe"]
+# whole words as tokens that the merges never build: a pre-tokenizer with ignore_merges (llama-bpe, tekken,
+# glm4/glm5) takes them whole, the others merge their way to other tokens
+WHOLE_WORDS = ["\u0120Hello", "\u0120world", "Mixture", "\u0120experts", "\u0120dog", "\u0120THE", "\u0120quick"]
+# llama.cpp runs their regexes through std::regex
+SLOW_REFERENCE = {"gpt-4o", "tekken", "deepseek-llm", "deepseek-coder"}
 BPE_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>"]
 N_RANDOM = 400
 
@@ -140,6 +144,10 @@ def bpe_dir(tmp_path_factory) -> Path:
     tokens, types = bpe_vocab(merges, BPE_SPECIALS)
     tokens.append("<user_tag>")  # user-defined: matched even without special parsing
     types.append(4)
+    for w in WHOLE_WORDS:
+        if w not in tokens:
+            tokens.append(w)
+            types.append(1)
     eos = tokens.index("<|endoftext|>")
     for pre in BPE_PRES:
         write_vocab_gguf(d / f"{pre}.gguf", model="gpt2", tokens=tokens, types=types,
@@ -231,7 +239,7 @@ def test_bpe_matches_llama_cpp(bpe_dir, pre, fuzz_texts):
             assert eng.is_eog(t) == ref.is_eog(t), t
 
 
-@pytest.mark.parametrize("pre", ["gpt-2", "default", "deepseek-v3"])
+@pytest.mark.parametrize("pre", ["gpt-2", "default", "deepseek-v3", "deepseek-llm", "deepseek-coder"])
 def test_unicode_categories_match_llama_cpp(bpe_dir, pre):
     """Letters, numbers, whitespace and punctuation as llama.cpp classifies them
     (engine/tools/gen_unicode.py): code points in contexts whose split depends on
