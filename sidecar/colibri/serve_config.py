@@ -25,6 +25,7 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 class ServeConfig:
     model_path: str | None = None  # None: COLI_MODEL, else the default model
     model_id: str = ""  # "" : derived from the model file
+    model_aliases: tuple[str, ...] = ()  # --model-alias: more names requests may send for the model ("*": any)
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     api_key: str | None = None
@@ -76,6 +77,11 @@ def env_flag(name: str, default: bool) -> bool:
 
 def env_list(name: str) -> list[str]:
     return [v.strip() for v in os.environ.get(name, "").split(",") if v.strip()]
+
+
+def aliases_from(values: list[str]) -> tuple[str, ...]:
+    """--model-alias values (each may be a comma list), in order, without repeats or blanks."""
+    return tuple(dict.fromkeys(n.strip() for v in values for n in v.split(",") if n.strip()))
 
 
 def default_cors_origins(port: int) -> list[str]:

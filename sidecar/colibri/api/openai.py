@@ -21,7 +21,7 @@ from colibri.api.errors import ApiError, StreamAborted, as_api_error, json_respo
 from colibri.api.keys import config_key, core_key, model_key, pool_key, upstream_key
 from colibri.api.logprobs import Entry, chat_logprobs, described_tokens, legacy_logprobs, prompt_rows
 from colibri.api.protocol import parse_chat, parse_completion
-from colibri.api.request import limits_of, read_request, reply_model
+from colibri.api.request import limits_of, model_not_found_message, read_request, reply_model
 from colibri.api.sse import DONE, KEEPALIVE, SSE_HEADERS, frame, to_json, with_keepalive
 from colibri.chat.spans import Spans
 from colibri.detok import Detokenizer
@@ -46,11 +46,22 @@ def model_card(served: ServedModel) -> dict:
                      "n_params": served.n_params}}
 
 
-def anthropic_model_card(served: ServedModel) -> dict:
+def anthropic_model_card(served: ServedModel, name: str | None = None) -> dict:
     """Anthropic's ModelInfo: what its SDKs and Claude Code read from /v1/models."""
     created = datetime.datetime.fromtimestamp(served.created, datetime.timezone.utc)
-    return {"type": "model", "id": served.model_id, "display_name": served.model_id,
-            "created_at": created.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    name = name or served.model_id
+    return {"type": "model", "id": name, "display_name": name, "created_at": created.strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def alias_card(served: ServedModel, alias: str) -> dict:
+    """An alias of the loaded model (--model-alias): its card under that name, `root` naming the
+    model it serves (as vLLM's cards of its --served-model-name list do)."""
+    return {**model_card(served), "id": alias, "root": served.model_id}
+
+
+def listed_aliases(request: web.Request) -> tuple[str, ...]:
+    """The aliases /v1/models lists: every --model-alias but '*' (any name is no name to list)."""
+    return tuple(a for a in request.app[config_key].model_aliases if a != "*" and a != request.app[model_key].model_id)
 
 
 def wants_anthropic(request: web.Request) -> bool:
@@ -115,10 +126,11 @@ async def list_models(request: web.Request) -> web.Response:
                                   "last_id": data[-1]["id"] if data else None})
         return json_response({"object": "list", "data": cards})
     served = request.app[model_key]
+    aliases = listed_aliases(request)  # after the model's own id, which stays first
     if wants_anthropic(request):  # one model: one page, nothing before or after it
-        return json_response({"data": [anthropic_model_card(served)], "has_more": False,
-                              "first_id": served.model_id, "last_id": served.model_id})
-    return json_response({"object": "list", "data": [model_card(served)],
+        data = [anthropic_model_card(served)] + [anthropic_model_card(served, a) for a in aliases]
+        return json_response({"data": data, "has_more": False, "first_id": data[0]["id"], "last_id": data[-1]["id"]})
+    return json_response({"object": "list", "data": [model_card(served)] + [alias_card(served, a) for a in aliases],
                           "models": [{"name": served.model_id, "description": f"{served.arch} model served by colibri",
                                       "release_date": None}]})
 
@@ -145,9 +157,13 @@ async def get_model(request: web.Request) -> web.Response:
             return json_response({"type": "model", "id": name, "display_name": name,
                                   "created_at": "1970-01-01T00:00:00Z"})
         return json_response(card)
-    if request.match_info["model"] != served.model_id:
-        raise ApiError(404, "not_found", f"the model {request.match_info['model']!r} does not exist; "
-                                         f"this server serves {served.model_id!r}", param="model")
+    if name in listed_aliases(request):
+        return json_response(anthropic_model_card(served, name) if wants_anthropic(request)
+                             else alias_card(served, name))
+    if name != served.model_id:
+        raise ApiError(404, "not_found", model_not_found_message(name, served.model_id,
+                                                                 request.app[config_key].model_aliases),
+                       param="model")
     return json_response(anthropic_model_card(served) if wants_anthropic(request) else model_card(served))
 
 

@@ -41,10 +41,21 @@ async def read_request(request: web.Request) -> dict:
         names = sorted({n for u in ups.all for n in u.names})
         raise ApiError(404, "model_not_found", f"the model {model!r} does not exist; the upstreams serve "
                                                f"{', '.join(map(repr, names)) or 'nothing yet'}", param="model")
-    if model != served.model_id:
-        asked = "the request names no model" if model is None else f"the model {model!r} does not exist"
-        raise ApiError(404, "model_not_found", f"{asked}; this server serves {served.model_id!r}", param="model")
+    aliases = request.app[config_key].model_aliases
+    if model != served.model_id and model not in aliases and "*" not in aliases:
+        raise ApiError(404, "model_not_found", model_not_found_message(model, served.model_id, aliases),
+                       param="model")
     return body
+
+
+def model_not_found_message(model: str | None, served_id: str, aliases: tuple[str, ...]) -> str:
+    """The 404's words: what was asked, the id served (and its aliases), and how to serve another name."""
+    asked = "the request names no model" if model is None else f"the model {model!r} does not exist"
+    names = f"this server serves {served_id!r}"
+    if aliases:
+        names += " (also as " + ", ".join(map(repr, aliases)) + ")"
+    return (f"{asked}; {names}: send that name, or start the server with --model-alias NAME "
+            f"($COLI_MODEL_ALIAS) to accept another name for it")
 
 
 def limits_of(app: web.Application) -> Limits:

@@ -22,6 +22,10 @@ from colibri.chat.spans import Spans
 class StopFilter:
     def __init__(self, stops: list[str], ignore_leading: bool = False):
         self.stops = [s for s in stops if s]
+        # for many stops (a Hermes model's bare-JSON openers): their first characters, and every proper prefix
+        self._firsts = {s[0] for s in self.stops}
+        self._prefixes = {s[:n] for s in self.stops for n in range(1, len(s))}
+        self._longest = max((len(s) for s in self.stops), default=0)
         self.ignore_leading = ignore_leading
         self.matched: str | None = None
         self.kept = Spans()  # input characters let through, in input offsets
@@ -99,6 +103,8 @@ class StopFilter:
         return text
 
     def _first_match(self, buf: str) -> tuple[int, str] | None:
+        if not any(c in buf for c in self._firsts):
+            return None
         best = None
         for s in self.stops:
             i = buf.find(s)
@@ -108,10 +114,7 @@ class StopFilter:
 
     def _partial_suffix(self, buf: str) -> int:
         """Length of the longest tail of buf that is a proper prefix of some stop."""
-        longest = 0
-        for s in self.stops:
-            for n in range(min(len(s) - 1, len(buf)), longest, -1):
-                if buf.endswith(s[:n]):
-                    longest = n
-                    break
-        return longest
+        for n in range(min(self._longest - 1, len(buf)), 0, -1):
+            if buf[len(buf) - n:] in self._prefixes:
+                return n
+        return 0

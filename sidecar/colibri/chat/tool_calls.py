@@ -4,6 +4,7 @@ speaks).
 
     fmt.openers           # the texts that start a tool section (fmt.opener first)
     fmt.parse(section)    # the reply after the opener -> Section(calls, stray)
+    fmt.parse_section(matched, after)   # the same, from the opener that matched (Hermes: bare JSON)
     fmt.call_opening(f)   # a call to f written up to its arguments (a forced call)
     fmt.markers           # the texts the parser must see: a model file may hold them as
                           # control tokens, which are shown only when asked for
@@ -71,6 +72,11 @@ class ToolFormat:
 
     def parse(self, section: str, schemas: dict[str, dict]) -> Section:
         raise NotImplementedError
+
+    def parse_section(self, matched: str, after: str, schemas: dict[str, dict]) -> Section:
+        """The section the opener `matched` started, `after` being the reply past it: parse()
+        of the text after the opener, or of the whole section for another of the openers."""
+        return self.parse(after if matched == self.opener else matched + after, schemas)
 
     def call_opening(self, name: str, prompt: str = "") -> str:
         """A call to `name` as the model writes it, opener included, up to its arguments;

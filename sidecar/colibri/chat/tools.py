@@ -16,6 +16,10 @@ Formats, as the families' own templates ask the model to write them:
   DeepSeek, Kimi  their special-token sections (tools_deepseek.py, tools_kimi.py)
   gpt-oss         harmony messages addressed to functions.NAME (harmony.py)
   Gemma 4         <|tool_call>call:f{k:<|"|>v<|"|>,n:1}<tool_call|>   (tools_gemma4.py)
+Hermes templates' models (Qwen2.5's small ones above all) often write a call as bare JSON,
+`{"name": "f", "arguments": {...}}`, maybe in a ```json fence or one of the tags llama.cpp's
+Hermes 2 Pro parser also accepts (<tools>, <response>, ...): read as llama.cpp reads them
+(Hermes.parse_bare), for the Hermes family only, not where a template has its own call syntax.
 Everything from the first opener on is the tool section: the answer is the text
 before it, and calls come after all text (docs/openai-api.md#tool-calls). A format may
 know other texts that start a section too (`openers`: Qwen3-Coder's models often drop the
@@ -59,15 +63,77 @@ def _blocks(text: str, parse_one) -> Section:
     return out
 
 
+# llama.cpp's Hermes 2 Pro parser (common/chat.cpp, common_chat_parse_hermes_2_pro, before its PEG
+# parsers): a call starts at an optional code fence, an optional tag, then `{` and "name".
+BARE_FENCES = ("```json\n", "```xml\n", "```\n")
+BARE_TAGS = ("<tool_call>", "<function_call>", "<tool>", "<tools>", "<response>", "<json>", "<xml>", "<JSON>")
+BARE_CALL = re.compile(r'(```(?:xml|json)?\n\s*)?(' + "|".join(map(re.escape, BARE_TAGS)) + r')?(\s*\{\s*"name")')
+# the same starts as literal texts, for the stream's split of answer and calls (a StopFilter matches
+# texts, not patterns): the spacings models write between a fence or tag, `{` and "name"
+_BRACES = ('{"name"', '{ "name"', '{\n"name"', '{\n  "name"', '{\n    "name"', '{\n\t"name"')
+BARE_OPENERS = tuple(dict.fromkeys(
+    fence + tag + gap + brace for fence in ("",) + BARE_FENCES for tag in ("",) + BARE_TAGS[1:]
+    for gap in (("",) if not tag else ("", "\n")) for brace in _BRACES))
+
+
 class Hermes(ToolFormat):
+    """<tool_call> blocks; and the calls a Hermes model writes as bare JSON (BARE_CALL), which
+    start a tool section too (BARE_OPENERS) and are read as llama.cpp reads them (parse_bare)."""
+
     name, opener = "hermes", "<tool_call>"
     markers = ("<tool_call>", "</tool_call>")
+
+    @property
+    def openers(self) -> tuple[str, ...]:
+        return (self.opener,) + BARE_OPENERS
 
     def call_opening(self, name: str, prompt: str = "") -> str:
         return f'{self.opener}\n{{"name": {json.dumps(name)}, "arguments":'
 
     def parse(self, section: str, schemas: dict[str, dict]) -> Section:
         return _blocks(self.opener + section, lambda body, complete: self.parse_block(body.strip(), complete))
+
+    def parse_section(self, matched: str, after: str, schemas: dict[str, dict]) -> Section:
+        if matched == self.opener:
+            return self.parse(after, schemas)
+        return self.parse_bare(matched + after, schemas)
+
+    @staticmethod
+    def parse_bare(text: str, schemas: dict[str, dict]) -> Section:
+        """Calls as llama.cpp's Hermes 2 Pro parser reads them: each at an optional ```json/```xml/```
+        fence, an optional tag, then a JSON object with "name" and "arguments"; after it the tag's
+        closing and the fence's ``` must follow (blanks aside); text between calls is stray. Any
+        call that does not read so makes the section text, as llama.cpp then returns the whole
+        reply as content. One tightening: a call that was not in a <tool_call> tag must name a
+        declared tool, so a JSON object about something else (`{"name": "Alice", ...}`) stays text."""
+        out = Section()
+        pos = 0
+        while (m := BARE_CALL.search(text, pos)) is not None:
+            out.stray += text[pos:m.start()]
+            brace = text.index("{", m.start(3))
+            try:
+                value, end = json.JSONDecoder().raw_decode(text, brace)
+            except json.JSONDecodeError:
+                return Section([ParsedCall("", text=text[brace:], complete=False,
+                                           problem="the call is not valid JSON")], text)
+            call = Hermes.parse_block(text[brace:end], complete=True)
+            tag = m.group(2)
+            if call.name and tag != "<tool_call>" and call.name not in schemas:
+                call.name, call.problem = "", f"{call.name!r} is not a declared tool"
+            if call.name and not (isinstance(value, dict) and ("arguments" in value or "parameters" in value)):
+                call.name, call.problem = "", "the call has no arguments"
+            for closing in (("</" + tag[1:]) if tag else "", "```" if m.group(1) else ""):
+                end = skip_space(text, end)
+                if not text.startswith(closing, end):
+                    call.name, call.complete = "", False
+                    call.problem = call.problem or f"the call is not closed by {closing}"
+                end += len(closing)
+            if not call.name:
+                return Section([call], text)
+            out.calls.append(call)
+            pos = skip_space(text, end)
+        out.stray += text[pos:]
+        return out
 
     @staticmethod
     def parse_block(body: str, complete: bool) -> ParsedCall:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from colibri.cli_options import add_placement_args, placement_from_args
 from colibri.errors import ColiError
-from colibri.serve_config import (DEFAULT_PORT, MAX_BODY_BYTES, MAX_KV_SLOTS, ServeConfig, cors_origins_from,
-                                  default_web_dir, env_flag, env_list, is_loopback)
+from colibri.serve_config import (DEFAULT_PORT, MAX_BODY_BYTES, MAX_KV_SLOTS, ServeConfig, aliases_from,
+                                  cors_origins_from, default_web_dir, env_flag, env_list, is_loopback)
 
 
 def _env(name: str, default: str | None = None) -> str | None:
@@ -25,6 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "$COLI_DEFAULT_MODEL, else qwen2.5-coder-0.5b-instruct, downloaded once)")
     p.add_argument("--model-id", default=_env("COLI_MODEL_ID"),
                    help="the name clients use in 'model' (default: $COLI_MODEL_ID, else from the file)")
+    p.add_argument("--model-alias", action="append", default=None, metavar="NAME",
+                   help="another name requests may send in 'model' for the loaded model, served as it (repeatable "
+                        "or a comma list; '*' accepts any name; $COLI_MODEL_ALIAS, comma-separated)")
     p.add_argument("--host", default=_env("COLI_HOST", "127.0.0.1"), help="bind address (default 127.0.0.1; $COLI_HOST)")
     p.add_argument("--port", type=int, default=None,
                    help=f"port (default {DEFAULT_PORT}; 0 picks a free one; $COLI_PORT)")
@@ -148,12 +151,19 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
     models_dirs = tuple(args.models_dir or [str(p) for p in models_dirs_from_env()])
     if upstreams and (args.models_dir or args.model):
         raise ColiError("--upstream serves what the upstream engines serve: it takes no --model or --models-dir")
+    aliases = aliases_from(args.model_alias or env_list("COLI_MODEL_ALIAS"))
+    if aliases and upstreams:
+        raise ColiError("--model-alias names the loaded model; behind --upstream give each engine's name as URL#ALIAS")
+    if aliases and models_dirs:
+        raise ColiError("--model-alias names the one loaded model; with --models-dir requests name the library's "
+                        "models by their ids")
     max_models = _number(args.max_models, "COLI_MAX_MODELS", "1")
     if max_models < 1:
         raise ColiError(f"--max-models must be >= 1, got {max_models}")
     model_ttl = parse_ttl(args.model_ttl if args.model_ttl is not None else _env("COLI_MODEL_TTL", "0"))
     return ServeConfig(
-        model_path=args.model, model_id=args.model_id or "", host=args.host, port=args.port, api_key=args.api_key,
+        model_path=args.model, model_id=args.model_id or "", model_aliases=aliases, host=args.host, port=args.port,
+        api_key=args.api_key,
         kv_slots=args.kv_slots,
         kv_persist=args.kv_persist if args.kv_persist is not None else env_flag("COLI_KV_PERSIST", True),
         ctx=args.ctx or 0, threads=args.threads or 0, max_queue=args.max_queue,

@@ -234,9 +234,7 @@ class Session:
     @staticmethod
     def _tool_calls(tools: ToolSetup, section: StopFilter, outcome: Outcome) -> list[dict] | None:
         """The calls of the tool section, in OpenAI's shape; None when it holds none."""
-        opener = tools.format.opener  # another opener stays at the start of the section
-        parsed = tools.format.parse(section.after if section.matched == opener else section.matched + section.after,
-                                    tools.schemas)
+        parsed = tools.format.parse_section(section.matched, section.after, tools.schemas)
         if tools.strict:
             problems = strict_problems(parsed, tools.schemas, cut_off=outcome.finish_reason == "length")
             if problems:
