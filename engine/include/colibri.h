@@ -216,7 +216,13 @@ typedef struct {
     int io_threads;          /* streaming: expert read threads; 0: 4 */
     int direct_io;           /* streaming: 1 reads with O_DIRECT where the file system allows */
     int no_prefetch;         /* streaming: 1 turns off one-layer-ahead prefetch */
+    int expert_policy;       /* streaming: which cached expert makes room, COLI_POLICY_*; 0: the default */
 } colibri_config;
+
+/* colibri_config.expert_policy: COLI_POLICY_LRFU (the default) evicts the expert with the least
+ * routing frequency decayed by recency (a half-life of COLI_LRFU_HALF_LIFE steps of its layer),
+ * the least recently used among equals; COLI_POLICY_LRU the least recently used. */
+enum { COLI_POLICY_DEFAULT = 0, COLI_POLICY_LRU = 1, COLI_POLICY_LRFU = 2 };
 
 /* Fill cfg with the defaults above (all zero, model_path NULL). */
 void colibri_config_default(colibri_config *cfg);

@@ -69,8 +69,11 @@ static int load_model(colibri_engine *e) {
     if (c->expert_cache_bytes < 0 || c->expert_pin_bytes < 0 || c->io_threads < 0)
         return coli_fail(COLI_E_ARG, "negative expert cache, pin budget or I/O threads");
     if (hp->n_expert > 0) {
+        if (c->expert_policy < COLI_POLICY_DEFAULT || c->expert_policy > COLI_POLICY_LRFU)
+            return coli_fail(COLI_E_ARG, "expert_policy %d: expected 0 (default), 1 (lru) or 2 (lrfu)",
+                             c->expert_policy);
         const coli_store_config sc = {c->expert_cache_bytes, c->expert_pin_bytes, c->io_threads, c->direct_io != 0,
-                                      c->no_prefetch == 0};
+                                      c->no_prefetch == 0, c->expert_policy};
         if (!(e->experts = coli_experts_open(&e->model, e->gguf, &sc))) return colibri_last_error_code();
     }
     e->repacked_bytes = coli_model_repack(&e->model, c->expert_cache_bytes == 0, c->n_threads);

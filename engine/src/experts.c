@@ -4,14 +4,17 @@
  * Streaming: each MoE layer owns `cap` entries (the budget split evenly over
  * the layers, since every layer routes the same number of experts per token);
  * an entry holds one expert's gate, up and down, read by an I/O thread with
- * three preads straight from the 3-D tensors. A layer's LRU never evicts an
- * entry in use (refs) or one the current step asked for; prefetched reads
- * only ever displace entries of their own layer. Pinned experts live outside
+ * three preads straight from the 3-D tensors. Room is made (policy) by the
+ * entry of least recency-decayed routing frequency (LRFU: routed experts
+ * are skewed, so a hot expert outlives a burst of cold ones), or the least
+ * recently used; never an entry in use (refs) or one the current step asked
+ * for; prefetched reads only ever displace entries of their own layer. Pinned experts live outside
  * the LRU, loaded once from learned heat. One mutex guards the bookkeeping;
  * the reads happen outside it. */
 #define _GNU_SOURCE /* O_DIRECT */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +26,9 @@
 
 enum { E_FREE = 0, E_LOADING, E_READY, E_FAILED };
 #define DIO_ALIGN 4096
+/* LRFU: an expert's routing frequency halves every this many steps of its layer (measured:
+ * bench/bench_scale.py; shorter forgets the hot experts between bursts, longer keeps stale ones) */
+#define LRFU_HALF_LIFE 64.0
 
 typedef struct {
     int e;             /* expert held, -1 when free */
@@ -45,6 +51,8 @@ typedef struct {
     int32_t *where;    /* [n_expert]: entry index or -1 */
     uint8_t **pinned;  /* [n_expert]: a pinned copy or NULL */
     uint8_t *predicted; /* [n_expert]: predicted for this layer's next choice */
+    float *freq;       /* [n_expert]: LRFU routing frequency as of freq_at */
+    uint64_t *freq_at; /* [n_expert]: the generation freq was last decayed to */
     uint64_t gen;      /* request generation */
 } layer_cache;
 
@@ -174,14 +182,26 @@ static void *io_main(void *arg) {
 
 /* ---- the cache (callers hold st->mu) ---- */
 
-/* A free entry, else the least recently used one nobody holds or needs now; -1 if none. */
-static int victim(layer_cache *lc) {
+/* Expert e's routing frequency now: decayed by the layer steps since it was last counted. */
+static float frequency(const layer_cache *lc, int e) {
+    const uint64_t age = lc->gen - lc->freq_at[e];
+    return age ? lc->freq[e] * exp2f(-(float)((double)age / LRFU_HALF_LIFE)) : lc->freq[e];
+}
+
+/* A free entry, else the one the policy gives up among those nobody holds or needs now; -1 if none. */
+static int victim(const coli_expert_store *st, layer_cache *lc) {
+    const bool lrfu = st->cfg.policy != COLI_POLICY_LRU;
     int best = -1;
+    float best_f = 0.0f;
     for (int i = 0; i < lc->cap; i++) {
         entry *en = &lc->ent[i];
         if (en->state == E_FREE) return i;
         if (en->state == E_LOADING || en->refs > 0 || en->wanted == lc->gen) continue;
-        if (best < 0 || en->used < lc->ent[best].used) best = i;
+        const float f = lrfu ? frequency(lc, en->e) : 0.0f;
+        if (best < 0 || f < best_f || (f == best_f && en->used < lc->ent[best].used)) {
+            best = i;
+            best_f = f;
+        }
     }
     return best;
 }
@@ -266,7 +286,9 @@ coli_expert_store *coli_experts_open(const coli_model *m, const gguf_file *f, co
         lc->where = malloc((size_t)st->n_expert * sizeof *lc->where);
         lc->pinned = calloc((size_t)st->n_expert, sizeof *lc->pinned);
         lc->predicted = calloc((size_t)st->n_expert, 1);
-        if (!lc->ent || !lc->where || !lc->pinned || !lc->predicted) goto nomem;
+        lc->freq = calloc((size_t)st->n_expert, sizeof *lc->freq);
+        lc->freq_at = calloc((size_t)st->n_expert, sizeof *lc->freq_at);
+        if (!lc->ent || !lc->where || !lc->pinned || !lc->predicted || !lc->freq || !lc->freq_at) goto nomem;
         for (int e = 0; e < st->n_expert; e++) lc->where[e] = -1;
         for (int i = 0; i < cap; i++) {
             lc->ent[i].e = -1;
@@ -311,6 +333,8 @@ void coli_experts_close(coli_expert_store *st) {
             free(lc->where);
             free(lc->pinned);
             free(lc->predicted);
+            free(lc->freq);
+            free(lc->freq_at);
         }
     if (st->fd >= 0) close(st->fd);
     if (st->fd_direct >= 0) close(st->fd_direct);
@@ -342,7 +366,7 @@ void coli_experts_request(coli_expert_store *st, int il, const int32_t *ids, int
     for (int j = 0; j < n; j++) {
         const int e = ids[j];
         if (lc->pinned[e] || lc->where[e] >= 0) continue;
-        const int idx = victim(lc);
+        const int idx = victim(st, lc);
         if (idx < 0) break; /* the layer's cache is full of needed experts: later */
         start_load(st, il, idx, e, prefetch);
     }
@@ -364,6 +388,8 @@ void coli_experts_chosen(coli_expert_store *st, int il, const int32_t *ids, int 
         }
         st->c.predicted++;
         if (lc->predicted[e]) st->c.predicted_right++;
+        lc->freq[e] = frequency(lc, e) + 1.0f;
+        lc->freq_at[e] = lc->gen;
     }
     memset(lc->predicted, 0, (size_t)st->n_expert);
     pthread_mutex_unlock(&st->mu);
@@ -430,7 +456,7 @@ int coli_experts_acquire(coli_expert_store *st, int il, int e, coli_expert *out)
             break;
         }
         if (idx < 0) {
-            const int v = victim(lc);
+            const int v = victim(st, lc);
             if (v >= 0) {
                 start_load(st, il, v, e, false);
                 continue;
@@ -467,7 +493,7 @@ int coli_experts_acquire_any(coli_expert_store *st, int il, const int32_t *ids, 
         }
         if (failed >= 0) break; /* named below, by the single-expert path */
         if (!placed) { /* none under way: read the first where there is room */
-            const int v = victim(lc);
+            const int v = victim(st, lc);
             if (v >= 0) {
                 start_load(st, il, v, ids[0], false);
                 continue;

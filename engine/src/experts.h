@@ -36,6 +36,7 @@ typedef struct {
     int io_threads;       /* 0: 4 */
     bool direct_io;       /* O_DIRECT reads (falls back to buffered + fadvise where refused) */
     bool prefetch;        /* one-layer-ahead prefetch */
+    int policy;           /* COLI_POLICY_*: which entry makes room */
 } coli_store_config;
 
 /* Counters of the store since it opened (streaming; zeros when resident). */

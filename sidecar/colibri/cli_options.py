@@ -35,7 +35,8 @@ def open_engine(args: argparse.Namespace, vocab_only: bool = False):
 # ---- placement: the flags `coli generate`, `coli perplexity`, `coli serve` (and `coli plan`) share ----
 
 PLACEMENT_VARS = {"expert_cache_gb": "COLI_EXPERT_CACHE_GB", "pin_gb": "COLI_PIN_GB", "io_threads": "COLI_IO_THREADS",
-                  "direct_io": "COLI_DIRECT_IO", "prefetch": "COLI_PREFETCH"}
+                  "direct_io": "COLI_DIRECT_IO", "prefetch": "COLI_PREFETCH", "expert_policy": "COLI_EXPERT_POLICY"}
+EXPERT_POLICIES = ("lrfu", "lru")  # colibri.h's COLI_POLICY_*: the first is the engine's default
 
 
 def add_placement_args(p: argparse.ArgumentParser, experts_only: bool = False) -> None:
@@ -56,11 +57,14 @@ def add_placement_args(p: argparse.ArgumentParser, experts_only: bool = False) -
                    help="read streamed experts with O_DIRECT, bypassing the page cache ($COLI_DIRECT_IO)")
     p.add_argument("--prefetch", action=argparse.BooleanOptionalAction, default=None,
                    help="read the next layer's predicted experts ahead (default on; $COLI_PREFETCH)")
+    p.add_argument("--expert-policy", choices=EXPERT_POLICIES, default=None,
+                   help="which cached expert makes room: lrfu, the least routing frequency decayed by recency "
+                        "(default), or lru, the least recently used ($COLI_EXPERT_POLICY)")
 
 
 def placement_from_args(args: argparse.Namespace) -> dict:
-    """expert_cache_gb, pin_gb (None: automatic), io_threads, direct_io, prefetch: each flag, else its
-    COLI_* variable, else the default; a variable that does not parse is a named error."""
+    """expert_cache_gb, pin_gb (None: automatic), io_threads, direct_io, prefetch, expert_policy: each flag,
+    else its COLI_* variable, else the default; a variable that does not parse is a named error."""
     from colibri.errors import ColiError
 
     def var(name: str, kind):
@@ -76,7 +80,7 @@ def placement_from_args(args: argparse.Namespace) -> dict:
 
     out = {}
     for name, kind, default in (("expert_cache_gb", float, None), ("pin_gb", float, None), ("io_threads", int, 0),
-                                ("direct_io", bool, False), ("prefetch", bool, True)):
+                                ("direct_io", bool, False), ("prefetch", bool, True), ("expert_policy", str, "")):
         value = getattr(args, name, None)
         if value is None:
             value = var(name, kind)
@@ -84,6 +88,10 @@ def placement_from_args(args: argparse.Namespace) -> dict:
     for name in ("expert_cache_gb", "pin_gb", "io_threads"):
         if out[name] is not None and out[name] < 0:
             raise ColiError(f"--{name.replace('_', '-')} must be >= 0, got {out[name]}")
+    out["expert_policy"] = out["expert_policy"].strip().lower()
+    if out["expert_policy"] not in ("",) + EXPERT_POLICIES:
+        raise ColiError(f"{PLACEMENT_VARS['expert_policy']}={out['expert_policy']!r}: expected one of "
+                        f"{', '.join(EXPERT_POLICIES)}")
     return out
 
 

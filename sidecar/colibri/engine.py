@@ -264,10 +264,12 @@ class Engine:
 
     def __init__(self, path: str | os.PathLike[str], *, vocab_only: bool = False, n_threads: int = 0,
                  n_ctx: int = 0, n_slots: int = 0, n_batch: int = 0, expert_cache_bytes: int = 0,
-                 expert_pin_bytes: int = 0, io_threads: int = 0, direct_io: bool = False, prefetch: bool = True):
+                 expert_pin_bytes: int = 0, io_threads: int = 0, direct_io: bool = False, prefetch: bool = True,
+                 expert_policy: str = ""):
         """expert_cache_bytes 0 keeps every routed expert resident (the file mapping);
         > 0 streams them from disk into a RAM cache of that size (plus expert_pin_bytes
-        for experts pinned by learned heat)."""
+        for experts pinned by learned heat). expert_policy: which cached expert makes room,
+        "lrfu" or "lru" ("": the engine's default, lrfu)."""
         self.path = os.fspath(path)
         cfg = ffi.new("colibri_config *")
         lib.colibri_config_default(cfg)
@@ -283,6 +285,10 @@ class Engine:
         cfg.io_threads = io_threads
         cfg.direct_io = int(direct_io)
         cfg.no_prefetch = int(not prefetch)
+        policies = {"": lib.COLI_POLICY_DEFAULT, "lru": lib.COLI_POLICY_LRU, "lrfu": lib.COLI_POLICY_LRFU}
+        if expert_policy not in policies:
+            raise ValueError(f"expert_policy {expert_policy!r}: expected lrfu or lru")
+        cfg.expert_policy = policies[expert_policy]
         handle = lib.colibri_open(cfg)
         if handle == ffi.NULL:
             raise last_error()

@@ -54,6 +54,7 @@ class ServeConfig:
     io_threads: int = 0  # expert read threads; 0: the engine's default
     direct_io: bool = False
     prefetch: bool = True
+    expert_policy: str = ""  # lrfu | lru; "": the engine's default (lrfu)
     models_dirs: tuple[str, ...] = ()  # --models-dir: serve the library (colibri.serving.pool); () : one model
     max_models: int = 1  # models resident at once with a library
     model_ttl: float = 0.0  # seconds an idle model other than the active one stays loaded; 0: until evicted

@@ -1,5 +1,5 @@
 """Expert streaming changes speed, never tokens: with a cache of one expert
-per layer (everything streamed), a middling one, O_DIRECT, no prefetch, and
+per layer (everything streamed), a middling one under either policy, O_DIRECT, no prefetch, and
 pinned experts, every MoE architecture, and experts of every low-bit type,
 decode exactly the tokens they decode with all experts resident. Also: routing heat, tiers, counters and the
 per-turn records the dashboard reads."""
@@ -63,7 +63,8 @@ def streamed_equals_resident(path, label: str) -> None:
         per_token = e.stats()["n_layer"]  # only to check the engine answers before streaming
         assert per_token > 0
     settings = [dict(expert_cache_bytes=1), dict(expert_cache_bytes=1, prefetch=False),
-                dict(expert_cache_bytes=1, direct_io=True), dict(expert_cache_bytes=1 << 20, io_threads=1)]
+                dict(expert_cache_bytes=1, direct_io=True), dict(expert_cache_bytes=1 << 20, io_threads=1),
+                dict(expert_cache_bytes=1 << 20, expert_policy="lru")]
     for kw in settings:
         with Engine(path, n_slots=2, n_ctx=128, n_batch=16, n_threads=2, **kw) as e:
             got = decode(e, prompts_for(e), 12)
@@ -71,6 +72,18 @@ def streamed_equals_resident(path, label: str) -> None:
         assert got == want, f"{label} {kw}"
         assert st["streaming"] == 1 and st["loads"] > 0 and st["bytes_read"] > 0
         assert st["hits"] + st["misses"] > 0
+
+
+def test_expert_policy_is_named():
+    """Both policies keep a middling cache's hits apart from its misses; an unknown one is refused by name."""
+    path = moe_models.tiny("qwen3moe", "Q8_0")
+    for policy in ("lru", "lrfu", ""):
+        with Engine(path, n_ctx=128, n_threads=2, expert_cache_bytes=1 << 20, expert_policy=policy) as e:
+            decode(e, prompts_for(e)[:1], 8)
+            st = e.stats()
+        assert st["hits"] > 0 and st["misses"] > 0, policy
+    with pytest.raises(ValueError, match="expert_policy 'lfu'"):
+        Engine(path, n_ctx=128, expert_cache_bytes=1 << 20, expert_policy="lfu")
 
 
 def test_pinned_experts_and_heat(tmp_path):

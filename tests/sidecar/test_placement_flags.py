@@ -14,8 +14,9 @@ from colibri.cli_options import PLACEMENT_VARS, placement_from_args
 from tests.conftest import run_coli
 from tests.fixtures import moe_models
 
-FLAGS = ["--expert-cache-gb", "0.5", "--pin-gb", "0.1", "--io-threads", "3", "--no-prefetch", "--direct-io"]
-WANT = dict(expert_cache_gb=0.5, pin_gb=0.1, io_threads=3, direct_io=True, prefetch=False)
+FLAGS = ["--expert-cache-gb", "0.5", "--pin-gb", "0.1", "--io-threads", "3", "--no-prefetch", "--direct-io",
+         "--expert-policy", "lru"]
+WANT = dict(expert_cache_gb=0.5, pin_gb=0.1, io_threads=3, direct_io=True, prefetch=False, expert_policy="lru")
 
 
 @pytest.fixture(autouse=True)
@@ -32,10 +33,10 @@ def parse(cmd: str, argv: list[str]) -> argparse.Namespace:
 @pytest.mark.parametrize("cmd", ["generate", "perplexity", "serve"])
 def test_the_same_flags_and_variables_everywhere(cmd, monkeypatch):
     assert placement_from_args(parse(cmd, [])) == dict(expert_cache_gb=None, pin_gb=None, io_threads=0,
-                                                       direct_io=False, prefetch=True)
+                                                       direct_io=False, prefetch=True, expert_policy="")
     assert placement_from_args(parse(cmd, FLAGS)) == WANT
     for var, value in (("COLI_EXPERT_CACHE_GB", "0.5"), ("COLI_PIN_GB", "0.1"), ("COLI_IO_THREADS", "3"),
-                       ("COLI_PREFETCH", "0"), ("COLI_DIRECT_IO", "1")):
+                       ("COLI_PREFETCH", "0"), ("COLI_DIRECT_IO", "1"), ("COLI_EXPERT_POLICY", "LRU")):
         monkeypatch.setenv(var, value)
     assert placement_from_args(parse(cmd, [])) == WANT
     assert placement_from_args(parse(cmd, ["--expert-cache-gb", "2", "--prefetch"]))["expert_cache_gb"] == 2.0
@@ -45,14 +46,16 @@ def test_the_same_flags_and_variables_everywhere(cmd, monkeypatch):
 def test_serve_config_takes_them(monkeypatch):
     monkeypatch.setenv("COLI_IO_THREADS", "3")
     cfg = serve.config_from_args(parse("serve", ["--expert-cache-gb", "0.5", "--pin-gb", "0.1", "--no-prefetch",
-                                                 "--direct-io"]))
-    assert (cfg.expert_cache_gb, cfg.pin_gb, cfg.io_threads, cfg.direct_io, cfg.prefetch) == tuple(WANT.values())
+                                                 "--direct-io", "--expert-policy", "lru"]))
+    assert (cfg.expert_cache_gb, cfg.pin_gb, cfg.io_threads, cfg.direct_io, cfg.prefetch,
+            cfg.expert_policy) == tuple(WANT.values())
 
 
 @pytest.mark.parametrize("env, argv, words", [
     ({"COLI_EXPERT_CACHE_GB": "lots"}, [], "COLI_EXPERT_CACHE_GB='lots'"),
     ({"COLI_IO_THREADS": "2.5"}, [], "COLI_IO_THREADS"),
     ({}, ["--pin-gb", "-1"], "--pin-gb must be >= 0"),
+    ({"COLI_EXPERT_POLICY": "lfu"}, [], "COLI_EXPERT_POLICY='lfu': expected one of lrfu, lru"),
 ])
 def test_bad_values_are_named(env, argv, words, monkeypatch):
     for k, v in env.items():
@@ -64,7 +67,7 @@ def test_bad_values_are_named(env, argv, words, monkeypatch):
 def test_generate_and_perplexity_stream_experts_when_told(tmp_path):
     path = moe_models.tiny("qwen3moe", "Q8_0")
     r = run_coli("-v", "generate", "-m", str(path), "-p", "hello", "-n", "4", "--ignore-eos", "--json",
-                 "--expert-cache-gb", "0.001", "--pin-gb", "0", "--io-threads", "2")
+                 "--expert-cache-gb", "0.001", "--pin-gb", "0", "--io-threads", "2", "--expert-policy", "lru")
     assert r.returncode == 0, r.stderr
     assert "experts stream from disk: 1.0 MiB cache + 0 B pinned" in r.stderr
     text = tmp_path / "t.txt"
