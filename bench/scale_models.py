@@ -213,6 +213,62 @@ def routing_stats(path: Path, tokens: int = 96, seed: int = 1, threads: int = 2)
             "overlap_by_layer": [round(x, 3) for x in overlap], "chance_overlap": k / n_expert}
 
 
+def trace(path: Path, tokens: int, seed: int = 1, threads: int = 2) -> list[list[set[int]]]:
+    """The experts each of `tokens` sampled tokens routes to, per layer (the file resident)."""
+    from colibri.engine import Engine
+
+    with Engine(path, n_ctx=tokens + 64, n_threads=threads) as e:
+        e.seed(seed)
+        prompt = [e.bos] + e.tokenize(" the quick brown fox jumps over the lazy dog", add_bos=False)
+        e.eval(prompt, 0)
+        routes, pos = [], len(prompt)
+        for _ in range(tokens):
+            tok, _ = e.sample(temperature=1.0)
+            e.eval([tok], pos)
+            pos += 1
+            routes.append([{x for x, _ in layer} for layer in e.last_routing(0)])
+    return routes
+
+
+def simulate(routes: list[list[set[int]]], cap: int, policy: str, half_life: float = 64.0) -> float:
+    """Hit rate of a per-layer cache of `cap` experts replaying the trace: lru, lrfu (the engine's rule:
+    least frequency decayed by half_life steps, then least recent), lfu, or opt (Belady: evict the one
+    needed furthest ahead, the bound no policy passes)."""
+    hits = total = 0
+    for il in range(len(routes[0])):
+        seq = [r[il] for r in routes]
+        if not seq[0]:
+            continue
+        cache: dict[int, float] = {}  # expert -> last use
+        freq: dict[int, tuple[float, int]] = {}  # expert -> (frequency, as of step)
+        for t, chosen in enumerate(seq):
+            f_now = lambda e: freq.get(e, (0.0, t))[0] * 2 ** (-(t - freq.get(e, (0.0, t))[1]) / half_life)  # noqa: E731
+            for e in chosen:
+                total += 1
+                hits += e in cache
+            for e in chosen:
+                if e not in cache and len(cache) >= cap:
+                    spare = [x for x in cache if x not in chosen]
+                    if policy == "lru":
+                        out = min(spare, key=lambda x: cache[x])
+                    elif policy == "lrfu":
+                        out = min(spare, key=lambda x: (f_now(x), cache[x]))
+                    elif policy == "lfu":
+                        out = min(spare, key=lambda x: (freq.get(x, (0, 0))[0], cache[x]))
+                    else:
+                        def next_use(x):
+                            return next((u for u in range(t + 1, len(seq)) if x in seq[u]), len(seq) + 1)
+                        out = max(spare, key=next_use)
+                    del cache[out]
+                cache[e] = t
+            for e in chosen:
+                if policy == "lfu":
+                    freq[e] = (freq.get(e, (0.0, 0))[0] + 1, t)
+                else:
+                    freq[e] = (f_now(e) + 1, t)
+    return hits / max(total, 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -227,7 +283,24 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--routing", default="")
     r.add_argument("--mini", action="store_true", help="the file is the shape's miniature")
     r.add_argument("--tokens", type=int, default=96)
+    pol = sub.add_parser("policies", help="replay a sampled routing trace through cache policies")
+    pol.add_argument("file", type=Path)
+    pol.add_argument("--shape", choices=sorted(SHAPES), help="rewrite the routers first (with --routing)")
+    pol.add_argument("--routing", default="")
+    pol.add_argument("--mini", action="store_true")
+    pol.add_argument("--tokens", type=int, default=256)
+    pol.add_argument("--caps", default="12,20,40", help="experts per layer, comma-separated")
     args = ap.parse_args(argv)
+    if args.cmd == "policies":
+        if args.routing:
+            set_routing(args.file, config(args.shape, args.mini), args.routing)
+        routes = trace(args.file, args.tokens)
+        print(f"{args.file.name}, routing {routing_of(args.file)}, {args.tokens} tokens: hit rate per policy")
+        for cap in (int(c) for c in args.caps.split(",")):
+            row = {p: simulate(routes, cap, p) for p in ("lru", "lfu", "opt")}
+            row.update({f"lrfu/{h}": simulate(routes, cap, "lrfu", h) for h in (16, 64, 256)})
+            print(f"  {cap:4d} experts per layer: " + "  ".join(f"{k} {100 * v:5.1f}%" for k, v in row.items()))
+        return 0
     if args.cmd == "write":
         print(write(args.shape, args.routing, args.dir, args.mini))
         return 0

@@ -5,7 +5,7 @@
  *   resident   every expert is a view into the file mapping (the page cache
  *              holds what the OS decides);
  *   streaming  experts live on disk and are read with pread into a RAM cache
- *              of a fixed budget: a per-layer LRU of expert buffers filled by
+ *              of a fixed budget: a per-layer cache of expert buffers (LRFU or LRU) filled by
  *              I/O threads, plus experts pinned by learned heat. The page
  *              cache is told to drop what was read (posix_fadvise), or
  *              bypassed (O_DIRECT), so the budget is the real footprint.
@@ -31,7 +31,7 @@ typedef struct coli_expert {
 #include "../include/colibri.h" /* COLI_TIER_* */
 
 typedef struct {
-    int64_t cache_bytes;  /* LRU budget; 0: every expert resident in the mapping */
+    int64_t cache_bytes;  /* cache budget; 0: every expert resident in the mapping */
     int64_t pin_bytes;    /* experts pinned by heat (on top of the cache) */
     int io_threads;       /* 0: 4 */
     bool direct_io;       /* O_DIRECT reads (falls back to buffered + fadvise where refused) */

@@ -621,7 +621,7 @@ class Tier(IntEnum):
     """Where a routed expert's weights are now (the bytes of stats()["tiers"])."""
 
     DISK = lib.COLI_TIER_DISK
-    RAM = lib.COLI_TIER_RAM  # in the LRU cache
+    RAM = lib.COLI_TIER_RAM  # in the cache
     PINNED = lib.COLI_TIER_PINNED  # held in RAM by learned heat
     LOADING = lib.COLI_TIER_LOADING  # being read into the cache
 

@@ -4,7 +4,7 @@ The dense part (attention, norms, embeddings, routers, shared experts) and
 the KV slots stay in RAM; routed experts stay resident when everything fits
 in available memory with a margin, else they stream from disk into a RAM
 budget: what is left after the dense part and the KV slots, three quarters
-of it as an LRU cache and a quarter pinned by learned routing heat. Available
+of it as a cache and a quarter pinned by learned routing heat. Available
 memory is the host's or, in a container, what its cgroup limit leaves
 (colibri.container), whichever is less; the default thread count heeds the
 cgroup's CPU quota and the process's affinity. `coli plan` prints it; `coli
@@ -70,7 +70,7 @@ class Plan:
     threads: int               # compute threads with no --threads: cores, CPU quota and affinity
     disk_free: int
     placement: str             # "resident" or "streaming"
-    cache_bytes: int           # LRU budget for streamed experts (0 when resident)
+    cache_bytes: int           # cache budget for streamed experts (0 when resident)
     pin_bytes: int             # experts pinned by learned heat (0 when resident)
     fits: bool
     reason: str
