@@ -90,6 +90,7 @@ class FakeUpstream:
         asyncio.run_coroutine_threadsafe(self._stop(), self.loop).result(10)
 
     async def _start(self) -> None:
+        self.released = asyncio.Event()  # set when it stops: what hangs lets go, so no handler outlives the fake
         app = web.Application()
         app.router.add_get("/health", self.health)
         app.router.add_get("/v1/models", self.models)
@@ -101,6 +102,7 @@ class FakeUpstream:
     async def _stop(self) -> None:
         if self.runner is not None:
             runner, self.runner = self.runner, None
+            self.released.set()
             await runner.cleanup()
 
     async def health(self, _: web.Request) -> web.Response:
@@ -118,7 +120,7 @@ class FakeUpstream:
             return web.json_response({"error": {"message": f"scripted {action}", "type": "server_error",
                                                 "code": f"scripted_{action}"}}, status=int(action))
         if action == "hang":
-            await asyncio.sleep(3600)
+            await self.released.wait()
         usage = {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
         head = {"id": "chatcmpl-1", "created": 1764700000, "model": self.model}
         if not body.get("stream"):
@@ -134,7 +136,7 @@ class FakeUpstream:
                      "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
             await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
         if action == "stall":
-            await asyncio.sleep(3600)
+            await self.released.wait()
         if action in ("cut", "die"):
             request.transport.close()
             if action == "die":

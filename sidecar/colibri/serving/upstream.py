@@ -419,7 +419,7 @@ class UpstreamCore:
         timeout."""
         if not any(u.healthy for u in ups):
             raise Unavailable("upstream_unavailable", "no upstream engine is answering: "
-                              + "; ".join(f"{u.url}: {u.last_error}" for u in ups))
+                              + "; ".join(f"{u.url}: {u.breaker.reason or u.last_error}" for u in ups))
 
     @asynccontextmanager
     async def run(self, prepared: UpstreamPrepared) -> AsyncIterator[Run]:
