@@ -8,6 +8,11 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
+from colibri.cli import build_parser
+from colibri.commands.serve import config_from_args
+from colibri.errors import ColiError
 from colibri.serving.breaker import BACKOFF_MAX_S, CLOSED, HALF_OPEN, OPEN, Breaker
 from tests.sidecar.serve_support import ServerProcess, named_events, sse_events, wait_for
 from tests.sidecar.upstream_support import FakeUpstream, free_port, get, post
@@ -59,6 +64,25 @@ def test_breaker_opens_after_failures_in_a_row_and_closes_through_half_open():
     assert b.success(probe=True) and b.state == HALF_OPEN
     assert b.success() and b.state == CLOSED and b.reason is None  # a request succeeded: closed
     assert (b.failed_requests, b.failed_probes, b.next_probe_in_s()) == (0, 0, 2.0)
+
+
+def test_the_deadline_and_the_threshold_from_flag_and_variables(monkeypatch):
+    def config(argv, **env):
+        for name in ("COLI_UPSTREAM_TIMEOUT_S", "COLI_UPSTREAM_FAILURES"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        return config_from_args(build_parser().parse_args(["serve", "--upstream", "http://gpu:8000", *argv]))
+
+    cfg = config([])
+    assert (cfg.upstream_timeout_s, cfg.upstream_failures) == (300.0, 3)
+    cfg = config([], COLI_UPSTREAM_TIMEOUT_S="45", COLI_UPSTREAM_FAILURES="5")
+    assert (cfg.upstream_timeout_s, cfg.upstream_failures) == (45.0, 5)
+    assert config(["--upstream-timeout", "2.5"], COLI_UPSTREAM_TIMEOUT_S="45").upstream_timeout_s == 2.5
+    with pytest.raises(ColiError, match="COLI_UPSTREAM_FAILURES must be >= 1"):
+        config([], COLI_UPSTREAM_FAILURES="0")
+    with pytest.raises(ColiError, match="--upstream-timeout must be > 0"):
+        config(["--upstream-timeout", "0"])
 
 
 def test_a_500_is_the_requests_own_and_the_upstream_stays_in(tmp_path):

@@ -100,8 +100,8 @@ class Metrics:
                               ["upstream"], buckets=BUCKETS, registry=self.registry),
             first_byte=Histogram("colibri_upstream_first_output_seconds", "Forwarded request start to first text",
                                  ["upstream"], buckets=BUCKETS, registry=self.registry),
-            errors=Counter("colibri_upstream_errors", "Upstream errors: connect, timeout, stream (mid-reply), probe "
-                                                      "(these count on its breaker), status (a 5xx answer: they do not)",
+            errors=Counter("colibri_upstream_errors", "Upstream errors: connect, timeout, stream (mid-reply), "
+                                                      "probe (on its breaker), status (a 5xx answer: not on it)",
                            ["upstream", "kind"], registry=self.registry))
 
     def observe(self, name: str, seconds: float) -> None:
