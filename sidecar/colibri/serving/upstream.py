@@ -214,12 +214,13 @@ class Upstreams:
             up.colibri = first.get("owned_by") == "colibri"
             self.answered(up, probe=True)
         except asyncio.TimeoutError:
-            if up.in_flight:  # busy (llama-cpp-python queues a probe behind a generation): its requests' deadline
-                up.breaker.postpone()  # judges it, not a late probe
+            # busy (llama-cpp-python queues a probe behind a generation): its requests' deadline judges it
+            if up.in_flight:
+                up.breaker.postpone()
                 return
             self.failed(up, "probe", f"no answer to its health probe within {PROBE_TIMEOUT_S:g} s")
-        except (aiohttp.ClientError, OSError, ValueError, UpstreamFailed) as exc:
-            self.failed(up, "probe", str(exc) or type(exc).__name__)
+        except (aiohttp.ClientError, OSError, ValueError, AttributeError, UpstreamFailed) as exc:  # AttributeError:
+            self.failed(up, "probe", str(exc) or type(exc).__name__)  # a /v1/models answer that is not a dict
 
     async def probe_all(self) -> None:
         await asyncio.gather(*(self.probe(u) for u in self.all))
@@ -457,7 +458,6 @@ class UpstreamCore:
         for attempt in (0, 1):
             up.requests += 1
             up.in_flight += 1  # until the caller is done with the response
-            status = None
             try:
                 resp = await self.upstreams.session.post(up.url + path, json=for_upstream(up, body, model),
                                                          headers=up.headers, timeout=timeout)
