@@ -62,6 +62,8 @@ class ServeConfig:
     upstream_key: str | None = None  # sent to every upstream as 'Authorization: Bearer KEY'
     upstream_slots: int = 4  # requests each upstream runs at once (the scheduler's capacity per upstream)
     upstream_probe_s: float = 2.0  # seconds between health probes of the upstreams (COLI_UPSTREAM_PROBE_S)
+    upstream_failures: int = 3  # failures in a row that open an upstream's breaker (COLI_UPSTREAM_FAILURES)
+    upstream_timeout_s: float = 300.0  # silence after which a forwarded request has failed (--upstream-timeout)
     extra: dict = field(default_factory=dict, compare=False)  # room for later issues' switches
 
     @property

@@ -108,12 +108,13 @@ async def serve(cfg: ServeConfig, announce: Callable[[str], None] | None = None)
     upstreams = served = None
     if cfg.upstreams:
         upstreams = Upstreams(list(cfg.upstreams), cfg.upstream_key, cfg.upstream_slots, aiohttp.ClientSession(),
-                              probe_s=cfg.upstream_probe_s, alias=cfg.model_id)
+                              probe_s=cfg.upstream_probe_s, alias=cfg.model_id, failures=cfg.upstream_failures,
+                              timeout_s=cfg.upstream_timeout_s)
         await upstreams.probe_all()
         for up in upstreams.all:
             if not up.healthy:
-                log.warning("upstream %s is not answering yet (%s): probed every %g s", up.url, up.last_error,
-                            cfg.upstream_probe_s)
+                log.warning("upstream %s is not answering yet (%s): probed again in %g s", up.url, up.last_error,
+                            up.breaker.next_probe_in_s())
         app = create_upstream_app(cfg, upstreams)
         upstreams.start()
     else:

@@ -298,7 +298,7 @@ def test_user_text_cannot_inject_control_tokens(served):
     assert run(served, body)["usage"]["prompt_tokens"] == len(prompt)
 
 
-def test_engine_failure_mid_stream_only_closes_the_socket(default_model):
+def test_engine_failure_mid_stream_sends_an_error_event_and_closes_the_socket(default_model):
     doomed = open_served(replace(CFG, kv_slots=1), default_model)
 
     async def body(c, served):
@@ -321,6 +321,7 @@ def test_engine_failure_mid_stream_only_closes_the_socket(default_model):
     finally:
         asyncio.run(close_model(doomed))
     assert raw.startswith(b"data: ") and b"[DONE]" not in raw
+    assert raw.rstrip().rsplit(b"\n\n", 1)[-1].startswith(b'data: {"error": {')  # OpenAI's error event, last
     assert scheduler["failed"] == 1 and scheduler["active"] == 0
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import concurrent.futures
 import http.client
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -17,17 +16,12 @@ import pytest
 
 from tests.conftest import real_model_path
 from tests.sidecar.serve_support import ServerProcess, named_events, sse_events, wait_for
+from tests.sidecar.upstream_support import connection, free_port, get, post
 
 pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python[server] is not installed (scripts/test.sh "
                                                    "installs it)")
 
 PROMPT = "The capital of France is"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LlamaServer:
@@ -57,31 +51,6 @@ class LlamaServer:
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-
-
-def connection(url: str, timeout: float = 60) -> http.client.HTTPConnection:
-    host, port = url[len("http://"):].rsplit(":", 1)
-    return http.client.HTTPConnection(host, int(port), timeout=timeout)
-
-
-def get(url: str, path: str) -> tuple[int, bytes]:
-    conn = connection(url, 5)
-    try:
-        conn.request("GET", path)
-        resp = conn.getresponse()
-        return resp.status, resp.read()
-    finally:
-        conn.close()
-
-
-def post(url: str, path: str, payload: dict, headers: dict | None = None) -> tuple[int, dict, bytes]:
-    conn = connection(url)
-    try:
-        conn.request("POST", path, json.dumps(payload), {"Content-Type": "application/json", **(headers or {})})
-        resp = conn.getresponse()
-        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
-    finally:
-        conn.close()
 
 
 @pytest.fixture(scope="module")
@@ -226,7 +195,8 @@ def test_busy_upstream_queues_then_429s(gateway, llama):
 
 
 def test_upstream_killed_mid_stream_then_back(default_model):
-    """The client's stream ends (no [DONE], no hang); /health says down; a restarted engine is probed back in."""
+    """The client's stream ends with an error event (no [DONE], no hang); /health says down once its breaker
+    opens; a restarted engine is probed back in (half-open, then closed)."""
     llama = LlamaServer(str(default_model)).start()
     try:
         with ServerProcess(["--upstream", llama.url]) as gw:
@@ -244,12 +214,12 @@ def test_upstream_killed_mid_stream_then_back(default_model):
             except http.client.IncompleteRead as exc:  # the socket closed mid-chunk
                 rest = exc.partial
             conn.close()
-            assert b"[DONE]" not in rest and time.monotonic() - t0 < 10
+            assert b"[DONE]" not in rest and b'"upstream_stream_broken"' in rest and time.monotonic() - t0 < 10
             assert wait_for(lambda: json.loads(get(gw.base, "/health")[1])["status"] == "down", timeout=10)
             status, _, raw = post(gw.base, "/v1/completions", completion(llama.model))
             assert status == 503 and b"upstream_unavailable" in raw  # at once, not after a queue timeout
-            llama.start()
-            assert wait_for(lambda: json.loads(get(gw.base, "/health")[1])["status"] == "ok", timeout=15)
+            llama.start()  # an open breaker's probes back off up to 15 s apart: then one passes, and the next
+            assert wait_for(lambda: json.loads(get(gw.base, "/health")[1])["status"] == "ok", timeout=30)
             assert post(gw.base, "/v1/completions", completion(llama.model))[0] == 200
             metrics = get(gw.base, "/metrics")[1].decode()
             assert f'colibri_upstream_errors_total{{kind="stream",upstream="{llama.url}"}}' in metrics
@@ -284,8 +254,9 @@ def test_several_upstreams_affinity_and_retry_before_first_byte(llama, default_m
             status, _, raw = post(gw.base, "/v1/chat/completions", turn2)
             assert status == 200, raw  # retried on the other upstream
             health = json.loads(get(gw.base, "/health")[1])
-            states = {u["url"]: u["state"] for u in health["upstreams"]}
-            assert states[home] == "down" and health["status"] == "degraded"
+            breakers = {u["url"]: u["breaker"] for u in health["upstreams"]}
+            # one refused connection is counted; COLI_UPSTREAM_FAILURES (3) in a row would open its breaker
+            assert breakers[home]["failed_requests"] == 1 and breakers[home]["state"] == "closed"
             # the retry took a slot on the other upstream through the scheduler, and gave it back; it is the same
             # request, counted once
             assert health["scheduler"]["active"] == 0 and health["scheduler"]["admitted"] == 3

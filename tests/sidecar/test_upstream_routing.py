@@ -14,7 +14,7 @@ from aiohttp import web
 from colibri.serving.scheduler import Scheduler
 from colibri.serving.upstream import echoed_logprobs, prompt_logprobs, split_alias
 from tests.sidecar.serve_support import ServerProcess
-from tests.sidecar.test_upstream import free_port, get, post
+from tests.sidecar.upstream_support import free_port, get, post
 
 
 def test_upstream_alias_syntax():
@@ -130,8 +130,8 @@ def test_an_uncounted_slot_counts_nothing():
 
 class Scripted:
     """A stand-in HTTP upstream speaking OpenAI's chat API (JSON and SSE) under its own model id, that answers
-    500 to the first chat request the group of them sees when told to (`fail_next`). ONLY for what a real engine
-    will not do on demand: fail before its first byte while its health probe says it is up."""
+    503 to the first chat request the group of them sees when told to (`fail_next`). ONLY for what a real engine
+    will not do on demand: refuse to serve now, before its first byte, while its health probe says it is up."""
 
     fail_next = False  # shared by the instances: the first request after it is set fails, wherever it lands
 
@@ -161,7 +161,7 @@ class Scripted:
         self.seen.append(body)
         if Scripted.fail_next:
             Scripted.fail_next = False
-            return web.json_response({"error": {"message": "out of memory", "type": "server_error"}}, status=500)
+            return web.json_response({"error": {"message": "overloaded", "type": "server_error"}}, status=503)
         usage = {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
         head = {"id": "chatcmpl-1", "created": 1764700000, "model": self.model}
         if not body.get("stream"):
@@ -185,7 +185,8 @@ class Scripted:
 def test_replies_name_the_model_asked_for_and_a_retry_counts_once():
     """Behind URL#ALIAS, Anthropic's and the Responses API's replies (JSON and streamed) name the alias the request
     named, as OpenAI chat's do, not the gateway's default model; a request that failed before its first byte
-    and was retried on the other upstream is one admitted, one completed request."""
+    and was retried on the other upstream (a 503: that one cannot serve now) is one admitted, one completed
+    request."""
     from tests.sidecar.serve_support import named_events
 
     ups = [Scripted("engine-one"), Scripted("engine-two"), Scripted("engine-three")]
@@ -214,7 +215,7 @@ def test_replies_name_the_model_asked_for_and_a_retry_counts_once():
             Scripted.fail_next = True
             status, _, raw = post(gw.base, "/v1/chat/completions", {"model": "alpha", "messages": hello})
             assert status == 200 and json.loads(raw)["choices"][0]["message"]["content"] == "Hi there", raw
-            assert not Scripted.fail_next  # the 500 was answered: the reply came from the retry
+            assert not Scripted.fail_next  # the 503 was answered: the reply came from the retry
             after = json.loads(get(gw.base, "/health")[1])["scheduler"]
             counts = {k: after[k] - before[k] for k in ("admitted", "completed", "failed", "rejected", "timed_out")}
             assert counts == {"admitted": 1, "completed": 1, "failed": 0, "rejected": 0, "timed_out": 0}, after

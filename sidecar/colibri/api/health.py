@@ -13,6 +13,7 @@ from colibri.api.errors import json_response
 from colibri.api.keys import authed_key, config_key, model_key, pool_key, scheduler_key, upstream_key
 from colibri.engine import Tier
 from colibri.errors import EngineError
+from colibri.serving.breaker import CLOSED
 from colibri.serving.model import ServedModel
 
 GB = 1024 ** 3
@@ -64,11 +65,12 @@ async def get_health(request: web.Request) -> web.Response:
 
 
 def upstream_health(app: web.Application) -> dict:
-    """`coli serve --upstream`: each upstream's state; "degraded" while any is down, "down" when all are."""
+    """`coli serve --upstream`: each upstream's state and breaker; "degraded" while any breaker is not closed
+    (open, or half-open: on trial), "down" when none takes requests."""
     ups = app[upstream_key].all
-    n_up = sum(u.healthy for u in ups)
+    n_closed = sum(u.breaker.state == CLOSED for u in ups)
     served = app[model_key]
-    return {"status": "ok" if n_up == len(ups) else ("degraded" if n_up else "down"),
+    return {"status": "ok" if n_closed == len(ups) else ("degraded" if any(u.healthy for u in ups) else "down"),
             "backend": "upstream", "model": served.model_id, "arch": "upstream", "n_ctx": served.n_ctx or None,
             "kv_slots": served.n_slots, "input_modalities": ["text"],
             "continue_assistant": app[config_key].continue_assistant, "capabilities": ["chat", "systemone"],

@@ -47,20 +47,38 @@ class SchedulerCollector:
 
 
 class UpstreamCollector:
-    """Each upstream's state and load, read at collection time (`coli serve --upstream`)."""
+    """Each upstream's state, load and circuit breaker, read at collection time (`coli serve --upstream`)."""
 
     def __init__(self, upstreams):
         self.upstreams = upstreams
 
     def collect(self):
-        up = GaugeMetricFamily("colibri_upstream_up", "1 while the upstream answers its health probe",
-                               labels=["upstream"])
+        from colibri.serving.breaker import CLOSED, HALF_OPEN, KINDS, OPEN
+
+        up = GaugeMetricFamily("colibri_upstream_up", "1 while requests may go to the upstream (its breaker closed "
+                                                      "or half-open)", labels=["upstream"])
         busy = GaugeMetricFamily("colibri_upstream_in_flight", "Requests the upstream is running", labels=["upstream"])
+        state = GaugeMetricFamily("colibri_upstream_breaker_state", "1 for the breaker's state: closed, open "
+                                                                    "or half_open", labels=["upstream", "state"])
+        failing = GaugeMetricFamily("colibri_upstream_breaker_failures", "Failures in a row, of requests or of "
+                                                                         "health probes", labels=["upstream", "of"])
+        probe = GaugeMetricFamily("colibri_upstream_breaker_next_probe_seconds", "Seconds until the next health "
+                                                                                 "probe", labels=["upstream"])
+        opened = CounterMetricFamily("colibri_upstream_breaker_opened", "Times the breaker opened, by the kind of "
+                                                                        "failure that opened it",
+                                     labels=["upstream", "reason"])
         for u in self.upstreams.all:
+            b = u.breaker
             up.add_metric([u.url], 1 if u.healthy else 0)
             busy.add_metric([u.url], u.in_flight)
-        yield up
-        yield busy
+            for name in (CLOSED, OPEN, HALF_OPEN):
+                state.add_metric([u.url, name], 1 if b.state == name else 0)
+            failing.add_metric([u.url, "requests"], b.failed_requests)
+            failing.add_metric([u.url, "probes"], b.failed_probes)
+            probe.add_metric([u.url], b.next_probe_in_s())
+            for kind in KINDS:
+                opened.add_metric([u.url, kind], b.opened[kind])
+        yield from (up, busy, state, failing, probe, opened)
 
 
 class Metrics:
@@ -82,7 +100,8 @@ class Metrics:
                               ["upstream"], buckets=BUCKETS, registry=self.registry),
             first_byte=Histogram("colibri_upstream_first_output_seconds", "Forwarded request start to first text",
                                  ["upstream"], buckets=BUCKETS, registry=self.registry),
-            errors=Counter("colibri_upstream_errors", "Upstream failures: connect, status (5xx), stream (mid-reply)",
+            errors=Counter("colibri_upstream_errors", "Upstream errors: connect, timeout, stream (mid-reply), "
+                                                      "probe (on its breaker), status (a 5xx answer: not on it)",
                            ["upstream", "kind"], registry=self.registry))
 
     def observe(self, name: str, seconds: float) -> None:

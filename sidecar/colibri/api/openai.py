@@ -226,6 +226,11 @@ async def stream(request: web.Request, frames: "Frames", deltas: AsyncIterator[D
             log.warning("generation failed mid-stream: %s", api.message)
         else:
             log.exception("generation failed mid-stream")
+            api = ApiError(500, "engine_error", "internal error; see the server log")
+        try:  # OpenAI's own error event (the SDKs raise it), then no [DONE]: the reply is incomplete
+            await resp.write(frame(api.body()))
+        except (ConnectionResetError, RuntimeError):  # the client is gone too
+            pass
         if request.transport is not None:
             request.transport.close()  # once a 200 has gone out, an error only closes the socket
         raise StreamAborted(resp) from err  # the scheduler counts it failed; the middleware returns resp

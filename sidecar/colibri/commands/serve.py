@@ -89,6 +89,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--upstream-slots", type=int, default=None,
                    help="requests each upstream runs at once; more wait in colibri's queue "
                         "(default 4; $COLI_UPSTREAM_SLOTS)")
+    p.add_argument("--upstream-timeout", type=float, default=None, metavar="SECONDS",
+                   help="a forwarded request has failed when its upstream sends nothing for this long, before its "
+                        "reply or mid-stream (a 504 upstream_timeout; it counts on the upstream's breaker); a "
+                        "non-streamed reply must come whole within it (default 300; $COLI_UPSTREAM_TIMEOUT_S)")
     add_placement_args(p)
     p.add_argument("--web-dir", default=None,
                    help="the built dashboard (default: $COLI_WEB_DIR, else the checkout's web/dist, "
@@ -142,6 +146,12 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
     upstream_slots = _number(args.upstream_slots, "COLI_UPSTREAM_SLOTS", "4")
     if upstream_slots < 1:
         raise ColiError(f"--upstream-slots must be >= 1, got {upstream_slots}")
+    upstream_failures = _number(None, "COLI_UPSTREAM_FAILURES", "3")
+    if upstream_failures < 1:
+        raise ColiError(f"COLI_UPSTREAM_FAILURES must be >= 1, got {upstream_failures}")
+    upstream_timeout_s = _number(args.upstream_timeout, "COLI_UPSTREAM_TIMEOUT_S", "300", float)
+    if not upstream_timeout_s > 0:
+        raise ColiError(f"--upstream-timeout must be > 0 seconds, got {upstream_timeout_s:g}")
     for url in upstreams:
         if not url.startswith(("http://", "https://")):
             raise ColiError(f"--upstream {url!r}: give the engine's URL, e.g. http://gpu-box:8000")
@@ -180,6 +190,7 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
         web_dir=web_dir, models_dirs=() if upstreams else models_dirs, max_models=max_models, model_ttl=model_ttl,
         upstreams=upstreams, upstream_key=args.upstream_key, upstream_slots=upstream_slots,
         upstream_probe_s=_number(None, "COLI_UPSTREAM_PROBE_S", "2", float),
+        upstream_failures=upstream_failures, upstream_timeout_s=upstream_timeout_s,
         **placement_from_args(args),
     )
 

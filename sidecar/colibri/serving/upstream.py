@@ -15,10 +15,15 @@ Admission is colibri's own Scheduler with `slots` per upstream: slot s belongs t
 upstream s // slots, and only the slots of a healthy upstream are granted. A
 conversation is kept on the upstream that holds its prefix by the scheduler's
 slot-affinity rule (half the prompt cached), fed with chained hashes of 32-character
-pieces of the conversation instead of token ids. A request
-that fails before its first byte (connection refused, a 5xx) is retried once on
-another healthy upstream; a failure after it ends the reply with UpstreamFailed
-(the OpenAI stream closes, Anthropic's gets its `error` event).
+pieces of the conversation instead of token ids.
+
+An upstream's HTTP answer, 4xx or 5xx included, is that request's: it goes back to the
+client and never takes the upstream out. Only the upstream's own failures do (a refused or
+reset connection, silence past --upstream-timeout, a stream cut mid-way, a failed probe),
+through its circuit breaker (colibri.serving.breaker). A request that fails before its first
+byte that way, or is answered 502/503/504 (the upstream cannot serve now), is retried once on
+another healthy upstream; a failure after it ends the reply with UpstreamFailed (the stream
+gets its error event, then closes).
 """
 from __future__ import annotations
 
@@ -34,6 +39,7 @@ import aiohttp
 
 from colibri.chat.messages import Message
 from colibri.errors import NotSupported, Unavailable, UpstreamFailed
+from colibri.serving.breaker import HALF_OPEN, Breaker
 from colibri.serving.core import Run
 from colibri.serving.generation import Delta, Outcome
 from colibri.serving.requests import ChatRequest, CompletionRequest, Options
@@ -44,8 +50,10 @@ log = logging.getLogger(__name__)
 
 PROBE_S = 2.0  # seconds between health probes
 PROBE_TIMEOUT_S = 3.0
-PROBE_MISSES = 3  # probes timed out in a row before an upstream that still accepts connections is taken out
+FAILURES = 3  # failures in a row (requests, or probes) that open an upstream's breaker
+TIMEOUT_S = 300.0  # seconds an upstream may send nothing (before its reply, or mid-stream) before it has failed
 CONNECT_TIMEOUT_S = 5.0
+RETRIED_STATUSES = (502, 503, 504)  # answers that say "not now, not here": tried once elsewhere
 CHUNK_CHARS = 32  # a prompt is hashed in pieces this long for affinity: its "tokens" for the scheduler's rule
 
 
@@ -56,7 +64,7 @@ class Upstream:
     url: str  # the base, without /v1
     index: int
     key: str | None = None
-    healthy: bool = False
+    breaker: Breaker = field(default_factory=Breaker)
     models: list[str] = field(default_factory=list)
     n_ctx: int = 0  # its max_model_len / context_length when it says, else 0
     last_error: str | None = None
@@ -64,10 +72,14 @@ class Upstream:
     errors: int = 0
     in_flight: int = 0
     colibri: bool = False  # another colibri: its dashboard feeds can be relayed
-    probe_misses: int = 0
     health_path: str = "/health"  # what the probe GETs once the model ids are known; /v1/models where it 404s
     alias: str | None = None  # the one name clients call its model by (`--upstream URL#ALIAS`, else --model-id)
     scoring: str | None = None  # how System One's prompt log-probs are read here: "echo", "prompt_logprobs"
+
+    @property
+    def healthy(self) -> bool:
+        """Whether requests may go to it (its breaker closed, or half-open: on trial)."""
+        return self.breaker.admits
 
     @property
     def headers(self) -> dict[str, str]:
@@ -88,7 +100,7 @@ class Upstream:
     def snapshot(self) -> dict:
         return {"url": self.url, "state": "up" if self.healthy else "down", "models": self.models, "alias": self.alias,
                 "in_flight": self.in_flight, "requests": self.requests, "errors": self.errors,
-                "last_error": self.last_error, "colibri": self.colibri}
+                "last_error": self.last_error, "colibri": self.colibri, "breaker": self.breaker.snapshot()}
 
 
 def base_url(url: str) -> str:
@@ -106,16 +118,19 @@ class Upstreams:
     """The engines behind the gateway: their health (probed), their share of the slots."""
 
     def __init__(self, urls: list[str], key: str | None, slots: int, session: aiohttp.ClientSession,
-                 series: "UpstreamSeries | None" = None, probe_s: float = PROBE_S, alias: str | None = None):
-        """urls: each `URL` or `URL#ALIAS`; alias (--model-id): the name of every upstream's model without one."""
+                 series: "UpstreamSeries | None" = None, probe_s: float = PROBE_S, alias: str | None = None,
+                 failures: int = FAILURES, timeout_s: float = TIMEOUT_S):
+        """urls: each `URL` or `URL#ALIAS`; alias (--model-id): the name of every upstream's model without one;
+        failures: in a row, to open a breaker; timeout_s: the silence after which a request has failed."""
         self.all = []
         for i, spec in enumerate(urls):
             url, own = split_alias(spec)
-            self.all.append(Upstream(base_url(url), i, key, alias=own or alias))
+            self.all.append(Upstream(base_url(url), i, key, Breaker(failures, probe_s), alias=own or alias))
         self.slots = slots
         self.session = session
         self.series = series
         self.probe_s = probe_s
+        self.timeout_s = timeout_s
         self.on_change: list = []  # called with no argument when an upstream goes up or down
         self._task: asyncio.Task | None = None
 
@@ -127,7 +142,12 @@ class Upstreams:
         return self.all[slot // self.slots]
 
     def usable(self, slot: int) -> bool:
-        return self.of_slot(slot).healthy
+        """Whether the scheduler may grant this slot: its upstream's breaker admits, one request at a time while
+        it is on trial (half-open: only its first slot)."""
+        up = self.of_slot(slot)
+        if up.breaker.state == HALF_OPEN:
+            return slot == up.index * self.slots
+        return up.healthy
 
     def serving(self, model: str | None) -> list[Upstream]:
         """The upstreams a request naming `model` may go to (all of them when none serves it by that name:
@@ -141,31 +161,43 @@ class Upstreams:
             return None
         return frozenset(s for u in ups for s in range(u.index * self.slots, (u.index + 1) * self.slots))
 
-    def mark(self, up: Upstream, healthy: bool, error: str | None = None) -> None:
-        if error:
-            up.last_error = error
-        if up.healthy != healthy:
-            up.healthy = healthy
-            log.warning("upstream %s is %s%s", up.url, "up" if healthy else "down", f": {error}" if error else "")
-            for callback in self.on_change:
-                callback()
-
     def failed(self, up: Upstream, kind: str, error: str) -> None:
+        """A failure of the upstream itself (colibri.serving.breaker.KINDS): counted, and on its breaker."""
         up.errors += 1
+        up.last_error = error
         if self.series:
             self.series.errors.labels(up.url, kind).inc()
-        self.mark(up, False, error)
+        self._changed(up, up.breaker.failure(kind, error))
+
+    def answered(self, up: Upstream, status: int = 200, probe: bool = False) -> None:
+        """The upstream answered (a reply read to its end, whatever its status; a probe that passed): it works.
+        A 5xx is counted as an error of kind `status`, never on the breaker: it is the request's."""
+        if status >= 500:
+            up.errors += 1
+            if self.series:
+                self.series.errors.labels(up.url, "status").inc()
+        self._changed(up, up.breaker.success(probe))
+
+    def _changed(self, up: Upstream, changed: bool) -> None:
+        if not changed:
+            return
+        b = up.breaker
+        log.warning("upstream %s is %s (breaker %s)%s", up.url, "up" if up.healthy else "down", b.state,
+                    f": {b.reason}" if b.reason else "")
+        for callback in self.on_change:
+            callback()
 
     async def probe(self, up: Upstream) -> None:
-        """GET /v1/models (its model ids) until they are known, then GET /health (vLLM's, SGLang's,
-        llama-server's, colibri's) where there is one: up, or down."""
+        """When its breaker says a probe is due: GET /v1/models (its model ids) until they are known, then
+        GET /health (vLLM's, SGLang's, llama-server's, colibri's) where there is one."""
+        if not up.breaker.probe_due():
+            return
         timeout = aiohttp.ClientTimeout(total=PROBE_TIMEOUT_S)
         try:
             if up.models and up.health_path != "/v1/models":
                 async with self.session.get(up.url + up.health_path, headers=up.headers, timeout=timeout) as resp:
                     if resp.status == 200:
-                        up.probe_misses = 0
-                        self.mark(up, True)
+                        self.answered(up, probe=True)
                         return
                     if resp.status not in (404, 405):
                         raise UpstreamFailed("upstream_unhealthy", f"GET {up.health_path} answered {resp.status}")
@@ -180,17 +212,15 @@ class Upstreams:
             first = cards[0] if cards else {}
             up.n_ctx = int(first.get("max_model_len") or first.get("context_length") or 0)
             up.colibri = first.get("owned_by") == "colibri"
-            up.probe_misses = 0
-            self.mark(up, True)
+            self.answered(up, probe=True)
         except asyncio.TimeoutError:
-            # a busy engine may answer its probe late (llama-cpp-python's queues it behind a generation,
-            # also one sent to it directly): down only after PROBE_MISSES silent probes in a row
-            up.probe_misses += 1
-            if up.probe_misses >= PROBE_MISSES:
-                self.mark(up, False, f"no answer to {up.probe_misses} health probes of {PROBE_TIMEOUT_S:g} s")
-            return
-        except (aiohttp.ClientError, OSError, ValueError, UpstreamFailed) as exc:
-            self.mark(up, False, str(exc) or type(exc).__name__)
+            # busy (llama-cpp-python queues a probe behind a generation): its requests' deadline judges it
+            if up.in_flight:
+                up.breaker.postpone()
+                return
+            self.failed(up, "probe", f"no answer to its health probe within {PROBE_TIMEOUT_S:g} s")
+        except (aiohttp.ClientError, OSError, ValueError, AttributeError, UpstreamFailed) as exc:  # AttributeError:
+            self.failed(up, "probe", str(exc) or type(exc).__name__)  # a /v1/models answer that is not a dict
 
     async def probe_all(self) -> None:
         await asyncio.gather(*(self.probe(u) for u in self.all))
@@ -199,8 +229,8 @@ class Upstreams:
         self._task = asyncio.get_running_loop().create_task(self._probe_forever())
 
     async def _probe_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self.probe_s)
+        while True:  # each upstream when its breaker's schedule says (probe_s; longer while open)
+            await asyncio.sleep(min([self.probe_s] + [u.breaker.next_probe_in_s() for u in self.all]) + 0.01)
             await self.probe_all()
 
     async def close(self) -> None:
@@ -390,7 +420,7 @@ class UpstreamCore:
         timeout."""
         if not any(u.healthy for u in ups):
             raise Unavailable("upstream_unavailable", "no upstream engine is answering: "
-                              + "; ".join(f"{u.url}: {u.last_error}" for u in ups))
+                              + "; ".join(f"{u.url}: {u.breaker.reason or u.last_error}" for u in ups))
 
     @asynccontextmanager
     async def run(self, prepared: UpstreamPrepared) -> AsyncIterator[Run]:
@@ -424,23 +454,29 @@ class UpstreamCore:
 
     async def _attempts(self, up: Upstream, path: str, body: dict, model: str | None, affinity: list[int],
                         extra_box: list) -> tuple[Upstream, aiohttp.ClientResponse, Lease | None]:
+        timeout = aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT_S, sock_read=self.upstreams.timeout_s)
         for attempt in (0, 1):
             up.requests += 1
+            up.in_flight += 1  # until the caller is done with the response
             try:
-                resp = await self.upstreams.session.post(
-                    up.url + path, json=for_upstream(up, body, model), headers=up.headers,
-                    timeout=aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT_S))
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-                self.upstreams.failed(up, "connect", str(exc) or type(exc).__name__)
-                error = UpstreamFailed("upstream_unreachable", f"the upstream engine {up.url} cannot be reached: "
-                                                               f"{exc or type(exc).__name__}")
-            else:
+                resp = await self.upstreams.session.post(up.url + path, json=for_upstream(up, body, model),
+                                                         headers=up.headers, timeout=timeout)
                 if resp.status < 400:
                     return up, resp, (extra_box[0] if extra_box else None)
+                status = resp.status
                 error = await refusal(up, resp)
-                if resp.status < 500:
-                    raise error  # the upstream refuses the request itself: no other engine would take it
-                self.upstreams.failed(up, "status", error.message)
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                up.in_flight -= 1
+                kind, error = lost(up, exc, self.upstreams.timeout_s, started=False)
+                self.upstreams.failed(up, kind, error.message)
+            except BaseException:
+                up.in_flight -= 1
+                raise
+            else:
+                up.in_flight -= 1
+                self.upstreams.answered(up, status)  # a working upstream's answer to this request
+                if status not in RETRIED_STATUSES:
+                    raise error  # the request's own: another engine would answer it alike
             others = [u for u in self.upstreams.serving(model) if u is not up and u.healthy] if attempt == 0 else []
             if not others:
                 raise error
@@ -457,7 +493,6 @@ class UpstreamCore:
         series = self.upstreams.series
         up, resp, extra = await self._open(up, prepared.path, prepared.body, prepared.options.model,
                                            prepared.affinity)
-        up.in_flight += 1
         chunks = 0
         try:
             if prepared.body.get("stream"):
@@ -471,13 +506,7 @@ class UpstreamCore:
                             series.first_byte.labels(up.url).observe(first)
                     yield delta
             else:
-                try:
-                    reply = await resp.json(content_type=None)
-                except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
-                    self.upstreams.failed(up, "stream", str(exc) or type(exc).__name__)
-                    raise UpstreamFailed("upstream_stream_broken", f"the upstream engine {up.url} failed "
-                                                                   f"mid-reply: {exc or type(exc).__name__}") from exc
-                delta = whole(reply, outcome)
+                delta = whole(await self._reply(up, resp), outcome)
                 if delta.content or delta.reasoning:
                     yield delta
         finally:
@@ -490,6 +519,22 @@ class UpstreamCore:
             if series:
                 series.latency.labels(up.url).observe(elapsed)
             self.turns.add(up, wait_s, first, elapsed, chunks, outcome)
+
+    async def _reply(self, up: Upstream, resp: aiohttp.ClientResponse) -> dict:
+        """A whole (non-streamed) reply's JSON; a connection lost or silent while it is read is the upstream's
+        failure, a body that is not JSON the request's."""
+        try:
+            reply = await resp.json(content_type=None)
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            kind, error = lost(up, exc, self.upstreams.timeout_s, started=True)
+            self.upstreams.failed(up, kind, error.message)
+            raise error from exc
+        except ValueError as exc:
+            self.upstreams.answered(up)
+            raise UpstreamFailed("upstream_bad_reply", f"the upstream engine {up.url} answered with a body that "
+                                                       f"is not JSON: {exc}") from exc
+        self.upstreams.answered(up)
+        return reply if isinstance(reply, dict) else {}
 
     async def _chunks(self, up: Upstream, resp: aiohttp.ClientResponse, outcome: Outcome) -> AsyncIterator[Delta]:
         """The upstream's SSE chunks as deltas; tool calls gathered by index into the outcome."""
@@ -505,8 +550,9 @@ class UpstreamCore:
                     done = True
                     break
                 chunk = json.loads(data)
-                if chunk.get("error"):
+                if chunk.get("error"):  # the upstream's own error event: the request's, the upstream works
                     err = chunk["error"]
+                    self.upstreams.answered(up)
                     raise UpstreamFailed("upstream_error", f"the upstream engine {up.url} failed: "
                                                            f"{err.get('message') if isinstance(err, dict) else err}")
                 take_usage(chunk.get("usage"), outcome)
@@ -523,14 +569,19 @@ class UpstreamCore:
                         piece = UpstreamDelta(piece.content, piece.reasoning, choice["logprobs"])
                     if piece.content or piece.reasoning or isinstance(piece, UpstreamDelta):
                         yield piece
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
-            self.upstreams.failed(up, "stream", str(exc) or type(exc).__name__)
-            raise UpstreamFailed("upstream_stream_broken", f"the upstream engine {up.url} failed mid-stream: "
-                                                           f"{exc or type(exc).__name__}") from exc
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            kind, error = lost(up, exc, self.upstreams.timeout_s, started=True)
+            self.upstreams.failed(up, kind, error.message)
+            raise error from exc
+        except (ValueError, AttributeError) as exc:  # a chunk that is not OpenAI's JSON: the reply is broken
+            self.upstreams.answered(up)
+            raise UpstreamFailed("upstream_bad_reply", f"the upstream engine {up.url} sent a chunk colibri cannot "
+                                                       f"read: {exc}") from exc
         if not done and outcome.finish_reason is None:
             self.upstreams.failed(up, "stream", "the stream ended without a finish")
             raise UpstreamFailed("upstream_stream_broken", f"the upstream engine {up.url} ended its stream "
                                                            "before the reply's end")
+        self.upstreams.answered(up)
         outcome.tool_calls = [calls[i] for i in sorted(calls)]
 
     # ---- System One -----------------------------------------------------------------
@@ -573,8 +624,9 @@ class UpstreamCore:
                 refused.append(f"{how}: {exc.message}")
                 continue
             try:
-                reply = await resp.json(content_type=None)
+                reply = await self._reply(at, resp)
             finally:
+                at.in_flight -= 1
                 resp.release()
                 self.retired(extra)
             rows = echoed_logprobs(reply, option) if how == "echo" else prompt_logprobs(reply, option)
@@ -640,6 +692,20 @@ def cannot_score(up: Upstream, why: str) -> NotSupported:
     return NotSupported("upstream_cannot_score", f"System One needs the prompt's log-probs (/v1/completions with "
                                                  f"echo and logprobs) and the upstream engine {up.url} does not give "
                                                  f"them: {why}")
+
+
+def lost(up: Upstream, exc: BaseException, timeout_s: float, started: bool) -> tuple[str, UpstreamFailed]:
+    """The kind of failure (colibri.serving.breaker.KINDS) and the error of a request whose upstream went
+    silent past the deadline (504), could not be reached, or broke its reply once `started`."""
+    why = str(exc) or type(exc).__name__
+    if isinstance(exc, asyncio.TimeoutError) and not isinstance(exc, aiohttp.ConnectionTimeoutError):
+        where = "mid-reply" if started else "before its reply"
+        return "timeout", UpstreamFailed("upstream_timeout", f"the upstream engine {up.url} sent nothing for "
+                                                             f"{timeout_s:g} s {where}", 504)
+    if started:
+        return "stream", UpstreamFailed("upstream_stream_broken", f"the upstream engine {up.url} failed mid-reply: "
+                                                                  f"{why}")
+    return "connect", UpstreamFailed("upstream_unreachable", f"the upstream engine {up.url} cannot be reached: {why}")
 
 
 async def refusal(up: Upstream, resp: aiohttp.ClientResponse) -> UpstreamFailed:
