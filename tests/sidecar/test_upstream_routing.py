@@ -14,7 +14,7 @@ from aiohttp import web
 from colibri.serving.scheduler import Scheduler
 from colibri.serving.upstream import echoed_logprobs, prompt_logprobs, split_alias
 from tests.sidecar.serve_support import ServerProcess
-from tests.sidecar.upstream_support import free_port, get, post
+from tests.sidecar.upstream_support import FakeUpstream, free_port, get, post
 
 
 def test_upstream_alias_syntax():
@@ -128,60 +128,6 @@ def test_an_uncounted_slot_counts_nothing():
     asyncio.run(main())
 
 
-class Scripted:
-    """A stand-in HTTP upstream speaking OpenAI's chat API (JSON and SSE) under its own model id, that answers
-    503 to the first chat request the group of them sees when told to (`fail_next`). ONLY for what a real engine
-    will not do on demand: refuse to serve now, before its first byte, while its health probe says it is up."""
-
-    fail_next = False  # shared by the instances: the first request after it is set fails, wherever it lands
-
-    def __init__(self, model: str):
-        self.model = model
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.seen: list[dict] = []
-        self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, daemon=True).start()
-        asyncio.run_coroutine_threadsafe(self.start(), self.loop).result(10)
-
-    async def start(self):
-        app = web.Application()
-
-        async def models(_):
-            return web.json_response({"object": "list", "data": [{"id": self.model}]})
-
-        app.router.add_get("/v1/models", models)
-        app.router.add_post("/v1/chat/completions", self.chat)
-        self.runner = web.AppRunner(app)
-        await self.runner.setup()
-        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
-
-    async def chat(self, request):
-        body = await request.json()
-        self.seen.append(body)
-        if Scripted.fail_next:
-            Scripted.fail_next = False
-            return web.json_response({"error": {"message": "overloaded", "type": "server_error"}}, status=503)
-        usage = {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
-        head = {"id": "chatcmpl-1", "created": 1764700000, "model": self.model}
-        if not body.get("stream"):
-            return web.json_response({**head, "object": "chat.completion", "usage": usage, "choices": [{
-                "index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Hi there"}}]})
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        for delta, finish in (({"role": "assistant", "content": "Hi"}, None), ({"content": " there"}, "stop")):
-            chunk = {**head, "object": "chat.completion.chunk",
-                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-            await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-        await resp.write(b"data: " + json.dumps({**head, "object": "chat.completion.chunk", "choices": [],
-                                                 "usage": usage}).encode() + b"\n\ndata: [DONE]\n\n")
-        return resp
-
-    def close(self):
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-
-
 def test_replies_name_the_model_asked_for_and_a_retry_counts_once():
     """Behind URL#ALIAS, Anthropic's and the Responses API's replies (JSON and streamed) name the alias the request
     named, as OpenAI chat's do, not the gateway's default model; a request that failed before its first byte
@@ -189,7 +135,10 @@ def test_replies_name_the_model_asked_for_and_a_retry_counts_once():
     request."""
     from tests.sidecar.serve_support import named_events
 
-    ups = [Scripted("engine-one"), Scripted("engine-two"), Scripted("engine-three")]
+    # stand-in upstreams ONLY for what a real engine will not do on demand: refuse to serve now (a 503),
+    # before its first byte, while its health probe says it is up; `plan` is shared: the next request fails
+    plan: list[str] = []
+    ups = [FakeUpstream(name, plan).start() for name in ("engine-one", "engine-two", "engine-three")]
     try:
         with ServerProcess(["--upstream", ups[0].url + "#alpha", "--upstream", ups[1].url + "#alpha",
                             "--upstream", ups[2].url + "#beta", "--upstream-slots", "1"],
@@ -212,14 +161,14 @@ def test_replies_name_the_model_asked_for_and_a_retry_counts_once():
                 status, _, raw = post(gw.base, "/v1/chat/completions", {"model": name, "messages": hello})
                 assert status == 200 and json.loads(raw)["model"] == name, raw
             before = json.loads(get(gw.base, "/health")[1])["scheduler"]
-            Scripted.fail_next = True
+            plan.append("503")
             status, _, raw = post(gw.base, "/v1/chat/completions", {"model": "alpha", "messages": hello})
             assert status == 200 and json.loads(raw)["choices"][0]["message"]["content"] == "Hi there", raw
-            assert not Scripted.fail_next  # the 503 was answered: the reply came from the retry
+            assert not plan  # the 503 was answered: the reply came from the retry
             after = json.loads(get(gw.base, "/health")[1])["scheduler"]
             counts = {k: after[k] - before[k] for k in ("admitted", "completed", "failed", "rejected", "timed_out")}
             assert counts == {"admitted": 1, "completed": 1, "failed": 0, "rejected": 0, "timed_out": 0}, after
             assert after["active"] == 0
     finally:
         for up in ups:
-            up.close()
+            up.__exit__()
