@@ -136,46 +136,37 @@ ensure_llama_cpp_server() {
         "starlette-context>=0.3.6" "PyYAML>=5.1"  # the versions tested: 0.5.1
 }
 
-ensure_claude_code() {
-    # Claude Code (@anthropic-ai/claude-code) for its end-to-end test
-    # (tests/sidecar/test_claude_code.py), from npm into COLI_NPM_CACHE (default
-    # ~/.cache/colibri/npm), at the version of the newest request recorded in
-    # tests/sidecar/recorded/ (the one the replay test sends: re-record to move
-    # on); without npm that test skips, saying why.
-    local prefix="${COLI_NPM_CACHE:-$HOME/.cache/colibri/npm}" version
-    version="$(ls "$ROOT"/tests/sidecar/recorded/ | sed -nE 's/^claude-code-([0-9.]+)-messages\.json$/\1/p' | sort -V | tail -1)"
-    "$prefix/node_modules/.bin/claude" --version 2>/dev/null | grep -qwF "${version:-.}" && return
-    command -v npm >/dev/null || { say "npm not found: the Claude Code end-to-end test will skip"; return; }
-    say "installing @anthropic-ai/claude-code@${version:-latest} into $prefix"
+npm_tool() {
+    # $1 an npm CLI's binary, from package $2 at version $3 ("": the latest), installed once into
+    # COLI_NPM_CACHE (default ~/.cache/colibri/npm) unless `$1 --version` already matches $3 (grep -$5:
+    # w a word of it, x all of it); $4 names it. Without npm its end-to-end test skips, saying why.
+    local prefix="${COLI_NPM_CACHE:-$HOME/.cache/colibri/npm}"
+    "$prefix/node_modules/.bin/$1" --version 2>/dev/null | grep -q"$5"F "${3:-.}" && return
+    command -v npm >/dev/null || { say "npm not found: the $4 end-to-end test will skip"; return; }
+    say "installing $2@${3:-latest} into $prefix"
     mkdir -p "$prefix"
-    npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "@anthropic-ai/claude-code@${version:-latest}" >/dev/null ||
-        say "could not install Claude Code: its end-to-end test will skip"
+    npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "$2@${3:-latest}" >/dev/null ||
+        say "could not install $4: its end-to-end test will skip"
+}
+
+ensure_claude_code() {
+    # Claude Code (@anthropic-ai/claude-code) for its end-to-end test (tests/sidecar/test_claude_code.py),
+    # at the version of the newest request recorded in tests/sidecar/recorded/ (the one the replay test
+    # sends: re-record to move on)
+    local version
+    version="$(ls "$ROOT"/tests/sidecar/recorded/ | sed -nE 's/^claude-code-([0-9.]+)-messages\.json$/\1/p' | sort -V | tail -1)"
+    npm_tool claude @anthropic-ai/claude-code "$version" "Claude Code" w
 }
 
 ensure_codex() {
-    # OpenAI's Codex CLI (@openai/codex) for the Responses API's end-to-end test
-    # (tests/sidecar/test_responses_codex.py), from npm once into COLI_NPM_CACHE
-    # (default ~/.cache/colibri/npm); without npm that test skips, saying why.
-    local prefix="${COLI_NPM_CACHE:-$HOME/.cache/colibri/npm}" version="0.171.0"
-    "$prefix/node_modules/.bin/codex" --version 2>/dev/null | grep -qwF "$version" && return
-    command -v npm >/dev/null || { say "npm not found: the Codex CLI end-to-end test will skip"; return; }
-    say "installing @openai/codex@$version into $prefix"
-    mkdir -p "$prefix"
-    npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "@openai/codex@$version" >/dev/null ||
-        say "could not install the Codex CLI: its end-to-end test will skip"
+    # OpenAI's Codex CLI for the Responses API's end-to-end test (tests/sidecar/test_responses_codex.py)
+    npm_tool codex @openai/codex 0.171.0 "Codex CLI" w
 }
 
 ensure_opencode() {
-    # opencode (npm opencode-ai) for its end-to-end test (tests/sidecar/test_opencode_aider.py), from npm
-    # once into COLI_NPM_CACHE at the version tests/sidecar/openai_agents.py pins and was recorded at;
-    # without npm that test skips, saying why.
-    local prefix="${COLI_NPM_CACHE:-$HOME/.cache/colibri/npm}" version="1.18.33"
-    "$prefix/node_modules/.bin/opencode" --version 2>/dev/null | grep -qxF "$version" && return
-    command -v npm >/dev/null || { say "npm not found: the opencode end-to-end test will skip"; return; }
-    say "installing opencode-ai@$version into $prefix"
-    mkdir -p "$prefix"
-    npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "opencode-ai@$version" >/dev/null ||
-        say "could not install opencode: its end-to-end test will skip"
+    # opencode for its end-to-end test (tests/sidecar/test_opencode_aider.py), at the version
+    # tests/sidecar/openai_agents.py pins and was recorded at
+    npm_tool opencode opencode-ai 1.18.33 opencode x
 }
 
 ensure_aider() {

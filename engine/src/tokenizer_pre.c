@@ -668,22 +668,17 @@ static uint32_t match_trailing_space(const scan *s, uint32_t p) { /* \s+$: a run
 
 static int in_line_break(uint32_t cp) { return cp == '\r' || cp == '\n'; }
 
-
-static uint32_t match_dscoder_letters(const scan *s, uint32_t p) { /* \s?\p{L}+ */
+/* \s?[C]+ over std::regex's classes (cv), C a class test */
+static uint32_t c_space_then_run(const scan *s, uint32_t p, int (*in_class)(int)) {
     uint32_t q = p;
-    if (c_space(cv(s, q)) && c_L(cv(s, q + 1))) q++;
+    if (c_space(cv(s, q)) && in_class(cv(s, q + 1))) q++;
     uint32_t start = q;
-    while (c_L(cv(s, q))) q++;
+    while (in_class(cv(s, q))) q++;
     return q > start ? q - p : 0;
 }
 
-static uint32_t match_dscoder_punct(const scan *s, uint32_t p) { /* \s?\p{P}+ */
-    uint32_t q = p;
-    if (c_space(cv(s, q)) && c_P(cv(s, q + 1))) q++;
-    uint32_t start = q;
-    while (c_P(cv(s, q))) q++;
-    return q > start ? q - p : 0;
-}
+static uint32_t match_dscoder_letters(const scan *s, uint32_t p) { return c_space_then_run(s, p, c_L); } /* \s?\p{L}+ */
+static uint32_t match_dscoder_punct(const scan *s, uint32_t p) { return c_space_then_run(s, p, c_P); } /* \s?\p{P}+ */
 
 /* [^\n]+|[\n]+ (unicode_regex_split_custom_newlines) */
 static void split_lines(scan *s) {

@@ -159,13 +159,9 @@ def bytes_to_unicode() -> dict[int, str]:
     return {b: chr(c) for b, c in zip(bs, cs)}
 
 
-def train_bpe(text: str, n_merges: int) -> list[tuple[str, str]]:
-    """Byte-level BPE merges learned on whitespace-separated words of `text`."""
-    b2u = bytes_to_unicode()
-    words = Counter()
-    for w in text.replace("\n", " \n ").split(" "):
-        if w:
-            words[tuple(b2u[b] for b in (" " + w).encode("utf-8"))] += 1
+def learn_merges(words: Counter, n_merges: int) -> list[tuple[str, str]]:
+    """BPE: n_merges times, merge the most frequent adjacent pair of symbols over the words (tuples
+    of symbols, with their counts); ties go to the greatest pair."""
     merges: list[tuple[str, str]] = []
     vocab = dict(words)
     for _ in range(n_merges):
@@ -190,6 +186,16 @@ def train_bpe(text: str, n_merges: int) -> list[tuple[str, str]]:
             new[tuple(out)] = new.get(tuple(out), 0) + c
         vocab = new
     return merges
+
+
+def train_bpe(text: str, n_merges: int) -> list[tuple[str, str]]:
+    """Byte-level BPE merges learned on whitespace-separated words of `text`."""
+    b2u = bytes_to_unicode()
+    words = Counter()
+    for w in text.replace("\n", " \n ").split(" "):
+        if w:
+            words[tuple(b2u[b] for b in (" " + w).encode("utf-8"))] += 1
+    return learn_merges(words, n_merges)
 
 
 def bpe_vocab(merges: list[tuple[str, str]], specials: list[str]) -> tuple[list[str], list[int]]:
@@ -266,30 +272,7 @@ def train_spm_bpe(text: str, n_merges: int) -> list[tuple[str, str]]:
             w = (SPACE if i else "") + w
             if w:
                 words[tuple(w)] += 1
-    merges: list[tuple[str, str]] = []
-    vocab = dict(words)
-    for _ in range(n_merges):
-        pairs = Counter()
-        for w, c in vocab.items():
-            for a, b in zip(w, w[1:]):
-                pairs[(a, b)] += c
-        if not pairs:
-            break
-        best = max(pairs.items(), key=lambda kv: (kv[1], kv[0]))[0]
-        merges.append(best)
-        new = {}
-        for w, c in vocab.items():
-            out, i = [], 0
-            while i < len(w):
-                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
-                    out.append(w[i] + w[i + 1])
-                    i += 2
-                else:
-                    out.append(w[i])
-                    i += 1
-            new[tuple(out)] = new.get(tuple(out), 0) + c
-        vocab = new
-    return merges
+    return learn_merges(words, n_merges)
 
 
 def gemma4_vocab(text: str, n_merges: int) -> tuple[list[str], list[int], list[float], list[str]]:

@@ -131,7 +131,9 @@ def test_qwen_json_about_no_declared_tool_stays_text_and_none_parses_nothing(qwe
                                                          "tool_choice": "auto", "temperature": 0, "max_tokens": 80})
     message = body["choices"][0]["message"]
     assert status == 200 and not message.get("tool_calls") and body["choices"][0]["finish_reason"] != "tool_calls"
-    assert '"name": "README.md"' in message["content"]  # the model's JSON, named after the file, is its answer
+    # its answer is text whatever it wrote: JSON named after the file with the AVX-512 kernels' bits, prose with
+    # the AVX2 ones' (that JSON's parse is test_what_does_not_read_as_a_call_stays_text's, model-free)
+    assert message["content"].strip()
     status, _, body = qwen.post("/v1/chat/completions", {"model": MODEL, "messages": ASK, "tools": [READ],
                                                          "tool_choice": "none", "temperature": 0, "max_tokens": 80})
     assert status == 200 and not body["choices"][0]["message"].get("tool_calls")
