@@ -303,7 +303,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", type=Path)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--plot", type=Path)
+    ap.add_argument("--replot", type=Path, nargs="+", metavar="JSON",
+                    help="no runs: one plot (--plot) of earlier runs' --json reports, a panel per shape")
     args = ap.parse_args(argv)
+    if args.replot:
+        reports = [json.loads(p.read_text()) for p in args.replot]
+        shapes = {s: v["runs"] for r in reports for s, v in r["shapes"].items()}
+        first = reports[0]
+        plot(shapes, args.plot or Path("bench_scale.png"),
+             f"{first['cpu']}, {first['cores']} cores; {first['routing']} routing; decode over {first['tokens']} tokens")
+        return 0
 
     variants = {"colibri": {}}
     for item in filter(None, args.variants.split(",")):

@@ -54,7 +54,8 @@ def add_placement_args(p: argparse.ArgumentParser, experts_only: bool = False) -
     p.add_argument("--io-threads", type=int, default=None,
                    help="threads reading streamed experts (default 4; $COLI_IO_THREADS)")
     p.add_argument("--direct-io", action=argparse.BooleanOptionalAction, default=None,
-                   help="read streamed experts with O_DIRECT, bypassing the page cache ($COLI_DIRECT_IO)")
+                   help="read streamed experts with O_DIRECT, bypassing the page cache (default on, where the file "
+                        "system allows; $COLI_DIRECT_IO)")
     p.add_argument("--prefetch", action=argparse.BooleanOptionalAction, default=None,
                    help="read the next layer's predicted experts ahead (default on; $COLI_PREFETCH)")
     p.add_argument("--expert-policy", choices=EXPERT_POLICIES, default=None,
@@ -80,7 +81,7 @@ def placement_from_args(args: argparse.Namespace) -> dict:
 
     out = {}
     for name, kind, default in (("expert_cache_gb", float, None), ("pin_gb", float, None), ("io_threads", int, 0),
-                                ("direct_io", bool, False), ("prefetch", bool, True), ("expert_policy", str, "")):
+                                ("direct_io", bool, True), ("prefetch", bool, True), ("expert_policy", str, "")):
         value = getattr(args, name, None)
         if value is None:
             value = var(name, kind)

@@ -368,7 +368,7 @@ def open_planned(path: str | os.PathLike[str], placement: dict, *, ctx: int | No
     kernel_choice.choose(path)
     engine = Engine(path, n_ctx=plan.ctx, n_slots=kv_slots, n_threads=threads or plan.threads, n_batch=n_batch,
                     expert_cache_bytes=plan.cache_bytes, expert_pin_bytes=plan.pin_bytes,
-                    io_threads=placement.get("io_threads") or 0, direct_io=bool(placement.get("direct_io")),
+                    io_threads=placement.get("io_threads") or 0, direct_io=bool(placement.get("direct_io", True)),
                     prefetch=placement.get("prefetch", True), expert_policy=placement.get("expert_policy") or "")
     log_repack(engine)
     return engine, plan

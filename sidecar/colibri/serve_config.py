@@ -52,7 +52,7 @@ class ServeConfig:
     expert_cache_gb: float | None = None  # None: the plan's automatic choice (colibri.plan)
     pin_gb: float | None = None
     io_threads: int = 0  # expert read threads; 0: the engine's default
-    direct_io: bool = False
+    direct_io: bool = True  # O_DIRECT expert reads (buffered where the file system refuses them)
     prefetch: bool = True
     expert_policy: str = ""  # lrfu | lru; "": the engine's default (lrfu)
     models_dirs: tuple[str, ...] = ()  # --models-dir: serve the library (colibri.serving.pool); () : one model

@@ -14,9 +14,9 @@ from colibri.cli_options import PLACEMENT_VARS, placement_from_args
 from tests.conftest import run_coli
 from tests.fixtures import moe_models
 
-FLAGS = ["--expert-cache-gb", "0.5", "--pin-gb", "0.1", "--io-threads", "3", "--no-prefetch", "--direct-io",
+FLAGS = ["--expert-cache-gb", "0.5", "--pin-gb", "0.1", "--io-threads", "3", "--no-prefetch", "--no-direct-io",
          "--expert-policy", "lru"]
-WANT = dict(expert_cache_gb=0.5, pin_gb=0.1, io_threads=3, direct_io=True, prefetch=False, expert_policy="lru")
+WANT = dict(expert_cache_gb=0.5, pin_gb=0.1, io_threads=3, direct_io=False, prefetch=False, expert_policy="lru")
 
 
 @pytest.fixture(autouse=True)
@@ -33,10 +33,10 @@ def parse(cmd: str, argv: list[str]) -> argparse.Namespace:
 @pytest.mark.parametrize("cmd", ["generate", "perplexity", "serve"])
 def test_the_same_flags_and_variables_everywhere(cmd, monkeypatch):
     assert placement_from_args(parse(cmd, [])) == dict(expert_cache_gb=None, pin_gb=None, io_threads=0,
-                                                       direct_io=False, prefetch=True, expert_policy="")
+                                                       direct_io=True, prefetch=True, expert_policy="")
     assert placement_from_args(parse(cmd, FLAGS)) == WANT
     for var, value in (("COLI_EXPERT_CACHE_GB", "0.5"), ("COLI_PIN_GB", "0.1"), ("COLI_IO_THREADS", "3"),
-                       ("COLI_PREFETCH", "0"), ("COLI_DIRECT_IO", "1"), ("COLI_EXPERT_POLICY", "LRU")):
+                       ("COLI_PREFETCH", "0"), ("COLI_DIRECT_IO", "0"), ("COLI_EXPERT_POLICY", "LRU")):
         monkeypatch.setenv(var, value)
     assert placement_from_args(parse(cmd, [])) == WANT
     assert placement_from_args(parse(cmd, ["--expert-cache-gb", "2", "--prefetch"]))["expert_cache_gb"] == 2.0
@@ -46,7 +46,7 @@ def test_the_same_flags_and_variables_everywhere(cmd, monkeypatch):
 def test_serve_config_takes_them(monkeypatch):
     monkeypatch.setenv("COLI_IO_THREADS", "3")
     cfg = serve.config_from_args(parse("serve", ["--expert-cache-gb", "0.5", "--pin-gb", "0.1", "--no-prefetch",
-                                                 "--direct-io", "--expert-policy", "lru"]))
+                                                 "--no-direct-io", "--expert-policy", "lru"]))
     assert (cfg.expert_cache_gb, cfg.pin_gb, cfg.io_threads, cfg.direct_io, cfg.prefetch,
             cfg.expert_policy) == tuple(WANT.values())
 
