@@ -77,7 +77,8 @@ class Plan:
     memory_limit: int = 0      # the container's (cgroup) memory limit in bytes; 0: none applies
     memory_source: str = ""    # where ram_available came from when a cgroup limits it
     checkpoint_bytes_per_slot: int = 0  # hybrid models: the recurrent-state checkpoints a slot may keep
-    row_read_bytes: int = 0    # tables read a token's row at a time from the file (not in dense_bytes)
+    row_read_bytes: int = 0    # tables read a token's row at a time from the file (not in dense_bytes): the token
+                               # embeddings where the LM head is a matrix of its own, Gemma 4's per-layer ones
     cpu_quota: float = 0.0     # the cgroup's CPU quota in CPUs; 0: none
 
     def read_per_token(self, hit_rate: float) -> int:
@@ -282,11 +283,15 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
         mtp_layers = int(g.get(f"{arch}.nextn_predict_layers") or 0)  # in the file, never run nor cached
         dense = experts = row_read = 0
         moe_layers = set()
-        for t in g.tensors():
+        tensors = list(g.tensors())
+        # the token table is read a row at a time (forward.c) unless it is also the LM head (tied)
+        row_tables = ROW_READ_TENSORS + (("token_embd.weight",) if any(t.name == "output.weight" for t in tensors)
+                                         else ())
+        for t in tensors:
             if EXPERT_TENSOR.match(t.name):
                 experts += t.nbytes
                 moe_layers.add(t.name.split(".")[1])
-            elif t.name in ROW_READ_TENSORS:
+            elif t.name in row_tables:
                 row_read += t.nbytes
             else:
                 dense += t.nbytes
@@ -416,7 +421,7 @@ def describe(plan: Plan) -> str:
         lines.append(f"cpu quota    {p.cpu_quota:g} CPUs (cgroup): {p.threads} compute thread(s) by default")
     lines.append(f"dense part   {human(p.dense_bytes)} (always in RAM)")
     if p.row_read_bytes:
-        lines.append(f"token table  {human(p.row_read_bytes)} per-layer embeddings, read a token's row at a time from "
+        lines.append(f"token tables {human(p.row_read_bytes)} of embeddings, read a token's row at a time from "
                      f"the file (only the rows of tokens seen take RAM)")
     if p.n_expert:
         lines.append(f"experts      {human(p.expert_bytes)} in all; {human(p.expert_bytes_per_token)} are "

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from colibri.engine import Engine, GGUFFile
 from colibri.plan import AGENT_CTX, auto_ctx, describe, make_plan
 from tests.conftest import run_coli
@@ -29,7 +31,8 @@ def test_plan_of_a_moe_model_counts_experts_and_streams_on_request():
     with GGUFFile(path) as g:
         tensors = list(g.tensors())
     experts = sum(t.nbytes for t in tensors if "_exps." in t.name)
-    assert auto.expert_bytes == experts and auto.dense_bytes + experts == sum(t.nbytes for t in tensors)
+    assert auto.expert_bytes == experts
+    assert auto.dense_bytes + auto.row_read_bytes + experts == sum(t.nbytes for t in tensors)
     assert auto.expert_bytes_per_token == experts // 8 * 2 and auto.moe_layers == 3
     assert auto.placement == "resident"  # a few MB fit anywhere
     forced = make_plan(path, expert_cache_gb=0.001, pin_gb=0.0005)
@@ -97,6 +100,20 @@ def test_per_layer_token_table_is_read_by_the_row_not_counted_in_ram(tmp_path):
     with GGUFFile(path) as g:
         sizes = {t.name: t.nbytes for t in g.tensors()}
     plan = make_plan(path, ctx=256)
-    assert plan.row_read_bytes == sizes["per_layer_token_embd.weight"] > 0
+    tok = sizes["token_embd.weight"] if "output.weight" in sizes else 0
+    assert plan.row_read_bytes == sizes["per_layer_token_embd.weight"] + tok > tok
     assert plan.dense_bytes == sum(sizes.values()) - plan.row_read_bytes
-    assert "token table" in describe(plan) and "row at a time" in describe(plan)
+    assert "token tables" in describe(plan) and "row at a time" in describe(plan)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_token_embeddings_are_read_by_the_row_unless_they_are_the_lm_head(tied, tmp_path):
+    """forward.c reads a token's embedding row from the mapping: a file with an output.weight of its own
+    keeps token_embd out of the RAM the plan reserves (gpt-oss-20b: 615 MB); tied, it is the LM head."""
+    path = moe_models.cached(moe_models.tiny_config("qwen3moe", "Q8_0", tied=tied), label="tiny", directory=tmp_path)
+    with GGUFFile(path) as g:
+        sizes = {t.name: t.nbytes for t in g.tensors()}
+    plan = make_plan(path, ctx=64)
+    assert ("output.weight" in sizes) is not tied
+    assert plan.row_read_bytes == (0 if tied else sizes["token_embd.weight"])
+    assert plan.dense_bytes + plan.expert_bytes + plan.row_read_bytes == sum(sizes.values())
