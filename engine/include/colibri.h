@@ -220,8 +220,8 @@ typedef struct {
 } colibri_config;
 
 /* colibri_config.expert_policy: COLI_POLICY_LRFU (the default) evicts the expert with the least
- * routing frequency decayed by recency (a half-life of COLI_LRFU_HALF_LIFE steps of its layer),
- * the least recently used among equals; COLI_POLICY_LRU the least recently used. */
+ * routing frequency decayed by recency (halved every 64 steps of its layer), the least recently
+ * used among equals; COLI_POLICY_LRU the least recently used. */
 enum { COLI_POLICY_DEFAULT = 0, COLI_POLICY_LRU = 1, COLI_POLICY_LRFU = 2 };
 
 /* Fill cfg with the defaults above (all zero, model_path NULL). */
