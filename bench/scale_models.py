@@ -39,7 +39,6 @@ direction: 63% to the top 10% in the last layer), which is why the uniform case 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys

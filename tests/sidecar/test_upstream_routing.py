@@ -8,7 +8,6 @@ import asyncio
 import json
 import threading
 
-import pytest
 from aiohttp import web
 
 from colibri.serving.scheduler import Scheduler
