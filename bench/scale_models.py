@@ -176,25 +176,16 @@ def write(shape: str, routing: str = "skewed", directory: Path | None = None, mi
 
 def routing_stats(path: Path, tokens: int = 96, seed: int = 1, threads: int = 2) -> dict:
     """Popularity and token-to-token overlap of the experts a sampled decode routes to (the file resident
-    or paged by the kernel: use on a machine with the RAM, or a small `--layers` cut). Per MoE layer: the
+    or paged by the kernel: use on a machine with the RAM, or on the shape's --mini). Per MoE layer: the
     share of the routings that go to its hottest 10% of experts, the number of experts holding half of
     them, and the share of a token's experts that the previous token also used, beside chance (k/E)."""
-    from colibri.engine import Engine
+    from colibri.engine import GGUFFile
 
-    e = Engine(path, n_ctx=tokens + 64, n_threads=threads)
-    info = e.model_info()
-    n_layer, n_expert, k = info["n_layer"], info["n_expert"], info["n_expert_used"]
-    e.seed(seed)
-    prompt = [e.bos] + e.tokenize(" the quick brown fox jumps over the lazy dog", add_bos=False)
-    e.eval(prompt, 0)
-    routes = []
-    pos = len(prompt)
-    for _ in range(tokens):
-        tok, _ = e.sample(temperature=1.0)
-        e.eval([tok], pos)
-        pos += 1
-        routes.append([{x for x, _ in layer} for layer in e.last_routing(0)])
-    e.close()
+    with GGUFFile(path) as g:
+        info = g.describe()
+    n_expert, k = int(info["n_expert"]), int(info["n_expert_used"])
+    routes = trace(path, tokens, seed, threads)
+    n_layer = len(routes[0])
     layers = [il for il in range(n_layer) if routes[0][il]]
     top_share, half, overlap = [], [], []
     for il in layers:
