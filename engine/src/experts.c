@@ -8,7 +8,9 @@
  * entry of least recency-decayed routing frequency (LRFU: routed experts
  * are skewed, so a hot expert outlives a burst of cold ones), or the least
  * recently used; never an entry in use (refs) or one the current step asked
- * for; prefetched reads only ever displace entries of their own layer.
+ * for; prefetched reads only ever displace entries of their own layer, and
+ * only cold ones. Reads a step waits for go before reads on a prediction,
+ * and a prediction the router did not confirm is dropped unread.
  * Pinned experts live outside the cache, loaded once from learned heat. One
  * mutex guards the bookkeeping; the reads happen outside it. */
 #define _GNU_SOURCE /* O_DIRECT */
@@ -29,12 +31,18 @@ enum { E_FREE = 0, E_LOADING, E_READY, E_FAILED };
 /* LRFU: an expert's routing frequency halves every this many steps of its layer (bench/scale_models.py
  * policies: 16 to 256 all within a point on a steady workload; a shorter one follows a shift sooner) */
 #define LRFU_HALF_LIFE 64.0
+/* A read on a prediction may evict only an expert routed less than this often (decayed): in a cache that
+ * holds little more than a step's experts, guessing evicts the hot ones the next step wants (issue #44:
+ * gpt-oss-20b at 4 GiB, 7 entries a layer for top-4, read 35% more per token with the guesses than without) */
+#define PREFETCH_COLD_FREQ 1.0f
+enum { J_NONE = 0, J_PREFETCH, J_DEMAND }; /* which queue an entry's read waits in */
 
 typedef struct {
     int e;             /* expert held, -1 when free */
     int state;         /* E_* */
     int refs;          /* acquisitions not yet released */
     bool prefetched;   /* read on a prediction and not chosen since */
+    uint8_t queued;    /* J_*: its read waits in that queue (not yet started) */
     uint64_t used;     /* LRU clock */
     uint64_t wanted;   /* request generation that needs it */
     uint8_t *buf;
@@ -60,6 +68,11 @@ typedef struct {
     int il, idx;
 } io_job;
 
+typedef struct {
+    io_job *job;
+    int head, len, cap;
+} io_queue;
+
 struct coli_expert_store {
     const coli_model *m;
     coli_store_config cfg;
@@ -70,8 +83,7 @@ struct coli_expert_store {
     uint8_t *tier;     /* [n_layer * n_expert] COLI_TIER_* */
     pthread_mutex_t mu;
     pthread_cond_t work, done;
-    io_job *q;
-    int q_head, q_len, q_cap;
+    io_queue demand, guess; /* reads a step waits for, then reads on a prediction (the I/O threads' order) */
     pthread_t *io;
     int n_io;
     bool stop;
@@ -151,15 +163,46 @@ static int read_expert(coli_expert_store *st, const layer_cache *lc, int e, uint
     return 0;
 }
 
+static void push(io_queue *q, io_job j) {
+    q->job[(q->head + q->len) % q->cap] = j;
+    q->len++;
+}
+
+static io_job pop(io_queue *q) {
+    const io_job j = q->job[q->head];
+    q->head = (q->head + 1) % q->cap;
+    q->len--;
+    return j;
+}
+
+/* Drop the jobs of q whose entry no longer waits there (moved to the demand queue, or dropped), so a
+ * queue never holds more jobs than there are entries. Caller holds st->mu. */
+static void unqueue_stale(coli_expert_store *st, io_queue *q, uint8_t kind) {
+    const int n = q->len;
+    q->len = 0;
+    for (int i = 0; i < n; i++) {
+        const io_job j = q->job[(q->head + i) % q->cap];
+        const entry *en = &st->lc[j.il].ent[j.idx];
+        if (en->state == E_LOADING && en->queued == kind) q->job[(q->head + q->len++) % q->cap] = j;
+    }
+}
+
+/* The next read to start: demanded ones first. Caller holds st->mu. */
+static bool next_job(coli_expert_store *st, io_job *out) {
+    if (!st->demand.len && !st->guess.len) return false;
+    *out = pop(st->demand.len ? &st->demand : &st->guess);
+    st->lc[out->il].ent[out->idx].queued = J_NONE;
+    return true;
+}
+
 static void *io_main(void *arg) {
     coli_expert_store *st = arg;
     pthread_mutex_lock(&st->mu);
     for (;;) {
-        while (!st->stop && st->q_len == 0) pthread_cond_wait(&st->work, &st->mu);
+        while (!st->stop && st->demand.len == 0 && st->guess.len == 0) pthread_cond_wait(&st->work, &st->mu);
         if (st->stop) break;
-        const io_job j = st->q[st->q_head];
-        st->q_head = (st->q_head + 1) % st->q_cap;
-        st->q_len--;
+        io_job j;
+        if (!next_job(st, &j)) continue;
         layer_cache *lc = &st->lc[j.il];
         entry *en = &lc->ent[j.idx];
         const int e = en->e;
@@ -188,8 +231,9 @@ static float frequency(const layer_cache *lc, int e) {
     return age ? lc->freq[e] * exp2f(-(float)((double)age / LRFU_HALF_LIFE)) : lc->freq[e];
 }
 
-/* A free entry, else the one the policy gives up among those nobody holds or needs now; -1 if none. */
-static int victim(const coli_expert_store *st, layer_cache *lc) {
+/* A free entry, else the one the policy gives up among those nobody holds or needs now; -1 if none.
+ * For a read on a prediction (guess), only an expert colder than PREFETCH_COLD_FREQ gives way. */
+static int victim(const coli_expert_store *st, layer_cache *lc, bool guess) {
     const bool lrfu = st->cfg.policy != COLI_POLICY_LRU;
     int best = -1;
     float best_f = 0.0f;
@@ -197,6 +241,7 @@ static int victim(const coli_expert_store *st, layer_cache *lc) {
         entry *en = &lc->ent[i];
         if (en->state == E_FREE) return i;
         if (en->state == E_LOADING || en->refs > 0 || en->wanted == lc->gen) continue;
+        if (guess && frequency(lc, en->e) >= PREFETCH_COLD_FREQ) continue;
         const float f = lrfu ? frequency(lc, en->e) : 0.0f;
         if (best < 0 || f < best_f || (f == best_f && en->used < lc->ent[best].used)) {
             best = i;
@@ -221,8 +266,8 @@ static void start_load(coli_expert_store *st, int il, int idx, int e, bool prefe
     en->wanted = lc->gen;
     lc->where[e] = idx;
     st->tier[(size_t)il * st->n_expert + e] = COLI_TIER_LOADING;
-    st->q[(st->q_head + st->q_len) % st->q_cap] = (io_job){il, idx};
-    st->q_len++;
+    en->queued = prefetch ? J_PREFETCH : J_DEMAND;
+    push(prefetch ? &st->guess : &st->demand, (io_job){il, idx});
     if (prefetch) st->c.prefetch_issued++;
     pthread_cond_signal(&st->work);
 }
@@ -297,11 +342,12 @@ coli_expert_store *coli_experts_open(const coli_model *m, const gguf_file *f, co
         st->c.cache_bytes += (int64_t)cap * (int64_t)lc->buf_bytes;
         total += (int)cap;
     }
-    st->q_cap = total + 1;
-    st->q = malloc((size_t)st->q_cap * sizeof *st->q);
+    st->demand.cap = st->guess.cap = total + 1; /* at most one job per entry in each */
+    st->demand.job = malloc((size_t)st->demand.cap * sizeof *st->demand.job);
+    st->guess.job = malloc((size_t)st->guess.cap * sizeof *st->guess.job);
     st->n_io = cfg->io_threads > 0 ? cfg->io_threads : 4;
     st->io = calloc((size_t)st->n_io, sizeof *st->io);
-    if (!st->q || !st->io) goto nomem;
+    if (!st->demand.job || !st->guess.job || !st->io) goto nomem;
     for (int i = 0; i < st->n_io; i++)
         if (pthread_create(&st->io[i], NULL, io_main, st) != 0) {
             st->n_io = i;
@@ -343,7 +389,8 @@ void coli_experts_close(coli_expert_store *st) {
     pthread_cond_destroy(&st->done);
     free(st->lc);
     free(st->tier);
-    free(st->q);
+    free(st->demand.job);
+    free(st->guess.job);
     free(st->io);
     free(st);
 }
@@ -354,19 +401,46 @@ int coli_experts_capacity(const coli_expert_store *st, int il) {
     return st->streaming && st->lc[il].moe ? st->lc[il].cap : st->n_expert;
 }
 
+/* The router has chosen layer il's experts: guessed reads for it not started yet are dropped (the
+ * bandwidth goes to reads a step waits for). Caller holds st->mu. */
+static void drop_unconfirmed(coli_expert_store *st, int il) {
+    layer_cache *lc = &st->lc[il];
+    for (int i = 0; i < lc->cap; i++) {
+        entry *en = &lc->ent[i];
+        if (en->queued != J_PREFETCH) continue;
+        lc->where[en->e] = -1;
+        st->tier[(size_t)il * st->n_expert + en->e] = COLI_TIER_DISK;
+        en->queued = J_NONE;
+        en->state = E_FREE;
+        en->e = -1;
+        en->prefetched = false;
+        st->c.prefetch_issued--; /* never read: not a guess made, for the waste it counts */
+    }
+    unqueue_stale(st, &st->guess, J_PREFETCH);
+}
+
 void coli_experts_request(coli_expert_store *st, int il, const int32_t *ids, int n, bool prefetch) {
     if (!st->streaming || !st->lc[il].moe) return;
     layer_cache *lc = &st->lc[il];
     pthread_mutex_lock(&st->mu);
-    if (!prefetch) lc->gen++;
-    for (int j = 0; j < n; j++) { /* what is here stays: mark it needed */
-        const int idx = lc->where[ids[j]];
-        if (idx >= 0 && !prefetch) lc->ent[idx].wanted = lc->gen;
+    if (!prefetch) {
+        lc->gen++;
+        for (int j = 0; j < n; j++) { /* what is here stays: mark it needed; a guessed read not started moves up */
+            const int idx = lc->where[ids[j]];
+            if (idx < 0) continue;
+            entry *en = &lc->ent[idx];
+            en->wanted = lc->gen;
+            if (en->queued == J_PREFETCH) {
+                en->queued = J_DEMAND;
+                push(&st->demand, (io_job){il, idx});
+            }
+        }
+        drop_unconfirmed(st, il);
     }
     for (int j = 0; j < n; j++) {
         const int e = ids[j];
         if (lc->pinned[e] || lc->where[e] >= 0) continue;
-        const int idx = victim(st, lc);
+        const int idx = victim(st, lc, prefetch);
         if (idx < 0) break; /* the layer's cache is full of needed experts: later */
         start_load(st, il, idx, e, prefetch);
     }
@@ -456,7 +530,7 @@ int coli_experts_acquire(coli_expert_store *st, int il, int e, coli_expert *out)
             break;
         }
         if (idx < 0) {
-            const int v = victim(st, lc);
+            const int v = victim(st, lc, false);
             if (v >= 0) {
                 start_load(st, il, v, e, false);
                 continue;
@@ -493,7 +567,7 @@ int coli_experts_acquire_any(coli_expert_store *st, int il, const int32_t *ids, 
         }
         if (failed >= 0) break; /* named below, by the single-expert path */
         if (!placed) { /* none under way: read the first where there is room */
-            const int v = victim(st, lc);
+            const int v = victim(st, lc, false);
             if (v >= 0) {
                 start_load(st, il, v, ids[0], false);
                 continue;

@@ -335,49 +335,6 @@ static void compute_wave(const coli_model *m, coli_state *s, int il, const int32
         }
 }
 
-/* Every chosen expert of the batch, in waves: first those already in RAM
- * (computed while the store reads the rest), then each as it arrives. Waves
- * only change the order experts are computed in, never their results. */
-static int run_experts(const coli_model *m, coli_state *s, coli_expert_store *st, int il, int n) {
-    const coli_hparams *hp = &m->hp;
-    const int E = hp->n_expert, D = hp->n_embd, F = hp->n_ff_exp;
-    const coli_layer_experts *le = &m->layers[il].exps;
-    (void)n;
-    s->xq_in_stride = act_row_bytes(le->gate.type, D);
-    s->xq_mid_stride = act_row_bytes(le->down.type, F);
-    int n_left = 0;
-    for (int e = 0; e < E; e++)
-        if (s->counts[e + 1] > s->counts[e]) s->active[n_left++] = e;
-    coli_experts_chosen(st, il, s->active, n_left);
-    coli_experts_request(st, il, s->active, n_left, false);
-    const int cap = coli_experts_capacity(st, il);
-    while (n_left > 0) {
-        int nw = 0, kept = 0;
-        for (int j = 0; j < n_left; j++) {
-            const int e = s->active[j];
-            if (nw < cap && coli_experts_try_acquire(st, il, e, &s->ex_of[e]))
-                s->wave[nw++] = e;
-            else
-                s->active[kept++] = e;
-        }
-        if (nw == 0) { /* nothing in RAM yet: wait for whichever arrives first */
-            int j = 0;
-            coli_expert got;
-            int rc = coli_experts_acquire_any(st, il, s->active, kept, &j, &got);
-            if (rc) return rc;
-            const int e = s->active[j];
-            s->ex_of[e] = got;
-            s->wave[nw++] = e;
-            memmove(s->active + j, s->active + j + 1, (size_t)(--kept - j) * sizeof *s->active);
-        }
-        n_left = kept;
-        compute_wave(m, s, il, s->wave, nw);
-        for (int g = 0; g < nw; g++) coli_experts_release(st, il, s->wave[g]);
-        if (n_left > 0) coli_experts_request(st, il, s->active, n_left, false); /* room freed */
-    }
-    return 0;
-}
-
 /* One layer ahead: the next MoE layer's router on the current hidden state
  * predicts its experts, whose reads start now (streaming only). */
 static void predict_next(const coli_model *m, coli_state *s, coli_expert_store *st, int il, int n) {
@@ -418,13 +375,55 @@ static void predict_next(const coli_model *m, coli_state *s, coli_expert_store *
     coli_experts_predict(st, next, s->predicted, np);
 }
 
+/* Every chosen expert of the batch, in waves: first those already in RAM
+ * (computed while the store reads the rest), then each as it arrives. Waves
+ * only change the order experts are computed in, never their results. */
+static int run_experts(const coli_model *m, coli_state *s, coli_expert_store *st, int il, int n) {
+    const coli_hparams *hp = &m->hp;
+    const int E = hp->n_expert, D = hp->n_embd, F = hp->n_ff_exp;
+    const coli_layer_experts *le = &m->layers[il].exps;
+    s->xq_in_stride = act_row_bytes(le->gate.type, D);
+    s->xq_mid_stride = act_row_bytes(le->down.type, F);
+    int n_left = 0;
+    for (int e = 0; e < E; e++)
+        if (s->counts[e + 1] > s->counts[e]) s->active[n_left++] = e;
+    coli_experts_chosen(st, il, s->active, n_left);
+    coli_experts_request(st, il, s->active, n_left, false);
+    predict_next(m, s, st, il, n); /* after this layer's reads are queued: those come first */
+    const int cap = coli_experts_capacity(st, il);
+    while (n_left > 0) {
+        int nw = 0, kept = 0;
+        for (int j = 0; j < n_left; j++) {
+            const int e = s->active[j];
+            if (nw < cap && coli_experts_try_acquire(st, il, e, &s->ex_of[e]))
+                s->wave[nw++] = e;
+            else
+                s->active[kept++] = e;
+        }
+        if (nw == 0) { /* nothing in RAM yet: wait for whichever arrives first */
+            int j = 0;
+            coli_expert got;
+            int rc = coli_experts_acquire_any(st, il, s->active, kept, &j, &got);
+            if (rc) return rc;
+            const int e = s->active[j];
+            s->ex_of[e] = got;
+            s->wave[nw++] = e;
+            memmove(s->active + j, s->active + j + 1, (size_t)(--kept - j) * sizeof *s->active);
+        }
+        n_left = kept;
+        compute_wave(m, s, il, s->wave, nw);
+        for (int g = 0; g < nw; g++) coli_experts_release(st, il, s->wave[g]);
+        if (n_left > 0) coli_experts_request(st, il, s->active, n_left, false); /* room freed */
+    }
+    return 0;
+}
+
 int coli_moe_ffn(const coli_model *m, coli_state *s, coli_expert_store *st, int il, int n) {
     const coli_hparams *hp = &m->hp;
     const coli_layer *L = &m->layers[il];
     const int E = hp->n_expert, K = hp->n_expert_used, D = hp->n_embd;
     int rc = route(m, s, il, n);
     if (rc) return rc;
-    predict_next(m, s, st, il, n);
 
     /* group (row, rank) pairs by expert: each expert is visited once per batch */
     memset(s->counts, 0, (size_t)(E + 1) * sizeof *s->counts);
