@@ -217,6 +217,9 @@ typedef struct {
     int direct_io;           /* streaming: 1 reads with O_DIRECT where the file system allows */
     int no_prefetch;         /* streaming: 1 turns off one-layer-ahead prefetch */
     int expert_policy;       /* streaming: which cached expert makes room, COLI_POLICY_*; 0: the default */
+    int draft_tokens;        /* speculative decoding: tokens drafted per step by prompt lookup, up to 8; 0: the
+                                default (colibri_draft_tokens tells it); < 0: none. Never changes the tokens. */
+    int draft_always;        /* 1: verify every draft found; 0: those the measured step costs say pay (draft.h) */
 } colibri_config;
 
 /* colibri_config.expert_policy: COLI_POLICY_LRFU (the default) evicts the expert with the least
@@ -297,6 +300,10 @@ typedef struct {
 /* Positions the context holds, and the most tokens one forward pass takes. */
 int colibri_n_ctx(const colibri_engine *e);
 int colibri_n_batch(const colibri_engine *e);
+/* Tokens a decode step drafts per slot (colibri_config.draft_tokens resolved; 0 for models whose recurrent
+ * state cannot rewind). colibri_step then writes up to (2 + this) events per slot: size its buffer so,
+ * or drafts shrink to the room there is. */
+int colibri_draft_tokens(const colibri_engine *e);
 /* Evaluate n tokens at positions pos..pos+n-1 of slot 0's sequence: the
  * KV cache keeps positions < pos, later ones are overwritten (bad_state while
  * slot 0 serves a request). Long inputs are
@@ -445,6 +452,8 @@ typedef struct {
     int64_t cache_bytes, pinned_bytes;
     int n_cached, n_pinned;
     double linear_attention_s;   /* Gated DeltaNet models: the linear-attention layers (not in attention_s) */
+    uint64_t draft_steps;        /* slot steps that verified drafted tokens */
+    uint64_t draft_tokens, draft_accepted; /* tokens drafted, and those the model then picked */
 } colibri_stats_t;
 
 /* One finished request ("turn"): its wall time and the engine's work while it ran
@@ -458,6 +467,7 @@ typedef struct {
     uint64_t bytes_read, forwards;
     double cache_hit_rate, prefetch_hit_rate; /* NaN when no expert was chosen / predicted */
     double linear_attention_s;   /* Gated DeltaNet models: the linear-attention layers (not in attention_s) */
+    int draft_tokens, draft_accepted; /* speculative decoding: tokens drafted, and those kept */
 } colibri_turn;
 
 /* Counters, and optionally per expert: tier (COLI_TIER_*), routing count since

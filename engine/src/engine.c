@@ -22,6 +22,9 @@ void colibri_config_default(colibri_config *cfg) {
 
 /* A digest of the file's size, its metadata and tensor table, and the first
  * and last bytes of its data: what a persisted KV cache must match. */
+/* Tokens drafted per decode step where colibri_config.draft_tokens is 0 (bench/bench_draft.py) */
+#define DRAFT_DEFAULT 4
+
 /* An integer from the environment, lo..hi, else the default. */
 static int env_int(const char *name, int dflt, int lo, int hi) {
     const char *v = getenv(name);
@@ -65,6 +68,9 @@ static int load_model(colibri_engine *e) {
     if (c->n_slots > COLI_MAX_SLOTS)
         return coli_fail(COLI_E_ARG, "n_slots is %d; colibri serves 1 to %d slots", c->n_slots, COLI_MAX_SLOTS);
     if (c->n_batch < c->n_slots) c->n_batch = c->n_slots; /* a decode step is one batch of every slot */
+    e->draft_k = c->draft_tokens < 0 ? 0 : c->draft_tokens == 0 ? DRAFT_DEFAULT : c->draft_tokens;
+    if (e->draft_k > COLI_DRAFT_MAX) e->draft_k = COLI_DRAFT_MAX;
+    if (hp->gdn) e->draft_k = 0; /* a recurrent state cannot take back the rows of a rejected draft */
     const int logit_rows = COLI_MAX_SLOTS; /* a decode step of every slot; echo read-outs go in runs of this many */
     if (c->expert_cache_bytes < 0 || c->expert_pin_bytes < 0 || c->io_threads < 0)
         return coli_fail(COLI_E_ARG, "negative expert cache, pin budget or I/O threads");
@@ -196,6 +202,8 @@ int colibri_n_ctx(const colibri_engine *e) { return (e && e->loaded) ? e->cfg.n_
 
 int colibri_n_batch(const colibri_engine *e) { return (e && e->loaded) ? e->cfg.n_batch : 0; }
 
+int colibri_draft_tokens(const colibri_engine *e) { return (e && e->loaded) ? e->draft_k : 0; }
+
 int colibri_eval(colibri_engine *e, const int32_t *tokens, int n, int pos, float *logits_out, int all_logits) {
     int rc = need_model(e, "colibri_eval");
     if (rc) return rc;
@@ -243,7 +251,10 @@ int colibri_eval(colibri_engine *e, const int32_t *tokens, int n, int pos, float
         const int chunk = n - done < e->cfg.n_batch ? n - done : e->cfg.n_batch;
         for (int i = 0; i < chunk; i++) e->rows[i] = (coli_row){tokens[done + i], pos + done + i, &sl->kv};
         rc = coli_forward(&e->model, &e->state, e->rows, chunk, COLI_ROWS_BATCH); /* llama.cpp's bits */
-        if (!rc) coli_stats_after_forward(e, chunk, false);
+        if (!rc) {
+            coli_stats_forward(e);
+            coli_stats_rows(e, chunk, false, NULL);
+        }
         if (!rc && logits_out && all_logits)
             rc = coli_logits(&e->model, &e->state, 0, chunk, logits_out + (size_t)done * V);
         else if (!rc && done + chunk == n)

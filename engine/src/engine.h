@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include "../include/colibri.h"
+#include "draft.h"
 #include "gguf.h"
 #include "kv.h"
 #include "model.h"
@@ -23,6 +24,7 @@ typedef struct {
 typedef struct {
     pthread_mutex_t mu;
     uint64_t seq, tokens_prompt, tokens_generated;
+    uint64_t draft_steps, draft_tokens, draft_accepted; /* slot steps that verified a draft; its tokens; kept */
     double forward_s, attention_s, ffn_s, lm_head_s, linear_s;
     uint32_t *counts;        /* [n_layer * n_expert] */
     float *heat;             /* [n_layer * n_expert] */
@@ -48,6 +50,9 @@ typedef struct {
     coli_rng rng;
     int n_prompt, n_reused, n_gen, finish;
     int32_t pending;         /* sampled, to be evaluated by the next decode step */
+    int32_t drafted[COLI_DRAFT_MAX]; /* guesses at the tokens after pending, evaluated with it (draft.h) */
+    coli_draft_state draft;
+    int n_drafted, n_accepted; /* this request's drafted tokens, and those kept */
     double prefill_s, decode_s;
     float *echo_lp;          /* [n_prompt] with echo */
     int32_t *echo_ids;       /* [n_prompt][n_logprobs] */
@@ -76,6 +81,8 @@ struct colibri_engine {
     coli_slot *slots;              /* [n_slots] */
     coli_row *rows;                /* [n_batch]: the rows of a forward batch */
     int next_prefill;              /* round robin among prefilling slots */
+    int draft_k;                   /* tokens drafted per decode step and slot; 0: none (draft.h) */
+    coli_draft_costs draft_costs;  /* decode steps' seconds by row count, for the drafts' plan */
     int rs_ckpt_n;                 /* Gated DeltaNet: recurrent-state checkpoints per slot (COLI_RS_CHECKPOINTS) */
     int rs_ckpt_every;             /* ... taken every this many prompt tokens (COLI_RS_CHECKPOINT_EVERY) */
     int64_t repacked_bytes;        /* weights rewritten into 16-row tiles at load (repack.h) */
@@ -98,8 +105,14 @@ int coli_slot_restore_checkpoint(coli_slot *sl, int pos);
 /* stats.c */
 int coli_stats_init(colibri_engine *e);
 void coli_stats_free(colibri_engine *e);
-/* After each forward of n rows (prompt rows or generated ones): phases, routing heat. */
-void coli_stats_after_forward(colibri_engine *e, int n, bool generated);
+/* After each forward pass: its count and the phases' times. */
+void coli_stats_forward(colibri_engine *e);
+/* Then, for its n rows (prompt rows or generated ones): tokens and routing heat. kept: NULL, or which rows
+ * count (a decode step's rows of rejected drafts do not: the tokens and the experts that fired for the
+ * text are those of the rows kept). */
+void coli_stats_rows(colibri_engine *e, int n, bool generated, const uint8_t *kept);
+/* After a decode step that verified drafts. */
+void coli_stats_drafts(colibri_engine *e, int steps, int drafted, int accepted);
 void coli_turn_begin(colibri_engine *e, int slot);
 void coli_turn_end(colibri_engine *e, int slot, int finish);
 

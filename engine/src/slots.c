@@ -3,7 +3,8 @@
  * Each slot owns a KV cache and the history of tokens in it. A step first
  * advances every decoding slot by one token in one forward batch (weights and
  * routed experts read once for all rows; each row computed with the bits it
- * would get alone, and attending to its own cache), then gives one chunk of
+ * would get alone, and attending to its own cache), or by several when the
+ * tokens it drafted (draft.h) turn out to be the ones it picks, then gives one chunk of
  * prefill to one prefilling slot, round robin. A slot's chunks depend only on
  * its own prompt, so a conversation's tokens never depend on its neighbours. */
 #define _POSIX_C_SOURCE 200809L
@@ -15,6 +16,7 @@
 
 #include "engine.h"
 #include "clock.h"
+#include "draft.h"
 #include "error.h"
 #include "matmul.h"
 
@@ -152,6 +154,8 @@ int colibri_submit(colibri_engine *e, int slot, const int32_t *prompt, int n, co
     sl->n_prompt = n;
     sl->n_reused = reuse;
     sl->n_gen = 0;
+    sl->n_drafted = sl->n_accepted = 0;
+    sl->draft = (coli_draft_state){0.0f, 0.0f};
     sl->finish = COLI_FINISH_NONE;
     sl->cancel = false;
     sl->prefill_s = sl->decode_s = 0.0;
@@ -238,31 +242,134 @@ static void fail_all(event_out *o, colibri_engine *e, const int *slots, int n) {
 
 /* ---- the two halves of a step ---- */
 
-static void decode(event_out *o, colibri_engine *e) {
-    int who[COLI_MAX_SLOTS], n = 0;
+/* Tokens a decoding slot could draft this step: prompt lookup over its sequence (history and pending
+ * token), no more than the request may still emit, the context holds or the step has room for. */
+static int drafts_found(colibri_engine *e, coli_slot *sl, int room) {
+    int k = e->draft_k < room ? e->draft_k : room;
+    const int left = sl->req.max_tokens - sl->n_gen - 1, ctx = e->cfg.n_ctx - sl->n_past - 1;
+    if (left < k) k = left;
+    if (ctx < k) k = ctx;
+    if (k <= 0) return 0;
+    sl->hist[sl->n_past] = sl->pending; /* where it goes once evaluated */
+    return coli_draft_lookup(sl->hist, sl->n_past + 1, sl->drafted, k);
+}
+
+/* A slot's rows are evaluated: the pending token, then its drafts. Each row's logits pick the next token
+ * as plain decoding would; the next row counts only while that pick equals the draft it evaluated.
+ * Returns the drafts accepted. */
+static int take_rows(event_out *o, colibri_engine *e, int slot, const float *logits, int nd) {
+    coli_slot *sl = &e->slots[slot];
+    const size_t V = (size_t)e->model.hp.n_vocab;
+    int accepted = 0;
+    sl->n_drafted += nd; /* counted before a token ends the request: its turn's record reads them */
+    for (int j = 0; j <= nd; j++) {
+        sl->hist[sl->n_past++] = j == 0 ? sl->pending : sl->drafted[j - 1];
+        if (j > 0) { /* reached only when row j - 1 picked the draft this row evaluated */
+            accepted++;
+            sl->n_accepted++;
+        }
+        next_token(o, e, slot, logits + (size_t)j * V);
+        if (sl->state != COLI_SLOT_DECODE || j == nd || sl->pending != sl->drafted[j]) break;
+    }
+    return accepted;
+}
+
+/* The decoding slots and their rows this step: each slot's drafts that pay (coli_draft_plan), the slots
+ * without drafts first, so their logits are one pass of the LM head. Returns the slots; *n_rows. */
+static int plan_rows(colibri_engine *e, int room, int *who, int *nd, int *n_rows) {
+    int avail[COLI_MAX_SLOTS], cand[COLI_MAX_SLOTS], k[COLI_MAX_SLOTS], plain[COLI_MAX_SLOTS];
+    coli_draft_state *st[COLI_MAX_SLOTS];
+    int n_cand = 0, n_plain = 0, rows_room = e->cfg.n_batch;
+    for (int i = 0; i < e->cfg.n_slots; i++) rows_room -= e->slots[i].state == COLI_SLOT_DECODE;
+    if (rows_room < room) room = rows_room;
     for (int i = 0; i < e->cfg.n_slots; i++) {
         coli_slot *sl = &e->slots[i];
         if (sl->state != COLI_SLOT_DECODE) continue;
-        e->rows[n] = (coli_row){sl->pending, sl->n_past, &sl->kv};
-        who[n++] = i;
+        const int d = e->draft_k > 0 && room > 0 ? drafts_found(e, sl, room) : 0;
+        if (d > 0) {
+            room -= d;
+            avail[n_cand] = d;
+            st[n_cand] = &sl->draft;
+            cand[n_cand++] = i;
+        } else {
+            plain[n_plain++] = i;
+        }
     }
+    if (n_cand > 0 && e->cfg.draft_always)
+        memcpy(k, avail, (size_t)n_cand * sizeof *k);
+    else if (n_cand > 0)
+        coli_draft_plan(&e->draft_costs, n_plain, st, avail, n_cand, k);
+    for (int c = 0; c < n_cand; c++)
+        if (k[c] == 0) {
+            coli_draft_offered(st[c]);
+            plain[n_plain++] = cand[c];
+        }
+    int n = 0, r = 0;
+    for (int j = 0; j < n_plain; j++) {
+        coli_slot *sl = &e->slots[plain[j]];
+        who[n] = plain[j];
+        nd[n++] = 0;
+        e->rows[r++] = (coli_row){sl->pending, sl->n_past, &sl->kv};
+    }
+    for (int c = 0; c < n_cand; c++) {
+        if (k[c] == 0) continue;
+        coli_slot *sl = &e->slots[cand[c]];
+        who[n] = cand[c];
+        nd[n++] = k[c];
+        e->rows[r++] = (coli_row){sl->pending, sl->n_past, &sl->kv};
+        for (int j = 0; j < k[c]; j++) e->rows[r++] = (coli_row){sl->drafted[j], sl->n_past + 1 + j, &sl->kv};
+    }
+    *n_rows = r;
+    return n;
+}
+
+/* Every decoding slot advances: one row for its pending token and one per drafted token verified, all in
+ * one batch (each row computed exactly as alone). */
+static void decode(event_out *o, colibri_engine *e) {
+    int who[COLI_MAX_SLOTS], nd[COLI_MAX_SLOTS], n_rows = 0;
+    const int n = plan_rows(e, o->cap - o->n - 2 * e->cfg.n_slots /* beyond a token and a DONE per slot */, who,
+                            nd, &n_rows);
     if (n == 0) return;
+    int n_plain = 0;
+    while (n_plain < n && nd[n_plain] == 0) n_plain++;
     const double t0 = coli_now_s();
-    int rc = coli_forward(&e->model, &e->state, e->rows, n, COLI_ROWS_ALONE);
-    if (!rc) coli_stats_after_forward(e, n, true);
-    if (!rc) rc = coli_logits(&e->model, &e->state, 0, n, e->state.logits);
-    const double dt = coli_now_s() - t0;
+    int rc = coli_forward(&e->model, &e->state, e->rows, n_rows, COLI_ROWS_ALONE);
+    if (!rc) coli_stats_forward(e);
+    if (!rc && n_plain > 0) rc = coli_logits(&e->model, &e->state, 0, n_plain, e->state.logits);
+    double dt = coli_now_s() - t0;
     if (rc) {
         fail_all(o, e, who, n);
         return;
     }
-    const int V = e->model.hp.n_vocab;
+    const size_t V = (size_t)e->model.hp.n_vocab;
+    uint8_t kept[COLI_DRAFT_ROWS];
+    memset(kept, 0, (size_t)n_rows);
+    int row = 0, steps = 0, drafted = 0, accepted = 0;
     for (int j = 0; j < n; j++) {
         coli_slot *sl = &e->slots[who[j]];
-        sl->hist[sl->n_past++] = sl->pending;
+        if (nd[j] > 0) { /* its rows' logits in one pass of the LM head, after the plain slots are done */
+            const double t1 = coli_now_s();
+            rc = coli_logits(&e->model, &e->state, row, 1 + nd[j], e->state.logits);
+            dt += coli_now_s() - t1;
+            if (rc) {
+                coli_stats_rows(e, n_rows, true, kept);
+                fail_all(o, e, who + j, n - j);
+                return;
+            }
+        }
         sl->decode_s += dt;
-        next_token(o, e, who[j], e->state.logits + (size_t)j * V);
+        const float *logits = e->state.logits + (nd[j] > 0 ? 0 : (size_t)j * V);
+        const int a = take_rows(o, e, who[j], logits, nd[j]);
+        memset(kept + row, 1, (size_t)(1 + a));
+        coli_draft_verified(&sl->draft, nd[j], a);
+        steps += nd[j] > 0;
+        drafted += nd[j];
+        accepted += a;
+        row += 1 + nd[j];
     }
+    coli_stats_rows(e, n_rows, true, kept);
+    if (e->draft_k > 0) coli_draft_cost(&e->draft_costs, n_rows, dt);
+    if (drafted > 0) coli_stats_drafts(e, steps, drafted, accepted);
 }
 
 /* Read-out of the rows of a prompt chunk whose next token is a prompt token. */
@@ -311,7 +418,10 @@ static void prefill(event_out *o, colibri_engine *e) {
     for (int i = 0; i < chunk; i++) e->rows[i] = (coli_row){sl->hist[pos0 + i], pos0 + i, &sl->kv};
     const double t0 = coli_now_s();
     int rc = coli_forward(&e->model, &e->state, e->rows, chunk, COLI_ROWS_UNIFORM);
-    if (!rc) coli_stats_after_forward(e, chunk, false);
+    if (!rc) {
+        coli_stats_forward(e);
+        coli_stats_rows(e, chunk, false, NULL);
+    }
     if (!rc && sl->req.echo) rc = echo_rows(e, sl, pos0, chunk);
     const bool last = chunk == left;
     if (!rc && last && sl->req.max_tokens > 0)
@@ -341,7 +451,7 @@ int colibri_step(colibri_engine *e, colibri_event *events, int cap) {
     coli_clear_error();
     int rc = check(e, 0, "colibri_step");
     if (rc) return rc;
-    if (!events || cap < 2 * e->cfg.n_slots)
+    if (!events || cap < 2 * e->cfg.n_slots) /* drafts take what room there is beyond this */
         return coli_fail(COLI_E_ARG, "colibri_step: room for %d events is needed", 2 * e->cfg.n_slots);
     event_out o = {events, 0, cap};
     for (int i = 0; i < e->cfg.n_slots; i++)

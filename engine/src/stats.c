@@ -66,25 +66,35 @@ static void co_route(coli_stats_book *b, const coli_hparams *hp, const coli_laye
     }
 }
 
-void coli_stats_after_forward(colibri_engine *e, int n, bool generated) {
+void coli_stats_forward(colibri_engine *e) {
     coli_stats_book *b = &e->stats;
-    const coli_hparams *hp = &e->model.hp;
     const coli_state *s = &e->state;
     pthread_mutex_lock(&b->mu);
     b->seq++;
-    if (generated) b->tokens_generated += (uint64_t)n;
-    else b->tokens_prompt += (uint64_t)n;
     b->forward_s = s->t_forward;
     b->attention_s = s->t_attention;
     b->linear_s = s->t_linear;
     b->ffn_s = s->t_ffn;
     b->lm_head_s = s->t_lm_head;
+    pthread_mutex_unlock(&b->mu);
+}
+
+void coli_stats_rows(colibri_engine *e, int n, bool generated, const uint8_t *kept) {
+    coli_stats_book *b = &e->stats;
+    const coli_hparams *hp = &e->model.hp;
+    const coli_state *s = &e->state;
+    pthread_mutex_lock(&b->mu);
+    int n_kept = 0;
+    for (int i = 0; i < n; i++) n_kept += !kept || kept[i];
+    if (generated) b->tokens_generated += (uint64_t)n_kept;
+    else b->tokens_prompt += (uint64_t)n_kept;
     if (hp->n_expert > 0) {
         const size_t cells = n_cells(e);
         const int K = hp->n_expert_used;
         for (size_t c = 0; c < cells; c++) b->heat[c] *= HEAT_DECAY;
         memset(b->last_hits, 0, cells);
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n; i++) {
+            if (kept && !kept[i]) continue;
             for (int il = 0; il < hp->n_layer; il++) {
                 if (!e->model.layers[il].is_moe) continue;
                 const int32_t *ids = s->route_ids + ((size_t)i * hp->n_layer + il) * K;
@@ -96,8 +106,18 @@ void coli_stats_after_forward(colibri_engine *e, int n, bool generated) {
                 }
                 if (b->co_same) co_route(b, hp, e->model.layers, s->route_ids + (size_t)i * hp->n_layer * K, il);
             }
-        if (b->co_same) b->co_tokens += (uint64_t)n;
+        }
+        if (b->co_same) b->co_tokens += (uint64_t)n_kept;
     }
+    pthread_mutex_unlock(&b->mu);
+}
+
+void coli_stats_drafts(colibri_engine *e, int steps, int drafted, int accepted) {
+    coli_stats_book *b = &e->stats;
+    pthread_mutex_lock(&b->mu);
+    b->draft_steps += (uint64_t)steps;
+    b->draft_tokens += (uint64_t)drafted;
+    b->draft_accepted += (uint64_t)accepted;
     pthread_mutex_unlock(&b->mu);
 }
 
@@ -135,6 +155,8 @@ void coli_turn_end(colibri_engine *e, int slot, int finish) {
     t.prompt_tokens = sl->n_prompt;
     t.reused_tokens = sl->n_reused;
     t.completion_tokens = sl->n_gen;
+    t.draft_tokens = sl->n_drafted;
+    t.draft_accepted = sl->n_accepted;
     t.wall_s = z.at - a.at;
     t.prefill_s = sl->prefill_s;
     struct timespec wall;
@@ -196,6 +218,9 @@ int colibri_stats(colibri_engine *e, colibri_stats_t *out, uint8_t *tiers, uint3
     out->turns = b->turn_id;
     out->tokens_prompt = b->tokens_prompt;
     out->tokens_generated = b->tokens_generated;
+    out->draft_steps = b->draft_steps;
+    out->draft_tokens = b->draft_tokens;
+    out->draft_accepted = b->draft_accepted;
     out->forward_s = b->forward_s;
     out->attention_s = b->attention_s - b->linear_s;
     out->linear_attention_s = b->linear_s;

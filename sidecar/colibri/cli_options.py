@@ -35,7 +35,9 @@ def open_engine(args: argparse.Namespace, vocab_only: bool = False):
 # ---- placement: the flags `coli generate`, `coli perplexity`, `coli serve` (and `coli plan`) share ----
 
 PLACEMENT_VARS = {"expert_cache_gb": "COLI_EXPERT_CACHE_GB", "pin_gb": "COLI_PIN_GB", "io_threads": "COLI_IO_THREADS",
-                  "direct_io": "COLI_DIRECT_IO", "prefetch": "COLI_PREFETCH", "expert_policy": "COLI_EXPERT_POLICY"}
+                  "direct_io": "COLI_DIRECT_IO", "prefetch": "COLI_PREFETCH", "expert_policy": "COLI_EXPERT_POLICY",
+                  "draft_tokens": "COLI_DRAFT_TOKENS"}
+DRAFT_MAX = 8  # engine/src/draft.h COLI_DRAFT_MAX
 EXPERT_POLICIES = ("lrfu", "lru")  # colibri.h's COLI_POLICY_*: the first is the engine's default
 
 
@@ -61,6 +63,10 @@ def add_placement_args(p: argparse.ArgumentParser, experts_only: bool = False) -
     p.add_argument("--expert-policy", choices=EXPERT_POLICIES, default=None,
                    help="which cached expert makes room: lrfu, the least routing frequency decayed by recency "
                         "(default), or lru, the least recently used ($COLI_EXPERT_POLICY)")
+    p.add_argument("--draft-tokens", type=int, default=None,
+                   help=f"speculative decoding: up to N tokens per step drafted from earlier text (prompt lookup) "
+                        f"and verified in one batch, 0 to {DRAFT_MAX}; 0 turns it off; never changes the output "
+                        f"(default 4; models with a recurrent state do not draft; $COLI_DRAFT_TOKENS)")
 
 
 def placement_from_args(args: argparse.Namespace) -> dict:
@@ -81,7 +87,8 @@ def placement_from_args(args: argparse.Namespace) -> dict:
 
     out = {}
     for name, kind, default in (("expert_cache_gb", float, None), ("pin_gb", float, None), ("io_threads", int, 0),
-                                ("direct_io", bool, True), ("prefetch", bool, True), ("expert_policy", str, "")):
+                                ("direct_io", bool, True), ("prefetch", bool, True), ("expert_policy", str, ""),
+                                ("draft_tokens", int, None)):
         value = getattr(args, name, None)
         if value is None:
             value = var(name, kind)
@@ -89,6 +96,8 @@ def placement_from_args(args: argparse.Namespace) -> dict:
     for name in ("expert_cache_gb", "pin_gb", "io_threads"):
         if out[name] is not None and out[name] < 0:
             raise ColiError(f"--{name.replace('_', '-')} must be >= 0, got {out[name]}")
+    if out["draft_tokens"] is not None and not 0 <= out["draft_tokens"] <= DRAFT_MAX:
+        raise ColiError(f"--draft-tokens must be 0 to {DRAFT_MAX}, got {out['draft_tokens']}")
     out["expert_policy"] = out["expert_policy"].strip().lower()
     if out["expert_policy"] not in ("",) + EXPERT_POLICIES:
         raise ColiError(f"{PLACEMENT_VARS['expert_policy']}={out['expert_policy']!r}: expected one of "

@@ -265,11 +265,13 @@ class Engine:
     def __init__(self, path: str | os.PathLike[str], *, vocab_only: bool = False, n_threads: int = 0,
                  n_ctx: int = 0, n_slots: int = 0, n_batch: int = 0, expert_cache_bytes: int = 0,
                  expert_pin_bytes: int = 0, io_threads: int = 0, direct_io: bool = False, prefetch: bool = True,
-                 expert_policy: str = ""):
+                 expert_policy: str = "", draft_tokens: int = 0, draft_always: bool = False):
         """expert_cache_bytes 0 keeps every routed expert resident (the file mapping);
         > 0 streams them from disk into a RAM cache of that size (plus expert_pin_bytes
         for experts pinned by learned heat). expert_policy: which cached expert makes room,
-        "lrfu" or "lru" ("": the engine's default, lrfu)."""
+        "lrfu" or "lru" ("": the engine's default, lrfu). draft_tokens: speculative decoding's
+        tokens drafted per step (0: the engine's default, < 0: none; never changes the tokens); draft_always
+        verifies every draft found instead of those the measured step costs say pay (tests, benchmarks)."""
         self.path = os.fspath(path)
         cfg = ffi.new("colibri_config *")
         lib.colibri_config_default(cfg)
@@ -289,12 +291,15 @@ class Engine:
         if expert_policy not in policies:
             raise ValueError(f"expert_policy {expert_policy!r}: expected lrfu or lru")
         cfg.expert_policy = policies[expert_policy]
+        cfg.draft_tokens = draft_tokens
+        cfg.draft_always = int(draft_always)
         handle = lib.colibri_open(cfg)
         if handle == ffi.NULL:
             raise last_error()
         self._e = ffi.gc(handle, lib.colibri_close)
         self._stepping = threading.Lock()  # close() waits for a step running on the engine thread
-        self._events_cap = 2 * max(lib.colibri_n_slots(self._e), 1)
+        self.draft_tokens = lib.colibri_draft_tokens(self._e)  # as resolved: 0 where the model cannot draft
+        self._events_cap = (2 + self.draft_tokens) * max(lib.colibri_n_slots(self._e), 1)
         self._events = ffi.new("colibri_event[]", self._events_cap)  # colibri_step's output, reused
         self._wake_fds = ffi.new("int[]", self._events_cap)  # colibri_step_wake's pipes, reused
         self._n_cells: int | None = None  # n_layer * n_expert, read once
@@ -607,11 +612,11 @@ class Engine:
 STATS_FIELDS = ("n_layer", "n_expert", "streaming", "seq", "turns", "tokens_prompt", "tokens_generated", "forward_s",
                 "attention_s", "matmul_s", "lm_head_s", "io_wait_s", "disk_s", "bytes_read", "loads", "hits", "misses",
                 "prefetch_issued", "prefetch_used", "predicted", "predicted_right", "cache_bytes", "pinned_bytes",
-                "n_cached", "n_pinned", "linear_attention_s")
+                "n_cached", "n_pinned", "linear_attention_s", "draft_steps", "draft_tokens", "draft_accepted")
 TURN_FIELDS = ("id", "slot", "finish", "prompt_tokens", "reused_tokens", "completion_tokens", "wall_s", "prefill_s",
                "end_time", "attention_s",
                "matmul_s", "lm_head_s", "io_wait_s", "disk_s", "other_s", "bytes_read", "forwards", "cache_hit_rate",
-               "prefetch_hit_rate", "linear_attention_s")
+               "prefetch_hit_rate", "linear_attention_s", "draft_tokens", "draft_accepted")
 STATS_ARRAYS = ("tiers", "counts", "heat", "last_hits")
 MAX_LOGPROBS = lib.COLI_MAX_LOGPROBS  # entries of the top-k table per token
 MAX_SLOTS = lib.COLI_MAX_SLOTS  # KV slots one engine can serve

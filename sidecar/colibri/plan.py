@@ -356,6 +356,11 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
 ENGINE_DEFAULT_CTX = 4096  # the engine's context when opened with n_ctx 0 (at most the trained one)
 
 
+def engine_draft_tokens(flag: int | None) -> int:
+    """--draft-tokens as colibri_config.draft_tokens: None the engine's default (0 there), 0 none (-1 there)."""
+    return 0 if flag is None else flag if flag > 0 else -1
+
+
 def open_planned(path: str | os.PathLike[str], placement: dict, *, ctx: int | None = None, threads: int | None = None,
                  n_batch: int = 0, kv_slots: int = 1, kv_tokens: int | None = None):
     """Plan `path` (placement: cli_options.placement_from_args) and open the engine as planned: the
@@ -374,7 +379,8 @@ def open_planned(path: str | os.PathLike[str], placement: dict, *, ctx: int | No
     engine = Engine(path, n_ctx=plan.ctx, n_slots=kv_slots, n_threads=threads or plan.threads, n_batch=n_batch,
                     expert_cache_bytes=plan.cache_bytes, expert_pin_bytes=plan.pin_bytes,
                     io_threads=placement.get("io_threads") or 0, direct_io=bool(placement.get("direct_io", True)),
-                    prefetch=placement.get("prefetch", True), expert_policy=placement.get("expert_policy") or "")
+                    prefetch=placement.get("prefetch", True), expert_policy=placement.get("expert_policy") or "",
+                    draft_tokens=engine_draft_tokens(placement.get("draft_tokens")))
     log_repack(engine)
     return engine, plan
 

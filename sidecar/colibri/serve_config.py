@@ -55,6 +55,7 @@ class ServeConfig:
     direct_io: bool = True  # O_DIRECT expert reads (buffered where the file system refuses them)
     prefetch: bool = True
     expert_policy: str = ""  # lrfu | lru; "": the engine's default (lrfu)
+    draft_tokens: int | None = None  # speculative decoding's tokens per step; 0: none; None: the engine's default
     models_dirs: tuple[str, ...] = ()  # --models-dir: serve the library (colibri.serving.pool); () : one model
     max_models: int = 1  # models resident at once with a library
     model_ttl: float = 0.0  # seconds an idle model other than the active one stays loaded; 0: until evicted

@@ -48,6 +48,7 @@ def create_app(cfg: ServeConfig, served: ServedModel) -> web.Application:
     for slot in served.engine_thread.restored:  # slots warm from disk keep their conversations
         scheduler.remember(slot, served.engine.slot_tokens(slot))
     app[metrics_key] = scheduler.observer = metrics.Metrics(scheduler)
+    app[metrics_key].add_engine(lambda: app[model_key])
     app[core_key] = ServingCore(served, scheduler, app[metrics_key], continue_assistant=cfg.continue_assistant)
     if library:
         app[pool_key].on_switch.append(lambda active: setattr(app[core_key], "served", active))

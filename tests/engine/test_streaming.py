@@ -112,3 +112,25 @@ def test_pinned_experts_and_heat(tmp_path):
     assert st2["tiers"][hottest] == 2
     assert got == want
     assert 0 <= turn["cache_hit_rate"] <= 1 and turn["bytes_read"] > 0 and turn["io_wait_s"] >= 0
+
+
+def test_prefetch_reads_ahead_without_displacing_the_working_set():
+    """Reads on a prediction start where there is room (a cache that holds every expert, a middling one)
+    and are counted as used only when chosen; they change no prediction. A guess evicts only cold experts
+    and the reads a step waits for go first (experts.c), so with a cache of one expert per layer, always
+    in use, at most the first token's guesses run."""
+    path = moe_models.tiny("qwen3moe", "Q8_0")
+    for cache in (1, 1 << 19, 1 << 20):
+        runs = {}
+        for prefetch in (True, False):
+            with Engine(path, n_slots=2, n_ctx=128, n_threads=2, expert_cache_bytes=cache, prefetch=prefetch,
+                        draft_tokens=-1) as e:  # rows drafted by the timing-driven plan would move the counts
+                decode(e, prompts_for(e), 24)
+                runs[prefetch] = e.stats()
+        on, off = runs[True], runs[False]
+        assert off["prefetch_issued"] == 0 and on["prefetch_used"] <= on["prefetch_issued"], cache
+        assert on["predicted"] == off["predicted"] and on["predicted_right"] == off["predicted_right"], cache
+        if cache == 1:
+            assert on["prefetch_issued"] <= on["n_layer"] * 2, cache  # only into entries still free
+        else:
+            assert on["prefetch_used"] > 0, cache

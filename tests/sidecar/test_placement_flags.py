@@ -15,8 +15,9 @@ from tests.conftest import run_coli
 from tests.fixtures import moe_models
 
 FLAGS = ["--expert-cache-gb", "0.5", "--pin-gb", "0.1", "--io-threads", "3", "--no-prefetch", "--no-direct-io",
-         "--expert-policy", "lru"]
-WANT = dict(expert_cache_gb=0.5, pin_gb=0.1, io_threads=3, direct_io=False, prefetch=False, expert_policy="lru")
+         "--expert-policy", "lru", "--draft-tokens", "2"]
+WANT = dict(expert_cache_gb=0.5, pin_gb=0.1, io_threads=3, direct_io=False, prefetch=False, expert_policy="lru",
+            draft_tokens=2)
 
 
 @pytest.fixture(autouse=True)
@@ -33,10 +34,12 @@ def parse(cmd: str, argv: list[str]) -> argparse.Namespace:
 @pytest.mark.parametrize("cmd", ["generate", "perplexity", "serve"])
 def test_the_same_flags_and_variables_everywhere(cmd, monkeypatch):
     assert placement_from_args(parse(cmd, [])) == dict(expert_cache_gb=None, pin_gb=None, io_threads=0,
-                                                       direct_io=True, prefetch=True, expert_policy="")
+                                                       direct_io=True, prefetch=True, expert_policy="",
+                                                       draft_tokens=None)
     assert placement_from_args(parse(cmd, FLAGS)) == WANT
     for var, value in (("COLI_EXPERT_CACHE_GB", "0.5"), ("COLI_PIN_GB", "0.1"), ("COLI_IO_THREADS", "3"),
-                       ("COLI_PREFETCH", "0"), ("COLI_DIRECT_IO", "0"), ("COLI_EXPERT_POLICY", "LRU")):
+                       ("COLI_PREFETCH", "0"), ("COLI_DIRECT_IO", "0"), ("COLI_EXPERT_POLICY", "LRU"),
+                       ("COLI_DRAFT_TOKENS", "2")):
         monkeypatch.setenv(var, value)
     assert placement_from_args(parse(cmd, [])) == WANT
     assert placement_from_args(parse(cmd, ["--expert-cache-gb", "2", "--prefetch"]))["expert_cache_gb"] == 2.0
@@ -46,9 +49,9 @@ def test_the_same_flags_and_variables_everywhere(cmd, monkeypatch):
 def test_serve_config_takes_them(monkeypatch):
     monkeypatch.setenv("COLI_IO_THREADS", "3")
     cfg = serve.config_from_args(parse("serve", ["--expert-cache-gb", "0.5", "--pin-gb", "0.1", "--no-prefetch",
-                                                 "--no-direct-io", "--expert-policy", "lru"]))
+                                                 "--no-direct-io", "--expert-policy", "lru", "--draft-tokens", "2"]))
     assert (cfg.expert_cache_gb, cfg.pin_gb, cfg.io_threads, cfg.direct_io, cfg.prefetch,
-            cfg.expert_policy) == tuple(WANT.values())
+            cfg.expert_policy, cfg.draft_tokens) == tuple(WANT.values())
 
 
 @pytest.mark.parametrize("env, argv, words", [
@@ -56,6 +59,8 @@ def test_serve_config_takes_them(monkeypatch):
     ({"COLI_IO_THREADS": "2.5"}, [], "COLI_IO_THREADS"),
     ({}, ["--pin-gb", "-1"], "--pin-gb must be >= 0"),
     ({"COLI_EXPERT_POLICY": "lfu"}, [], "COLI_EXPERT_POLICY='lfu': expected one of lrfu, lru"),
+    ({}, ["--draft-tokens", "9"], "--draft-tokens must be 0 to 8"),
+    ({"COLI_DRAFT_TOKENS": "four"}, [], "COLI_DRAFT_TOKENS='four'"),
 ])
 def test_bad_values_are_named(env, argv, words, monkeypatch):
     for k, v in env.items():

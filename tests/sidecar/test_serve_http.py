@@ -495,3 +495,27 @@ def test_dashboard_with_spa_fallback(served, tmp_path):
     for api in ("/v1/brio", "/v1"):
         assert out[api][0] == 404 and json.loads(out[api][1])["error"]["code"] == "not_found"
     assert "no" != out["/../secret.txt"][1]
+
+
+def test_speculative_decoding_counters(served):
+    """Text the model copies is drafted by prompt lookup and mostly kept: /health's `speculative`, the
+    /metrics counters and the turn in /profile say so, and agree."""
+    line = "for i in range(10):\n    print(i * i)\n"
+
+    async def body(c, served):
+        before = (await (await c.get("/health")).json())["speculative"]
+        r = await c.post("/v1/completions", json=completion_body(prompt=line + line + line, max_tokens=40))
+        assert r.status == 200, await r.text()
+        spec = (await (await c.get("/health")).json())["speculative"]
+        metrics = await (await c.get("/metrics")).text()
+        turn = (await (await c.get("/profile")).json())["turns"][-1]
+        return before, spec, metrics, turn
+
+    before, spec, metrics, turn = run(served, body)
+    assert spec["draft_tokens"] == 4  # the default
+    assert spec["drafted"] > before["drafted"] and spec["accepted"] > before["accepted"]
+    assert 0 < spec["acceptance_rate"] <= 1 and spec["tokens_per_step"] > 1
+    assert f"colibri_draft_tokens_total {float(spec['drafted'])}" in metrics
+    assert f"colibri_draft_accepted_total {float(spec['accepted'])}" in metrics
+    assert turn["draft_tokens"] == spec["drafted"] - before["drafted"]
+    assert turn["draft_accepted"] == spec["accepted"] - before["accepted"]

@@ -93,7 +93,8 @@ def profile_turn(t: dict) -> dict:
             "linear_attention_s": t["linear_attention_s"], "lm_head_s": t["lm_head_s"],
             "forwards": t["forwards"], "bytes_read": t["bytes_read"], "cache_hit_rate": _rate(t["cache_hit_rate"]),
             "prefetch_hit_rate": _rate(t["prefetch_hit_rate"]), "reused_tokens": t["reused_tokens"],
-            "finish": t["finish"], "other_s": t["other_s"]}
+            "finish": t["finish"], "other_s": t["other_s"], "draft_tokens": t["draft_tokens"],
+            "draft_accepted": t["draft_accepted"]}
 
 
 # ---- `coli serve --upstream`: the gateway's own timings; routing only from another colibri ----

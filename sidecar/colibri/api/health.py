@@ -60,6 +60,7 @@ async def get_health(request: web.Request) -> web.Response:
         "hwinfo": hwinfo(),
         # --models-dir: the active and resident models, the one loading and how far (colibri.serving.pool)
         "library": app[pool_key].snapshot() if app.get(pool_key) is not None else None,
+        "speculative": safe_speculative(served),
         **safe_placement(served),
     })
 
@@ -79,6 +80,24 @@ def upstream_health(app: web.Application) -> dict:
             "connections": app[gate_key].snapshot(), "hwinfo": hwinfo(), "library": None,
             # expert routing is seen only through another colibri (its /experts is relayed); no `moe`: not "dense"
             "routing_visible": any(u.colibri and u.healthy for u in ups)}
+
+
+def speculative(engine) -> dict:
+    """Speculative decoding's counters since the engine opened (engine/src/draft.h): tokens drafted per step
+    (0: off, or a model that cannot draft), drafted and kept, and tokens per decode step."""
+    st = engine.stats()
+    drafted, accepted, generated = st["draft_tokens"], st["draft_accepted"], st["tokens_generated"]
+    return {"draft_tokens": engine.draft_tokens, "drafted": drafted, "accepted": accepted,
+            "draft_steps": st["draft_steps"], "acceptance_rate": accepted / drafted if drafted else None,
+            # every decode step of a slot keeps its pending token and the drafts it accepted
+            "tokens_per_step": generated / (generated - accepted) if generated > accepted else None}
+
+
+def safe_speculative(served: ServedModel) -> dict | None:
+    try:
+        return speculative(served.engine)
+    except Exception:  # noqa: BLE001 - an engine that died still answers /health, without these
+        return None
 
 
 def safe_placement(served: ServedModel) -> dict:

@@ -1,5 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { parseCoroute, parseExperts, parseHealth, parseProfile, parseRoutingEvent, turnPhases, turnTokPerS } from "./feeds";
+import {
+  parseCoroute,
+  parseExperts,
+  parseHealth,
+  parseProfile,
+  parseRoutingEvent,
+  turnPhases,
+  turnTokPerS,
+  turnTokensPerStep,
+} from "./feeds";
 import { bytesToBase64 } from "../lib/bytes";
 import type { ExpertsFeed, ProfileTurn } from "./types";
 
@@ -98,6 +107,14 @@ describe("feeds", () => {
     expect(parseProfile({ seq: 1, turns: [{ ...turn, linear_attention_s: 2 }] })?.turns[0].linear_attention_s).toBe(2);
     expect(turnTokPerS(turn)).toBe(20);
     expect(turnTokPerS({ ...turn, wall_s: 0 })).toBe(0);
+  });
+
+  it("profile: speculative decoding's tokens per step, only for a turn that drafted", () => {
+    const drafted = parseProfile({ seq: 1, turns: [{ ...turn, draft_tokens: 120, draft_accepted: 100 }] })!.turns[0];
+    expect(drafted).toMatchObject({ draft_tokens: 120, draft_accepted: 100 });
+    expect(turnTokensPerStep(drafted)).toBe(2); // 200 tokens in 100 steps
+    expect(turnTokensPerStep(turn)).toBeNull();
+    expect(turnTokensPerStep({ ...turn, draft_tokens: 0, draft_accepted: 0 })).toBeNull();
   });
 
   it("profile: keeps valid turns, fills optional fields, drops broken ones", () => {

@@ -143,6 +143,9 @@ export function parseProfile(v: unknown): ProfileFeed | null {
       cache_hit_rate: rate(t.cache_hit_rate),
       prefetch_hit_rate: rate(t.prefetch_hit_rate),
       ...(num(t.linear_attention_s) ? { linear_attention_s: t.linear_attention_s } : {}),
+      ...(num(t.draft_tokens) && num(t.draft_accepted)
+        ? { draft_tokens: t.draft_tokens, draft_accepted: t.draft_accepted }
+        : {}),
     });
   });
   return { seq: num(v.seq) ? v.seq : turns.length, turns };
@@ -153,6 +156,14 @@ export function turnPhases(t: ProfileTurn) {
   const linear = t.linear_attention_s ?? 0;
   const other = Math.max(0, t.wall_s - t.expert_wait_s - t.expert_matmul_s - t.attention_s - linear - t.lm_head_s);
   return { wait: t.expert_wait_s, matmul: t.expert_matmul_s, attention: t.attention_s, linear, head: t.lm_head_s, other };
+}
+
+/** Tokens per decode step of a turn that drafted (each step keeps one token plus the drafts it accepted);
+ * null when nothing was drafted. */
+export function turnTokensPerStep(t: ProfileTurn): number | null {
+  if (!t.draft_tokens || t.draft_accepted === undefined) return null;
+  const steps = t.completion_tokens - t.draft_accepted;
+  return steps > 0 ? t.completion_tokens / steps : null;
 }
 
 /** tok/s of a turn, prefill included (completion ÷ wall). */

@@ -272,6 +272,9 @@ export interface ProfileTurn {
   reused_tokens?: number;
   /** Optional: the finish reason ("stop", "length", "cancelled", …). */
   finish?: string;
+  /** Optional: speculative decoding's tokens drafted during the turn, and those the model kept. */
+  draft_tokens?: number;
+  draft_accepted?: number;
 }
 
 // ---------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 import { useMemo, useRef } from "react";
 import uPlot from "uplot";
 import { Activity, CloudOff, Cpu, HardDrive, Timer } from "lucide-react";
-import { parseProfile, turnPhases, turnTokPerS } from "../../api/feeds";
+import { parseProfile, turnPhases, turnTokPerS, turnTokensPerStep } from "../../api/feeds";
 import type { GatewayTurn, Health, ProfileTurn } from "../../api/types";
 import { EmptyState } from "../../components/EmptyState";
 import { KeyNeeded, useKeyNeeded } from "../../components/KeyNeeded";
@@ -127,6 +127,7 @@ function Gateway({ turns, health }: { turns: GatewayTurn[]; health: Health | nul
 
 function TurnCard({ t }: { t: ProfileTurn }) {
   const ph = turnPhases(t);
+  const perStep = turnTokensPerStep(t);
   const total = Math.max(t.wall_s, 1e-9);
   return (
     <section className="card" aria-labelledby="turn-title" data-testid="profile-turn">
@@ -143,6 +144,13 @@ function TurnCard({ t }: { t: ProfileTurn }) {
         <Kpi label="read from disk" value={fmtBytes(t.bytes_read)} />
         <Kpi label="cache hits" value={fmtPct(t.cache_hit_rate)} />
         <Kpi label="prefetch hits" value={fmtPct(t.prefetch_hit_rate)} />
+        {perStep !== null && (
+          <Kpi
+            label="tokens / step"
+            value={perStep.toFixed(2)}
+            hint={`speculative decoding: ${fmtInt(t.draft_accepted ?? 0)} of ${fmtInt(t.draft_tokens ?? 0)} drafted tokens kept`}
+          />
+        )}
       </div>
       <div className="stack" role="img" aria-label={PHASES.map((p) => `${p.label} ${fmtSec(ph[p.key])}`).join(", ")}>
         {PHASES.map((p) => (
