@@ -143,7 +143,11 @@ function TurnCard({ t }: { t: ProfileTurn }) {
         <Kpi label="prefill" value={fmtSec(t.prefill_s)} />
         <Kpi label="read from disk" value={fmtBytes(t.bytes_read)} />
         <Kpi label="cache hits" value={fmtPct(t.cache_hit_rate)} />
-        <Kpi label="prefetch hits" value={fmtPct(t.prefetch_hit_rate)} />
+        <Kpi
+          label="experts predicted"
+          value={fmtPct(t.prefetch_hit_rate)}
+          hint="chosen experts the one-layer-ahead prediction had named"
+        />
         {perStep !== null && (
           <Kpi
             label="tokens / step"
@@ -299,7 +303,7 @@ function Machine({ health }: { health: Health | null }) {
           <dl className="facts">
             <dt>Cache hits</dt>
             <dd>{fmtPct(c.hit_rate)}</dd>
-            <dt>Prefetch hits</dt>
+            <dt title="experts read ahead on a prediction that were then chosen">Prefetch used</dt>
             <dd>{fmtPct(c.prefetch_hit_rate)}</dd>
             <dt>Cache budget</dt>
             <dd>{fmtGB(c.budget_gb)}</dd>
