@@ -715,8 +715,9 @@ async def refusal(up: Upstream, resp: aiohttp.ClientResponse) -> UpstreamFailed:
     code, message = "upstream_error", raw.decode("utf-8", "replace")[:500]
     try:
         err = json.loads(raw).get("error")
-        if isinstance(err, dict):
-            code = str(err.get("code") or err.get("type") or code)
+        if isinstance(err, dict):  # a code that is a number (llama-server's: the status) names nothing: its type does
+            named = [v for v in (err.get("code"), err.get("type")) if isinstance(v, str) and v and not v.isdigit()]
+            code = named[0] if named else code
             message = str(err.get("message") or message)
         elif isinstance(err, str):
             message = err
