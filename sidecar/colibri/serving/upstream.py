@@ -54,6 +54,7 @@ FAILURES = 3  # failures in a row (requests, or probes) that open an upstream's 
 TIMEOUT_S = 300.0  # seconds an upstream may send nothing (before its reply, or mid-stream) before it has failed
 CONNECT_TIMEOUT_S = 5.0
 RETRIED_STATUSES = (502, 503, 504)  # answers that say "not now, not here": tried once elsewhere
+LOST_BEFORE_OUTPUT = ("upstream_stream_broken", "upstream_timeout")  # a stream lost before its first piece: likewise
 CHUNK_CHARS = 32  # a prompt is hashed in pieces this long for affinity: its "tokens" for the scheduler's rule
 
 
@@ -447,15 +448,42 @@ class UpstreamCore:
                 self.retired(extra)
             raise
 
+    async def _reopen(self, up: Upstream, prepared: UpstreamPrepared,
+                      error: UpstreamFailed) -> tuple[Upstream, aiohttp.ClientResponse, Lease | None]:
+        """The retry of a stream that `up` broke before anything of it went out (llama-server answers a stream's
+        headers before its prefill): once, on another healthy upstream, as `_open` retries; `error` where none."""
+        extra_box: list[Lease] = []
+        try:
+            other = await self._another(up, prepared.options.model, prepared.affinity, extra_box)
+            if other is None:
+                raise error
+            log.info("retrying elsewhere: %s", error.message)
+            return await self._attempts(other, prepared.path, prepared.body, prepared.options.model,
+                                        prepared.affinity, extra_box, retries=0)
+        except BaseException:
+            for extra in extra_box:
+                self.retired(extra)
+            raise
+
+    async def _another(self, up: Upstream, model: str | None, affinity: list[int],
+                       extra_box: list) -> Upstream | None:
+        """Another healthy upstream serving `model` than `up`, on a slot of its own granted by the scheduler (into
+        extra_box); None when there is none."""
+        others = [u for u in self.upstreams.serving(model) if u is not up and u.healthy]
+        if not others:
+            return None
+        extra_box.append(await self.scheduler.acquire(None, affinity, self.upstreams.slots_of(others), counted=False))
+        return self.upstreams.of_slot(extra_box[0].slot)
+
     def retired(self, extra: Lease | None) -> None:
         """Give back the retry's slot: the request it served is counted once, by its own admission."""
         if extra is not None:
             self.scheduler.release(extra, None)
 
     async def _attempts(self, up: Upstream, path: str, body: dict, model: str | None, affinity: list[int],
-                        extra_box: list) -> tuple[Upstream, aiohttp.ClientResponse, Lease | None]:
+                        extra_box: list, retries: int = 1) -> tuple[Upstream, aiohttp.ClientResponse, Lease | None]:
         timeout = aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT_S, sock_read=self.upstreams.timeout_s)
-        for attempt in (0, 1):
+        for attempt in range(retries + 1):
             up.requests += 1
             up.in_flight += 1  # until the caller is done with the response
             try:
@@ -477,13 +505,11 @@ class UpstreamCore:
                 self.upstreams.answered(up, status)  # a working upstream's answer to this request
                 if status not in RETRIED_STATUSES:
                     raise error  # the request's own: another engine would answer it alike
-            others = [u for u in self.upstreams.serving(model) if u is not up and u.healthy] if attempt == 0 else []
-            if not others:
+            other = await self._another(up, model, affinity, extra_box) if attempt < retries else None
+            if other is None:
                 raise error
             log.info("retrying elsewhere: %s", error.message)
-            extra_box.append(await self.scheduler.acquire(None, affinity, self.upstreams.slots_of(others),
-                                                          counted=False))
-            up = self.upstreams.of_slot(extra_box[0].slot)
+            up = other
         raise AssertionError("unreachable")
 
     async def _forward(self, prepared: UpstreamPrepared, up: Upstream, outcome: Outcome,
@@ -496,15 +522,25 @@ class UpstreamCore:
         chunks = 0
         try:
             if prepared.body.get("stream"):
-                async for delta in self._chunks(up, resp, outcome):
-                    chunks += 1
-                    if first is None:
-                        first = time.monotonic() - t0
-                        if self.observer:
-                            self.observer.observe("first_output", first)
-                        if series:
-                            series.first_byte.labels(up.url).observe(first)
-                    yield delta
+                while True:
+                    try:
+                        async for delta in self._chunks(up, resp, outcome):
+                            chunks += 1
+                            if first is None:
+                                first = time.monotonic() - t0
+                                if self.observer:
+                                    self.observer.observe("first_output", first)
+                                if series:
+                                    series.first_byte.labels(up.url).observe(first)
+                            yield delta
+                        break
+                    except UpstreamFailed as exc:  # the upstream lost it before anything went out: once elsewhere
+                        if chunks or extra is not None or exc.code not in LOST_BEFORE_OUTPUT:
+                            raise
+                        again = await self._reopen(up, prepared, exc)  # raising: the finally lets go of this one
+                        up.in_flight -= 1
+                        resp.release()
+                        up, resp, extra = again
             else:
                 delta = whole(await self._reply(up, resp), outcome)
                 if delta.content or delta.reasoning:
