@@ -3,10 +3,15 @@ through the gateway in front of three upstream engines, and straight at the same
 i % 3), on the same prompts. Each upstream is llama.cpp's llama-server (COLI_LLAMA_SERVER, built by
 scripts/test.sh) on the tests' default model (Gemma 3 270M), on a host of its own: a network namespace with
 its own address (tests/sidecar/netns_support.py; needs root). The upstreams take --slots requests at once, the
-gateway --slots per upstream: the same concurrency both ways.
+gateway --slots per upstream: the same concurrency both ways. The upstreams' prompt cache is off
+(--no-cache-prompt): with it, an engine's work for a request depends on which of its slots last held what
+(Gemma 3's sliding window makes llama-server reuse a prefix only from its checkpoints: 75 ms or 210 ms for
+the same request here), which is routing (tests/sidecar/test_upstream_cluster.py measures that), not what the
+gateway costs.
 
 For each count of clients (--clients, default 1 and 6: one alone measures the latency the gateway adds
-without queueing noise, six fill every slot), rounds alternate the two ways (machine noise hits them alike);
+without queueing noise, six fill every slot), rounds alternate the two ways, each first in turn (machine
+noise hits them alike);
 per way, the median over rounds of the throughput (requests/s) and of the per-request latency's p50 and p90;
 the gateway's throughput as a share of the straight one and its added p50 latency; the gateway process's CPU
 time per request. Tiny replies (--max-tokens, default 2) so that the gateway's share of each request is as
@@ -101,8 +106,8 @@ def main() -> int:
     counts = [int(c) for c in args.clients.split(",")]
     rows: dict[int, dict[str, list[dict]]] = {n: {"straight": [], "gateway": []} for n in counts}
     with Hosts(3) as hosts:
-        engines = [LlamaCppServer(binary, model, host=h.address, port=PORT, parallel=args.slots,
-                                  prefix=h.run).start() for h in hosts.all]
+        engines = [LlamaCppServer(binary, model, host=h.address, port=PORT, parallel=args.slots, prefix=h.run,
+                                  extra=["--no-cache-prompt"]).start() for h in hosts.all]
         try:
             urls = [e.url for e in engines]
             gw_args = [a for u in urls for a in ("--upstream", u)] + ["--upstream-slots", str(args.slots),
@@ -113,11 +118,13 @@ def main() -> int:
                 load([gw.base], name, max(counts), 2, args.max_tokens)
                 for r in range(args.rounds):
                     for n in counts:
-                        rows[n]["straight"].append(load(urls, name, n, args.requests, args.max_tokens))
-                        c0 = cpu_s(gw.proc.pid)
-                        row = load([gw.base], name, n, args.requests, args.max_tokens)
-                        row["gateway_cpu_ms_per_request"] = (cpu_s(gw.proc.pid) - c0) * 1e3 / row["requests"]
-                        rows[n]["gateway"].append(row)
+                        for way in (("straight", "gateway") if r % 2 == 0 else ("gateway", "straight")):
+                            c0 = cpu_s(gw.proc.pid)
+                            row = load(urls if way == "straight" else [gw.base], name, n, args.requests,
+                                       args.max_tokens)
+                            row["gateway_cpu_ms_per_request"] = (cpu_s(gw.proc.pid) - c0) * 1e3 / row["requests"]
+                            rows[n][way].append(row)
+                        row = rows[n]["gateway"][-1]
                         print(f"round {r + 1}, {n} clients: straight {rows[n]['straight'][-1]['rps']:.2f} req/s, "
                               f"p50 {rows[n]['straight'][-1]['p50_ms']:.1f} ms; gateway {row['rps']:.2f} req/s, "
                               f"p50 {row['p50_ms']:.1f} ms", file=sys.stderr)
@@ -125,7 +132,7 @@ def main() -> int:
             for e in engines:
                 e.kill()
     print(f"{args.requests} requests a client x {args.rounds} rounds, max_tokens {args.max_tokens}, "
-          f"3 upstreams x {args.slots} slots, llama-server on Gemma 3 270M; medians over rounds")
+          f"3 upstreams x {args.slots} slots, llama-server on Gemma 3 270M (prompt cache off); medians over rounds")
     print(f"{'clients':>7} {'way':9} {'req/s':>8} {'p50 ms':>8} {'p90 ms':>8}")
     summary = {}
     for n in counts:
