@@ -153,6 +153,18 @@ def test_anthropic_messages_as_llama_servers_own(gemma, gateway):
     assert streamed(mine) == streamed(direct) != ""
 
 
+def test_system_one_is_a_named_501_as_llama_server_gives_no_prompt_logprobs(gemma, gateway):
+    """llama-server answers `echo` and `prompt_logprobs` with the completion alone (no prompt log-probs, no
+    refusal either): System One, which scores by them, is refused by name, and the upstream stays in."""
+    body = {"state": "The sky is blue.", "questions": {"q": {"type": "choice", "text": "What colour is the sky?",
+                                                             "criteria": {"blue": None, "red": None}}}}
+    status, _, raw = post(gateway.base, "/v1/systemone", body)
+    err = json.loads(raw)["error"]
+    assert status == 501 and err["code"] == "upstream_cannot_score", raw
+    assert "echo: it returned no prompt log-probs" in err["message"] and "prompt_logprobs:" in err["message"]
+    assert_up(gateway)
+
+
 LONG = "Tell me everything about the history of Paris. " * 300  # about 3000 tokens: past the 2048 of context
 
 

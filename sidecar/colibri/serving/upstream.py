@@ -45,6 +45,7 @@ from colibri.serving.generation import Delta, Outcome
 from colibri.serving.requests import ChatRequest, CompletionRequest, Options
 from colibri.serving.scheduler import Lease, Observer, Scheduler
 from colibri.serving.systemone import Scored, SystemOneRequest, answer, prompts, softmax
+from colibri.serving.upstream_logprobs import echoed_logprobs, prompt_logprobs
 
 log = logging.getLogger(__name__)
 
@@ -646,7 +647,7 @@ class UpstreamCore:
         return Scored(answers, longest, output_tokens, wait_s, 0, 0, calls)
 
     async def _option_score(self, up: Upstream, question: str, option: str, mean: bool) -> tuple[float, int, int]:
-        """One option's log-probability: echo + logprobs (OpenAI's legacy completions: llama.cpp, SGLang,
+        """One option's log-probability: echo + logprobs (OpenAI's legacy completions: llama-cpp-python, SGLang,
         colibri), else vLLM's prompt_logprobs; which one an upstream takes is remembered."""
         refused = []
         for how in ([up.scoring] if up.scoring else ["echo", "prompt_logprobs"]):
@@ -676,44 +677,6 @@ class UpstreamCore:
             total = sum(mine)
             return (total / len(mine) if mean else total), len(mine), len(rows)
         raise cannot_score(up, "; ".join(refused))
-
-
-def echoed_logprobs(reply: dict, prompt: str) -> list[tuple[int, float | None]] | None:
-    """(character offset, log-prob) of each prompt token from an echo + logprobs completion; None when the
-    reply has no echoed prompt."""
-    choice = (reply.get("choices") or [{}])[0]
-    lp = choice.get("logprobs") or {}
-    offsets, values = lp.get("text_offset"), lp.get("token_logprobs")
-    n_prompt = int((reply.get("usage") or {}).get("prompt_tokens") or 0)
-    if not offsets or not values or not n_prompt or not str(choice.get("text", "")).startswith(prompt):
-        return None
-    return list(zip(offsets[:n_prompt], values[:n_prompt]))
-
-
-def prompt_logprobs(reply: dict, prompt: str) -> list[tuple[int, float | None]] | None:
-    """(character offset, log-prob) of each prompt token from vLLM's `prompt_logprobs` (on the choice, or
-    the reply in older versions): a list with one entry a prompt token, the first None (nothing before it),
-    each else {token_id: {logprob, rank, decoded_token}} with the prompt's own token first. The offsets are
-    counted back from the prompt's end by the decoded tokens' lengths (the first token's text is not given);
-    None when there are no such entries or their text is not the prompt's."""
-    choice = (reply.get("choices") or [{}])[0]
-    rows = choice.get("prompt_logprobs") or reply.get("prompt_logprobs")
-    if not isinstance(rows, list) or len(rows) < 2:
-        return None
-    out: list[tuple[int, float | None]] = []
-    end = len(prompt)
-    for row in reversed(rows[1:]):
-        if not isinstance(row, dict) or not row:
-            return None
-        own = next(iter(row.values()))
-        text = own.get("decoded_token") if isinstance(own, dict) else None
-        if not isinstance(text, str) or not prompt[:end].endswith(text):
-            return None
-        end -= len(text)
-        value = own.get("logprob")
-        out.append((end, float(value) if isinstance(value, (int, float)) else None))
-    out.append((0, None))  # the first token: no log-prob (nothing before it), its text before `end`
-    return out[::-1]
 
 
 @dataclass
