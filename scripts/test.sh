@@ -152,10 +152,16 @@ ensure_llama_server() {
     dir="${COLI_LLAMA_SERVER_CACHE:-$HOME/.cache/colibri/llama-server}/$key"
     export COLI_LLAMA_SERVER="$dir/llama-server"
     [ -x "$COLI_LLAMA_SERVER" ] && return
+    if [ -f "$dir.failed" ]; then  # not again on every run: delete it to try again
+        say "llama-server's build failed before (see $dir.log; delete $dir.failed to retry): its tests will skip"
+        return
+    fi
     say "building llama.cpp's llama-server once into $dir (log: $dir.log)"
     mkdir -p "$(dirname "$dir")"
-    bash "$ROOT/scripts/build-llama-server.sh" "$PY" "$LLAMA_CPP_VERSION" "$dir" >"$dir.log" 2>&1 ||
+    bash "$ROOT/scripts/build-llama-server.sh" "$PY" "$LLAMA_CPP_VERSION" "$dir" >"$dir.log" 2>&1 || {
+        touch "$dir.failed"
         say "could not build llama-server (see $dir.log): its tests will skip"
+    }
 }
 
 npm_tool() {
