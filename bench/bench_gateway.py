@@ -14,8 +14,9 @@ without queueing noise, six fill every slot), rounds alternate the two ways, eac
 noise hits them alike);
 per way, the median over rounds of the throughput (requests/s) and of the per-request latency's p50 and p90;
 the gateway's throughput as a share of the straight one and its added p50 latency; the gateway process's CPU
-time per request. Tiny replies (--max-tokens, default 2) so that the gateway's share of each request is as
-large as it gets.
+time per request; with one client, the gateway's own time per request (what the client waited beyond the
+upstream call as the gateway timed it, /profile: free of the engines' noise). Tiny replies (--max-tokens,
+default 2) so that the gateway's share of each request is as large as it gets.
 
     sudo .venv/bin/python bench/bench_gateway.py [--clients 1,6] [--requests 20] [--rounds 3] [--max-tokens 2]
                                                  [--slots 2] [--json out.json]
@@ -76,7 +77,20 @@ def load(urls: list[str], model: str, clients: int, requests: int, max_tokens: i
         raise RuntimeError(f"{len(errors)} requests failed, e.g. {errors[0]}")
     q = statistics.quantiles(latencies, n=10)
     return {"requests": len(latencies), "wall_s": wall, "rps": len(latencies) / wall,
-            "p50_ms": statistics.median(latencies) * 1e3, "p90_ms": q[8] * 1e3}
+            "p50_ms": statistics.median(latencies) * 1e3, "p90_ms": q[8] * 1e3, "latencies": latencies}
+
+
+def gateway_own_ms(gw, since: int, latencies: list[float]) -> float:
+    """One client's requests in order, each paired with the gateway's own timing of its upstream call (/profile's
+    wall_s): the median of what the client waited beyond that call, the gateway's own added time (its parsing,
+    queue, reply, and the hop to it) free of the engines' noise."""
+    rows = [r for r in json.loads(gw.get("/profile")[2])["turns"] if r["id"] > since]
+    assert len(rows) == len(latencies), (len(rows), len(latencies))
+    return statistics.median((lat - r["wall_s"]) * 1e3 for lat, r in zip(latencies, rows))
+
+
+def profile_seq(gw) -> int:
+    return json.loads(gw.get("/profile")[2])["seq"]
 
 
 def cpu_s(pid: int) -> float:
@@ -119,10 +133,13 @@ def main() -> int:
                 for r in range(args.rounds):
                     for n in counts:
                         for way in (("straight", "gateway") if r % 2 == 0 else ("gateway", "straight")):
-                            c0 = cpu_s(gw.proc.pid)
+                            c0, seq = cpu_s(gw.proc.pid), profile_seq(gw)
                             row = load(urls if way == "straight" else [gw.base], name, n, args.requests,
                                        args.max_tokens)
                             row["gateway_cpu_ms_per_request"] = (cpu_s(gw.proc.pid) - c0) * 1e3 / row["requests"]
+                            if way == "gateway" and n == 1:
+                                row["gateway_own_p50_ms"] = gateway_own_ms(gw, seq, row["latencies"])
+                            del row["latencies"]
                             rows[n][way].append(row)
                         row = rows[n]["gateway"][-1]
                         print(f"round {r + 1}, {n} clients: straight {rows[n]['straight'][-1]['rps']:.2f} req/s, "
@@ -142,9 +159,10 @@ def main() -> int:
         summary[n] = {"median": med, "throughput_share": med["gateway"]["rps"] / med["straight"]["rps"],
                       "added_p50_ms": med["gateway"]["p50_ms"] - med["straight"]["p50_ms"],
                       "gateway_cpu_ms_per_request": med["gateway"]["gateway_cpu_ms_per_request"]}
+        own = med["gateway"].get("gateway_own_p50_ms")
         print(f"{'':7} gateway: {summary[n]['throughput_share'] * 100:.1f}% of the straight throughput, p50 "
               f"{summary[n]['added_p50_ms']:+.2f} ms, {summary[n]['gateway_cpu_ms_per_request']:.2f} ms of "
-              f"its CPU a request")
+              f"its CPU a request" + (f", {own:.2f} ms of its own time a request (p50, paired)" if own else ""))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "rounds": rows, "summary": summary}, f, indent=1)
