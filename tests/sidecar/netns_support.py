@@ -6,7 +6,7 @@ a bridge, the test (and the gateway) on the bridge's own address, as machines on
         for host in hosts.all: Popen([*host.run, "llama-server", "--host", host.address, ...])
 
 Used by tests/sidecar/test_upstream_cluster.py and bench/bench_gateway.py. Names carry the process id, so
-two runs at once do not meet; what __enter__ made, __exit__ removes (a namespace goes with its veth end).
+two runs at once do not meet; what __enter__ made, __exit__ removes.
 """
 from __future__ import annotations
 
@@ -75,6 +75,7 @@ class Hosts:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for host in self.all:  # its veth pair goes with it
-            subprocess.run(["ip", "netns", "del", host.name], capture_output=True, timeout=30)
+        for i, host in enumerate(self.all):  # each veth pair first: a namespace outlives its name while a
+            subprocess.run(["ip", "link", "del", f"{self.bridge}v{i}"], capture_output=True, timeout=30)  # process
+            subprocess.run(["ip", "netns", "del", host.name], capture_output=True, timeout=30)  # is left in it
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, timeout=30)
