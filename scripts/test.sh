@@ -18,6 +18,10 @@
 #                     end-to-end tests (default ~/.cache/colibri/npm)
 #   COLI_AIDER_VENV   the virtual environment aider is installed into for its end-to-end test
 #                     (default ~/.cache/colibri/aider-VERSION)
+#   COLI_LLAMA_SERVER_CACHE  where llama.cpp's llama-server is built once for the tests of
+#                     `coli serve --upstream` (default ~/.cache/colibri/llama-server, a folder per
+#                     version, build flags and arch; ~7 min on 2 cores); exported to the tests as
+#                     COLI_LLAMA_SERVER (its path). A failed build is said; its tests then skip.
 # The real models of the fidelity tests (Qwen2.5-Coder 0.5B and 1.5B Instruct,
 # 1.5 GB from PyPI) are pulled once into colibri's models folder.
 COLI_EXTRAS="test"
@@ -136,6 +140,30 @@ ensure_llama_cpp_server() {
         "starlette-context>=0.3.6" "PyYAML>=5.1"  # the versions tested: 0.5.1
 }
 
+ensure_llama_server() {
+    # llama.cpp's own OpenAI server, llama-server, for tests/sidecar/test_upstream_llama_server.py and
+    # the several-upstream tests (tests/sidecar/test_upstream_cluster.py): built once from the llama.cpp
+    # the llama-cpp-python sdist of LLAMA_CPP_VERSION vendors, linked against the installed wheel's
+    # libllama and libggml (scripts/build-llama-server.sh), into a cache keyed like the wheel's. Fails
+    # soft: COLI_LLAMA_SERVER names the binary either way, and without it those tests skip, saying why.
+    local key dir
+    key="$( (uname -m; echo "$LLAMA_CPP_VERSION"; llama_cmake_args native; sha256sum <"$ROOT/scripts/build-llama-server.sh") |
+        sha256sum | cut -c1-12)"
+    dir="${COLI_LLAMA_SERVER_CACHE:-$HOME/.cache/colibri/llama-server}/$key"
+    export COLI_LLAMA_SERVER="$dir/llama-server"
+    [ -x "$COLI_LLAMA_SERVER" ] && return
+    if [ -f "$dir.failed" ]; then  # not again on every run: delete it to try again
+        say "llama-server's build failed before (see $dir.log; delete $dir.failed to retry): its tests will skip"
+        return
+    fi
+    say "building llama.cpp's llama-server once into $dir (log: $dir.log)"
+    mkdir -p "$(dirname "$dir")"
+    bash "$ROOT/scripts/build-llama-server.sh" "$PY" "$LLAMA_CPP_VERSION" "$dir" >"$dir.log" 2>&1 || {
+        touch "$dir.failed"
+        say "could not build llama-server (see $dir.log): its tests will skip"
+    }
+}
+
 npm_tool() {
     # $1 an npm CLI's binary, from package $2 at version $3 ("": the latest), installed once into
     # COLI_NPM_CACHE (default ~/.cache/colibri/npm) unless `$1 --version` already matches $3 (grep -$5:
@@ -210,6 +238,7 @@ ensure_fuzzer() {
 
 ensure_llama_cpp
 ensure_llama_cpp_avx2
+ensure_llama_server
 ensure_chromium
 ensure_tmux
 ensure_fuzzer

@@ -234,6 +234,34 @@ def test_an_upstream_that_dies_mid_stream_ends_the_stream_cleanly_and_the_next_r
             assert breaker_of(json.loads(get(gw.base, "/health")[1]), alive.url)["state"] == "closed"  # one cut
 
 
+def test_a_stream_lost_before_its_first_chunk_is_retried_elsewhere():
+    """(e) The upstream answers a stream's headers and closes its socket before any chunk (llama-server sends
+    them before its prefill, and was killed during it): nothing went out to the client, so the request is
+    retried once on the other upstream and answered whole; the loss counts on the first one's breaker, the
+    request once in the scheduler. Where no other upstream is left, the client gets the named 502."""
+    plan: list[str] = []
+    with FakeUpstream("engine", plan) as one, FakeUpstream("engine", plan) as two:
+        with ServerProcess(["--upstream", one.url, "--upstream", two.url, "--upstream-slots", "1"],
+                           env={"COLI_UPSTREAM_PROBE_S": "60"}) as gw:
+            before = json.loads(get(gw.base, "/health")[1])["scheduler"]
+            plan.append("drop")
+            status, _, raw = post(gw.base, "/v1/chat/completions", {**HELLO, "stream": True})
+            events = sse_events(raw)
+            assert status == 200 and events[-1] == "[DONE]", raw
+            assert "".join(e["choices"][0]["delta"].get("content", "") for e in events[:-1] if e["choices"]) == \
+                "Hi there"
+            assert not plan and len(one.seen) == len(two.seen) == 1  # the drop, then the retry on the other
+            health = json.loads(get(gw.base, "/health")[1])
+            dropped = one.url if breaker_of(health, one.url)["failed_requests"] else two.url
+            assert breaker_of(health, dropped)["failed_requests"] == 1
+            counts = {k: health["scheduler"][k] - before[k] for k in ("admitted", "completed", "failed")}
+            assert counts == {"admitted": 1, "completed": 1, "failed": 0} and health["scheduler"]["active"] == 0
+            plan += ["drop", "drop"]  # dropped there, and again on the retry: the request's error, named
+            status, _, raw = post(gw.base, "/v1/chat/completions", {**HELLO, "stream": True})
+            assert status == 502 and json.loads(raw)["error"]["code"] == "upstream_stream_broken", raw
+            assert not plan and json.loads(get(gw.base, "/health")[1])["scheduler"]["active"] == 0
+
+
 def breaker_of(health: dict, url: str) -> dict:
     return next(u["breaker"] for u in health["upstreams"] if u["url"] == url)
 

@@ -11,7 +11,8 @@ import threading
 from aiohttp import web
 
 from colibri.serving.scheduler import Scheduler
-from colibri.serving.upstream import echoed_logprobs, prompt_logprobs, split_alias
+from colibri.serving.upstream import split_alias
+from colibri.serving.upstream_logprobs import echoed_logprobs, prompt_logprobs
 from tests.sidecar.serve_support import ServerProcess
 from tests.sidecar.upstream_support import FakeUpstream, free_port, get, post
 

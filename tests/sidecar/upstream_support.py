@@ -55,14 +55,15 @@ def post(url: str, path: str, payload: dict, headers: dict | None = None) -> tup
         conn.close()
 
 
-ACTIONS = ("ok", "400", "500", "503", "hang", "stall", "cut", "die")
+ACTIONS = ("ok", "400", "500", "503", "hang", "stall", "cut", "die", "drop")
 
 
 class FakeUpstream:
     """OpenAI's chat API (JSON and SSE, two chunks a reply) on 127.0.0.1, with GET /health and /v1/models.
     Each chat request takes the next action of `plan` (a list, shared by several fakes; "ok" once empty):
     ok; 400 or 500 or 503 (an error object); hang (never answers); stall (two chunks, then silence);
-    cut (two chunks, then the socket closes); die (two chunks, then the whole server goes away)."""
+    cut (two chunks, then the socket closes); die (two chunks, then the whole server goes away); drop (a stream's
+    headers, then the socket closes before any chunk: llama-server killed during a prefill)."""
 
     def __init__(self, model: str, plan: list[str] | None = None, port: int | None = None):
         self.model = model
@@ -128,6 +129,10 @@ class FakeUpstream:
                 "index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Hi there"}}]})
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
+        if action == "drop":
+            await resp.write(b": prefill\n\n")  # the headers (and a comment) out, no chunk
+            request.transport.close()
+            return resp
         pieces = [({"role": "assistant", "content": "Hi"}, None), ({"content": " there"}, None)]
         if action == "ok":
             pieces[-1] = ({"content": " there"}, "stop")

@@ -45,6 +45,7 @@ from colibri.serving.generation import Delta, Outcome
 from colibri.serving.requests import ChatRequest, CompletionRequest, Options
 from colibri.serving.scheduler import Lease, Observer, Scheduler
 from colibri.serving.systemone import Scored, SystemOneRequest, answer, prompts, softmax
+from colibri.serving.upstream_logprobs import echoed_logprobs, prompt_logprobs
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ FAILURES = 3  # failures in a row (requests, or probes) that open an upstream's 
 TIMEOUT_S = 300.0  # seconds an upstream may send nothing (before its reply, or mid-stream) before it has failed
 CONNECT_TIMEOUT_S = 5.0
 RETRIED_STATUSES = (502, 503, 504)  # answers that say "not now, not here": tried once elsewhere
+LOST_BEFORE_OUTPUT = ("upstream_stream_broken", "upstream_timeout")  # a stream lost before its first piece: likewise
 CHUNK_CHARS = 32  # a prompt is hashed in pieces this long for affinity: its "tokens" for the scheduler's rule
 
 
@@ -447,15 +449,42 @@ class UpstreamCore:
                 self.retired(extra)
             raise
 
+    async def _reopen(self, up: Upstream, prepared: UpstreamPrepared,
+                      error: UpstreamFailed) -> tuple[Upstream, aiohttp.ClientResponse, Lease | None]:
+        """The retry of a stream that `up` broke before anything of it went out (llama-server answers a stream's
+        headers before its prefill): once, on another healthy upstream, as `_open` retries; `error` where none."""
+        extra_box: list[Lease] = []
+        try:
+            other = await self._another(up, prepared.options.model, prepared.affinity, extra_box)
+            if other is None:
+                raise error
+            log.info("retrying elsewhere: %s", error.message)
+            return await self._attempts(other, prepared.path, prepared.body, prepared.options.model,
+                                        prepared.affinity, extra_box, retries=0)
+        except BaseException:
+            for extra in extra_box:
+                self.retired(extra)
+            raise
+
+    async def _another(self, up: Upstream, model: str | None, affinity: list[int],
+                       extra_box: list) -> Upstream | None:
+        """Another healthy upstream serving `model` than `up`, on a slot of its own granted by the scheduler (into
+        extra_box); None when there is none."""
+        others = [u for u in self.upstreams.serving(model) if u is not up and u.healthy]
+        if not others:
+            return None
+        extra_box.append(await self.scheduler.acquire(None, affinity, self.upstreams.slots_of(others), counted=False))
+        return self.upstreams.of_slot(extra_box[0].slot)
+
     def retired(self, extra: Lease | None) -> None:
         """Give back the retry's slot: the request it served is counted once, by its own admission."""
         if extra is not None:
             self.scheduler.release(extra, None)
 
     async def _attempts(self, up: Upstream, path: str, body: dict, model: str | None, affinity: list[int],
-                        extra_box: list) -> tuple[Upstream, aiohttp.ClientResponse, Lease | None]:
+                        extra_box: list, retries: int = 1) -> tuple[Upstream, aiohttp.ClientResponse, Lease | None]:
         timeout = aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT_S, sock_read=self.upstreams.timeout_s)
-        for attempt in (0, 1):
+        for attempt in range(retries + 1):
             up.requests += 1
             up.in_flight += 1  # until the caller is done with the response
             try:
@@ -477,13 +506,11 @@ class UpstreamCore:
                 self.upstreams.answered(up, status)  # a working upstream's answer to this request
                 if status not in RETRIED_STATUSES:
                     raise error  # the request's own: another engine would answer it alike
-            others = [u for u in self.upstreams.serving(model) if u is not up and u.healthy] if attempt == 0 else []
-            if not others:
+            other = await self._another(up, model, affinity, extra_box) if attempt < retries else None
+            if other is None:
                 raise error
             log.info("retrying elsewhere: %s", error.message)
-            extra_box.append(await self.scheduler.acquire(None, affinity, self.upstreams.slots_of(others),
-                                                          counted=False))
-            up = self.upstreams.of_slot(extra_box[0].slot)
+            up = other
         raise AssertionError("unreachable")
 
     async def _forward(self, prepared: UpstreamPrepared, up: Upstream, outcome: Outcome,
@@ -496,15 +523,25 @@ class UpstreamCore:
         chunks = 0
         try:
             if prepared.body.get("stream"):
-                async for delta in self._chunks(up, resp, outcome):
-                    chunks += 1
-                    if first is None:
-                        first = time.monotonic() - t0
-                        if self.observer:
-                            self.observer.observe("first_output", first)
-                        if series:
-                            series.first_byte.labels(up.url).observe(first)
-                    yield delta
+                while True:
+                    try:
+                        async for delta in self._chunks(up, resp, outcome):
+                            chunks += 1
+                            if first is None:
+                                first = time.monotonic() - t0
+                                if self.observer:
+                                    self.observer.observe("first_output", first)
+                                if series:
+                                    series.first_byte.labels(up.url).observe(first)
+                            yield delta
+                        break
+                    except UpstreamFailed as exc:  # the upstream lost it before anything went out: once elsewhere
+                        if chunks or extra is not None or exc.code not in LOST_BEFORE_OUTPUT:
+                            raise
+                        again = await self._reopen(up, prepared, exc)  # raising: the finally lets go of this one
+                        up.in_flight -= 1
+                        resp.release()
+                        up, resp, extra = again
             else:
                 delta = whole(await self._reply(up, resp), outcome)
                 if delta.content or delta.reasoning:
@@ -610,7 +647,7 @@ class UpstreamCore:
         return Scored(answers, longest, output_tokens, wait_s, 0, 0, calls)
 
     async def _option_score(self, up: Upstream, question: str, option: str, mean: bool) -> tuple[float, int, int]:
-        """One option's log-probability: echo + logprobs (OpenAI's legacy completions: llama.cpp, SGLang,
+        """One option's log-probability: echo + logprobs (OpenAI's legacy completions: llama-cpp-python, SGLang,
         colibri), else vLLM's prompt_logprobs; which one an upstream takes is remembered."""
         refused = []
         for how in ([up.scoring] if up.scoring else ["echo", "prompt_logprobs"]):
@@ -640,44 +677,6 @@ class UpstreamCore:
             total = sum(mine)
             return (total / len(mine) if mean else total), len(mine), len(rows)
         raise cannot_score(up, "; ".join(refused))
-
-
-def echoed_logprobs(reply: dict, prompt: str) -> list[tuple[int, float | None]] | None:
-    """(character offset, log-prob) of each prompt token from an echo + logprobs completion; None when the
-    reply has no echoed prompt."""
-    choice = (reply.get("choices") or [{}])[0]
-    lp = choice.get("logprobs") or {}
-    offsets, values = lp.get("text_offset"), lp.get("token_logprobs")
-    n_prompt = int((reply.get("usage") or {}).get("prompt_tokens") or 0)
-    if not offsets or not values or not n_prompt or not str(choice.get("text", "")).startswith(prompt):
-        return None
-    return list(zip(offsets[:n_prompt], values[:n_prompt]))
-
-
-def prompt_logprobs(reply: dict, prompt: str) -> list[tuple[int, float | None]] | None:
-    """(character offset, log-prob) of each prompt token from vLLM's `prompt_logprobs` (on the choice, or
-    the reply in older versions): a list with one entry a prompt token, the first None (nothing before it),
-    each else {token_id: {logprob, rank, decoded_token}} with the prompt's own token first. The offsets are
-    counted back from the prompt's end by the decoded tokens' lengths (the first token's text is not given);
-    None when there are no such entries or their text is not the prompt's."""
-    choice = (reply.get("choices") or [{}])[0]
-    rows = choice.get("prompt_logprobs") or reply.get("prompt_logprobs")
-    if not isinstance(rows, list) or len(rows) < 2:
-        return None
-    out: list[tuple[int, float | None]] = []
-    end = len(prompt)
-    for row in reversed(rows[1:]):
-        if not isinstance(row, dict) or not row:
-            return None
-        own = next(iter(row.values()))
-        text = own.get("decoded_token") if isinstance(own, dict) else None
-        if not isinstance(text, str) or not prompt[:end].endswith(text):
-            return None
-        end -= len(text)
-        value = own.get("logprob")
-        out.append((end, float(value) if isinstance(value, (int, float)) else None))
-    out.append((0, None))  # the first token: no log-prob (nothing before it), its text before `end`
-    return out[::-1]
 
 
 @dataclass
@@ -715,8 +714,9 @@ async def refusal(up: Upstream, resp: aiohttp.ClientResponse) -> UpstreamFailed:
     code, message = "upstream_error", raw.decode("utf-8", "replace")[:500]
     try:
         err = json.loads(raw).get("error")
-        if isinstance(err, dict):
-            code = str(err.get("code") or err.get("type") or code)
+        if isinstance(err, dict):  # a code that is a number (llama-server's: the status) names nothing: its type does
+            named = [v for v in (err.get("code"), err.get("type")) if isinstance(v, str) and v and not v.isdigit()]
+            code = named[0] if named else code
             message = str(err.get("message") or message)
         elif isinstance(err, str):
             message = err
