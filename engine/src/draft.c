@@ -53,7 +53,7 @@ void coli_draft_plan(const coli_draft_costs *c, int n_plain, coli_draft_state *c
                      int n, int *k) {
     double tokens = n_plain + n;
     int rows = n_plain + n;
-    float next[16];
+    float next[COLI_MAX_SLOTS];
     for (int i = 0; i < n; i++) {
         k[i] = 0;
         next[i] = acceptance(slots[i]); /* the expected gain of slot i's next draft token: a^(k + 1) */

@@ -17,8 +17,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum { COLI_DRAFT_MAX = 8 };                          /* the most tokens drafted per step and slot */
-enum { COLI_DRAFT_ROWS = 16 * (1 + COLI_DRAFT_MAX) }; /* the most rows a decode step has (COLI_MAX_SLOTS) */
+#include "../include/colibri.h" /* COLI_MAX_SLOTS */
+
+enum { COLI_DRAFT_MAX = 8 };                                      /* the most tokens drafted per step and slot */
+enum { COLI_DRAFT_ROWS = COLI_MAX_SLOTS * (1 + COLI_DRAFT_MAX) }; /* the most rows a decode step has */
 
 /* Prompt lookup: up to k tokens that followed the latest earlier occurrence of seq's last 4 (down to 2)
  * tokens; returns how many were written to out (0: no match). */
