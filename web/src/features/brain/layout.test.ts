@@ -174,6 +174,7 @@ describe("co-routing layout", () => {
     const ms = performance.now() - t0;
     expect(L.x.length).toBe(50_000);
     expect(L.regions.length).toBeGreaterThan(1);
-    expect(ms).toBeLessThan(15_000);
-  }, 30_000);
+    // a guard against a quadratic step (hours at 50k), not a benchmark: a loaded 2-core machine took 18 s
+    expect(ms).toBeLessThan(60_000);
+  }, 90_000);
 });
