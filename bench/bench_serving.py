@@ -60,7 +60,7 @@ if mode == "raw":
     for _ in range(n_gen):
         tok, _ = e.sample(); e.eval([tok], pos); pos += 1
 elif mode == "step":  # the slots' step, as the server's engine thread calls it (one token a step after the prefill's)
-    e = Engine(model, n_ctx=ctx, n_threads=threads, n_slots=1)
+    e = Engine(model, n_ctx=ctx, n_threads=threads, n_slots=1, draft_tokens=int(os.environ.get("COLI_DRAFT_TOKENS", 4)) or -1)
     prompt = e.tokenize(text)[:n_prompt]
     e.submit(0, prompt, max_tokens=n_gen + 1, ignore_eos=True, logprob=False)
     decoding = False
@@ -69,9 +69,9 @@ elif mode == "step":  # the slots' step, as the server's engine thread calls it 
         events = e.step()
         if decoding and not marks:
             marks.append((t, c))
-        if decoding:
+        if decoding:  # tokens, not steps: a step that verified drafts emits several
             marks[1:] = [(time.perf_counter(), time.process_time())]
-            counts[0] += 1
+            counts[0] += sum(1 for ev in events if ev.token >= 0 and not ev.done)
         if any(ev.done for ev in events):
             break
         decoding = decoding or any(not ev.done for ev in events)
@@ -235,9 +235,14 @@ def main() -> int:
     ap.add_argument("--root", default=ROOT,
                     help="the checkout whose sidecar and built engine run (default: this one), e.g. main's for a before")
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--draft-tokens", type=int, default=None,
+                    help="speculative decoding in the step and serve modes (COLI_DRAFT_TOKENS; 0: off, the pipeline "
+                         "alone against the raw loop; default: the engine's)")
     ap.add_argument("--isa", choices=("avx2", "avxvnni"), default=None,
                     help="every mode as on a CPU without AVX-512 (COLI_CPU_ISA)")
     args = ap.parse_args()
+    if args.draft_tokens is not None:
+        os.environ["COLI_DRAFT_TOKENS"] = str(args.draft_tokens)  # the children inherit it
     if args.isa:
         os.environ["COLI_CPU_ISA"] = args.isa  # the children inherit it
     if args.model is None:
