@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { applyChunk, parseChunk, startStream, streamStats } from "./chatStream";
+import { applyChunk, parseChunk, startStream, streamError, streamStats } from "./chatStream";
 import type { ChatChunk } from "../api/types";
 
 const delta = (d: ChatChunk["choices"][0]["delta"], finish: string | null = null): ChatChunk => ({ choices: [{ index: 0, delta: d, finish_reason: finish }] });
@@ -70,5 +70,17 @@ describe("stream assembly", () => {
     expect(streamStats(s, 200)).toEqual({ ttftMs: 100, tokPerS: null, tokens: 1, exact: false });
     s = applyChunk(s, delta({ content: "b" }), 300);
     expect(streamStats(s, 600).tokPerS).toBeCloseTo(1 / 0.5); // still streaming: measured to now
+  });
+});
+
+describe("an error event mid-stream", () => {
+  it("names the server's message and code; ordinary chunks and [DONE] are not errors", () => {
+    const ev = JSON.stringify({ error: { message: "upstream http://a:1 broke its stream", type: "server_error", code: "upstream_stream_broken" } });
+    expect(streamError(ev)).toBe("upstream http://a:1 broke its stream (upstream_stream_broken)");
+    expect(streamError(JSON.stringify({ error: { message: "engine failed" } }))).toBe("engine failed");
+    expect(streamError(JSON.stringify({ error: {} }))).toBe("the server failed mid-reply");
+    expect(streamError(JSON.stringify({ choices: [{ index: 0, delta: { content: "hi" }, finish_reason: null }] }))).toBeNull();
+    expect(streamError("[DONE]")).toBeNull();
+    expect(streamError("not json")).toBeNull();
   });
 });

@@ -34,6 +34,20 @@ export function parseChunk(data: string): ChatChunk | "done" | null {
   }
 }
 
+/** The message of an error event a server sends once its reply has begun (`data: {"error": {...}}`:
+ * docs/streaming.md#failures-mid-stream), with its code; null for any other payload. */
+export function streamError(data: string): string | null {
+  try {
+    const v = JSON.parse(data.trim()) as { error?: unknown };
+    if (!v || typeof v !== "object" || !v.error || typeof v.error !== "object") return null;
+    const err = v.error as { message?: unknown; code?: unknown };
+    const message = typeof err.message === "string" && err.message ? err.message : "the server failed mid-reply";
+    return typeof err.code === "string" && err.code ? `${message} (${err.code})` : message;
+  } catch {
+    return null;
+  }
+}
+
 export function applyChunk(s: StreamState, chunk: ChatChunk, now: number): StreamState {
   let { content, reasoning, finish, pieces, firstAt, lastAt } = s;
   for (const ch of chunk.choices) {

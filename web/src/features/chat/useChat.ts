@@ -4,7 +4,7 @@ import { useCallback } from "react";
 import { streamChat } from "../../api/client";
 import { describeError, isAbort } from "../../api/errors";
 import type { ChatContentPart, ChatMessageIn, ChatRequest } from "../../api/types";
-import { applyChunk, parseChunk, startStream, streamStats } from "../../lib/chatStream";
+import { applyChunk, parseChunk, startStream, streamError, streamStats } from "../../lib/chatStream";
 import { newId } from "../../lib/storage";
 import { useConnection } from "../../stores/connection";
 import { useConversations, type ChatMessage } from "../../stores/conversations";
@@ -96,6 +96,8 @@ export function useChat() {
       };
       try {
         for await (const data of streamChat(req, ctl.signal)) {
+          const failed = streamError(data); // the reply broke off: what came stays, the error is shown under it
+          if (failed) throw new Error(`The reply broke off: ${failed}`);
           const chunk = parseChunk(data);
           if (chunk === "done") break;
           if (chunk) st = applyChunk(st, chunk, performance.now());
