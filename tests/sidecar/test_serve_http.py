@@ -497,10 +497,12 @@ def test_dashboard_with_spa_fallback(served, tmp_path):
     assert "no" != out["/../secret.txt"][1]
 
 
-def test_speculative_decoding_counters(served):
-    """Text the model copies is drafted by prompt lookup and mostly kept: /health's `speculative`, the
-    /metrics counters and the turn in /profile say so, and agree."""
+def test_speculative_decoding_counters(default_model):
+    """Text the model copies is drafted by prompt lookup and kept: /health's `speculative`, the /metrics
+    counters and the turn in /profile say so, and agree. A model of its own: the drafts' plan has measured
+    no step yet, so its first decode step verifies what it finds (later ones follow the measured costs)."""
     line = "for i in range(10):\n    print(i * i)\n"
+    fresh = open_served(replace(CFG, kv_slots=1), default_model)
 
     async def body(c, served):
         before = (await (await c.get("/health")).json())["speculative"]
@@ -511,7 +513,11 @@ def test_speculative_decoding_counters(served):
         turn = (await (await c.get("/profile")).json())["turns"][-1]
         return before, spec, metrics, turn
 
-    before, spec, metrics, turn = run(served, body)
+    try:
+        before, spec, metrics, turn = run(fresh, body)
+    finally:
+        asyncio.run(close_model(fresh))
+        fresh.engine.close()
     assert spec["draft_tokens"] == 4  # the default
     assert spec["drafted"] > before["drafted"] and spec["accepted"] > before["accepted"]
     assert 0 < spec["acceptance_rate"] <= 1 and spec["tokens_per_step"] > 1
