@@ -217,7 +217,8 @@ typedef struct {
     int direct_io;           /* streaming: 1 reads with O_DIRECT where the file system allows */
     int no_prefetch;         /* streaming: 1 turns off one-layer-ahead prefetch */
     int expert_policy;       /* streaming: which cached expert makes room, COLI_POLICY_*; 0: the default */
-    int draft_tokens;        /* speculative decoding: tokens drafted per step by prompt lookup, up to 8; 0: the
+    int draft_tokens;        /* speculative decoding: tokens drafted per step (by the model's MTP block where it has
+                                one, else by prompt lookup), up to 8; 0: the
                                 default (colibri_draft_tokens tells it); < 0: none. Never changes the tokens. */
     int draft_always;        /* 1: verify every draft found; 0: those the measured step costs say pay (draft.h) */
 } colibri_config;
@@ -304,6 +305,9 @@ int colibri_n_batch(const colibri_engine *e);
  * state cannot rewind). colibri_step then writes up to (2 + this) events per slot: size its buffer so,
  * or drafts shrink to the room there is. */
 int colibri_draft_tokens(const colibri_engine *e);
+/* What drafts them: "mtp" (the model's own multi-token-prediction block), "lookup" (prompt lookup: the text's
+ * earlier continuations) or "" (none). */
+const char *colibri_drafter(const colibri_engine *e);
 /* Evaluate n tokens at positions pos..pos+n-1 of slot 0's sequence: the
  * KV cache keeps positions < pos, later ones are overwritten (bad_state while
  * slot 0 serves a request). Long inputs are

@@ -12,6 +12,7 @@
 #include "kernels.h"
 #include "matmul.h"
 #include "quant.h"
+#include "mtp.h"
 #include "repack.h"
 #include "threadpool.h"
 #include "tokenizer.h"
@@ -96,6 +97,7 @@ static int load_model(colibri_engine *e) {
         e->slots[i].hist = malloc((size_t)c->n_ctx * sizeof(int32_t));
         if (!e->slots[i].hist) return coli_fail(COLI_E_NOMEM, "out of memory");
     }
+    if ((rc = coli_mtp_open(e))) return rc;
     e->last_logits = e->state.logits;
     if ((rc = coli_stats_init(e))) return rc;
     model_identity(e);
@@ -147,6 +149,7 @@ void colibri_close(colibri_engine *e) {
             free(e->slots[i].prompt_logits);
             coli_slot_free_checkpoints(&e->slots[i]);
         }
+    coli_mtp_close(e); /* before the trunk's state: it borrows its threads */
     free(e->slots);
     free(e->rows);
     coli_state_free(&e->state);
@@ -203,6 +206,9 @@ int colibri_n_ctx(const colibri_engine *e) { return (e && e->loaded) ? e->cfg.n_
 int colibri_n_batch(const colibri_engine *e) { return (e && e->loaded) ? e->cfg.n_batch : 0; }
 
 int colibri_draft_tokens(const colibri_engine *e) { return (e && e->loaded) ? e->draft_k : 0; }
+const char *colibri_drafter(const colibri_engine *e) {
+    return !e || !e->loaded || e->draft_k <= 0 ? "" : e->mtp ? "mtp" : "lookup";
+}
 
 int colibri_eval(colibri_engine *e, const int32_t *tokens, int n, int pos, float *logits_out, int all_logits) {
     int rc = need_model(e, "colibri_eval");

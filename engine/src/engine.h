@@ -53,6 +53,12 @@ typedef struct {
     int32_t drafted[COLI_DRAFT_MAX]; /* guesses at the tokens after pending, evaluated with it (draft.h) */
     coli_draft_state draft;
     int n_drafted, n_accepted; /* this request's drafted tokens, and those kept */
+    /* the model's MTP block (mtp.h): its cache, the trunk's final normed rows at positions mtp_at .. mtp_at +
+     * mtp_rows - 1 not yet through it ([1 + COLI_DRAFT_MAX][n_embd]), the drafts it made for this step in
+     * drafted[0 .. n_ready - 1], and how many to make next */
+    coli_kv mtp_kv;
+    float *mtp_h;
+    int mtp_at, mtp_rows, n_ready, mtp_want;
     double prefill_s, decode_s;
     float *echo_lp;          /* [n_prompt] with echo */
     int32_t *echo_ids;       /* [n_prompt][n_logprobs] */
@@ -83,6 +89,12 @@ struct colibri_engine {
     int next_prefill;              /* round robin among prefilling slots */
     int draft_k;                   /* tokens drafted per decode step and slot; 0: none (draft.h) */
     coli_draft_costs draft_costs;  /* decode steps' seconds by row count, for the drafts' plan */
+    coli_model *mtp;               /* the MTP block as a one-layer model (mtp.h); NULL: drafts by prompt lookup */
+    coli_state mtp_state;
+    struct coli_expert_store *mtp_experts;
+    coli_row *mtp_rows;            /* [n_batch] the block's forward batch */
+    float *mtp_hid;                /* [n_batch][n_embd] the hidden states its rows read */
+    float *mtp_chain;              /* [n_slots][n_embd] each slot's last output of the block, for a chained row */
     int rs_ckpt_n;                 /* Gated DeltaNet: recurrent-state checkpoints per slot (COLI_RS_CHECKPOINTS) */
     int rs_ckpt_every;             /* ... taken every this many prompt tokens (COLI_RS_CHECKPOINT_EVERY) */
     int64_t repacked_bytes;        /* weights rewritten into 16-row tiles at load (repack.h) */

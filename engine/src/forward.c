@@ -139,6 +139,7 @@ int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store
             s->ple_h = take(s, nb * (size_t)hp->n_embd_per_layer * sizeof(float));
         }
     }
+    if (m->mtp_view) s->mtp_in = take(s, nb * 2 * hp->n_embd * sizeof(float));
     if (hp->gdn) {
         s->gdn = take(s, nb * coli_gdn_row_floats(hp) * sizeof(float));
         s->gq = take(s, nb * 2 * q_dim * sizeof(float));
@@ -158,6 +159,10 @@ int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store
     }
     size_t out_sz = coli_matmul_scratch_size(m->output.type, m->output.n_in, n_batch);
     if (out_sz > need) need = out_sz;
+    if (m->mtp_view) {
+        const size_t eh_sz = coli_matmul_scratch_size(m->mtp_eh_proj.type, m->mtp_eh_proj.n_in, n_batch);
+        if (eh_sz > need) need = eh_sz;
+    }
     if (m->ple_model_proj.n_in) {
         const size_t ple_sz = coli_matmul_scratch_size(m->ple_model_proj.type, m->ple_model_proj.n_in, n_batch);
         if (ple_sz > need) need = ple_sz;
@@ -178,7 +183,7 @@ int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store
 
 void coli_state_free(coli_state *s) {
     if (!s) return;
-    coli_pool_free(s->pool);
+    if (!s->pool_borrowed) coli_pool_free(s->pool);
     for (int i = 0; i < s->n_held; i++) free(s->held[i]);
     if (s->vt_bytes) munmap(s->vt, s->vt_bytes);
     memset(s, 0, sizeof *s);
@@ -521,6 +526,19 @@ static int ffn(const coli_model *m, coli_state *s, int il, int n) {
 
 /* ---- the forward pass ------------------------------------------------- */
 
+/* An MTP block's input (llama.cpp's graph_mtp): eh_proj of [enorm(the token's embedding) | hnorm(the trunk's
+ * final normed hidden state at the position before)], which becomes the residual stream. */
+static int mtp_input(const coli_model *m, coli_state *s, int n) {
+    const int E = m->hp.n_embd;
+    if (!s->mtp_h) return coli_fail(COLI_E_ARG, "an MTP block's forward needs the trunk's hidden states");
+    for (int i = 0; i < n; i++) {
+        float *in = s->mtp_in + (size_t)i * 2 * E;
+        coli_rmsnorm(in, s->x + (size_t)i * E, m->mtp_enorm, E, m->hp.rms_eps);
+        coli_rmsnorm(in + E, s->mtp_h + (size_t)i * E, m->mtp_hnorm, E, m->hp.rms_eps);
+    }
+    return coli_state_matmul(s, &m->mtp_eh_proj, s->mtp_in, n, s->x);
+}
+
 static void add_rows(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
@@ -572,6 +590,7 @@ int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n
             for (int d = 0; d < E; d++) x[d] *= hp->embd_scale;
     }
     if (hp->n_embd_per_layer > 0 && (rc = gemma4_ple_inputs(m, s, n))) return rc;
+    if (m->mtp_view && (rc = mtp_input(m, s, n))) return rc;
     const double t_start = coli_now_s();
     for (int il = 0; il < hp->n_layer; il++) {
         const double t0 = coli_now_s();

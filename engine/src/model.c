@@ -624,6 +624,7 @@ static int load_hparams(coli_model *m, const gguf_file *f) {
         if ((rc = get_u32_opt(f, a, "nextn_predict_layers", &nextn))) return rc;
         if (nextn >= hp->n_layer) return coli_fail(COLI_E_CORRUPT, "corrupt: %d of %d layers are MTP layers", nextn, hp->n_layer);
         hp->n_layer -= nextn;
+        hp->n_nextn = nextn;
     }
     if (hp->dsa && (rc = dsa_hparams(hp, f, a))) return rc;
     if (hp->gdn && (rc = gdn_hparams(hp, f, a))) return rc;
@@ -1094,6 +1095,45 @@ static int load_gemma4_layer(coli_model *m, const gguf_file *f, int il) {
     return 0;
 }
 
+/* The first MTP (nextn) block, for drafts (mtp.h): families whose trunk can take back rejected rows and whose
+ * block is a plain attention (or MLA) block; llama.cpp's graph_mtp (src/models/glm4-moe.cpp) reads the same
+ * tensors. A file without the block's tensors (a trunk-only conversion) just has no drafts from it. */
+static int load_mtp_block(coli_model *m, const gguf_file *f) {
+    coli_hparams *hp = &m->hp;
+    if (hp->n_nextn <= 0 || hp->gdn || hp->dsa || hp->gemma4 || hp->n_expert == 0) return 0;
+    const int il = hp->n_layer;
+    char name[96];
+#define T(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
+    if (!gguf_find_tensor(f, T("nextn.eh_proj.weight"))) return 0;
+    coli_layer *grown = realloc(m->layers, (size_t)(il + 1) * sizeof *m->layers);
+    if (!grown) return coli_fail(COLI_E_NOMEM, "out of memory");
+    m->layers = grown;
+    memset(&m->layers[il], 0, sizeof *m->layers);
+    m->has_mtp = true; /* from here coli_model_free frees the block's vectors */
+    const int n_kv = hp->n_kv_layers;
+    const uint64_t swa0 = hp->kv_swa[n_kv / 64];
+    int rc = load_layer(m, f, il);
+    hp->n_kv_layers = n_kv; /* the block's cache is its own (one layer: kv_slot 0 of its view) */
+    hp->kv_swa[n_kv / 64] = swa0;
+    if (rc) return rc;
+    m->layers[il].kv_slot = 0;
+    if ((rc = bind_mat(&m->mtp_eh_proj, f, T("nextn.eh_proj.weight"), 2 * (int64_t)hp->n_embd, hp->n_embd))) return rc;
+    if ((rc = bind_vec(&m->mtp_enorm, f, T("nextn.enorm.weight"), hp->n_embd, false))) return rc;
+    if ((rc = bind_vec(&m->mtp_hnorm, f, T("nextn.hnorm.weight"), hp->n_embd, false))) return rc;
+    if ((rc = bind_vec(&m->mtp_head_norm, f, T("nextn.shared_head_norm.weight"), hp->n_embd, true))) return rc;
+    if (gguf_find_tensor(f, T("nextn.shared_head_head.weight")) &&
+        (rc = bind_mat(&m->mtp_head, f, name, hp->n_embd, hp->n_vocab)))
+        return rc;
+    if (gguf_find_tensor(f, T("nextn.embed_tokens.weight")) &&
+        (rc = bind_mat(&m->mtp_embd, f, name, hp->n_embd, hp->n_vocab)))
+        return rc;
+#undef T
+    if (m->mtp_embd.n_in && !coli_kernels()->type[m->mtp_embd.type].to_float)
+        return coli_fail(COLI_E_UNSUPPORTED, "unsupported: the MTP block's embedding has type %s",
+                         ggml_type_get(m->mtp_embd.type)->name);
+    return 0;
+}
+
 int coli_model_load(coli_model *m, const gguf_file *f) {
     memset(m, 0, sizeof *m);
     m->file = f;
@@ -1154,6 +1194,7 @@ int coli_model_load(coli_model *m, const gguf_file *f) {
         hp->kv_v_dim = hp->kv_k_dim;
     }
     if (hp->dsa && !(m->idx_rot = hadamard(hp->idx_head_dim))) return coli_fail(COLI_E_NOMEM, "out of memory");
+    if ((rc = load_mtp_block(m, f))) return rc;
     for (int64_t i = 0; i < gguf_n_tensors(f); i++) {
         const gguf_tensor *t = gguf_tensor_at(f, i);
         m->n_params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
@@ -1164,7 +1205,7 @@ int coli_model_load(coli_model *m, const gguf_file *f) {
 void coli_model_free(coli_model *m) {
     if (!m) return;
     if (m->layers) {
-        for (int il = 0; il < m->hp.n_layer; il++) {
+        for (int il = 0; il < m->hp.n_layer + (m->has_mtp ? 1 : 0); il++) {
             coli_layer *L = &m->layers[il];
             free(L->attn_norm);
             free(L->q_norm);
@@ -1203,5 +1244,8 @@ void coli_model_free(coli_model *m) {
     free(m->rope_freqs);
     free(m->ple_proj_norm);
     free(m->output_norm);
+    free(m->mtp_enorm);
+    free(m->mtp_hnorm);
+    free(m->mtp_head_norm);
     memset(m, 0, sizeof *m);
 }

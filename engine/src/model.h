@@ -128,6 +128,7 @@ typedef struct {
     int ssm_n_k, ssm_n_v;  /* key heads (ssm.group_count), value heads (ssm.time_step_rank) */
     int n_rs_layers;       /* linear layers: the recurrent state's layers */
     int n_kv_layers;       /* layers with a KV cache: n_layer, less the linear layers of a Gated DeltaNet model */
+    int n_nextn;           /* multi-token-prediction (nextn) blocks the file has after the trunk's n_layer */
     /* Gemma 4 (gemma4: src/models/gemma4.cpp): head sizes, key/value heads and rotary dims per layer (coli_layer
      * hd, n_kv_head, n_rot; head_dim, head_dim_v and n_head_kv above are the largest, for buffers), layers past
      * n_kv_layers reusing the KV of an earlier one, a dense MLP beside the experts, final logit softcapping */
@@ -238,6 +239,14 @@ typedef struct {
     float *ple_proj_norm;
     int64_t n_params;
     const struct gguf_file *file; /* the weights' mapping, watched for changes (gguf_file_state) */
+    /* The first multi-token-prediction block (nextn, mtp.h), loaded as layers[n_layer] where the family's drafts
+     * can use it: its input projection of [enorm(token embedding) | hnorm(the trunk's final normed hidden state)],
+     * its head's norm (NULL: output_norm) and its own head and embedding where the file has them (n_in 0: the
+     * model's). mtp_view: this model is the block seen as a one-layer model (mtp.c), whose forward takes s->mtp_h. */
+    bool has_mtp, mtp_view;
+    coli_mat mtp_eh_proj;
+    float *mtp_enorm, *mtp_hnorm, *mtp_head_norm;
+    coli_mat mtp_head, mtp_embd;
 } coli_model;
 
 /* Reads hyper-parameters and binds every tensor; named error on anything
@@ -375,7 +384,12 @@ typedef struct {
     float *ple;             /* per-layer embeddings: [n_batch][n_layer][n_embd_per_layer] each layer's input */
     float *ple_proj;        /* [n_batch][n_layer][n_embd_per_layer] the projection part of ple */
     float *ple_h;           /* [n_batch][n_embd_per_layer] a layer's gated input */
+    /* an MTP block's view (coli_model.mtp_view): the trunk's final normed hidden state of each row (set by the
+     * caller, row i at mtp_h + i * n_embd) and the block's input, [n_batch][2 * n_embd] */
+    const float *mtp_h;
+    float *mtp_in;
     coli_pool *pool;
+    bool pool_borrowed; /* another state's pool (coli_state_free leaves it) */
     int n_threads;
     size_t bytes;    /* memory held by this state */
     void *held[COLI_STATE_MAX_BUFFERS]; /* every buffer above, for coli_state_free */

@@ -17,6 +17,7 @@
 #include "engine.h"
 #include "clock.h"
 #include "draft.h"
+#include "mtp.h"
 #include "error.h"
 #include "matmul.h"
 
@@ -156,6 +157,8 @@ int colibri_submit(colibri_engine *e, int slot, const int32_t *prompt, int n, co
     sl->n_gen = 0;
     sl->n_drafted = sl->n_accepted = 0;
     sl->draft = (coli_draft_state){0.0f, 0.0f};
+    sl->mtp_rows = sl->n_ready = 0; /* the block drafts again once a row of this prompt's end is kept */
+    sl->mtp_want = 1;
     sl->finish = COLI_FINISH_NONE;
     sl->cancel = false;
     sl->prefill_s = sl->decode_s = 0.0;
@@ -242,14 +245,15 @@ static void fail_all(event_out *o, colibri_engine *e, const int *slots, int n) {
 
 /* ---- the two halves of a step ---- */
 
-/* Tokens a decoding slot could draft this step: prompt lookup over its sequence (history and pending
- * token), no more than the request may still emit, the context holds or the step has room for. */
+/* Tokens a decoding slot could draft this step: the MTP block's, or prompt lookup over its sequence (history
+ * and pending token), no more than the request may still emit, the context holds or the step has room for. */
 static int drafts_found(colibri_engine *e, coli_slot *sl, int room) {
     int k = e->draft_k < room ? e->draft_k : room;
     const int left = sl->req.max_tokens - sl->n_gen - 1, ctx = e->cfg.n_ctx - sl->n_past - 1;
     if (left < k) k = left;
     if (ctx < k) k = ctx;
     if (k <= 0) return 0;
+    if (e->mtp) return sl->n_ready < k ? sl->n_ready : k; /* the model's own block drafted them (mtp.h) */
     sl->hist[sl->n_past] = sl->pending; /* where it goes once evaluated */
     return coli_draft_lookup(sl->hist, sl->n_past + 1, sl->drafted, k);
 }
@@ -327,6 +331,7 @@ static int plan_rows(colibri_engine *e, int room, int *who, int *nd, int *n_rows
  * one batch (each row computed exactly as alone). */
 static void decode(event_out *o, colibri_engine *e) {
     int who[COLI_MAX_SLOTS], nd[COLI_MAX_SLOTS], n_rows = 0;
+    if (e->draft_k > 0) coli_mtp_draft(e);
     const int n = plan_rows(e, o->cap - o->n - 2 * e->cfg.n_slots /* beyond a token and a DONE per slot */, who,
                             nd, &n_rows);
     if (n == 0) return;
@@ -359,7 +364,9 @@ static void decode(event_out *o, colibri_engine *e) {
         }
         sl->decode_s += dt;
         const float *logits = e->state.logits + (nd[j] > 0 ? 0 : (size_t)j * V);
+        const int pos = sl->n_past;
         const int a = take_rows(o, e, who[j], logits, nd[j]);
+        if (sl->state == COLI_SLOT_DECODE) coli_mtp_keep(e, sl, row, 1 + a, pos, nd[j], a);
         memset(kept + row, 1, (size_t)(1 + a));
         coli_draft_verified(&sl->draft, nd[j], a);
         steps += nd[j] > 0;
@@ -426,6 +433,7 @@ static void prefill(event_out *o, colibri_engine *e) {
     const bool last = chunk == left;
     if (!rc && last && sl->req.max_tokens > 0)
         rc = coli_logits(&e->model, &e->state, chunk - 1, 1, e->state.logits);
+    if (!rc && sl->req.max_tokens > 0) coli_mtp_prefill(e, sl, pos0, chunk);
     sl->prefill_s += coli_now_s() - t0;
     if (rc) {
         fail_all(o, e, &slot, 1);
@@ -546,6 +554,7 @@ int colibri_slot_load(colibri_engine *e, int slot, const char *path) {
     if (sl->state != COLI_SLOT_IDLE) return coli_fail(COLI_E_STATE, "slot %d is busy", slot);
     sl->n_past = 0; /* empty until the file has proved itself */
     sl->prompt_logits_n = 0;
+    sl->mtp_rows = 0;
     coli_slot_drop_checkpoints(sl, 0); /* until the file has proved itself */
     int pos[COLI_RS_CKPT_MAX];
     const int cap = e->rs_ckpt_n < COLI_RS_CKPT_MAX ? e->rs_ckpt_n : COLI_RS_CKPT_MAX;
