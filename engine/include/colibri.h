@@ -332,6 +332,11 @@ int colibri_last_routing(const colibri_engine *e, int row, int32_t *ids, float *
  * and argmax_out[j-first] = the most likely next token. Either output may be
  * NULL. For perplexity and fidelity checks. */
 int colibri_score(colibri_engine *e, const int32_t *tokens, int n, int first, float *nll_out, int32_t *argmax_out);
+/* The model's MTP block teacher-forced, for checks against llama.cpp's MTP graph: tokens[0..n) evaluated
+ * from position 0 (slot 0, as colibri_eval), then the block's row i < n reading the trunk's final normed state
+ * of row i and the embedding of tokens[i + 1] (n + 1 tokens are given); logits_out gets n x n_vocab floats,
+ * row i the block's guess at tokens[i + 2]. n <= n_batch; unsupported without a block (or with drafting off). */
+int colibri_mtp_eval(colibri_engine *e, const int32_t *tokens, int n, float *logits_out);
 
 /* GENERATION-END */
 

@@ -189,3 +189,23 @@ void coli_mtp_keep(colibri_engine *e, coli_slot *sl, int row, int n, int pos, in
     if (want > e->draft_k) want = e->draft_k;
     sl->mtp_want = want > 0 ? want : 1;
 }
+
+int colibri_mtp_eval(colibri_engine *e, const int32_t *tokens, int n, float *logits_out) {
+    if (!e || !e->loaded) return coli_fail(COLI_E_STATE, "colibri_mtp_eval: no model is loaded");
+    if (!e->mtp) return coli_fail(COLI_E_UNSUPPORTED, "unsupported: the model has no MTP block to draft with (or "
+                                  "drafting is off)");
+    if (!tokens || !logits_out || n <= 0 || n > e->cfg.n_batch)
+        return coli_fail(COLI_E_ARG, "colibri_mtp_eval: 1..%d rows and an output", e->cfg.n_batch);
+    if (tokens[n] < 0 || tokens[n] >= e->model.hp.n_vocab)
+        return coli_fail(COLI_E_ARG, "token id %d at index %d is outside the vocabulary", tokens[n], n);
+    int rc = colibri_eval(e, tokens, n, 0, NULL, 0); /* one chunk: its rows stay in e->state.xn */
+    if (rc) return rc;
+    coli_slot *sl = &e->slots[0];
+    for (int i = 0; i < n; i++) e->mtp_rows[i] = (coli_row){tokens[i + 1], i, &sl->mtp_kv};
+    memcpy(e->mtp_hid, e->state.xn, (size_t)n * e->model.hp.n_embd * sizeof(float));
+    sl->mtp_rows = 0; /* the slot's drafts start again from its next prompt */
+    if ((rc = run(e, n))) return rc;
+    rc = coli_logits(e->mtp, &e->mtp_state, 0, n, logits_out);
+    add_times(e);
+    return rc;
+}

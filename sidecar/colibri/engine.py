@@ -428,6 +428,17 @@ class Engine:
             raise last_error()
         return list(ffi.unpack(nll, k)), list(ffi.unpack(am, k))
 
+    def mtp_logits(self, tokens: list[int]):
+        """The MTP block teacher-forced (colibri_mtp_eval): a (len - 1) x n_vocab numpy array, row i its guess at
+        tokens[i + 2] from the trunk's state at i and tokens[i + 1]."""
+        import numpy as np
+
+        n = len(tokens) - 1
+        out = np.empty((n, self.n_vocab), dtype=np.float32)
+        if lib.colibri_mtp_eval(self._e, ffi.new("int32_t[]", tokens), n, ffi.cast("float *", out.ctypes.data)) != 0:
+            raise last_error()
+        return out
+
     def last_routing(self, row: int) -> list[list[tuple[int, float]]]:
         """Per layer, the (expert, weight) pairs row `row` of the last batch was routed to ([] for dense layers)."""
         info = self.model_info()
