@@ -59,6 +59,7 @@ typedef struct {
     coli_kv mtp_kv;
     float *mtp_h;
     int mtp_at, mtp_rows, n_ready, mtp_want;
+    int mtp_skip, mtp_backoff; /* steps left without the block's guesses, and the next such wait */
     double prefill_s, decode_s;
     float *echo_lp;          /* [n_prompt] with echo */
     int32_t *echo_ids;       /* [n_prompt][n_logprobs] */

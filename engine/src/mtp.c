@@ -10,6 +10,8 @@
 #include "matmul.h"
 #include "sample.h"
 
+enum { MAX_BACKOFF = 32 }; /* steps without a guess after drafts the plan declined, at most */
+
 /* The block as a model of one layer: the trunk's weights but for its layer, cache, head and embedding. */
 static coli_model *view_of(const coli_model *m) {
     coli_model *v = malloc(sizeof *v);
@@ -131,8 +133,9 @@ void coli_mtp_draft(colibri_engine *e) {
         coli_slot *sl = &e->slots[i];
         sl->n_ready = 0;
         if (sl->state != COLI_SLOT_DECODE || sl->mtp_rows <= 0 || sl->mtp_at + sl->mtp_rows != sl->n_past) continue;
-        const int k = draft_room(e, sl);
-        if (k <= 0 || n + sl->mtp_rows > e->cfg.n_batch) continue;
+        const int k = sl->mtp_skip > 0 ? 0 : draft_room(e, sl); /* skipping: the cache is kept, no guess made */
+        if (sl->mtp_skip > 0) sl->mtp_skip--;
+        if (n + sl->mtp_rows > e->cfg.n_batch) continue;
         for (int j = 0; j < sl->mtp_rows; j++) {
             const int pos = sl->mtp_at + j;
             e->mtp_rows[n] = (coli_row){pos + 1 < sl->n_past ? sl->hist[pos + 1] : sl->pending, pos, &sl->mtp_kv};
@@ -149,6 +152,7 @@ void coli_mtp_draft(colibri_engine *e) {
     int rc = run(e, n);
     for (int w = 0; w < nw && !rc; w++) {
         coli_slot *sl = &e->slots[who[w]];
+        if (want[w] == 0) continue;
         if ((rc = coli_logits(e->mtp, ms, last[w], 1, ms->logits))) break;
         sl->drafted[0] = coli_argmax(ms->logits, (int)V);
         sl->n_ready = 1;
@@ -188,6 +192,14 @@ void coli_mtp_keep(colibri_engine *e, coli_slot *sl, int row, int n, int pos, in
     int want = drafted == 0 ? sl->mtp_want : accepted == drafted ? drafted + 1 : accepted + 1;
     if (want > e->draft_k) want = e->draft_k;
     sl->mtp_want = want > 0 ? want : 1;
+    /* drafts the plan did not verify: their head and chain are skipped for a while, longer each time in a row
+     * (the block's rows still run, so its cache stays whole for when drafts pay again) */
+    if (drafted == 0 && sl->n_ready > 0) {
+        sl->mtp_backoff = sl->mtp_backoff ? (sl->mtp_backoff < MAX_BACKOFF ? 2 * sl->mtp_backoff : MAX_BACKOFF) : 2;
+        sl->mtp_skip = sl->mtp_backoff;
+    } else if (drafted > 0) {
+        sl->mtp_backoff = 0;
+    }
 }
 
 int colibri_mtp_eval(colibri_engine *e, const int32_t *tokens, int n, float *logits_out) {

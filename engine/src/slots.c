@@ -157,7 +157,7 @@ int colibri_submit(colibri_engine *e, int slot, const int32_t *prompt, int n, co
     sl->n_gen = 0;
     sl->n_drafted = sl->n_accepted = 0;
     sl->draft = (coli_draft_state){0.0f, 0.0f};
-    sl->mtp_rows = sl->n_ready = 0; /* the block drafts again once a row of this prompt's end is kept */
+    sl->mtp_rows = sl->n_ready = sl->mtp_skip = sl->mtp_backoff = 0; /* drafts again from this prompt's end */
     sl->mtp_want = 1;
     sl->finish = COLI_FINISH_NONE;
     sl->cancel = false;
