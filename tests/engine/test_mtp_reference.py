@@ -40,6 +40,7 @@ CASES = [
     ("glm4moe", "F32", {}),
     ("deepseek2", "F32", {}),
     ("glm4moe", "Q8_0", {"mtp_agree": 0.75}),  # its own LM head (nextn.shared_head_head)
+    ("deepseek2", "Q8_0", {"mtp_agree": 0.75}),
 ]
 # max |dlogit| allowed, relative to the spread (std) of llama.cpp's logits, where the arithmetic differs
 REL_TOL = {"Q8_0": 0.1, "F32": 0.005}
