@@ -64,8 +64,8 @@ def add_placement_args(p: argparse.ArgumentParser, experts_only: bool = False) -
                    help="which cached expert makes room: lrfu, the least routing frequency decayed by recency "
                         "(default), or lru, the least recently used ($COLI_EXPERT_POLICY)")
     p.add_argument("--draft-tokens", type=int, default=None,
-                   help=f"speculative decoding: up to N tokens per step drafted from earlier text (prompt lookup) "
-                        f"and verified in one batch, 0 to {DRAFT_MAX}; 0 turns it off; never changes the output "
+                   help=f"speculative decoding: up to N tokens per step drafted by the model's own MTP block where "
+                        f"it has one (DeepSeek V3, GLM-4.5), else from earlier text (prompt lookup), and verified in one batch, 0 to {DRAFT_MAX}; 0 turns it off; never changes the output "
                         f"(default 4; models with a recurrent state do not draft; $COLI_DRAFT_TOKENS)")
 
 

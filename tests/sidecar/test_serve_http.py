@@ -519,9 +519,41 @@ def test_speculative_decoding_counters(default_model):
         asyncio.run(close_model(fresh))
         fresh.engine.close()
     assert spec["draft_tokens"] == 4  # the default
+    assert spec["drafter"] == "lookup"  # Gemma 3 has no MTP block
     assert spec["drafted"] > before["drafted"] and spec["accepted"] > before["accepted"]
     assert 0 < spec["acceptance_rate"] <= 1 and spec["tokens_per_step"] > 1
     assert f"colibri_draft_tokens_total {float(spec['drafted'])}" in metrics
     assert f"colibri_draft_accepted_total {float(spec['accepted'])}" in metrics
     assert turn["draft_tokens"] == spec["drafted"] - before["drafted"]
     assert turn["draft_accepted"] == spec["accepted"] - before["accepted"]
+
+
+def test_mtp_drafts_through_the_server():
+    """A model with an MTP block (a glm4moe fixture whose block agrees with its trunk for 3 of 4 tokens) drafts
+    with it when served: /health names the drafter, and the reply equals the one with drafting off."""
+    pytest.importorskip("gguf")
+    from tests.fixtures import moe_models
+
+    path = moe_models.tiny("glm4moe", "Q8_0", nextn_layers=1, mtp_agree=0.75)
+    req = completion_body(prompt="the cat sat", max_tokens=48, model="mtp-fixture")
+
+    async def body(c, served):
+        r = await c.post("/v1/completions", json=req)
+        assert r.status == 200, await r.text()
+        return (await r.json())["choices"][0]["text"], (await (await c.get("/health")).json())["speculative"]
+
+    texts = []
+    for draft_tokens in (None, 0):
+        served = open_served(replace(CFG, kv_slots=1, model_id="mtp-fixture", draft_tokens=draft_tokens), path)
+        try:
+            text, spec = run(served, body)
+        finally:
+            asyncio.run(close_model(served))
+            served.engine.close()
+        texts.append(text)
+        if draft_tokens is None:
+            assert spec["drafter"] == "mtp" and spec["draft_tokens"] == 4
+            assert spec["drafted"] > 0, spec  # how many are verified follows the measured costs
+        else:
+            assert spec["drafter"] is None and spec["drafted"] == 0
+    assert texts[0] == texts[1] and texts[0]

@@ -84,10 +84,12 @@ def upstream_health(app: web.Application) -> dict:
 
 def speculative(engine) -> dict:
     """Speculative decoding's counters since the engine opened (engine/src/draft.h): tokens drafted per step
-    (0: off, or a model that cannot draft), drafted and kept, and tokens per decode step."""
+    (0: off, or a model that cannot draft), what drafts them (the model's MTP block or prompt lookup), drafted
+    and kept, and tokens per decode step."""
     st = engine.stats()
     drafted, accepted, generated = st["draft_tokens"], st["draft_accepted"], st["tokens_generated"]
-    return {"draft_tokens": engine.draft_tokens, "drafted": drafted, "accepted": accepted,
+    return {"draft_tokens": engine.draft_tokens, "drafter": engine.drafter or None,
+            "drafted": drafted, "accepted": accepted,
             "draft_steps": st["draft_steps"], "acceptance_rate": accepted / drafted if drafted else None,
             # every decode step of a slot keeps its pending token and the drafts it accepted
             "tokens_per_step": generated / (generated - accepted) if generated > accepted else None}
