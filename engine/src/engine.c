@@ -71,7 +71,6 @@ static int load_model(colibri_engine *e) {
     if (c->n_batch < c->n_slots) c->n_batch = c->n_slots; /* a decode step is one batch of every slot */
     e->draft_k = c->draft_tokens < 0 ? 0 : c->draft_tokens == 0 ? DRAFT_DEFAULT : c->draft_tokens;
     if (e->draft_k > COLI_DRAFT_MAX) e->draft_k = COLI_DRAFT_MAX;
-    if (hp->gdn) e->draft_k = 0; /* a recurrent state cannot take back the rows of a rejected draft */
     const int logit_rows = COLI_MAX_SLOTS; /* a decode step of every slot; echo read-outs go in runs of this many */
     if (c->expert_cache_bytes < 0 || c->expert_pin_bytes < 0 || c->io_threads < 0)
         return coli_fail(COLI_E_ARG, "negative expert cache, pin budget or I/O threads");
@@ -96,6 +95,10 @@ static int load_model(colibri_engine *e) {
         if ((rc = coli_kv_init(&e->slots[i].kv, hp, c->n_ctx, c->n_batch))) return rc;
         e->slots[i].hist = malloc((size_t)c->n_ctx * sizeof(int32_t));
         if (!e->slots[i].hist) return coli_fail(COLI_E_NOMEM, "out of memory");
+        const coli_kv *kv = &e->slots[i].kv;
+        if (hp->gdn && e->draft_k > 0 && /* a verify's rejected rows are taken back from this copy (slots.c) */
+            !(e->slots[i].rs_undo = malloc((size_t)kv->n_rs_layers * (kv->rs_conv + kv->rs_ssm) * sizeof(float))))
+            return coli_fail(COLI_E_NOMEM, "out of memory for the recurrent state's undo copy");
     }
     if ((rc = coli_mtp_open(e))) return rc;
     e->last_logits = e->state.logits;
@@ -148,6 +151,7 @@ void colibri_close(colibri_engine *e) {
             free(e->slots[i].echo_top);
             free(e->slots[i].prompt_logits);
             coli_slot_free_checkpoints(&e->slots[i]);
+            free(e->slots[i].rs_undo);
         }
     coli_mtp_close(e); /* before the trunk's state: it borrows its threads */
     free(e->slots);

@@ -60,6 +60,7 @@ typedef struct {
     float *mtp_h;
     int mtp_at, mtp_rows, n_ready, mtp_want;
     int mtp_skip, mtp_backoff; /* steps left without the block's guesses, and the next such wait */
+    float *rs_undo;          /* Gated DeltaNet models that draft: the recurrent state before a verify (slots.c) */
     double prefill_s, decode_s;
     float *echo_lp;          /* [n_prompt] with echo */
     int32_t *echo_ids;       /* [n_prompt][n_logprobs] */

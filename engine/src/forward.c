@@ -140,8 +140,8 @@ int coli_state_init(coli_state *s, const coli_model *m, struct coli_expert_store
         }
     }
     if (m->mtp_view) s->mtp_in = take(s, nb * 2 * hp->n_embd * sizeof(float));
-    if (hp->gdn) {
-        s->gdn = take(s, nb * coli_gdn_row_floats(hp) * sizeof(float));
+    if (hp->gdn) s->gdn = take(s, nb * coli_gdn_row_floats(hp) * sizeof(float));
+    if (hp->gdn || hp->attn_gated) { /* gated attention (an MTP block's view of such a model has no gdn) */
         s->gq = take(s, nb * 2 * q_dim * sizeof(float));
         s->attn_gate = take(s, nb * q_dim * sizeof(float));
     }

@@ -1095,12 +1095,12 @@ static int load_gemma4_layer(coli_model *m, const gguf_file *f, int il) {
     return 0;
 }
 
-/* The first MTP (nextn) block, for drafts (mtp.h): families whose trunk can take back rejected rows and whose
- * block is a plain attention (or MLA) block; llama.cpp's graph_mtp (src/models/glm4-moe.cpp) reads the same
- * tensors. A file without the block's tensors (a trunk-only conversion) just has no drafts from it. */
+/* The first MTP (nextn) block, for drafts (mtp.h): a full-attention (or MLA) block with a routed FFN, as
+ * llama.cpp's graph_mtp (src/models/glm4-moe.cpp, deepseek2.cpp, qwen35moe.cpp) reads it; not the sparse-
+ * attention families', whose block has an indexer of its own. A file without the block's tensors (a trunk-only conversion) just has no drafts from it. */
 static int load_mtp_block(coli_model *m, const gguf_file *f) {
     coli_hparams *hp = &m->hp;
-    if (hp->n_nextn <= 0 || hp->gdn || hp->dsa || hp->gemma4 || hp->n_expert == 0) return 0;
+    if (hp->n_nextn <= 0 || hp->dsa || hp->gemma4 || hp->n_expert == 0) return 0;
     const int il = hp->n_layer;
     char name[96];
 #define T(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)

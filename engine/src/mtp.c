@@ -22,6 +22,8 @@ static coli_model *view_of(const coli_model *m) {
     v->hp.n_layer_dense_lead = 0;
     v->hp.n_kv_layers = 1;
     v->hp.n_nextn = 0;
+    v->hp.gdn = false; /* a Gated DeltaNet model's block is a full-attention one: no recurrent state */
+    v->hp.n_rs_layers = 0;
     memset(v->hp.kv_swa, 0, sizeof v->hp.kv_swa);
     if (v->layers[0].is_swa) v->hp.kv_swa[0] = 1;
     if (m->mtp_head_norm) v->output_norm = m->mtp_head_norm;

@@ -327,6 +327,28 @@ static int plan_rows(colibri_engine *e, int room, int *who, int *nd, int *n_rows
     return n;
 }
 
+/* A Gated DeltaNet model's recurrent state cannot rewind: a slot whose verify rejected a draft gets back the
+ * state from before the step and runs its kept rows again (the same rows alone: the same bits, in its KV too).
+ * Returns the seconds it took; the slots fail if it does. */
+static double take_back(event_out *o, colibri_engine *e, const int *who, const int *nd, const int *kept,
+                        const int *pos0, int n) {
+    int r = 0, failed[COLI_MAX_SLOTS], n_failed = 0;
+    for (int j = 0; j < n; j++) {
+        if (nd[j] == 0 || kept[j] == nd[j]) continue;
+        coli_slot *sl = &e->slots[who[j]];
+        memcpy(sl->kv.rs, sl->rs_undo, rs_floats(&sl->kv) * sizeof(float));
+        sl->kv.rs_pos = pos0[j];
+        for (int i = 0; i <= kept[j]; i++) e->rows[r++] = (coli_row){sl->hist[pos0[j] + i], pos0[j] + i, &sl->kv};
+        failed[n_failed++] = who[j];
+    }
+    if (r == 0) return 0.0;
+    const double t0 = coli_now_s();
+    if (coli_forward(&e->model, &e->state, e->rows, r, COLI_ROWS_ALONE) != 0)
+        for (int j = 0; j < n_failed; j++)
+            if (e->slots[failed[j]].state != COLI_SLOT_IDLE) finish(o, e, failed[j], COLI_FINISH_ERROR, -1);
+    return coli_now_s() - t0;
+}
+
 /* Every decoding slot advances: one row for its pending token and one per drafted token verified, all in
  * one batch (each row computed exactly as alone). */
 static void decode(event_out *o, colibri_engine *e) {
@@ -335,8 +357,13 @@ static void decode(event_out *o, colibri_engine *e) {
     const int n = plan_rows(e, o->cap - o->n - 2 * e->cfg.n_slots /* beyond a token and a DONE per slot */, who,
                             nd, &n_rows);
     if (n == 0) return;
-    int n_plain = 0;
+    int n_plain = 0, kept[COLI_MAX_SLOTS] = {0}, pos0[COLI_MAX_SLOTS];
     while (n_plain < n && nd[n_plain] == 0) n_plain++;
+    for (int j = 0; j < n; j++) { /* a recurrent state is kept to take back rejected rows (take_back) */
+        coli_slot *sl = &e->slots[who[j]];
+        pos0[j] = sl->n_past;
+        if (nd[j] > 0 && e->model.hp.gdn) memcpy(sl->rs_undo, sl->kv.rs, rs_floats(&sl->kv) * sizeof(float));
+    }
     const double t0 = coli_now_s();
     int rc = coli_forward(&e->model, &e->state, e->rows, n_rows, COLI_ROWS_ALONE);
     if (!rc) coli_stats_forward(e);
@@ -347,8 +374,8 @@ static void decode(event_out *o, colibri_engine *e) {
         return;
     }
     const size_t V = (size_t)e->model.hp.n_vocab;
-    uint8_t kept[COLI_DRAFT_ROWS];
-    memset(kept, 0, (size_t)n_rows);
+    uint8_t keep[COLI_DRAFT_ROWS];
+    memset(keep, 0, (size_t)n_rows);
     int row = 0, steps = 0, drafted = 0, accepted = 0;
     for (int j = 0; j < n; j++) {
         coli_slot *sl = &e->slots[who[j]];
@@ -357,24 +384,25 @@ static void decode(event_out *o, colibri_engine *e) {
             rc = coli_logits(&e->model, &e->state, row, 1 + nd[j], e->state.logits);
             dt += coli_now_s() - t1;
             if (rc) {
-                coli_stats_rows(e, n_rows, true, kept);
+                coli_stats_rows(e, n_rows, true, keep);
                 fail_all(o, e, who + j, n - j);
                 return;
             }
         }
         sl->decode_s += dt;
         const float *logits = e->state.logits + (nd[j] > 0 ? 0 : (size_t)j * V);
-        const int pos = sl->n_past;
         const int a = take_rows(o, e, who[j], logits, nd[j]);
-        if (sl->state == COLI_SLOT_DECODE) coli_mtp_keep(e, sl, row, 1 + a, pos, nd[j], a);
-        memset(kept + row, 1, (size_t)(1 + a));
+        kept[j] = a;
+        if (sl->state == COLI_SLOT_DECODE) coli_mtp_keep(e, sl, row, 1 + a, pos0[j], nd[j], a);
+        memset(keep + row, 1, (size_t)(1 + a));
         coli_draft_verified(&sl->draft, nd[j], a);
         steps += nd[j] > 0;
         drafted += nd[j];
         accepted += a;
         row += 1 + nd[j];
     }
-    coli_stats_rows(e, n_rows, true, kept);
+    if (e->model.hp.gdn) dt += take_back(o, e, who, nd, kept, pos0, n); /* the rows' cost includes it */
+    coli_stats_rows(e, n_rows, true, keep);
     if (e->draft_k > 0) coli_draft_cost(&e->draft_costs, n_rows, dt);
     if (drafted > 0) coli_stats_drafts(e, steps, drafted, accepted);
 }

@@ -41,6 +41,8 @@ CASES = [
     ("deepseek2", "F32", {}),
     ("glm4moe", "Q8_0", {"mtp_agree": 0.75}),  # its own LM head (nextn.shared_head_head)
     ("deepseek2", "Q8_0", {"mtp_agree": 0.75}),
+    ("qwen35moe", "Q8_0", {}),  # a Gated DeltaNet trunk; its block is a gated full-attention one
+    ("qwen3next", "Q8_0", {}),
 ]
 # max |dlogit| allowed, relative to the spread (std) of llama.cpp's logits, where the arithmetic differs
 REL_TOL = {"Q8_0": 0.1, "F32": 0.005}
