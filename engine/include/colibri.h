@@ -301,8 +301,7 @@ typedef struct {
 /* Positions the context holds, and the most tokens one forward pass takes. */
 int colibri_n_ctx(const colibri_engine *e);
 int colibri_n_batch(const colibri_engine *e);
-/* Tokens a decode step drafts per slot (colibri_config.draft_tokens resolved; 0 for models whose recurrent
- * state cannot rewind). colibri_step then writes up to (2 + this) events per slot: size its buffer so,
+/* Tokens a decode step drafts per slot (colibri_config.draft_tokens resolved; 0: off). colibri_step then writes up to (2 + this) events per slot: size its buffer so,
  * or drafts shrink to the room there is. */
 int colibri_draft_tokens(const colibri_engine *e);
 /* What drafts them: "mtp" (the model's own multi-token-prediction block), "lookup" (prompt lookup: the text's

@@ -66,7 +66,7 @@ def add_placement_args(p: argparse.ArgumentParser, experts_only: bool = False) -
     p.add_argument("--draft-tokens", type=int, default=None,
                    help=f"speculative decoding: up to N tokens per step drafted by the model's own MTP block where "
                         f"it has one (DeepSeek V3, GLM-4.5), else from earlier text (prompt lookup), and verified in one batch, 0 to {DRAFT_MAX}; 0 turns it off; never changes the output "
-                        f"(default 4; models with a recurrent state do not draft; $COLI_DRAFT_TOKENS)")
+                        f"(default 4; $COLI_DRAFT_TOKENS)")
 
 
 def placement_from_args(args: argparse.Namespace) -> dict:

@@ -84,7 +84,7 @@ def upstream_health(app: web.Application) -> dict:
 
 def speculative(engine) -> dict:
     """Speculative decoding's counters since the engine opened (engine/src/draft.h): tokens drafted per step
-    (0: off, or a model that cannot draft), what drafts them (the model's MTP block or prompt lookup), drafted
+    (0: off), what drafts them (the model's MTP block or prompt lookup), drafted
     and kept, and tokens per decode step."""
     st = engine.stats()
     drafted, accepted, generated = st["draft_tokens"], st["draft_accepted"], st["tokens_generated"]
