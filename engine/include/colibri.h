@@ -221,6 +221,8 @@ typedef struct {
                                 one, else by prompt lookup), up to 8; 0: the
                                 default (colibri_draft_tokens tells it); < 0: none. Never changes the tokens. */
     int draft_always;        /* 1: verify every draft found; 0: those the measured step costs say pay (draft.h) */
+    const char *draft_model_path; /* a smaller GGUF model with the same vocabulary that drafts (NULL: none; the
+                                     model's MTP block and prompt lookup are then not used) */
 } colibri_config;
 
 /* colibri_config.expert_policy: COLI_POLICY_LRFU (the default) evicts the expert with the least
@@ -304,8 +306,8 @@ int colibri_n_batch(const colibri_engine *e);
 /* Tokens a decode step drafts per slot (colibri_config.draft_tokens resolved; 0: off). colibri_step then writes up to (2 + this) events per slot: size its buffer so,
  * or drafts shrink to the room there is. */
 int colibri_draft_tokens(const colibri_engine *e);
-/* What drafts them: "mtp" (the model's own multi-token-prediction block), "lookup" (prompt lookup: the text's
- * earlier continuations) or "" (none). */
+/* What drafts them: "model" (a draft model), "mtp" (the model's own multi-token-prediction block), "lookup"
+ * (prompt lookup: the text's earlier continuations) or "" (none). */
 const char *colibri_drafter(const colibri_engine *e);
 /* Evaluate n tokens at positions pos..pos+n-1 of slot 0's sequence: the
  * KV cache keeps positions < pos, later ones are overwritten (bad_state while

@@ -52,7 +52,7 @@ static double cost_of(const coli_draft_costs *c, int r) {
 void coli_draft_plan(const coli_draft_costs *c, int n_plain, coli_draft_state *const *slots, const int *avail,
                      int n, int *k) {
     double tokens = n_plain + n;
-    int rows = n_plain + n;
+    int rows = n_plain + n, drafted = 0; /* a drafted token the step verifies costs its drafting too */
     float next[COLI_MAX_SLOTS];
     for (int i = 0; i < n; i++) {
         k[i] = 0;
@@ -62,14 +62,14 @@ void coli_draft_plan(const coli_draft_costs *c, int n_plain, coli_draft_state *c
      * one does: a run at once, since a measured cost need not rise with every row (noise, kernels that
      * take rows in groups) */
     for (;;) {
-        double best_rate = tokens / cost_of(c, rows) * (1.0 + 1e-6), best_gain = 0.0;
+        double best_rate = tokens / (cost_of(c, rows) + drafted * c->draft_s) * (1.0 + 1e-6), best_gain = 0.0;
         int best = -1, best_m = 0;
         for (int i = 0; i < n; i++) {
             const float a = acceptance(slots[i]);
             double gain = 0.0, g = next[i];
             for (int m = 1; k[i] + m <= avail[i] && rows + m <= COLI_DRAFT_ROWS; m++, g *= a) {
                 gain += g;
-                const double rate = (tokens + gain) / cost_of(c, rows + m);
+                const double rate = (tokens + gain) / (cost_of(c, rows + m) + (drafted + m) * c->draft_s);
                 if (rate > best_rate) {
                     best_rate = rate;
                     best = i;
@@ -83,6 +83,7 @@ void coli_draft_plan(const coli_draft_costs *c, int n_plain, coli_draft_state *c
         for (int m = 0; m < best_m; m++) next[best] *= acceptance(slots[best]);
         k[best] += best_m;
         rows += best_m;
+        drafted += best_m;
     }
 }
 
@@ -90,6 +91,12 @@ void coli_draft_cost(coli_draft_costs *c, int rows, double seconds) {
     if (rows < 1 || rows > COLI_DRAFT_ROWS || !(seconds > 0)) return;
     c->s[rows] = c->seen[rows] ? (1.0 - COST_WEIGHT) * c->s[rows] + COST_WEIGHT * seconds : seconds;
     c->seen[rows] = true;
+}
+
+void coli_draft_made(coli_draft_costs *c, int n, double seconds) {
+    if (n <= 0 || !(seconds > 0)) return;
+    const double per = seconds / n;
+    c->draft_s = c->draft_s > 0 ? (1.0 - COST_WEIGHT) * c->draft_s + COST_WEIGHT * per : per;
 }
 
 void coli_draft_verified(coli_draft_state *d, int drafted, int accepted) {

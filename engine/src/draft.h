@@ -32,10 +32,12 @@ typedef struct {
     float kept, judged;
 } coli_draft_state;
 
-/* Decode steps' seconds by row count (exponential moving averages), for the plan. */
+/* Decode steps' seconds by row count, and a drafter's seconds per drafted token (a model's MTP block or a draft
+ * model: prompt lookup costs nothing), exponential moving averages, for the plan. */
 typedef struct {
     double s[COLI_DRAFT_ROWS + 1];
     bool seen[COLI_DRAFT_ROWS + 1];
+    double draft_s;
 } coli_draft_costs;
 
 /* How many of each slot's drafted tokens to verify this step: n slots offering avail[i] tokens each, with
@@ -44,6 +46,8 @@ void coli_draft_plan(const coli_draft_costs *c, int n_plain, coli_draft_state *c
                      int n, int *k);
 /* After a decode step of rows rows that took seconds. */
 void coli_draft_cost(coli_draft_costs *c, int rows, double seconds);
+/* After a drafter made n tokens in seconds. */
+void coli_draft_made(coli_draft_costs *c, int n, double seconds);
 /* After a slot's verify: drafted tokens, and how many of them were kept (offered: drafts were found but the
  * plan verified none, which lets the estimate drift back towards 1/2 so the slot tries again later). */
 void coli_draft_verified(coli_draft_state *d, int drafted, int accepted);

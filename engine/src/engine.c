@@ -12,6 +12,7 @@
 #include "kernels.h"
 #include "matmul.h"
 #include "quant.h"
+#include "draft_model.h"
 #include "mtp.h"
 #include "repack.h"
 #include "threadpool.h"
@@ -100,7 +101,8 @@ static int load_model(colibri_engine *e) {
             !(e->slots[i].rs_undo = malloc((size_t)kv->n_rs_layers * (kv->rs_conv + kv->rs_ssm) * sizeof(float))))
             return coli_fail(COLI_E_NOMEM, "out of memory for the recurrent state's undo copy");
     }
-    if ((rc = coli_mtp_open(e))) return rc;
+    if ((rc = coli_dm_open(e))) return rc;
+    if (!e->dm && (rc = coli_mtp_open(e))) return rc; /* a draft model asked for takes the block's place */
     e->last_logits = e->state.logits;
     if ((rc = coli_stats_init(e))) return rc;
     model_identity(e);
@@ -134,6 +136,7 @@ colibri_engine *colibri_open(const colibri_config *cfg) {
     e->tok = coli_tokenizer_load(e->gguf);
     if (!e->tok) goto fail;
     if (!cfg->vocab_only && load_model(e) != 0) goto fail;
+    e->cfg.draft_model_path = NULL; /* the caller's string: read while loading only */
     return e;
 fail:
     colibri_close(e);
@@ -153,7 +156,8 @@ void colibri_close(colibri_engine *e) {
             coli_slot_free_checkpoints(&e->slots[i]);
             free(e->slots[i].rs_undo);
         }
-    coli_mtp_close(e); /* before the trunk's state: it borrows its threads */
+    coli_mtp_close(e); /* before the trunk's state: they borrow its threads */
+    coli_dm_close(e);
     free(e->slots);
     free(e->rows);
     coli_state_free(&e->state);
@@ -211,7 +215,7 @@ int colibri_n_batch(const colibri_engine *e) { return (e && e->loaded) ? e->cfg.
 
 int colibri_draft_tokens(const colibri_engine *e) { return (e && e->loaded) ? e->draft_k : 0; }
 const char *colibri_drafter(const colibri_engine *e) {
-    return !e || !e->loaded || e->draft_k <= 0 ? "" : e->mtp ? "mtp" : "lookup";
+    return !e || !e->loaded || e->draft_k <= 0 ? "" : e->dm ? "model" : e->mtp ? "mtp" : "lookup";
 }
 
 int colibri_eval(colibri_engine *e, const int32_t *tokens, int n, int pos, float *logits_out, int all_logits) {

@@ -61,6 +61,8 @@ typedef struct {
     int mtp_at, mtp_rows, n_ready, mtp_want;
     int mtp_skip, mtp_backoff; /* steps left without the block's guesses, and the next such wait */
     float *rs_undo;          /* Gated DeltaNet models that draft: the recurrent state before a verify (slots.c) */
+    coli_kv dm_kv;           /* the draft model's cache (draft_model.h), holding positions < dm_n */
+    int dm_n;
     double prefill_s, decode_s;
     float *echo_lp;          /* [n_prompt] with echo */
     int32_t *echo_ids;       /* [n_prompt][n_logprobs] */
@@ -97,6 +99,11 @@ struct colibri_engine {
     coli_row *mtp_rows;            /* [n_batch] the block's forward batch */
     float *mtp_hid;                /* [n_batch][n_embd] the hidden states its rows read */
     float *mtp_chain;              /* [n_slots][n_embd] each slot's last output of the block, for a chained row */
+    gguf_file *dm_gguf;            /* a draft model (draft_model.h); NULL: none */
+    coli_model *dm;
+    coli_state dm_state;
+    struct coli_expert_store *dm_experts;
+    coli_row *dm_rows;             /* [n_batch] its forward batch */
     int rs_ckpt_n;                 /* Gated DeltaNet: recurrent-state checkpoints per slot (COLI_RS_CHECKPOINTS) */
     int rs_ckpt_every;             /* ... taken every this many prompt tokens (COLI_RS_CHECKPOINT_EVERY) */
     int64_t repacked_bytes;        /* weights rewritten into 16-row tiles at load (repack.h) */

@@ -10,8 +10,6 @@
 #include "matmul.h"
 #include "sample.h"
 
-enum { MAX_BACKOFF = 32 }; /* steps without a guess after drafts the plan declined, at most */
-
 /* The block as a model of one layer: the trunk's weights but for its layer, cache, head and embedding. */
 static coli_model *view_of(const coli_model *m) {
     coli_model *v = malloc(sizeof *v);
@@ -181,27 +179,20 @@ void coli_mtp_draft(colibri_engine *e) {
     add_times(e);
     if (rc) coli_clear_error(); /* drafts are an aid: a failure leaves what was drafted; decoding goes on */
     const double dt = coli_now_s() - t0;
-    for (int w = 0; w < nw; w++) e->slots[who[w]].decode_s += dt / nw;
+    int made = 0;
+    for (int w = 0; w < nw; w++) {
+        e->slots[who[w]].decode_s += dt / nw;
+        made += e->slots[who[w]].n_ready;
+    }
+    coli_draft_made(&e->draft_costs, made, dt); /* the plan weighs a verified draft's making too */
 }
 
-void coli_mtp_keep(colibri_engine *e, coli_slot *sl, int row, int n, int pos, int drafted, int accepted) {
+void coli_mtp_keep(colibri_engine *e, coli_slot *sl, int row, int n, int pos) {
     if (!e->mtp) return;
     const size_t E = (size_t)e->model.hp.n_embd;
     memcpy(sl->mtp_h, e->state.xn + (size_t)row * E, (size_t)n * E * sizeof(float));
     sl->mtp_at = pos;
     sl->mtp_rows = n;
-    /* draft one more while all are kept, else one past the kept ones */
-    int want = drafted == 0 ? sl->mtp_want : accepted == drafted ? drafted + 1 : accepted + 1;
-    if (want > e->draft_k) want = e->draft_k;
-    sl->mtp_want = want > 0 ? want : 1;
-    /* drafts the plan did not verify: their head and chain are skipped for a while, longer each time in a row
-     * (the block's rows still run, so its cache stays whole for when drafts pay again) */
-    if (drafted == 0 && sl->n_ready > 0) {
-        sl->mtp_backoff = sl->mtp_backoff ? (sl->mtp_backoff < MAX_BACKOFF ? 2 * sl->mtp_backoff : MAX_BACKOFF) : 2;
-        sl->mtp_skip = sl->mtp_backoff;
-    } else if (drafted > 0) {
-        sl->mtp_backoff = 0;
-    }
 }
 
 int colibri_mtp_eval(colibri_engine *e, const int32_t *tokens, int n, float *logits_out) {

@@ -28,8 +28,7 @@ void coli_mtp_prefill(colibri_engine *e, coli_slot *sl, int pos0, int n);
 void coli_mtp_draft(colibri_engine *e);
 
 /* After a decode step kept n rows of slot sl (the first at position pos, its final normed row at e->state.xn
- * row `row`) having verified `drafted` drafts and kept `accepted`: the rows its next drafts start from, and how
- * many to draft next time. */
-void coli_mtp_keep(colibri_engine *e, coli_slot *sl, int row, int n, int pos, int drafted, int accepted);
+ * row `row`): the rows its next drafts start from. */
+void coli_mtp_keep(colibri_engine *e, coli_slot *sl, int row, int n, int pos);
 
 #endif

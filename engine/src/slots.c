@@ -17,6 +17,7 @@
 #include "engine.h"
 #include "clock.h"
 #include "draft.h"
+#include "draft_model.h"
 #include "mtp.h"
 #include "error.h"
 #include "matmul.h"
@@ -158,6 +159,7 @@ int colibri_submit(colibri_engine *e, int slot, const int32_t *prompt, int n, co
     sl->n_drafted = sl->n_accepted = 0;
     sl->draft = (coli_draft_state){0.0f, 0.0f};
     sl->mtp_rows = sl->n_ready = sl->mtp_skip = sl->mtp_backoff = 0; /* drafts again from this prompt's end */
+    if (sl->dm_n > reuse) sl->dm_n = reuse; /* the draft model's cache holds the shared prefix at most */
     sl->mtp_want = 1;
     sl->finish = COLI_FINISH_NONE;
     sl->cancel = false;
@@ -253,7 +255,7 @@ static int drafts_found(colibri_engine *e, coli_slot *sl, int room) {
     if (left < k) k = left;
     if (ctx < k) k = ctx;
     if (k <= 0) return 0;
-    if (e->mtp) return sl->n_ready < k ? sl->n_ready : k; /* the model's own block drafted them (mtp.h) */
+    if (e->mtp || e->dm) return sl->n_ready < k ? sl->n_ready : k; /* drafted already (mtp.h, draft_model.h) */
     sl->hist[sl->n_past] = sl->pending; /* where it goes once evaluated */
     return coli_draft_lookup(sl->hist, sl->n_past + 1, sl->drafted, k);
 }
@@ -327,6 +329,24 @@ static int plan_rows(colibri_engine *e, int room, int *who, int *nd, int *n_rows
     return n;
 }
 
+enum { MAX_BACKOFF = 32 }; /* decode steps without guesses after drafts the plan declined, at most */
+
+/* How many a drafter (MTP block, draft model) guesses next for slot sl, after a step that verified `drafted` of
+ * its guesses and kept `accepted`: one more while all are kept, else one past the kept ones. Guesses the plan
+ * declined pause the drafter's head and chain for a while, longer each time in a row (its cache is still kept
+ * up, so drafts resume from a whole one when they pay again). */
+static void pace(const colibri_engine *e, coli_slot *sl, int drafted, int accepted) {
+    int want = drafted == 0 ? sl->mtp_want : accepted == drafted ? drafted + 1 : accepted + 1;
+    if (want > e->draft_k) want = e->draft_k;
+    sl->mtp_want = want > 0 ? want : 1;
+    if (drafted == 0 && sl->n_ready > 0) {
+        sl->mtp_backoff = sl->mtp_backoff ? (sl->mtp_backoff < MAX_BACKOFF ? 2 * sl->mtp_backoff : MAX_BACKOFF) : 2;
+        sl->mtp_skip = sl->mtp_backoff;
+    } else if (drafted > 0) {
+        sl->mtp_backoff = 0;
+    }
+}
+
 /* A Gated DeltaNet model's recurrent state cannot rewind: a slot whose verify rejected a draft gets back the
  * state from before the step and runs its kept rows again (the same rows alone: the same bits, in its KV too).
  * Returns the seconds it took; the slots fail if it does. */
@@ -353,7 +373,10 @@ static double take_back(event_out *o, colibri_engine *e, const int *who, const i
  * one batch (each row computed exactly as alone). */
 static void decode(event_out *o, colibri_engine *e) {
     int who[COLI_MAX_SLOTS], nd[COLI_MAX_SLOTS], n_rows = 0;
-    if (e->draft_k > 0) coli_mtp_draft(e);
+    if (e->draft_k > 0) {
+        coli_mtp_draft(e);
+        coli_dm_draft(e);
+    }
     const int n = plan_rows(e, o->cap - o->n - 2 * e->cfg.n_slots /* beyond a token and a DONE per slot */, who,
                             nd, &n_rows);
     if (n == 0) return;
@@ -393,7 +416,9 @@ static void decode(event_out *o, colibri_engine *e) {
         const float *logits = e->state.logits + (nd[j] > 0 ? 0 : (size_t)j * V);
         const int a = take_rows(o, e, who[j], logits, nd[j]);
         kept[j] = a;
-        if (sl->state == COLI_SLOT_DECODE) coli_mtp_keep(e, sl, row, 1 + a, pos0[j], nd[j], a);
+        if (sl->state == COLI_SLOT_DECODE) coli_mtp_keep(e, sl, row, 1 + a, pos0[j]);
+        coli_dm_keep(e, sl);
+        if (e->mtp || e->dm) pace(e, sl, nd[j], a);
         memset(keep + row, 1, (size_t)(1 + a));
         coli_draft_verified(&sl->draft, nd[j], a);
         steps += nd[j] > 0;
@@ -461,7 +486,10 @@ static void prefill(event_out *o, colibri_engine *e) {
     const bool last = chunk == left;
     if (!rc && last && sl->req.max_tokens > 0)
         rc = coli_logits(&e->model, &e->state, chunk - 1, 1, e->state.logits);
-    if (!rc && sl->req.max_tokens > 0) coli_mtp_prefill(e, sl, pos0, chunk);
+    if (!rc && sl->req.max_tokens > 0) {
+        coli_mtp_prefill(e, sl, pos0, chunk);
+        coli_dm_prefill(e, sl, pos0 + chunk);
+    }
     sl->prefill_s += coli_now_s() - t0;
     if (rc) {
         fail_all(o, e, &slot, 1);
@@ -582,7 +610,7 @@ int colibri_slot_load(colibri_engine *e, int slot, const char *path) {
     if (sl->state != COLI_SLOT_IDLE) return coli_fail(COLI_E_STATE, "slot %d is busy", slot);
     sl->n_past = 0; /* empty until the file has proved itself */
     sl->prompt_logits_n = 0;
-    sl->mtp_rows = 0;
+    sl->mtp_rows = sl->dm_n = 0;
     coli_slot_drop_checkpoints(sl, 0); /* until the file has proved itself */
     int pos[COLI_RS_CKPT_MAX];
     const int cap = e->rs_ckpt_n < COLI_RS_CKPT_MAX ? e->rs_ckpt_n : COLI_RS_CKPT_MAX;

@@ -265,13 +265,15 @@ class Engine:
     def __init__(self, path: str | os.PathLike[str], *, vocab_only: bool = False, n_threads: int = 0,
                  n_ctx: int = 0, n_slots: int = 0, n_batch: int = 0, expert_cache_bytes: int = 0,
                  expert_pin_bytes: int = 0, io_threads: int = 0, direct_io: bool = False, prefetch: bool = True,
-                 expert_policy: str = "", draft_tokens: int = 0, draft_always: bool = False):
+                 expert_policy: str = "", draft_tokens: int = 0, draft_always: bool = False,
+                 draft_model: str | os.PathLike[str] | None = None):
         """expert_cache_bytes 0 keeps every routed expert resident (the file mapping);
         > 0 streams them from disk into a RAM cache of that size (plus expert_pin_bytes
         for experts pinned by learned heat). expert_policy: which cached expert makes room,
         "lrfu" or "lru" ("": the engine's default, lrfu). draft_tokens: speculative decoding's
         tokens drafted per step (0: the engine's default, < 0: none; never changes the tokens); draft_always
-        verifies every draft found instead of those the measured step costs say pay (tests, benchmarks)."""
+        verifies every draft found instead of those the measured step costs say pay (tests, benchmarks);
+        draft_model: a smaller GGUF model with the same vocabulary that drafts instead."""
         self.path = os.fspath(path)
         cfg = ffi.new("colibri_config *")
         lib.colibri_config_default(cfg)
@@ -293,6 +295,8 @@ class Engine:
         cfg.expert_policy = policies[expert_policy]
         cfg.draft_tokens = draft_tokens
         cfg.draft_always = int(draft_always)
+        draft_c = ffi.new("char[]", os.fspath(draft_model).encode()) if draft_model else ffi.NULL
+        cfg.draft_model_path = draft_c
         handle = lib.colibri_open(cfg)
         if handle == ffi.NULL:
             raise last_error()
