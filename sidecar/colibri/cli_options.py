@@ -36,7 +36,7 @@ def open_engine(args: argparse.Namespace, vocab_only: bool = False):
 
 PLACEMENT_VARS = {"expert_cache_gb": "COLI_EXPERT_CACHE_GB", "pin_gb": "COLI_PIN_GB", "io_threads": "COLI_IO_THREADS",
                   "direct_io": "COLI_DIRECT_IO", "prefetch": "COLI_PREFETCH", "expert_policy": "COLI_EXPERT_POLICY",
-                  "draft_tokens": "COLI_DRAFT_TOKENS"}
+                  "draft_tokens": "COLI_DRAFT_TOKENS", "draft_model": "COLI_DRAFT_MODEL"}
 DRAFT_MAX = 8  # engine/src/draft.h COLI_DRAFT_MAX
 EXPERT_POLICIES = ("lrfu", "lru")  # colibri.h's COLI_POLICY_*: the first is the engine's default
 
@@ -67,6 +67,11 @@ def add_placement_args(p: argparse.ArgumentParser, experts_only: bool = False) -
                    help=f"speculative decoding: up to N tokens per step drafted by the model's own MTP block where "
                         f"it has one (DeepSeek V3, GLM-4.5), else from earlier text (prompt lookup), and verified in one batch, 0 to {DRAFT_MAX}; 0 turns it off; never changes the output "
                         f"(default 4; $COLI_DRAFT_TOKENS)")
+    p.add_argument("--draft-model", default=None, metavar="PATH_OR_ID",
+                   help="speculative decoding's drafts from a smaller model with the same vocabulary (a GGUF file or "
+                        "a library model's id, e.g. qwen2.5-coder-0.5b-instruct for qwen2.5-coder-1.5b-instruct) "
+                        "instead; its guesses are verified as the others, so the output never changes "
+                        "($COLI_DRAFT_MODEL)")
 
 
 def placement_from_args(args: argparse.Namespace) -> dict:
@@ -88,7 +93,7 @@ def placement_from_args(args: argparse.Namespace) -> dict:
     out = {}
     for name, kind, default in (("expert_cache_gb", float, None), ("pin_gb", float, None), ("io_threads", int, 0),
                                 ("direct_io", bool, True), ("prefetch", bool, True), ("expert_policy", str, ""),
-                                ("draft_tokens", int, None)):
+                                ("draft_tokens", int, None), ("draft_model", str, None)):
         value = getattr(args, name, None)
         if value is None:
             value = var(name, kind)

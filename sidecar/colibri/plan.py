@@ -361,6 +361,15 @@ def engine_draft_tokens(flag: int | None) -> int:
     return 0 if flag is None else flag if flag > 0 else -1
 
 
+def draft_model_path(chosen: str | None):
+    """--draft-model as a file: a path, or a library model's id (pulled as `coli models pull` would); None: none."""
+    if not chosen:
+        return None
+    from colibri.models import resolve_model
+
+    return resolve_model(chosen)
+
+
 def open_planned(path: str | os.PathLike[str], placement: dict, *, ctx: int | None = None, threads: int | None = None,
                  n_batch: int = 0, kv_slots: int = 1, kv_tokens: int | None = None):
     """Plan `path` (placement: cli_options.placement_from_args) and open the engine as planned: the
@@ -380,7 +389,8 @@ def open_planned(path: str | os.PathLike[str], placement: dict, *, ctx: int | No
                     expert_cache_bytes=plan.cache_bytes, expert_pin_bytes=plan.pin_bytes,
                     io_threads=placement.get("io_threads") or 0, direct_io=bool(placement.get("direct_io", True)),
                     prefetch=placement.get("prefetch", True), expert_policy=placement.get("expert_policy") or "",
-                    draft_tokens=engine_draft_tokens(placement.get("draft_tokens")))
+                    draft_tokens=engine_draft_tokens(placement.get("draft_tokens")),
+                    draft_model=draft_model_path(placement.get("draft_model")))
     log_repack(engine)
     return engine, plan
 

@@ -56,6 +56,7 @@ class ServeConfig:
     prefetch: bool = True
     expert_policy: str = ""  # lrfu | lru; "": the engine's default (lrfu)
     draft_tokens: int | None = None  # speculative decoding's tokens per step; 0: none; None: the engine's default
+    draft_model: str | None = None  # a smaller model of the same vocabulary that drafts (a path or a library id)
     models_dirs: tuple[str, ...] = ()  # --models-dir: serve the library (colibri.serving.pool); () : one model
     max_models: int = 1  # models resident at once with a library
     model_ttl: float = 0.0  # seconds an idle model other than the active one stays loaded; 0: until evicted

@@ -557,3 +557,29 @@ def test_mtp_drafts_through_the_server():
         else:
             assert spec["drafter"] is None and spec["drafted"] == 0
     assert texts[0] == texts[1] and texts[0]
+
+
+def test_draft_model_through_the_server():
+    """--draft-model: a second model of the same vocabulary drafts when served; the reply is unchanged."""
+    pytest.importorskip("gguf")
+    from tests.fixtures import moe_models
+
+    target, draft = moe_models.tiny("glm4moe", "Q8_0"), moe_models.tiny("qwen3moe", "Q8_0")
+    req = completion_body(prompt="the cat sat", max_tokens=32, model="fixture")
+
+    async def body(c, served):
+        r = await c.post("/v1/completions", json=req)
+        assert r.status == 200, await r.text()
+        return (await r.json())["choices"][0]["text"], (await (await c.get("/health")).json())["speculative"]
+
+    replies = []
+    for draft_model in (None, str(draft)):
+        served = open_served(replace(CFG, kv_slots=1, model_id="fixture", draft_model=draft_model), target)
+        try:
+            text, spec = run(served, body)
+        finally:
+            asyncio.run(close_model(served))
+            served.engine.close()
+        replies.append(text)
+        assert spec["drafter"] == ("model" if draft_model else "lookup")
+    assert replies[0] == replies[1]

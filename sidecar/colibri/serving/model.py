@@ -21,7 +21,7 @@ from colibri.engine import Engine, GGUFFile
 from colibri.errors import ContextExceeded
 from colibri.models import id_of, resolve_model
 from colibri.paths import cache_dir, kv_dir
-from colibri.plan import Plan, engine_draft_tokens, log_repack, make_plan
+from colibri.plan import Plan, draft_model_path, engine_draft_tokens, log_repack, make_plan
 from colibri.serve_config import ServeConfig
 from colibri.serving.engine_thread import EngineThread
 
@@ -160,7 +160,7 @@ def load_model(cfg: ServeConfig, path: Path | None = None, model_id: str | None 
     engine = Engine(path, n_ctx=plan.ctx, n_slots=cfg.kv_slots, n_threads=cfg.threads or plan.threads,
                     expert_cache_bytes=plan.cache_bytes, expert_pin_bytes=plan.pin_bytes, io_threads=cfg.io_threads,
                     direct_io=cfg.direct_io, prefetch=cfg.prefetch, expert_policy=cfg.expert_policy,
-                    draft_tokens=engine_draft_tokens(cfg.draft_tokens))
+                    draft_tokens=engine_draft_tokens(cfg.draft_tokens), draft_model=draft_model_path(cfg.draft_model))
     log_repack(engine)
     arch = engine.model_info().get("arch") or "unknown"
     thread = EngineThread(engine, persist_dir=kv_dir() if cfg.kv_persist else None, heat_dir=cache_dir() / "heat")
