@@ -114,7 +114,7 @@ void coli_mtp_prefill(colibri_engine *e, coli_slot *sl, int pos0, int n) {
 }
 
 /* How many tokens slot sl may draft now: its count, within what the request may still emit and the context
- * and the block's batch hold. */
+ * holds. */
 static int draft_room(const colibri_engine *e, const coli_slot *sl) {
     int k = sl->mtp_want < e->draft_k ? sl->mtp_want : e->draft_k;
     const int left = sl->req.max_tokens - sl->n_gen - 1, ctx = e->cfg.n_ctx - sl->n_past - 1;
