@@ -69,20 +69,10 @@ void coli_dm_close(colibri_engine *e) {
     gguf_close(e->dm_gguf);
 }
 
-/* Its time joins the target's phases (the profile shows where every millisecond goes). */
-static int run(colibri_engine *e, int n) {
-    coli_state *ds = &e->dm_state;
-    ds->t_forward = ds->t_attention = ds->t_ffn = ds->t_lm_head = 0.0;
-    return coli_forward(e->dm, ds, e->dm_rows, n, COLI_ROWS_BATCH);
-}
+static int run(colibri_engine *e, int n) { return coli_forward(e->dm, &e->dm_state, e->dm_rows, n, COLI_ROWS_BATCH); }
 
-static void add_times(colibri_engine *e) {
-    const coli_state *ds = &e->dm_state;
-    e->state.t_forward += ds->t_forward;
-    e->state.t_attention += ds->t_attention;
-    e->state.t_ffn += ds->t_ffn;
-    e->state.t_lm_head += ds->t_lm_head;
-}
+/* its time joins the target's phases: the profile shows where every millisecond goes */
+static void add_times(colibri_engine *e) { coli_state_take_times(&e->state, &e->dm_state); }
 
 /* The draft model's cache of slot sl up to position `to` (exclusive), in batches; 0 or the error. */
 static int catch_up(colibri_engine *e, coli_slot *sl, int to) {
@@ -109,6 +99,13 @@ void coli_dm_draft(colibri_engine *e) {
     const int V = e->model.hp.n_vocab, DV = e->dm->hp.n_vocab;
     int who[COLI_MAX_SLOTS], last[COLI_MAX_SLOTS], want[COLI_MAX_SLOTS], nw = 0, n = 0, most = 0, rc = 0;
     const double t0 = coli_now_s();
+    const int share = e->cfg.n_batch / e->cfg.n_slots; /* rows a slot may bring to the shared batch (>= 1) */
+    for (int i = 0; i < e->cfg.n_slots && !rc; i++) { /* a slot far behind catches up alone first */
+        coli_slot *sl = &e->slots[i];
+        if (sl->state == COLI_SLOT_DECODE && sl->mtp_skip == 0 && sl->dm_n < sl->n_past &&
+            sl->n_past - sl->dm_n + 1 > share && sl->n_past < ds->n_ctx)
+            rc = catch_up(e, sl, sl->n_past);
+    }
     for (int i = 0; i < e->cfg.n_slots && !rc; i++) { /* each slot's tokens since its cache, and its pending one */
         coli_slot *sl = &e->slots[i];
         sl->n_ready = 0;
@@ -125,9 +122,7 @@ void coli_dm_draft(colibri_engine *e) {
          * a step) */
         if (k <= 0 || sl->n_past >= ds->n_ctx) continue;
         if (sl->dm_n > sl->n_past) sl->dm_n = sl->n_past;
-        if (sl->n_past - sl->dm_n + 1 + n > e->cfg.n_batch) { /* a long way behind: alone first */
-            if ((rc = catch_up(e, sl, sl->n_past))) break;
-        }
+        if (sl->n_past - sl->dm_n + 1 + n > e->cfg.n_batch) continue; /* not caught up (a failed catch-up) */
         for (int p = sl->dm_n; p < sl->n_past; p++) e->dm_rows[n++] = (coli_row){sl->hist[p], p, &sl->dm_kv};
         e->dm_rows[n++] = (coli_row){sl->pending, sl->n_past, &sl->dm_kv};
         sl->dm_n = sl->n_past + 1;

@@ -189,6 +189,14 @@ void coli_state_free(coli_state *s) {
     memset(s, 0, sizeof *s);
 }
 
+void coli_state_take_times(coli_state *s, coli_state *from) {
+    s->t_forward += from->t_forward;
+    s->t_attention += from->t_attention;
+    s->t_ffn += from->t_ffn;
+    s->t_lm_head += from->t_lm_head;
+    from->t_forward = from->t_attention = from->t_ffn = from->t_lm_head = 0.0;
+}
+
 int coli_state_matmul(coli_state *s, const coli_mat *w, const float *x, int n, float *y) {
     return coli_matmul_ex(s->pool, w->data, w->type, w->n_in, w->n_out, x, n, y, s->mm_scratch,
                           (coli_rows_mode)(s->rows_mode | w->mm_flags));

@@ -413,6 +413,9 @@ void coli_state_free(coli_state *s);
  * chunking, COLI_ROWS_BATCH for llama.cpp's own batch arithmetic. */
 int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n, int rows_mode);
 
+/* from's phase times moved into s (a drafter's forward passes count in the engine's profile). */
+void coli_state_take_times(coli_state *s, coli_state *from);
+
 /* y = x . W^T for n rows of the batch being evaluated (its rows mode, the state's pool and scratch). */
 int coli_state_matmul(coli_state *s, const coli_mat *w, const float *x, int n, float *y);
 

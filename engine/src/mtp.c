@@ -73,22 +73,14 @@ void coli_mtp_close(colibri_engine *e) {
     free(e->mtp); /* a view: its weights are the model's */
 }
 
-/* The block's forward over n rows reading e->mtp_hid; its time joins the trunk's phases (the profile shows
- * where every millisecond goes). */
+/* The block's forward over n rows reading e->mtp_hid. */
 static int run(colibri_engine *e, int n) {
-    coli_state *ms = &e->mtp_state;
-    ms->mtp_h = e->mtp_hid;
-    ms->t_forward = ms->t_attention = ms->t_ffn = ms->t_lm_head = 0.0;
-    return coli_forward(e->mtp, ms, e->mtp_rows, n, COLI_ROWS_BATCH);
+    e->mtp_state.mtp_h = e->mtp_hid;
+    return coli_forward(e->mtp, &e->mtp_state, e->mtp_rows, n, COLI_ROWS_BATCH);
 }
 
-static void add_times(colibri_engine *e) {
-    const coli_state *ms = &e->mtp_state;
-    e->state.t_forward += ms->t_forward;
-    e->state.t_attention += ms->t_attention;
-    e->state.t_ffn += ms->t_ffn;
-    e->state.t_lm_head += ms->t_lm_head;
-}
+/* its time joins the trunk's phases: the profile shows where every millisecond goes */
+static void add_times(colibri_engine *e) { coli_state_take_times(&e->state, &e->mtp_state); }
 
 void coli_mtp_prefill(colibri_engine *e, coli_slot *sl, int pos0, int n) {
     if (!e->mtp) return;
