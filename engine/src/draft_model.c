@@ -1,4 +1,5 @@
 /* draft_model.c — drafts from a second, smaller model with the same vocabulary (draft_model.h). */
+#define _POSIX_C_SOURCE 200112L
 #include "draft_model.h"
 
 #include <stdlib.h>

@@ -1,4 +1,5 @@
 /* mtp.c — drafts from the model's own multi-token-prediction block (mtp.h). */
+#define _POSIX_C_SOURCE 200112L
 #include "mtp.h"
 
 #include <stdlib.h>

@@ -349,7 +349,7 @@ static void pace(const colibri_engine *e, coli_slot *sl, int drafted, int accept
 
 /* A Gated DeltaNet model's recurrent state cannot rewind: a slot whose verify rejected a draft gets back the
  * state from before the step and runs its kept rows again (the same rows alone: the same bits, in its KV too).
- * Returns the seconds it took; the slots fail if it does. */
+ * Returns the seconds it took; the slots fail if the run does, their caches dropped. */
 static double take_back(event_out *o, colibri_engine *e, const int *who, const int *nd, const int *kept,
                         const int *pos0, int n) {
     int r = 0, failed[COLI_MAX_SLOTS], n_failed = 0;
@@ -364,8 +364,12 @@ static double take_back(event_out *o, colibri_engine *e, const int *who, const i
     if (r == 0) return 0.0;
     const double t0 = coli_now_s();
     if (coli_forward(&e->model, &e->state, e->rows, r, COLI_ROWS_ALONE) != 0)
-        for (int j = 0; j < n_failed; j++)
-            if (e->slots[failed[j]].state != COLI_SLOT_IDLE) finish(o, e, failed[j], COLI_FINISH_ERROR, -1);
+        for (int j = 0; j < n_failed; j++) {
+            coli_slot *sl = &e->slots[failed[j]];
+            sl->n_past = 0; /* its state is neither the old one nor the new: nothing of it is reused */
+            coli_slot_drop_checkpoints(sl, 0);
+            if (sl->state != COLI_SLOT_IDLE) finish(o, e, failed[j], COLI_FINISH_ERROR, -1);
+        }
     return coli_now_s() - t0;
 }
 
