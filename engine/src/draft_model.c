@@ -169,13 +169,7 @@ void coli_dm_draft(colibri_engine *e) {
     }
     add_times(e);
     if (rc) coli_clear_error(); /* drafts are an aid: a failure leaves what was drafted; decoding goes on */
-    const double dt = coli_now_s() - t0;
-    int made = 0;
-    for (int w = 0; w < nw; w++) {
-        e->slots[who[w]].decode_s += dt / nw;
-        made += e->slots[who[w]].n_ready;
-    }
-    coli_draft_made(&e->draft_costs, made, dt); /* the plan weighs a verified draft's making too */
+    coli_drafts_made(e, who, nw, coli_now_s() - t0);
 }
 
 void coli_dm_keep(colibri_engine *e, coli_slot *sl) {

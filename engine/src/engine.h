@@ -123,6 +123,10 @@ void coli_slot_free_checkpoints(coli_slot *sl);
  * none (the state is left alone: a row at position 0 restarts it). */
 int coli_slot_restore_checkpoint(coli_slot *sl, int pos);
 
+/* slots.c: a drafter's seconds for the n slots who[] it drafted for: their decode time, and the plan's cost of
+ * a drafted token */
+void coli_drafts_made(colibri_engine *e, const int *who, int n, double seconds);
+
 /* stats.c */
 int coli_stats_init(colibri_engine *e);
 void coli_stats_free(colibri_engine *e);

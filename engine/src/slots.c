@@ -329,6 +329,15 @@ static int plan_rows(colibri_engine *e, int room, int *who, int *nd, int *n_rows
     return n;
 }
 
+void coli_drafts_made(colibri_engine *e, const int *who, int n, double seconds) {
+    int made = 0;
+    for (int w = 0; w < n; w++) {
+        e->slots[who[w]].decode_s += seconds / n;
+        made += e->slots[who[w]].n_ready;
+    }
+    coli_draft_made(&e->draft_costs, made, seconds); /* the plan weighs a verified draft's making too */
+}
+
 enum { MAX_BACKOFF = 32 }; /* decode steps without guesses after drafts the plan declined, at most */
 
 /* How many a drafter (MTP block, draft model) guesses next for slot sl, after a step that verified `drafted` of

@@ -528,44 +528,19 @@ def test_speculative_decoding_counters(default_model):
     assert turn["draft_accepted"] == spec["accepted"] - before["accepted"]
 
 
-def test_mtp_drafts_through_the_server():
-    """A model with an MTP block (a glm4moe fixture whose block agrees with its trunk for 3 of 4 tokens) drafts
-    with it when served: /health names the drafter, and the reply equals the one with drafting off."""
+@pytest.mark.parametrize("drafter", ["mtp", "model"])
+def test_drafters_through_the_server(drafter):
+    """A model with an MTP block (a glm4moe fixture whose block agrees with its trunk for 3 of 4 tokens), or a
+    draft model of the same vocabulary (--draft-model: a qwen3moe fixture for a glm4moe one), drafts when served:
+    /health names the drafter, and the reply equals the one with drafting off."""
     pytest.importorskip("gguf")
     from tests.fixtures import moe_models
 
-    path = moe_models.tiny("glm4moe", "Q8_0", nextn_layers=1, mtp_agree=0.75)
-    req = completion_body(prompt="the cat sat", max_tokens=48, model="mtp-fixture")
-
-    async def body(c, served):
-        r = await c.post("/v1/completions", json=req)
-        assert r.status == 200, await r.text()
-        return (await r.json())["choices"][0]["text"], (await (await c.get("/health")).json())["speculative"]
-
-    texts = []
-    for draft_tokens in (None, 0):
-        served = open_served(replace(CFG, kv_slots=1, model_id="mtp-fixture", draft_tokens=draft_tokens), path)
-        try:
-            text, spec = run(served, body)
-        finally:
-            asyncio.run(close_model(served))
-            served.engine.close()
-        texts.append(text)
-        if draft_tokens is None:
-            assert spec["drafter"] == "mtp" and spec["draft_tokens"] == 4
-            assert spec["drafted"] > 0, spec  # how many are verified follows the measured costs
-        else:
-            assert spec["drafter"] is None and spec["drafted"] == 0
-    assert texts[0] == texts[1] and texts[0]
-
-
-def test_draft_model_through_the_server():
-    """--draft-model: a second model of the same vocabulary drafts when served; the reply is unchanged."""
-    pytest.importorskip("gguf")
-    from tests.fixtures import moe_models
-
-    target, draft = moe_models.tiny("glm4moe", "Q8_0"), moe_models.tiny("qwen3moe", "Q8_0")
-    req = completion_body(prompt="the cat sat", max_tokens=32, model="fixture")
+    if drafter == "mtp":
+        target, draft = moe_models.tiny("glm4moe", "Q8_0", nextn_layers=1, mtp_agree=0.75), None
+    else:
+        target, draft = moe_models.tiny("glm4moe", "Q8_0"), str(moe_models.tiny("qwen3moe", "Q8_0"))
+    req = completion_body(prompt="the cat sat", max_tokens=40, model="fixture")
 
     async def body(c, served):
         r = await c.post("/v1/completions", json=req)
@@ -573,13 +548,18 @@ def test_draft_model_through_the_server():
         return (await r.json())["choices"][0]["text"], (await (await c.get("/health")).json())["speculative"]
 
     replies = []
-    for draft_model in (None, str(draft)):
-        served = open_served(replace(CFG, kv_slots=1, model_id="fixture", draft_model=draft_model), target)
+    for draft_tokens in (None, 0):
+        cfg = replace(CFG, kv_slots=1, model_id="fixture", draft_tokens=draft_tokens, draft_model=draft)
+        served = open_served(cfg, target)
         try:
             text, spec = run(served, body)
         finally:
             asyncio.run(close_model(served))
             served.engine.close()
         replies.append(text)
-        assert spec["drafter"] == ("model" if draft_model else "lookup")
-    assert replies[0] == replies[1]
+        if draft_tokens is None:
+            assert spec["drafter"] == drafter and spec["draft_tokens"] == 4
+            assert spec["drafted"] > 0, spec  # how many are verified follows the measured costs
+        else:
+            assert spec["drafter"] is None and spec["drafted"] == 0
+    assert replies[0] == replies[1] and replies[0]
