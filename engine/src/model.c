@@ -1097,7 +1097,8 @@ static int load_gemma4_layer(coli_model *m, const gguf_file *f, int il) {
 
 /* The first MTP (nextn) block, for drafts (mtp.h): a full-attention (or MLA) block with a routed FFN, as
  * llama.cpp's graph_mtp (src/models/glm4-moe.cpp, deepseek2.cpp, qwen35moe.cpp) reads it; not the sparse-
- * attention families', whose block has an indexer of its own. A file without the block's tensors (a trunk-only conversion) just has no drafts from it. */
+ * attention families', whose block has an indexer of its own. A file without the block's tensors (a trunk-only
+ * conversion) has no drafts from it. */
 static int load_mtp_block(coli_model *m, const gguf_file *f) {
     coli_hparams *hp = &m->hp;
     if (hp->n_nextn <= 0 || hp->dsa || hp->gemma4 || hp->n_expert == 0) return 0;
@@ -1194,7 +1195,12 @@ int coli_model_load(coli_model *m, const gguf_file *f) {
         hp->kv_v_dim = hp->kv_k_dim;
     }
     if (hp->dsa && !(m->idx_rot = hadamard(hp->idx_head_dim))) return coli_fail(COLI_E_NOMEM, "out of memory");
-    if ((rc = load_mtp_block(m, f))) return rc;
+    /* llama.cpp skips the block unless asked to draft with it: a block it cannot read costs the drafts only */
+    if ((rc = load_mtp_block(m, f))) {
+        if (rc == COLI_E_NOMEM) return rc;
+        m->mtp_eh_proj.n_in = 0;
+        coli_clear_error();
+    }
     for (int64_t i = 0; i < gguf_n_tensors(f); i++) {
         const gguf_tensor *t = gguf_tensor_at(f, i);
         m->n_params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];

@@ -242,7 +242,9 @@ typedef struct {
     /* The first multi-token-prediction block (nextn, mtp.h), loaded as layers[n_layer] where the family's drafts
      * can use it: its input projection of [enorm(token embedding) | hnorm(the trunk's final normed hidden state)],
      * its head's norm (NULL: output_norm) and its own head and embedding where the file has them (n_in 0: the
-     * model's). mtp_view: this model is the block seen as a one-layer model (mtp.c), whose forward takes s->mtp_h. */
+     * model's). has_mtp: layers[n_layer] is allocated; mtp_eh_proj.n_in 0 when the block could not be read (no
+     * drafts from it). mtp_view: this model is the block seen as a one-layer model (mtp.c), whose forward takes
+     * s->mtp_h. */
     bool has_mtp, mtp_view;
     coli_mat mtp_eh_proj;
     float *mtp_enorm, *mtp_hnorm, *mtp_head_norm;

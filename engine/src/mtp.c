@@ -36,7 +36,7 @@ static coli_model *view_of(const coli_model *m) {
 int coli_mtp_open(colibri_engine *e) {
     const coli_model *m = &e->model;
     const colibri_config *c = &e->cfg;
-    if (!m->has_mtp || e->draft_k <= 0) return 0;
+    if (!m->has_mtp || !m->mtp_eh_proj.n_in || e->draft_k <= 0) return 0; /* none, or one that could not load */
     if (!(e->mtp = view_of(m))) return coli_fail(COLI_E_NOMEM, "out of memory");
     const coli_store_config resident = {0, 0, 0, false, false, 0}; /* its experts are read from the mapping */
     if (!(e->mtp_experts = coli_experts_open(e->mtp, e->gguf, &resident))) return colibri_last_error_code();

@@ -103,3 +103,25 @@ def test_no_block_drafts_by_lookup():
         assert e.drafter == "" and e.draft_tokens == 0
     with Engine(agreeing("glm4moe"), n_ctx=256, n_threads=2) as e:
         assert e.drafter == "mtp" and e.draft_tokens == 4
+
+
+def test_a_block_that_cannot_load_costs_only_the_drafts(tmp_path, monkeypatch):
+    """llama.cpp skips the MTP block unless it drafts with it, so a file whose block is misshapen must still
+    load (drafting by prompt lookup instead) and decode as one without a block."""
+    import dataclasses
+
+    cfg = moe_models.tiny_config("glm4moe", "Q8_0", nextn_layers=1)
+    planned = moe_models.plan
+
+    def misshapen(c, n_vocab):
+        return [dataclasses.replace(t, shape=(t.shape[0] // 2,)) if t.name.endswith("nextn.hnorm.weight") else t
+                for t in planned(c, n_vocab)]
+
+    monkeypatch.setattr(moe_models, "plan", misshapen)
+    broken = moe_models.write_config(tmp_path / "broken-mtp.gguf", cfg)
+    monkeypatch.undo()
+    with Engine(broken, n_ctx=256, n_threads=2) as e:
+        assert e.drafter == "lookup"
+        got = run(e, PROMPTS[:1], 12, ignore_eos=True)
+    with Engine(moe_models.tiny("glm4moe", "Q8_0", nextn_layers=1), n_ctx=256, n_threads=2, draft_tokens=-1) as e:
+        assert run(e, PROMPTS[:1], 12, ignore_eos=True) == got
