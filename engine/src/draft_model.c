@@ -49,9 +49,7 @@ int coli_dm_open(colibri_engine *e) {
     const int n_ctx = c->n_ctx < e->dm->hp.n_ctx_train ? c->n_ctx : e->dm->hp.n_ctx_train;
     if ((rc = coli_state_init(&e->dm_state, e->dm, e->dm_experts, n_ctx, c->n_batch, COLI_MAX_SLOTS, c->n_threads)))
         return rc;
-    coli_pool_free(e->dm_state.pool); /* the target's threads run it: they never run at once */
-    e->dm_state.pool = e->state.pool;
-    e->dm_state.pool_borrowed = true;
+    coli_state_borrow_pool(&e->dm_state, &e->state);
     if (!(e->dm_rows = calloc((size_t)c->n_batch, sizeof *e->dm_rows))) return coli_fail(COLI_E_NOMEM, "out of memory");
     for (int i = 0; i < c->n_slots; i++) {
         if ((rc = coli_kv_init(&e->slots[i].dm_kv, &e->dm->hp, n_ctx, c->n_batch))) return rc;
@@ -111,10 +109,7 @@ void coli_dm_draft(colibri_engine *e) {
         coli_slot *sl = &e->slots[i];
         sl->n_ready = 0;
         if (sl->state != COLI_SLOT_DECODE) continue;
-        int k = sl->mtp_want < e->draft_k ? sl->mtp_want : e->draft_k;
-        const int left = sl->req.max_tokens - sl->n_gen - 1, room = ds->n_ctx - sl->n_past - 1;
-        if (left < k) k = left;
-        if (room < k) k = room;
+        int k = coli_draft_room(sl, sl->mtp_want < e->draft_k ? sl->mtp_want : e->draft_k, ds->n_ctx);
         if (sl->mtp_skip > 0) {
             sl->mtp_skip--;
             k = 0;

@@ -123,6 +123,9 @@ void coli_slot_free_checkpoints(coli_slot *sl);
  * none (the state is left alone: a row at position 0 restarts it). */
 int coli_slot_restore_checkpoint(coli_slot *sl, int pos);
 
+/* slots.c: the most tokens slot sl may draft now: k, within what its request may still emit and a context of
+ * n_ctx positions holds (0: none) */
+int coli_draft_room(const coli_slot *sl, int k, int n_ctx);
 /* slots.c: a drafter's seconds for the n slots who[] it drafted for: their decode time, and the plan's cost of
  * a drafted token */
 void coli_drafts_made(colibri_engine *e, const int *who, int n, double seconds);

@@ -189,6 +189,12 @@ void coli_state_free(coli_state *s) {
     memset(s, 0, sizeof *s);
 }
 
+void coli_state_borrow_pool(coli_state *s, const coli_state *owner) {
+    if (!s->pool_borrowed) coli_pool_free(s->pool);
+    s->pool = owner->pool;
+    s->pool_borrowed = true;
+}
+
 void coli_state_take_times(coli_state *s, coli_state *from) {
     s->t_forward += from->t_forward;
     s->t_attention += from->t_attention;

@@ -415,6 +415,8 @@ void coli_state_free(coli_state *s);
  * chunking, COLI_ROWS_BATCH for llama.cpp's own batch arithmetic. */
 int coli_forward(const coli_model *m, coli_state *s, const coli_row *rows, int n, int rows_mode);
 
+/* s runs on owner's threads instead of its own (a drafter's state: the two never run at once). */
+void coli_state_borrow_pool(coli_state *s, const coli_state *owner);
 /* from's phase times moved into s (a drafter's forward passes count in the engine's profile). */
 void coli_state_take_times(coli_state *s, coli_state *from);
 

@@ -43,9 +43,7 @@ int coli_mtp_open(colibri_engine *e) {
     int rc = coli_state_init(&e->mtp_state, e->mtp, e->mtp_experts, c->n_ctx, c->n_batch, COLI_MAX_SLOTS,
                              c->n_threads);
     if (rc) return rc;
-    coli_pool_free(e->mtp_state.pool); /* the trunk's threads run the block too: they never run at once */
-    e->mtp_state.pool = e->state.pool;
-    e->mtp_state.pool_borrowed = true;
+    coli_state_borrow_pool(&e->mtp_state, &e->state);
     const size_t E = (size_t)m->hp.n_embd;
     e->mtp_rows = calloc((size_t)c->n_batch, sizeof *e->mtp_rows);
     e->mtp_hid = malloc((size_t)c->n_batch * E * sizeof(float));
@@ -106,16 +104,6 @@ void coli_mtp_prefill(colibri_engine *e, coli_slot *sl, int pos0, int n) {
     }
 }
 
-/* How many tokens slot sl may draft now: its count, within what the request may still emit and the context
- * holds. */
-static int draft_room(const colibri_engine *e, const coli_slot *sl) {
-    int k = sl->mtp_want < e->draft_k ? sl->mtp_want : e->draft_k;
-    const int left = sl->req.max_tokens - sl->n_gen - 1, ctx = e->cfg.n_ctx - sl->n_past - 1;
-    if (left < k) k = left;
-    if (ctx < k) k = ctx;
-    return k > 0 ? k : 0;
-}
-
 void coli_mtp_draft(colibri_engine *e) {
     if (!e->mtp) return;
     coli_state *ms = &e->mtp_state;
@@ -126,7 +114,8 @@ void coli_mtp_draft(colibri_engine *e) {
         coli_slot *sl = &e->slots[i];
         sl->n_ready = 0;
         if (sl->state != COLI_SLOT_DECODE || sl->mtp_rows <= 0 || sl->mtp_at + sl->mtp_rows != sl->n_past) continue;
-        const int k = sl->mtp_skip > 0 ? 0 : draft_room(e, sl); /* skipping: the cache is kept, no guess made */
+        const int cap = sl->mtp_want < e->draft_k ? sl->mtp_want : e->draft_k;
+        const int k = sl->mtp_skip > 0 ? 0 : coli_draft_room(sl, cap, e->cfg.n_ctx); /* skipping: no guess */
         if (sl->mtp_skip > 0) sl->mtp_skip--;
         if (n + sl->mtp_rows > e->cfg.n_batch) continue;
         for (int j = 0; j < sl->mtp_rows; j++) {

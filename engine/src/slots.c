@@ -249,11 +249,15 @@ static void fail_all(event_out *o, colibri_engine *e, const int *slots, int n) {
 
 /* Tokens a decoding slot could draft this step: the MTP block's, or prompt lookup over its sequence (history
  * and pending token), no more than the request may still emit, the context holds or the step has room for. */
-static int drafts_found(colibri_engine *e, coli_slot *sl, int room) {
-    int k = e->draft_k < room ? e->draft_k : room;
-    const int left = sl->req.max_tokens - sl->n_gen - 1, ctx = e->cfg.n_ctx - sl->n_past - 1;
+int coli_draft_room(const coli_slot *sl, int k, int n_ctx) {
+    const int left = sl->req.max_tokens - sl->n_gen - 1, ctx = n_ctx - sl->n_past - 1;
     if (left < k) k = left;
     if (ctx < k) k = ctx;
+    return k > 0 ? k : 0;
+}
+
+static int drafts_found(colibri_engine *e, coli_slot *sl, int room) {
+    const int k = coli_draft_room(sl, e->draft_k < room ? e->draft_k : room, e->cfg.n_ctx);
     if (k <= 0) return 0;
     if (e->mtp || e->dm) return sl->n_ready < k ? sl->n_ready : k; /* drafted already (mtp.h, draft_model.h) */
     sl->hist[sl->n_past] = sl->pending; /* where it goes once evaluated */
