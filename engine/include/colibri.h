@@ -129,11 +129,17 @@ int colibri_kernel_quantize_act(uint32_t type, const float *src, int64_t n, void
 int colibri_kernel_vec_dot(uint32_t wtype, int64_t n, const void *w, size_t w_bytes, const float *x, float *out);
 /* Test hook of the kernels in force: P.V of nr rows of len f16 probabilities p
  * ([nr][len]) against row-major f16 values v ([len][n_d]) into out ([nr][n_d])
- * as attention's decode computes it (kernel pv_rows when the set has one, else
- * vec_dot over the transposed values; transposed 2: that with the probabilities widened to f32
- * first and the set's widened F16 dot, as attention runs it, COLI_E_UNSUPPORTED where the set
- * has none). len % 64 == 0, n_d % 16 == 0, nr 1..4. */
+ * as attention's decode computes it (kernel pv_rows when the set has one, the
+ * probabilities widened first for its widened one; else vec_dot over the transposed values;
+ * transposed 2: that with the probabilities widened to f32 first and the set's widened F16
+ * dot, as attention runs it, COLI_E_UNSUPPORTED where the set has none).
+ * len % 64 == 0, n_d % 16 == 0, nr 1..8. */
 int colibri_kernel_pv(int len, int n_d, int nr, const uint16_t *v, const uint16_t *p, float *out, int transposed);
+/* Test hook: decode's scores of nr f16 queries q ([nr][n]) against n_rows f16 K rows k
+ * ([n_rows][n]) into out ([nr][n_rows]): rows 1, the set's kq_rows (queries widened first,
+ * COLI_E_UNSUPPORTED where the set has none); 0, the one-row F16 vec_dot per row.
+ * n % 32 == 0, nr 1..8. */
+int colibri_kernel_kq(int n, int n_rows, int nr, const uint16_t *k, const uint16_t *q, float *out, int rows);
 /* x[i] = silu(x[i]) * g[i] (ggml_vec_swiglu_f32) with the kernels in force (lanes 0), or one
  * lane at a time as a reference built with `lanes` (8 or 16) f32 lanes computes it. */
 int colibri_kernel_swiglu(float *x, const float *g, int n, int lanes);

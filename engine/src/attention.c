@@ -96,6 +96,8 @@ typedef struct {
     coli_exp_sum_fn exp_sum;
     coli_from_float_fn to_f16;
     coli_pv_rows_fn pv_rows;  /* MLA: P.V straight from the latent rows of K (no transposed copy), or NULL */
+    coli_pv_rows_f32a_fn pv_rows_w; /* the same with the probabilities widened (taken over pv_rows where the set has it) */
+    coli_kq_rows_f32a_fn kq_rows;   /* decode's scores, up to COLI_PV_MAX_HEADS heads per K row read, or NULL */
     /* the kernels above take the query and the probabilities widened to f32 (kernel
      * table's f16_f32a: the same products, converted once instead of per K / V row) */
     int widened;
@@ -175,7 +177,10 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
      * stay in cache for every run (each score is its own dot: the same bits) */
     for (int b0 = lo; !sel && b0 <= p; b0 += KQ_CELLS) {
         const int b1 = b0 + KQ_CELLS - 1 < p ? b0 + KQ_CELLS - 1 : p;
-        for (int g0 = 0; g0 < ng; g0 += COLI_MAX_NR) {
+        for (int g0 = 0; J->kq_rows && g0 < ng; g0 += COLI_PV_MAX_HEADS)
+            J->kq_rows(hd, kc + (size_t)b0 * k_dim, (size_t)k_dim, b1 - b0 + 1, (const float *)qa + (size_t)g0 * hd, (size_t)hd,
+                       sc + (size_t)g0 * cstride + (b0 - c0), cstride, ng - g0 < COLI_PV_MAX_HEADS ? ng - g0 : COLI_PV_MAX_HEADS);
+        for (int g0 = 0; !J->kq_rows && g0 < ng; g0 += COLI_MAX_NR) {
             const int nr = ng - g0 < COLI_MAX_NR ? ng - g0 : COLI_MAX_NR;
             const void *qg = (const char *)qa + (size_t)g0 * qstride;
             float *sg = sc + (size_t)g0 * cstride;
@@ -203,6 +208,13 @@ static void attn_task(const attn_job *J, int i, int kvh, int h0, int ng, coli_ha
     /* kqv: one V row (value dimension) against the probabilities of every head */
     float *out = s->att + ((size_t)i * hp->n_head + h0) * hdv;
     size_t ph_stride = cstride * sizeof(coli_half);
+    if (J->pv_rows_w) { /* the latent rows of K, read in place once per COLI_PV_MAX_HEADS heads */
+        for (int g = 0; g < ng; g++) J->widen(ph + (size_t)g * cstride, sc + (size_t)g * cstride, len);
+        for (int g0 = 0; g0 < ng; g0 += COLI_PV_MAX_HEADS)
+            J->pv_rows_w(len, kc + (size_t)c0 * k_dim, (size_t)k_dim, hdv, sc + (size_t)g0 * cstride, cstride,
+                         out + (size_t)g0 * hdv, (size_t)hdv, ng - g0 < COLI_PV_MAX_HEADS ? ng - g0 : COLI_PV_MAX_HEADS);
+        return;
+    }
     if (J->pv_rows) { /* the latent rows of K, read in place, the bits of the loop below */
         for (int g0 = 0; g0 < ng; g0 += COLI_MAX_NR) {
             const int nr = ng - g0 < COLI_MAX_NR ? ng - g0 : COLI_MAX_NR;
@@ -328,7 +340,7 @@ void coli_attention(const coli_model *m, coli_state *s, int il, int n) {
     const coli_kernel_table *t = coli_kernels();
     const coli_type_kernels *k = &t->type[GGML_TYPE_F16];
     attn_job job = {m, s, il, 0, n, task_heads(hp), k->vec_dot, k->vec_dot, k->vec_dot_2w, k->vec_dot_2w, t->exp_sum,
-                    t->type[GGML_TYPE_F16].from_float, NULL, 0, NULL, 0};
+                    t->type[GGML_TYPE_F16].from_float, NULL, NULL, NULL, 0, NULL, 0};
     /* llama.cpp's n_kv is a multiple of 256 cells; a batch of queries goes
      * through tinyBLAS, rows alone as a batch of one, uniform rows as in a
      * batch large enough for it whatever their number */
@@ -355,13 +367,15 @@ void coli_attention(const coli_model *m, coli_state *s, int il, int n) {
     }
     /* MLA with the one-row P.V (decode): read the latent in place when every
      * row's last chunk of cells lies inside its cache */
-    if (hp->mla && t->pv_rows_f16 && job.kqv_dot == k->vec_dot && hp->head_dim_v % 16 == 0) {
-        job.pv_rows = t->pv_rows_f16;
-        for (int i = 0; i < n && job.pv_rows; i++)
-            if (ceil_chunk(s->rows[i].pos + 1) > s->rows[i].kv->n_ctx) job.pv_rows = NULL;
-    }
-    /* the widened twins of the kernels chosen above, where the set has them (not for MLA's pv_rows) */
+    int in_place = hp->mla && (t->pv_rows_f32a || t->pv_rows_f16) && job.kqv_dot == k->vec_dot && hp->head_dim_v % 16 == 0;
+    for (int i = 0; i < n && in_place; i++)
+        if (ceil_chunk(s->rows[i].pos + 1) > s->rows[i].kv->n_ctx) in_place = 0;
     const coli_type_kernels *w = &t->f16_f32a;
+    if (in_place && t->pv_rows_f32a && w->vec_dot)
+        job.pv_rows_w = t->pv_rows_f32a;
+    else if (in_place && t->pv_rows_f16)
+        job.pv_rows = t->pv_rows_f16;
+    /* the widened twins of the kernels chosen above, where the set has them (not with the f16 pv_rows) */
     if (w->vec_dot && !job.pv_rows) {
         job.kq_dot = job.kq_dot == k->vec_dot_mm ? w->vec_dot_mm : w->vec_dot;
         job.kq_dot2 = job.kq_dot2 && job.kq_dot2 == k->vec_dot_mm_2w ? w->vec_dot_mm_2w : NULL;
@@ -369,8 +383,10 @@ void coli_attention(const coli_model *m, coli_state *s, int il, int n) {
         job.kqv_dot2 = job.kqv_dot2 && job.kqv_dot2 == k->vec_dot_mm_2w ? w->vec_dot_mm_2w : NULL;
         job.widened = 1;
         job.widen = w->to_float;
+        /* one-row scores (decode): the set's many-head kernel where it has one */
+        if (job.kq_dot == w->vec_dot && t->kq_rows_f32a && hp->head_dim % 32 == 0) job.kq_rows = t->kq_rows_f32a;
     }
-    if (!hp->mla || job.pv_rows) {
+    if (!hp->mla || job.pv_rows || job.pv_rows_w) {
         atomic_init(&job.next, 0);
         coli_pool_run_shared(s->pool, attn_worker, &job);
         return;

@@ -150,35 +150,68 @@ int colibri_kernel_vec_dot(uint32_t wtype, int64_t n, const void *w, size_t w_by
 }
 
 int colibri_kernel_pv(int len, int n_d, int nr, const uint16_t *v, const uint16_t *p, float *out, int transposed) {
-    if (len <= 0 || len % 64 || n_d <= 0 || n_d % 16 || nr < 1 || nr > COLI_MAX_NR || !v || !p || !out)
-        return coli_fail(COLI_E_ARG, "pv: len %% 64, n_d %% 16 must be 0 and nr 1..%d", COLI_MAX_NR);
+    if (len <= 0 || len % 64 || n_d <= 0 || n_d % 16 || nr < 1 || nr > COLI_PV_MAX_HEADS || !v || !p || !out)
+        return coli_fail(COLI_E_ARG, "pv: len %% 64, n_d %% 16 must be 0 and nr 1..%d", COLI_PV_MAX_HEADS);
     const coli_kernel_table *t = coli_kernels();
-    if (!transposed) {
-        if (!t->pv_rows_f16) return coli_fail(COLI_E_UNSUPPORTED, "pv: the %s kernels have no pv_rows", t->name);
-        t->pv_rows_f16(len, v, (size_t)n_d, n_d, p, (size_t)len, out, (size_t)n_d, nr);
-        return COLI_OK;
-    }
     const coli_type_kernels *w = &t->f16_f32a;
+    if (!transposed && !t->pv_rows_f32a && !t->pv_rows_f16)
+        return coli_fail(COLI_E_UNSUPPORTED, "pv: the %s kernels have no pv_rows", t->name);
     if (transposed == 2 && !w->vec_dot)
         return coli_fail(COLI_E_UNSUPPORTED, "pv: the %s kernels have no widened F16 dots", t->name);
-    uint16_t *vt = malloc((size_t)len * n_d * sizeof *vt);
-    float *pf = transposed == 2 ? malloc((size_t)nr * len * sizeof *pf) : NULL;
-    if (!vt || (transposed == 2 && !pf)) {
+    const int widen = transposed == 2 || (!transposed && t->pv_rows_f32a);
+    uint16_t *vt = transposed ? malloc((size_t)len * n_d * sizeof *vt) : NULL;
+    float *pf = widen ? malloc((size_t)nr * len * sizeof *pf) : NULL;
+    if ((transposed && !vt) || (widen && !pf)) {
         free(vt);
         free(pf);
         return coli_fail(COLI_E_NOMEM, "pv: out of memory");
     }
+    if (pf) w->to_float(p, pf, (int64_t)nr * len); /* attention's widening */
+    if (!transposed) { /* the rows kernels: widened where the set has them, else up to COLI_MAX_NR heads a call */
+        if (pf)
+            t->pv_rows_f32a(len, v, (size_t)n_d, n_d, pf, (size_t)len, out, (size_t)n_d, nr);
+        for (int r0 = 0; !pf && r0 < nr; r0 += COLI_MAX_NR)
+            t->pv_rows_f16(len, v, (size_t)n_d, n_d, p + (size_t)r0 * len, (size_t)len, out + (size_t)r0 * n_d,
+                           (size_t)n_d, nr - r0 < COLI_MAX_NR ? nr - r0 : COLI_MAX_NR);
+        free(pf);
+        return COLI_OK;
+    }
     for (int c = 0; c < len; c++)
         for (int d = 0; d < n_d; d++) vt[(size_t)d * len + c] = v[(size_t)c * n_d + d];
-    if (pf) w->to_float(p, pf, (int64_t)nr * len); /* attention's widening */
-    for (int d = 0; d < n_d; d++) {
-        if (pf)
-            w->vec_dot(len, vt + (size_t)d * len, pf, (size_t)len * sizeof *pf, out + d, (size_t)n_d, nr);
-        else
-            t->type[GGML_TYPE_F16].vec_dot(len, vt + (size_t)d * len, p, (size_t)len * sizeof *p, out + d, (size_t)n_d, nr);
+    for (int r0 = 0; r0 < nr; r0 += COLI_MAX_NR) { /* the one-row dots take COLI_MAX_NR rows a call */
+        const int nr1 = nr - r0 < COLI_MAX_NR ? nr - r0 : COLI_MAX_NR;
+        for (int d = 0; d < n_d; d++) {
+            float *o = out + (size_t)r0 * n_d + d;
+            if (pf)
+                w->vec_dot(len, vt + (size_t)d * len, pf + (size_t)r0 * len, (size_t)len * sizeof *pf, o, (size_t)n_d, nr1);
+            else
+                t->type[GGML_TYPE_F16].vec_dot(len, vt + (size_t)d * len, p + (size_t)r0 * len, (size_t)len * sizeof *p,
+                                               o, (size_t)n_d, nr1);
+        }
     }
     free(vt);
     free(pf);
+    return COLI_OK;
+}
+
+int colibri_kernel_kq(int n, int n_rows, int nr, const uint16_t *k, const uint16_t *q, float *out, int rows) {
+    if (n <= 0 || n % 32 || n_rows < 1 || nr < 1 || nr > COLI_PV_MAX_HEADS || !k || !q || !out)
+        return coli_fail(COLI_E_ARG, "kq: n %% 32 must be 0, n_rows >= 1 and nr 1..%d", COLI_PV_MAX_HEADS);
+    const coli_kernel_table *t = coli_kernels();
+    if (rows) {
+        if (!t->kq_rows_f32a) return coli_fail(COLI_E_UNSUPPORTED, "kq: the %s kernels have no kq_rows", t->name);
+        float *qf = malloc((size_t)nr * n * sizeof *qf);
+        if (!qf) return coli_fail(COLI_E_NOMEM, "kq: out of memory");
+        t->f16_f32a.to_float(q, qf, (int64_t)nr * n); /* attention's widening */
+        t->kq_rows_f32a(n, k, (size_t)n, n_rows, qf, (size_t)n, out, (size_t)n_rows, nr);
+        free(qf);
+        return COLI_OK;
+    }
+    for (int c = 0; c < n_rows; c++) /* the one-row F16 dot, COLI_MAX_NR queries a call */
+        for (int r0 = 0; r0 < nr; r0 += COLI_MAX_NR)
+            t->type[GGML_TYPE_F16].vec_dot(n, k + (size_t)c * n, q + (size_t)r0 * n, (size_t)n * sizeof *q,
+                                           out + (size_t)r0 * n_rows + c, (size_t)n_rows,
+                                           nr - r0 < COLI_MAX_NR ? nr - r0 : COLI_MAX_NR);
     return COLI_OK;
 }
 

@@ -71,6 +71,8 @@ typedef struct coli_kernel_table {
     coli_type_kernels unpacked[GGML_TYPE_COUNT];
     coli_exp_sum_fn exp_sum;
     coli_pv_rows_fn pv_rows_f16; /* optional: P.V from row-major F16 V (one-row arithmetic) */
+    coli_pv_rows_f32a_fn pv_rows_f32a; /* optional: the same, probabilities widened (preferred where set) */
+    coli_kq_rows_f32a_fn kq_rows_f32a; /* optional: decode's scores, query widened, up to 8 heads a call */
     /* optional: type[F16]'s vec_dot / vec_dot_mm / vec_dot_mm_2w with the activation rows in
      * f32 holding f16 values (attention widens its query and probabilities once, with this
      * entry's to_float): the same bits */

@@ -214,6 +214,17 @@ int32_t coli_argmax_generic(const float *x, int n);
  * (AVX2 and AVX-512 sets; NULL in the scalar one). */
 typedef void (*coli_pv_rows_fn)(int len, const coli_half *v, size_t v_stride, int n_d, const coli_half *p,
                                 size_t p_stride, float *out, size_t out_stride, int nr);
+/* The same with the probabilities widened to f32 (f16 values: the same bits),
+ * len % 32 == 0 and nr <= COLI_PV_MAX_HEADS: every value row is read once
+ * for all nr heads (AVX2 set). */
+#define COLI_PV_MAX_HEADS 8
+typedef void (*coli_pv_rows_f32a_fn)(int len, const coli_half *v, size_t v_stride, int n_d, const float *p,
+                                     size_t p_stride, float *out, size_t out_stride, int nr);
+/* Decode's scores: s[r * s_stride + c] = the one-row F16 dot (vec_dot_f16_f32a's bits)
+ * of K row c (at k + c * k_stride) with query r (widened, at q + r * q_stride), for
+ * c < n_rows and r < nr <= COLI_PV_MAX_HEADS, n % 32 == 0 (AVX2 set). */
+typedef void (*coli_kq_rows_f32a_fn)(int n, const coli_half *k, size_t k_stride, int n_rows, const float *q,
+                                     size_t q_stride, float *s, size_t s_stride, int nr);
 
 /* Bytes of one row of n elements of `type`, 0 when n is not a multiple of
  * the block size or the type is unknown. */
@@ -294,8 +305,10 @@ double coli_exp_sum_generic(float *x, int n, float max);
 double coli_exp_sum_avx2(float *x, int n, float max);
 void coli_swiglu_avx2(float *x, const float *g, int n);
 int32_t coli_argmax_avx2(const float *x, int n);
-void coli_pv_rows_f16_avx2(int len, const coli_half *v, size_t v_stride, int n_d, const coli_half *p,
-                           size_t p_stride, float *out, size_t out_stride, int nr);
+void coli_kq_rows_f32a_avx2(int n, const coli_half *k, size_t k_stride, int n_rows, const float *q, size_t q_stride,
+                            float *s, size_t s_stride, int nr);
+void coli_pv_rows_f32a_avx2(int len, const coli_half *v, size_t v_stride, int n_d, const float *p,
+                            size_t p_stride, float *out, size_t out_stride, int nr);
 /* Eight floats summed in the order of ggml's AVX2 horizontal adds. */
 float coli_reduce_add8(const float *a);
 

@@ -221,48 +221,86 @@ INL void fdot_f32a_nr(int n, const void *w, const char *a, size_t as, float *s, 
     fdot_nr_a(n, w, a, as, s, ss, 1, 0, nr);
 }
 
-/* fdot_nr's f16 arithmetic (n % 32 == 0) on its side, as the AVX-512 pv_rows:
- * a ymm holds 8 value dims; lane l of accumulator k sums cells 8k + l (mod 32)
- * in order. Passes take two lanes of one k for up to 4 heads (8 accumulators
- * in 16 registers), so each value load serves every head; then
- * reduce4_f32x8's adds, each a vertical add. */
-INL void pv_block_avx2(int len, const coli_half *v, size_t v_stride, const coli_half *p, size_t p_stride, float *out,
-                       size_t out_stride, const int nh) {
-    __m256 part[4][4][8]; /* [head][k][lane] */
-    for (int k = 0; k < 4; k++)
-        for (int l0 = 0; l0 < 8; l0 += 2) {
-            __m256 acc[4][2];
-            for (int j = 0; j < nh; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-            const int off = 8 * k + l0;
-            for (int i = 0; i < len; i += 32) {
-                const coli_half *vr = v + (size_t)(i + off) * v_stride;
-                const __m256 v0 = load_f16x8(vr), v1 = load_f16x8(vr + v_stride);
-                for (int j = 0; j < nh; j++) {
-                    const coli_half *pj = p + (size_t)j * p_stride + i + off;
-                    acc[j][0] = _mm256_fmadd_ps(v0, _mm256_set1_ps(_cvtsh_ss(pj[0])), acc[j][0]);
-                    acc[j][1] = _mm256_fmadd_ps(v1, _mm256_set1_ps(_cvtsh_ss(pj[1])), acc[j][1]);
-                }
-            }
-            for (int j = 0; j < nh; j++) {
-                part[j][k][l0] = acc[j][0];
-                part[j][k][l0 + 1] = acc[j][1];
-            }
+/* fdot_nr's f16 arithmetic (len % 32 == 0) on its side, the probabilities
+ * widened to f32 (f16 values: the same products): a ymm holds 8 value dims,
+ * lane l of accumulator k sums cells 8k + l (mod 32) in order, then
+ * reduce4_f32x8's adds, each a vertical add.
+ *
+ * The 32 partial sums per output outlive registers, so the work is blocked
+ * for the caches: value dims go in groups of one cache line (32 dims), the
+ * cells of a group in blocks of PV_CELLS (64 KB of lines: L2) whose sums are
+ * parked in `sums` between blocks (loads and stores: exact). A pass holds 4
+ * heads x 16 dims of one lane (cell mod 32) in registers, so each value load
+ * serves 4 heads and each probability 2 dims. Each value line comes from
+ * memory once for all heads: the next block's are prefetched during this one. */
+#define PV_CELLS 1024
+#define PV_GROUP 32
+
+/* One pass: lane `lane` of dims 16h .. 16h + 15 of the group for heads 0 .. nh - 1,
+ * cells cb + lane, + 32 .. < ce. */
+INL void pv_pass_avx2(const coli_half *v, size_t v_stride, const float *p, size_t p_stride, int cb, int ce, int lane,
+                      float *sums, const int nh) {
+    __m256 acc[4][2];
+    for (int j = 0; j < nh; j++)
+        for (int b = 0; b < 2; b++) acc[j][b] = _mm256_load_ps(sums + (((size_t)j * PV_GROUP / 8 + b) * 32 + lane) * 8);
+    for (int i = cb + lane; i < ce; i += 32) {
+        const coli_half *vr = v + (size_t)i * v_stride;
+        const __m256 v0 = load_f16x8(vr), v1 = load_f16x8(vr + 8);
+        for (int j = 0; j < nh; j++) {
+            const __m256 pj = _mm256_broadcast_ss(p + (size_t)j * p_stride + i);
+            acc[j][0] = _mm256_fmadd_ps(v0, pj, acc[j][0]);
+            acc[j][1] = _mm256_fmadd_ps(v1, pj, acc[j][1]);
         }
-    for (int j = 0; j < nh; j++) {
-        __m256 t[8];
-        for (int l = 0; l < 8; l++)
-            t[l] = _mm256_add_ps(_mm256_add_ps(part[j][0][l], part[j][2][l]), _mm256_add_ps(part[j][1][l], part[j][3][l]));
-        for (int l = 0; l < 4; l++) t[l] = _mm256_add_ps(t[l], t[l + 4]);
-        _mm256_storeu_ps(out + (size_t)j * out_stride, _mm256_add_ps(_mm256_add_ps(t[0], t[1]), _mm256_add_ps(t[2], t[3])));
     }
+    for (int j = 0; j < nh; j++)
+        for (int b = 0; b < 2; b++) _mm256_store_ps(sums + (((size_t)j * PV_GROUP / 8 + b) * 32 + lane) * 8, acc[j][b]);
 }
 
-TGT void coli_pv_rows_f16_avx2(int len, const coli_half *v, size_t v_stride, int n_d, const coli_half *p,
-                               size_t p_stride, float *out, size_t out_stride, int nr) {
-    for (int d0 = 0; d0 < n_d; d0 += 8) {
-        const coli_half *vd = v + d0;
-        float *od = out + d0;
-        COLI_DISPATCH_NR(nr, pv_block_avx2, len, vd, v_stride, p, p_stride, od, out_stride); /* a constant head count */
+/* One 8-dim block's 32 sums -> out, as fdot_nr's reduce (0 + 2) + (1 + 3) of its accumulators, then its lanes */
+INL void pv_reduce_avx2(const float *sums, float *out) {
+    __m256 t[8];
+    for (int l = 0; l < 8; l++)
+        t[l] = _mm256_add_ps(_mm256_add_ps(_mm256_load_ps(sums + l * 8), _mm256_load_ps(sums + (16 + l) * 8)),
+                             _mm256_add_ps(_mm256_load_ps(sums + (8 + l) * 8), _mm256_load_ps(sums + (24 + l) * 8)));
+    for (int l = 0; l < 4; l++) t[l] = _mm256_add_ps(t[l], t[l + 4]);
+    _mm256_storeu_ps(out, _mm256_add_ps(_mm256_add_ps(t[0], t[1]), _mm256_add_ps(t[2], t[3])));
+}
+
+TGT void coli_pv_rows_f32a_avx2(int len, const coli_half *v, size_t v_stride, int n_d, const float *p,
+                                size_t p_stride, float *out, size_t out_stride, int nr) {
+    /* [head][8-dim block of the group][lane: cell mod 32][8 dims] */
+    float sums[COLI_PV_MAX_HEADS][PV_GROUP / 8][32][8] __attribute__((aligned(32)));
+    for (int g0 = 0; g0 < n_d; g0 += PV_GROUP) {
+        const int nb = (n_d - g0 < PV_GROUP ? n_d - g0 : PV_GROUP) / 8; /* 8-dim blocks in the group: 2 or 4 */
+        for (int j = 0; j < nr; j++) memset(sums[j], 0, (size_t)nb * sizeof sums[j][0]);
+        for (int cb = 0; cb < len; cb += PV_CELLS) {
+            const int ce = cb + PV_CELLS < len ? cb + PV_CELLS : len;
+            /* the next block's lines (or the next group's first block's), a share before each pass */
+            const int n_next = ce < len ? (len - ce < PV_CELLS ? len - ce : PV_CELLS) : g0 + PV_GROUP < n_d ? ce - cb : 0;
+            const coli_half *next = ce < len ? v + (size_t)ce * v_stride + g0 : v + g0 + PV_GROUP;
+            const int passes = (nr + 3) / 4 * (nb / 2) * 32, share = (n_next + passes - 1) / passes;
+            int pre = 0;
+            for (int j0 = 0; j0 < nr; j0 += 4) {
+                const int nh = nr - j0 < 4 ? nr - j0 : 4;
+                for (int h = 0; h < nb / 2; h++) {
+                    const coli_half *vh = v + g0 + 16 * h;
+                    float *sh = &sums[j0][2 * h][0][0];
+                    const float *pj = p + (size_t)j0 * p_stride;
+                    for (int lane = 0; lane < 32; lane++) {
+                        for (const int end = pre + share < n_next ? pre + share : n_next; pre < end; pre++)
+                            _mm_prefetch((const char *)(next + (size_t)pre * v_stride), _MM_HINT_T1);
+                        switch (nh) { /* a constant head count */
+                        case 1: pv_pass_avx2(vh, v_stride, pj, p_stride, cb, ce, lane, sh, 1); break;
+                        case 2: pv_pass_avx2(vh, v_stride, pj, p_stride, cb, ce, lane, sh, 2); break;
+                        case 3: pv_pass_avx2(vh, v_stride, pj, p_stride, cb, ce, lane, sh, 3); break;
+                        default: pv_pass_avx2(vh, v_stride, pj, p_stride, cb, ce, lane, sh, 4); break;
+                        }
+                    }
+                }
+            }
+        }
+        for (int j = 0; j < nr; j++)
+            for (int b = 0; b < nb; b++) pv_reduce_avx2(&sums[j][b][0][0], out + (size_t)j * out_stride + g0 + 8 * b);
     }
 }
 
@@ -293,6 +331,56 @@ TGT void vec_dot_f16_f32a_avx2(int n, const void *w, const void *a, size_t as, f
 TGT void vec_dot_f16_f32a_mm_avx2(int n, const void *w, const void *a, size_t as, float *s, size_t ss, int nr) {
     COLI_DISPATCH_NR(nr, fdot_mm_f32a_nr, n, w, (const char *)a, as, s, ss);
 }
+/* Scores of F16 K rows against widened queries, vec_dot_f16_f32a's bits (n % 32 == 0):
+ * its 4 accumulators per (row, head) are built one at a time (accumulator k holds
+ * elements i + 8k .. + 7 of every step i), 2 rows x 4 heads in registers, so each K
+ * load serves 4 heads and each query load 2 rows; the 4 land in part[] for the reduce. */
+INL void kq_pair_avx2(int n, const coli_half *k0, const coli_half *k1, const float *q, size_t q_stride,
+                      __m256 part[2][4][4], const int nh) {
+    for (int k = 0; k < 4; k++) {
+        __m256 acc[2][4];
+        for (int j = 0; j < nh; j++) acc[0][j] = acc[1][j] = _mm256_setzero_ps();
+        for (int i = 8 * k; i < n; i += 32) {
+            const __m256 a = load_f16x8(k0 + i), b = load_f16x8(k1 + i);
+            for (int j = 0; j < nh; j++) {
+                const __m256 qv = _mm256_loadu_ps(q + (size_t)j * q_stride + i);
+                acc[0][j] = _mm256_fmadd_ps(a, qv, acc[0][j]);
+                acc[1][j] = _mm256_fmadd_ps(b, qv, acc[1][j]);
+            }
+        }
+        for (int j = 0; j < nh; j++) {
+            part[0][j][k] = acc[0][j];
+            part[1][j][k] = acc[1][j];
+        }
+    }
+}
+
+TGT void coli_kq_rows_f32a_avx2(int n, const coli_half *k, size_t k_stride, int n_rows, const float *q, size_t q_stride,
+                                float *s, size_t s_stride, int nr) {
+    const size_t row_bytes = (size_t)n * sizeof(coli_half);
+    for (int c = 0; c < n_rows; c += 2) {
+        const coli_half *k0 = k + (size_t)c * k_stride, *k1 = c + 1 < n_rows ? k0 + k_stride : k0; /* odd tail: row twice */
+        for (int r = c + 4; r < c + 6 && r < n_rows; r++) /* a row is far from the next: the prefetcher misses them */
+            for (size_t o = 0; o < row_bytes; o += 64) _mm_prefetch((const char *)(k + (size_t)r * k_stride) + o, _MM_HINT_T0);
+        for (int j0 = 0; j0 < nr; j0 += 4) {
+            const int nh = nr - j0 < 4 ? nr - j0 : 4;
+            __m256 part[2][4][4];
+            const float *qj = q + (size_t)j0 * q_stride;
+            switch (nh) { /* a constant head count */
+            case 1: kq_pair_avx2(n, k0, k1, qj, q_stride, part, 1); break;
+            case 2: kq_pair_avx2(n, k0, k1, qj, q_stride, part, 2); break;
+            case 3: kq_pair_avx2(n, k0, k1, qj, q_stride, part, 3); break;
+            default: kq_pair_avx2(n, k0, k1, qj, q_stride, part, 4); break;
+            }
+            for (int j = 0; j < nh; j++) {
+                float *sj = s + (size_t)(j0 + j) * s_stride + c;
+                sj[0] = reduce4_f32x8(part[0][j][0], part[0][j][1], part[0][j][2], part[0][j][3]);
+                if (c + 1 < n_rows) sj[1] = reduce4_f32x8(part[1][j][0], part[1][j][1], part[1][j][2], part[1][j][3]);
+            }
+        }
+    }
+}
+
 TGT void coli_f16_to_f32_avx2(const void *src, float *dst, int64_t n) {
     const coli_half *x = src;
     int64_t i = 0;

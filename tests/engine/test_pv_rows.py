@@ -1,6 +1,7 @@
 """MLA decode reads its values straight from the latent rows of K (the kernel
-set's pv_rows) instead of a transposed copy: the same bits as the one-row F16
-dot over the transposed values, on random and hostile data. And attention's
+set's pv_rows, or its widened pv_rows_f32a: probabilities in f32, up to 8 heads
+a call) instead of a transposed copy: the same bits as the one-row F16 dot over
+the transposed values, on random and hostile data. And attention's
 widened dots (the probabilities in f32 once, the set's f16_f32a kernels) give
 the bits of the F16 dot they stand for."""
 from __future__ import annotations
@@ -34,7 +35,10 @@ def isa(request):
     assert lib.colibri_kernel_set_isa(b"auto") == 0
 
 
-@pytest.mark.parametrize("len_,n_d,nr", [(64, 16, 1), (128, 512, 4), (576, 512, 3), (1024, 64, 2), (8192, 32, 4)])
+# up to 8 heads a call (the widened kernel's), cells past one block of 1024 and a
+# partial last block, a half group of 16 dims after whole groups of 32
+@pytest.mark.parametrize("len_,n_d,nr", [(64, 16, 1), (128, 512, 4), (576, 512, 3), (1024, 64, 2), (8192, 32, 4),
+                                         (1088, 48, 5), (2112, 512, 8), (3072, 16, 7)])
 @pytest.mark.parametrize("data", ["normal", "softmax", "wide"])
 def test_rows_equal_the_transposed_dot(isa, len_, n_d, nr, data):
     rng = np.random.default_rng(len_ + n_d + nr)
@@ -69,3 +73,33 @@ def test_widened_dot_equals_the_f16_dot(isa, len_, n_d, nr, data):
     ref = pv(v, p, transposed=1)
     widened = pv(v, p, transposed=2)
     assert np.array_equal(widened.view(np.uint32), ref.view(np.uint32)), np.abs(widened - ref).max()
+
+
+def kq(k: np.ndarray, q: np.ndarray, rows: bool) -> np.ndarray:
+    n_rows, n = k.shape
+    nr = q.shape[0]
+    out = np.zeros((nr, n_rows), np.float32)
+    rc = lib.colibri_kernel_kq(n, n_rows, nr, ffi.from_buffer("uint16_t[]", k.view(np.uint16)),
+                               ffi.from_buffer("uint16_t[]", q.view(np.uint16)), ffi.from_buffer("float[]", out),
+                               int(rows))
+    if rc == lib.COLI_E_UNSUPPORTED:
+        pytest.skip("this kernel set has no kq_rows (decode's scores go a row at a time)")
+    assert rc == 0
+    return out
+
+
+# MLA's 576-wide latent rows, 16 / 8 / 7 heads, an odd number of rows; a 64-wide head
+@pytest.mark.parametrize("n,n_rows,nr", [(576, 37, 8), (576, 128, 7), (64, 9, 1), (256, 64, 4), (32, 1, 5)])
+@pytest.mark.parametrize("data", ["normal", "wide"])
+def test_many_head_scores_equal_the_one_row_dot(isa, n, n_rows, nr, data):
+    """Decode's scores, every head of a task per K row read (kq_rows): the bits of ggml_vec_dot_f16 per head."""
+    rng = np.random.default_rng(n + n_rows + nr)
+    if data == "wide":
+        k = (rng.choice([-1, 1], (n_rows, n)) * 2.0 ** rng.integers(-14, 15, (n_rows, n))).astype(np.float16)
+        q = (rng.choice([-1, 1], (nr, n)) * 2.0 ** rng.integers(-24, 15, (nr, n))).astype(np.float16)
+    else:
+        k = rng.standard_normal((n_rows, n)).astype(np.float16)
+        q = rng.standard_normal((nr, n)).astype(np.float16)
+    ours = kq(k, q, rows=True)
+    ref = kq(k, q, rows=False)
+    assert np.array_equal(ours.view(np.uint32), ref.view(np.uint32)), np.abs(ours - ref).max()
