@@ -333,49 +333,52 @@ TGT void vec_dot_f16_f32a_mm_avx2(int n, const void *w, const void *a, size_t as
 }
 /* Scores of F16 K rows against widened queries, vec_dot_f16_f32a's bits (n % 32 == 0):
  * its 4 accumulators per (row, head) are built one at a time (accumulator k holds
- * elements i + 8k .. + 7 of every step i), 2 rows x 4 heads in registers, so each K
- * load serves 4 heads and each query load 2 rows; the 4 land in part[] for the reduce. */
-INL void kq_pair_avx2(int n, const coli_half *k0, const coli_half *k1, const float *q, size_t q_stride,
-                      __m256 part[2][4][4], const int nh) {
-    for (int k = 0; k < 4; k++) {
-        __m256 acc[2][4];
-        for (int j = 0; j < nh; j++) acc[0][j] = acc[1][j] = _mm256_setzero_ps();
-        for (int i = 8 * k; i < n; i += 32) {
-            const __m256 a = load_f16x8(k0 + i), b = load_f16x8(k1 + i);
+ * elements i + 8k .. + 7 of every step i), KQ_ROWS rows x 4 heads in registers (12
+ * chains: enough to cover the FMA latency), so each K load serves 4 heads and each
+ * query load KQ_ROWS rows; the 4 land in part[] for the reduce. */
+#define KQ_ROWS 3
+INL void kq_rows_block_avx2(int n, const coli_half *const rows[KQ_ROWS], const float *q, size_t q_stride,
+                            __m256 part[KQ_ROWS][4][4], const int nh) {
+    for (int kk = 0; kk < 4; kk++) {
+        __m256 acc[KQ_ROWS][4];
+        for (int r = 0; r < KQ_ROWS; r++)
+            for (int j = 0; j < nh; j++) acc[r][j] = _mm256_setzero_ps();
+        for (int i = 8 * kk; i < n; i += 32) {
+            __m256 kv[KQ_ROWS];
+            for (int r = 0; r < KQ_ROWS; r++) kv[r] = load_f16x8(rows[r] + i);
             for (int j = 0; j < nh; j++) {
-                const __m256 qv = _mm256_loadu_ps(q + (size_t)j * q_stride + i);
-                acc[0][j] = _mm256_fmadd_ps(a, qv, acc[0][j]);
-                acc[1][j] = _mm256_fmadd_ps(b, qv, acc[1][j]);
+                __m256 qv = _mm256_loadu_ps(q + (size_t)j * q_stride + i);
+                __asm__("" : "+x"(qv)); /* one load for KQ_ROWS rows, not one folded into each fma */
+                for (int r = 0; r < KQ_ROWS; r++) acc[r][j] = _mm256_fmadd_ps(kv[r], qv, acc[r][j]);
             }
         }
-        for (int j = 0; j < nh; j++) {
-            part[0][j][k] = acc[0][j];
-            part[1][j][k] = acc[1][j];
-        }
+        for (int r = 0; r < KQ_ROWS; r++)
+            for (int j = 0; j < nh; j++) part[r][j][kk] = acc[r][j];
     }
 }
 
 TGT void coli_kq_rows_f32a_avx2(int n, const coli_half *k, size_t k_stride, int n_rows, const float *q, size_t q_stride,
                                 float *s, size_t s_stride, int nr) {
     const size_t row_bytes = (size_t)n * sizeof(coli_half);
-    for (int c = 0; c < n_rows; c += 2) {
-        const coli_half *k0 = k + (size_t)c * k_stride, *k1 = c + 1 < n_rows ? k0 + k_stride : k0; /* odd tail: row twice */
-        for (int r = c + 4; r < c + 6 && r < n_rows; r++) /* a row is far from the next: the prefetcher misses them */
+    for (int c = 0; c < n_rows; c += KQ_ROWS) {
+        const int m = n_rows - c < KQ_ROWS ? n_rows - c : KQ_ROWS;
+        const coli_half *rows[KQ_ROWS]; /* the tail repeats its last row, the extra scores dropped */
+        for (int r = 0; r < KQ_ROWS; r++) rows[r] = k + (size_t)(c + (r < m ? r : m - 1)) * k_stride;
+        for (int r = c + 2 * KQ_ROWS; r < c + 3 * KQ_ROWS && r < n_rows; r++) /* rows far apart: the prefetcher misses them */
             for (size_t o = 0; o < row_bytes; o += 64) _mm_prefetch((const char *)(k + (size_t)r * k_stride) + o, _MM_HINT_T0);
         for (int j0 = 0; j0 < nr; j0 += 4) {
             const int nh = nr - j0 < 4 ? nr - j0 : 4;
-            __m256 part[2][4][4];
+            __m256 part[KQ_ROWS][4][4];
             const float *qj = q + (size_t)j0 * q_stride;
             switch (nh) { /* a constant head count */
-            case 1: kq_pair_avx2(n, k0, k1, qj, q_stride, part, 1); break;
-            case 2: kq_pair_avx2(n, k0, k1, qj, q_stride, part, 2); break;
-            case 3: kq_pair_avx2(n, k0, k1, qj, q_stride, part, 3); break;
-            default: kq_pair_avx2(n, k0, k1, qj, q_stride, part, 4); break;
+            case 1: kq_rows_block_avx2(n, rows, qj, q_stride, part, 1); break;
+            case 2: kq_rows_block_avx2(n, rows, qj, q_stride, part, 2); break;
+            case 3: kq_rows_block_avx2(n, rows, qj, q_stride, part, 3); break;
+            default: kq_rows_block_avx2(n, rows, qj, q_stride, part, 4); break;
             }
             for (int j = 0; j < nh; j++) {
                 float *sj = s + (size_t)(j0 + j) * s_stride + c;
-                sj[0] = reduce4_f32x8(part[0][j][0], part[0][j][1], part[0][j][2], part[0][j][3]);
-                if (c + 1 < n_rows) sj[1] = reduce4_f32x8(part[1][j][0], part[1][j][1], part[1][j][2], part[1][j][3]);
+                for (int r = 0; r < m; r++) sj[r] = reduce4_f32x8(part[r][j][0], part[r][j][1], part[r][j][2], part[r][j][3]);
             }
         }
     }

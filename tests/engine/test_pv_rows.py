@@ -88,7 +88,7 @@ def kq(k: np.ndarray, q: np.ndarray, rows: bool) -> np.ndarray:
     return out
 
 
-# MLA's 576-wide latent rows, 16 / 8 / 7 heads, an odd number of rows; a 64-wide head
+# MLA's 576-wide latent rows, 8 / 7 heads, row counts leaving a tail of 1 or 2 past the blocks of 3; a 64-wide head
 @pytest.mark.parametrize("n,n_rows,nr", [(576, 37, 8), (576, 128, 7), (64, 9, 1), (256, 64, 4), (32, 1, 5)])
 @pytest.mark.parametrize("data", ["normal", "wide"])
 def test_many_head_scores_equal_the_one_row_dot(isa, n, n_rows, nr, data):
