@@ -60,16 +60,21 @@ def test_rows_equal_the_transposed_dot(isa, len_, n_d, nr, data):
     assert np.allclose(ref, p.astype(np.float64) @ v.astype(np.float64), rtol=1e-2, atol=1e-2 * np.abs(ref).max())
 
 
+def rows_and_queries(rng, rows_shape, queries_shape, data: str) -> tuple[np.ndarray, np.ndarray]:
+    """f16 cache rows and query / probability rows: normal, or "wide" (magnitudes 2^-14..2^15 and
+    2^-24..2^15, both signs, subnormals included: any change of order or rounding shows)."""
+    if data == "wide":
+        rows = rng.choice([-1, 1], rows_shape) * 2.0 ** rng.integers(-14, 15, rows_shape)
+        queries = rng.choice([-1, 1], queries_shape) * 2.0 ** rng.integers(-24, 15, queries_shape)
+    else:
+        rows, queries = rng.standard_normal(rows_shape), rng.standard_normal(queries_shape)
+    return rows.astype(np.float16), queries.astype(np.float16)
+
+
 @pytest.mark.parametrize("len_,n_d,nr", [(64, 16, 1), (256, 64, 4), (4096, 16, 3)])
 @pytest.mark.parametrize("data", ["normal", "wide"])
 def test_widened_dot_equals_the_f16_dot(isa, len_, n_d, nr, data):
-    rng = np.random.default_rng(7 * len_ + nr)
-    if data == "wide":
-        v = (rng.choice([-1, 1], (len_, n_d)) * 2.0 ** rng.integers(-14, 15, (len_, n_d))).astype(np.float16)
-        p = (rng.choice([-1, 1], (nr, len_)) * 2.0 ** rng.integers(-24, 15, (nr, len_))).astype(np.float16)
-    else:
-        v = rng.standard_normal((len_, n_d)).astype(np.float16)
-        p = rng.standard_normal((nr, len_)).astype(np.float16)
+    v, p = rows_and_queries(np.random.default_rng(7 * len_ + nr), (len_, n_d), (nr, len_), data)
     ref = pv(v, p, transposed=1)
     widened = pv(v, p, transposed=2)
     assert np.array_equal(widened.view(np.uint32), ref.view(np.uint32)), np.abs(widened - ref).max()
@@ -93,13 +98,7 @@ def kq(k: np.ndarray, q: np.ndarray, rows: bool) -> np.ndarray:
 @pytest.mark.parametrize("data", ["normal", "wide"])
 def test_many_head_scores_equal_the_one_row_dot(isa, n, n_rows, nr, data):
     """Decode's scores, every head of a task per K row read (kq_rows): the bits of ggml_vec_dot_f16 per head."""
-    rng = np.random.default_rng(n + n_rows + nr)
-    if data == "wide":
-        k = (rng.choice([-1, 1], (n_rows, n)) * 2.0 ** rng.integers(-14, 15, (n_rows, n))).astype(np.float16)
-        q = (rng.choice([-1, 1], (nr, n)) * 2.0 ** rng.integers(-24, 15, (nr, n))).astype(np.float16)
-    else:
-        k = rng.standard_normal((n_rows, n)).astype(np.float16)
-        q = rng.standard_normal((nr, n)).astype(np.float16)
+    k, q = rows_and_queries(np.random.default_rng(n + n_rows + nr), (n_rows, n), (nr, n), data)
     ours = kq(k, q, rows=True)
     ref = kq(k, q, rows=False)
     assert np.array_equal(ours.view(np.uint32), ref.view(np.uint32)), np.abs(ours - ref).max()
