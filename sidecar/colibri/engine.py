@@ -303,7 +303,7 @@ class Engine:
         self._e = ffi.gc(handle, lib.colibri_close)
         self._stepping = threading.Lock()  # close() waits for a step running on the engine thread
         self.draft_tokens = lib.colibri_draft_tokens(self._e)  # as resolved: 0 when off
-        self.drafter = ffi.string(lib.colibri_drafter(self._e)).decode()  # "mtp", "lookup" or "" (none)
+        self.drafter = ffi.string(lib.colibri_drafter(self._e)).decode()  # "mtp", "lookup", "model" or "" (none)
         self._events_cap = (2 + self.draft_tokens) * max(lib.colibri_n_slots(self._e), 1)
         self._events = ffi.new("colibri_event[]", self._events_cap)  # colibri_step's output, reused
         self._wake_fds = ffi.new("int[]", self._events_cap)  # colibri_step_wake's pipes, reused

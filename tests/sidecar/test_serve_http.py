@@ -526,13 +526,14 @@ def test_speculative_decoding_counters(default_model):
     assert f"colibri_draft_accepted_total {float(spec['accepted'])}" in metrics
     assert turn["draft_tokens"] == spec["drafted"] - before["drafted"]
     assert turn["draft_accepted"] == spec["accepted"] - before["accepted"]
+    assert turn["drafter"] == spec["drafter"]  # the Profiling page names it
 
 
 @pytest.mark.parametrize("drafter", ["mtp", "model"])
 def test_drafters_through_the_server(drafter):
     """A model with an MTP block (a glm4moe fixture whose block agrees with its trunk for 3 of 4 tokens), or a
     draft model of the same vocabulary (--draft-model: a qwen3moe fixture for a glm4moe one), drafts when served:
-    /health names the drafter, and the reply equals the one with drafting off."""
+    /health and the turn in /profile name the drafter, and the reply equals the one with drafting off."""
     pytest.importorskip("gguf")
     from tests.fixtures import moe_models
 
@@ -545,14 +546,15 @@ def test_drafters_through_the_server(drafter):
     async def body(c, served):
         r = await c.post("/v1/completions", json=req)
         assert r.status == 200, await r.text()
-        return (await r.json())["choices"][0]["text"], (await (await c.get("/health")).json())["speculative"]
+        turn = (await (await c.get("/profile")).json())["turns"][-1]
+        return (await r.json())["choices"][0]["text"], (await (await c.get("/health")).json())["speculative"], turn
 
     replies = []
     for draft_tokens in (None, 0):
         cfg = replace(CFG, kv_slots=1, model_id="fixture", draft_tokens=draft_tokens, draft_model=draft)
         served = open_served(cfg, target)
         try:
-            text, spec = run(served, body)
+            text, spec, turn = run(served, body)
         finally:
             asyncio.run(close_model(served))
             served.engine.close()
@@ -560,6 +562,8 @@ def test_drafters_through_the_server(drafter):
         if draft_tokens is None:
             assert spec["drafter"] == drafter and spec["draft_tokens"] == 4
             assert spec["drafted"] > 0, spec  # how many are verified follows the measured costs
+            assert turn["drafter"] == drafter and turn["draft_tokens"] == spec["drafted"]
         else:
             assert spec["drafter"] is None and spec["drafted"] == 0
+            assert "drafter" not in turn and turn["draft_tokens"] == 0
     assert replies[0] == replies[1] and replies[0]

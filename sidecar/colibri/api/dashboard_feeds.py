@@ -85,8 +85,10 @@ def _rate(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
 
-def profile_turn(t: dict) -> dict:
-    return {"id": t["id"], "t": t["end_time"], "slot": t["slot"], "wall_s": t["wall_s"],
+def profile_turn(t: dict, drafter: str) -> dict:
+    """A turn of the engine's ring as the feed's ProfileTurn; `drafter` (the engine's: "mtp", "lookup",
+    "model" or "") is named when the turn drafted."""
+    turn = {"id": t["id"], "t": t["end_time"], "slot": t["slot"], "wall_s": t["wall_s"],
             "prompt_tokens": t["prompt_tokens"], "completion_tokens": t["completion_tokens"],
             "prefill_s": t["prefill_s"], "expert_disk_s": t["disk_s"], "expert_wait_s": t["io_wait_s"],
             "expert_matmul_s": t["matmul_s"], "attention_s": t["attention_s"],
@@ -95,6 +97,9 @@ def profile_turn(t: dict) -> dict:
             "prefetch_hit_rate": _rate(t["prefetch_hit_rate"]), "reused_tokens": t["reused_tokens"],
             "finish": t["finish"], "other_s": t["other_s"], "draft_tokens": t["draft_tokens"],
             "draft_accepted": t["draft_accepted"]}
+    if drafter and t["draft_tokens"] > 0:
+        turn["drafter"] = drafter
+    return turn
 
 
 # ---- `coli serve --upstream`: the gateway's own timings; routing only from another colibri ----
@@ -232,7 +237,8 @@ async def get_coroute(request: web.Request) -> web.Response:
 async def get_profile(request: web.Request) -> web.Response:
     if request.app.get(upstream_key) is not None:
         return json_response(upstream_profile(request.app))
-    turns = [profile_turn(t) for t in request.app[model_key].engine.turns()]
+    engine = request.app[model_key].engine
+    turns = [profile_turn(t, engine.drafter) for t in engine.turns()]
     return json_response({"seq": turns[-1]["id"] if turns else 0, "turns": turns})
 
 
@@ -258,7 +264,7 @@ async def get_events(request: web.Request) -> web.StreamResponse:
         if st["turns"] != last_turn:  # read the ring only when a request has ended
             for t in engine.turns():
                 if t["id"] > last_turn:
-                    chunks.append(("turn", profile_turn(t)))
+                    chunks.append(("turn", profile_turn(t, engine.drafter)))
             last_turn = st["turns"]
         try:
             for name, data in chunks:

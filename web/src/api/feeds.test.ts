@@ -5,6 +5,7 @@ import {
   parseHealth,
   parseProfile,
   parseRoutingEvent,
+  turnAcceptance,
   turnPhases,
   turnTokPerS,
   turnTokensPerStep,
@@ -115,6 +116,17 @@ describe("feeds", () => {
     expect(turnTokensPerStep(drafted)).toBe(2); // 200 tokens in 100 steps
     expect(turnTokensPerStep(turn)).toBeNull();
     expect(turnTokensPerStep({ ...turn, draft_tokens: 0, draft_accepted: 0 })).toBeNull();
+    expect(turnAcceptance(drafted)).toBeCloseTo(100 / 120);
+    expect(turnAcceptance(turn)).toBeNull();
+  });
+
+  it("profile: the drafter is kept when it is one the client knows and the turn drafted, else dropped", () => {
+    const parse = (extra: object) => parseProfile({ seq: 1, turns: [{ ...turn, ...extra }] })!.turns[0];
+    for (const drafter of ["mtp", "lookup", "model"] as const)
+      expect(parse({ draft_tokens: 92, draft_accepted: 67, drafter }).drafter).toBe(drafter);
+    for (const drafter of ["eagle", "", 3, null, { name: "mtp" }])
+      expect(parse({ draft_tokens: 92, draft_accepted: 67, drafter })).not.toHaveProperty("drafter");
+    expect(parse({ drafter: "mtp" })).not.toHaveProperty("drafter"); // no draft counts: the turn did not draft
   });
 
   it("profile: keeps valid turns, fills optional fields, drops broken ones", () => {

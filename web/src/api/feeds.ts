@@ -2,7 +2,7 @@
 // documented shape (types.ts) becomes null, which the pages show as an empty
 // state. Compact fields are decoded here (base64 → typed arrays).
 
-import type { GatewayTurn, Health, ProfileFeed, ProfileTurn } from "./types";
+import type { Drafter, GatewayTurn, Health, ProfileFeed, ProfileTurn } from "./types";
 import { base64ToBytes, u32le } from "../lib/bytes";
 
 type Obj = Record<string, unknown>;
@@ -87,6 +87,9 @@ export function parseCoroute(v: unknown): CorouteData | null {
   }
 }
 
+const DRAFTERS: readonly Drafter[] = ["mtp", "lookup", "model"];
+const isDrafter = (x: unknown): x is Drafter => DRAFTERS.includes(x as Drafter);
+
 const TURN_NUMBERS: (keyof ProfileTurn)[] = [
   "wall_s",
   "prompt_tokens",
@@ -144,7 +147,11 @@ export function parseProfile(v: unknown): ProfileFeed | null {
       prefetch_hit_rate: rate(t.prefetch_hit_rate),
       ...(num(t.linear_attention_s) ? { linear_attention_s: t.linear_attention_s } : {}),
       ...(num(t.draft_tokens) && num(t.draft_accepted)
-        ? { draft_tokens: t.draft_tokens, draft_accepted: t.draft_accepted }
+        ? {
+            draft_tokens: t.draft_tokens,
+            draft_accepted: t.draft_accepted,
+            ...(isDrafter(t.drafter) ? { drafter: t.drafter } : {}),
+          }
         : {}),
     });
   });
@@ -156,6 +163,11 @@ export function turnPhases(t: ProfileTurn) {
   const linear = t.linear_attention_s ?? 0;
   const other = Math.max(0, t.wall_s - t.expert_wait_s - t.expert_matmul_s - t.attention_s - linear - t.lm_head_s);
   return { wait: t.expert_wait_s, matmul: t.expert_matmul_s, attention: t.attention_s, linear, head: t.lm_head_s, other };
+}
+
+/** Drafted tokens the model kept ÷ drafted, of a turn that drafted; null otherwise. */
+export function turnAcceptance(t: ProfileTurn): number | null {
+  return t.draft_tokens && t.draft_accepted !== undefined ? t.draft_accepted / t.draft_tokens : null;
 }
 
 /** Tokens per decode step of a turn that drafted (each step keeps one token plus the drafts it accepted);

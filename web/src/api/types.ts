@@ -275,7 +275,12 @@ export interface ProfileTurn {
   /** Optional: speculative decoding's tokens drafted during the turn, and those the model kept. */
   draft_tokens?: number;
   draft_accepted?: number;
+  /** Optional, with draft_tokens when the turn drafted: what drafted (/health's `speculative.drafter`). */
+  drafter?: Drafter;
 }
+
+/** What drafts for speculative decoding: the model file's MTP block, prompt lookup, or a separate draft model. */
+export type Drafter = "mtp" | "lookup" | "model";
 
 // ---------------------------------------------------------------------------
 // OpenAI-compatible chat.

@@ -1,8 +1,8 @@
 import { useMemo, useRef } from "react";
 import uPlot from "uplot";
 import { Activity, CloudOff, Cpu, HardDrive, Timer } from "lucide-react";
-import { parseProfile, turnPhases, turnTokPerS, turnTokensPerStep } from "../../api/feeds";
-import type { GatewayTurn, Health, ProfileTurn } from "../../api/types";
+import { parseProfile, turnAcceptance, turnPhases, turnTokPerS, turnTokensPerStep } from "../../api/feeds";
+import type { Drafter, GatewayTurn, Health, ProfileTurn } from "../../api/types";
 import { EmptyState } from "../../components/EmptyState";
 import { KeyNeeded, useKeyNeeded } from "../../components/KeyNeeded";
 import { UChart } from "../../components/UChart";
@@ -22,6 +22,9 @@ export const PHASES = [
   { key: "head", label: "LM head", color: "#a78bdb" },
   { key: "other", label: "Other", color: "#8a969c" },
 ] as const;
+
+/** What drafted a turn's tokens (ProfileTurn.drafter), in words. */
+export const DRAFTER_NAMES: Record<Drafter, string> = { mtp: "MTP block", lookup: "prompt lookup", model: "draft model" };
 
 export default function ProfilingPage() {
   const { data, settled, missing } = useFeed("profile", parseProfile, PROFILE_MS);
@@ -128,6 +131,7 @@ function Gateway({ turns, health }: { turns: GatewayTurn[]; health: Health | nul
 function TurnCard({ t }: { t: ProfileTurn }) {
   const ph = turnPhases(t);
   const perStep = turnTokensPerStep(t);
+  const drafter = t.drafter ? DRAFTER_NAMES[t.drafter] : null;
   const total = Math.max(t.wall_s, 1e-9);
   return (
     <section className="card" aria-labelledby="turn-title" data-testid="profile-turn">
@@ -152,7 +156,8 @@ function TurnCard({ t }: { t: ProfileTurn }) {
           <Kpi
             label="tokens / step"
             value={perStep.toFixed(2)}
-            hint={`speculative decoding: ${fmtInt(t.draft_accepted ?? 0)} of ${fmtInt(t.draft_tokens ?? 0)} drafted tokens kept`}
+            hint={`${drafter ?? "speculative decoding"}: ${fmtInt(t.draft_accepted ?? 0)} of ${fmtInt(t.draft_tokens ?? 0)} drafted tokens kept`}
+            sub={`${drafter ? `${drafter} · ` : ""}${fmtPct(turnAcceptance(t))}\u00a0kept`}
           />
         )}
       </div>
@@ -179,11 +184,12 @@ function TurnCard({ t }: { t: ProfileTurn }) {
   );
 }
 
-function Kpi({ label, value, hint }: { label: string; value: string; hint?: string }) {
+function Kpi({ label, value, hint, sub }: { label: string; value: string; hint?: string; sub?: string }) {
   return (
     <div className="kpi" title={hint}>
       <span className="kpi-value">{value}</span>
       <span className="kpi-label">{label}</span>
+      {sub && <span className="kpi-sub">{sub}</span>}
     </div>
   );
 }
