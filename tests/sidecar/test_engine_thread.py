@@ -286,3 +286,43 @@ def test_closing_the_thread_lets_go_of_the_loops_pipe(default_model):
             assert len(os.listdir("/proc/self/fd")) == n_open - 2
 
     asyncio.run(main())
+
+
+def test_tokens_after_the_first_reach_the_loop_together(default_model, monkeypatch):
+    """While tokens flow, a loop is woken at most once per wake_interval: its first token goes
+    at once (time to first token), its end at once, and the tokens between in one hand-over.
+    With wake_interval 0, a wake per step: many hand-overs. The tokens are the same."""
+    import colibri.serving.engine_thread as et_mod
+
+    handovers = []
+    real = et_mod._Mailbox._drain
+
+    def drain(self):
+        if self.items:
+            handovers.append(len(self.items))
+        real(self)
+
+    monkeypatch.setattr(et_mod._Mailbox, "_drain", drain)
+
+    async def run(interval: float):
+        with Engine(default_model, n_slots=1, n_ctx=128, n_threads=2) as e:
+            et = EngineThread(e, wake_interval=interval)
+            et.start()
+            handovers.clear()
+            generation = et.submit(GenRequest(slot=0, prompt=e.tokenize("Once upon a time"), max_tokens=24,
+                                              ignore_eos=True))
+            tokens, open_at_first = [], None
+            async for ev in generation:
+                if isinstance(ev, TokenEvent):
+                    if open_at_first is None:
+                        open_at_first = not generation.ended.done()
+                    tokens.append(ev.token)
+            await et.close()
+            return tokens, open_at_first, list(handovers)
+
+    gathered, first_alone, few = asyncio.run(run(3600.0))
+    stepwise, _, many = asyncio.run(run(0.0))
+    assert gathered == stepwise and len(gathered) == 24
+    assert first_alone, "the first token waited for the generation's end"
+    assert sum(few) == 25 and len(few) <= 2, few  # 24 tokens and the Finish
+    assert sum(many) == 25 and len(many) >= 3, many

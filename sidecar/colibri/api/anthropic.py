@@ -25,7 +25,7 @@ from colibri.api.anthropic_protocol import error_body, parse_messages_request, s
 from colibri.api.errors import ApiError, StreamAborted, as_api_error, json_response
 from colibri.api.keys import config_key, core_key, model_key, request_id_key
 from colibri.api.request import limits_of, read_request, reply_model
-from colibri.api.sse import KEEPALIVE, SSE_HEADERS, to_json, with_keepalive
+from colibri.api.sse import KEEPALIVE, SSE_HEADERS, one_write, to_json, with_keepalive
 from colibri.serving.generation import Delta, Outcome
 
 log = logging.getLogger(__name__)
@@ -150,11 +150,13 @@ async def stream(request: web.Request, head: dict, deltas: AsyncIterator[Delta],
     await out.event("message_start", {"message": {**head, "content": [], "stop_reason": None, "stop_sequence": None,
                                                   "usage": start_usage}})
     try:
-        async for item in with_keepalive(deltas, request.app[config_key].keepalive_s):
-            if item is KEEPALIVE:
+        async for batch in with_keepalive(deltas, request.app[config_key].keepalive_s):
+            if batch is KEEPALIVE:
                 await out.event("ping", {})
-            else:
-                await out.feed(item)
+                continue
+            async with one_write(out):
+                for d in batch:
+                    await out.feed(d)
         if not out.wrote_text and not outcome.tool_calls:
             await out.start(text_block(""))
         for call in outcome.tool_calls:  # after all text

@@ -213,9 +213,10 @@ async def stream(request: web.Request, frames: "Frames", deltas: AsyncIterator[D
                 await resp.write(frame(chunk))
 
     try:
-        async for item in with_keepalive(deltas, request.app[config_key].keepalive_s):
+        async for batch in with_keepalive(deltas, request.app[config_key].keepalive_s):
             await start()
-            await resp.write(frame(frames.keepalive(usage)) if item is KEEPALIVE else frames.delta_frame(item, usage))
+            await resp.write(frame(frames.keepalive(usage)) if batch is KEEPALIVE else
+                             b"".join([frames.delta_frame(d, usage) for d in batch]))
     except (asyncio.CancelledError, ConnectionResetError):
         raise  # the client went away
     except Exception as err:  # the streaming twin of the last-resort layer (middleware.gateway)

@@ -34,7 +34,7 @@ from colibri.api.fields import wrong_type
 from colibri.api.keys import config_key, core_key, model_key
 from colibri.api.request import limits_of, read_request, reply_model
 from colibri.api.responses_protocol import ResponsesRequest, encrypted, parse_responses
-from colibri.api.sse import KEEPALIVE, SSE_HEADERS, to_json, with_keepalive
+from colibri.api.sse import KEEPALIVE, SSE_HEADERS, one_write, to_json, with_keepalive
 from colibri.chat.reasoning import THINK
 from colibri.errors import InvalidRequest
 from colibri.serving.core import ServingCore
@@ -399,13 +399,15 @@ async def stream(request: web.Request, reply: Reply, deltas, outcome: Outcome,
         return True
 
     try:
-        async for item in with_keepalive(deltas, request.app[config_key].keepalive_s):
+        async for batch in with_keepalive(deltas, request.app[config_key].keepalive_s):
             started = await start()
-            if item is KEEPALIVE:
+            if batch is KEEPALIVE:
                 if not started:
                     await events.lifecycle("response.in_progress", "in_progress")  # the keep-alive
-            else:
-                await events.feed(item)
+                continue
+            async with one_write(events):
+                for d in batch:
+                    await events.feed(d)
         await start()
         response = await events.finish(outcome)
     except (asyncio.CancelledError, ConnectionResetError):

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections import deque
-from typing import AsyncIterator, TypeVar
+from typing import Any, AsyncIterator, TypeVar
 
 T = TypeVar("T")
 DONE = b"data: [DONE]\n\n"
@@ -28,6 +29,36 @@ def frame(payload: object) -> bytes:
     return b"data: " + to_json(payload).encode("utf-8") + b"\n\n"
 
 
+class _Gathered:
+    """Stands in for a response while one batch is framed: what is written waits to go as one."""
+    __slots__ = ("parts",)
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    async def write(self, data: bytes) -> None:
+        self.parts.append(data)
+
+
+@contextlib.asynccontextmanager
+async def one_write(holder: Any) -> AsyncIterator[None]:
+    """Within it, `holder.resp.write` gathers, and what was written goes out in one write at the
+    end (also when the framing fails part way: what was framed is not lost). A client that left
+    gets nothing more."""
+    resp, gathered = holder.resp, _Gathered()
+    holder.resp = gathered
+    gone = False
+    try:
+        yield
+    except (asyncio.CancelledError, ConnectionResetError):
+        gone = True
+        raise
+    finally:
+        holder.resp = resp
+        if gathered.parts and not gone:
+            await resp.write(b"".join(gathered.parts))
+
+
 class _Failed:
     """The source raised: re-raised to the consumer after the items read before it."""
     __slots__ = ("exc",)
@@ -39,8 +70,10 @@ class _Failed:
 _END = object()
 
 
-async def with_keepalive(source: AsyncIterator[T], interval: float) -> AsyncIterator[T | object]:
-    """Items of `source`, and KEEPALIVE after each `interval` seconds without one. The pending
+async def with_keepalive(source: AsyncIterator[T], interval: float) -> AsyncIterator[list[T] | object]:
+    """Items of `source` in batches (a list of every item that has arrived since the consumer
+    last came back, in order: framed and sent in one write, they cost one send and one wake
+    of the client), and KEEPALIVE after each `interval` seconds without one. The pending
     read is never cancelled by a keep-alive (that would cancel the generation); leaving this
     iterator cancels it and closes `source`.
 
@@ -88,12 +121,15 @@ async def with_keepalive(source: AsyncIterator[T], interval: float) -> AsyncIter
     try:
         while True:
             if buf:
-                item = buf.popleft()
-                if item is _END:
-                    return
-                if type(item) is _Failed:
+                batch = []
+                while buf and buf[0] is not _END and type(buf[0]) is not _Failed:
+                    batch.append(buf.popleft())
+                if not batch:  # the end, after every item before it went out
+                    item = buf.popleft()
+                    if item is _END:
+                        return
                     raise item.exc
-                yield item
+                yield batch
             elif due:
                 yield KEEPALIVE
             else:

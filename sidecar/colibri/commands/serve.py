@@ -170,6 +170,9 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
     max_models = _number(args.max_models, "COLI_MAX_MODELS", "1")
     if max_models < 1:
         raise ColiError(f"--max-models must be >= 1, got {max_models}")
+    stream_interval_ms = _number(None, "COLI_STREAM_INTERVAL_MS", "20", float)
+    if not 0 <= stream_interval_ms <= 1000:
+        raise ColiError(f"COLI_STREAM_INTERVAL_MS must be 0..1000 milliseconds, got {stream_interval_ms:g}")
     model_ttl = parse_ttl(args.model_ttl if args.model_ttl is not None else _env("COLI_MODEL_TTL", "0"))
     return ServeConfig(
         model_path=args.model, model_id=args.model_id or "", model_aliases=aliases, host=args.host, port=args.port,
@@ -186,6 +189,7 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
         max_connections=args.max_connections, max_connections_per_ip=args.max_connections_per_ip,
         read_deadline=args.read_deadline, idle_timeout=args.idle_timeout,
         keepalive_s=_number(None, "COLI_KEEPALIVE_S", "10", float),
+        stream_interval_ms=stream_interval_ms,
         drain_s=_number(None, "COLI_ENGINE_DRAIN_S", "30", float),
         web_dir=web_dir, models_dirs=() if upstreams else models_dirs, max_models=max_models, model_ttl=model_ttl,
         upstreams=upstreams, upstream_key=args.upstream_key, upstream_slots=upstream_slots,

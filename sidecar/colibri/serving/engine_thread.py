@@ -8,7 +8,11 @@ pipe the loop reads. The pipe is written by the next step itself, from C, once
 the GIL is let go (colibri_step_wake): woken earlier, by a write from Python,
 the loop would take the GIL at once and the next step would wait for the
 loop's whole per-token work before it could start (a quarter of a millisecond
-a token, 2% of a decode step, when both cores compute).
+a token, 2% of a decode step, when both cores compute). And a loop is woken at
+most once per `wake_interval` while tokens flow (a first token, an end and an
+error at once): a fast model's tokens then reach the loop several at a time,
+and go out framed in one write, so the loop's and the client's work per wake,
+which takes the decoding threads' cores, is paid once for all of them.
 A generation ends with its Finish; `Generation.ended` resolves then, and only
 then may the slot take the next request (the scheduler's lease waits for it).
 
@@ -151,6 +155,7 @@ class _Mailbox:
     def __init__(self, loop: asyncio.AbstractEventLoop, arrive) -> None:
         self.items: deque = deque()
         self.r, self.w = os.pipe()
+        self.woken_at = 0.0  # engine thread: when its pipe was last written (time.monotonic)
         weakref.finalize(self, _close_pipe, self.r, self.w)  # once neither the loop nor the thread holds it
         os.set_blocking(self.r, False)
         os.set_blocking(self.w, False)  # a full pipe already wakes the loop: the writer never waits
@@ -205,10 +210,14 @@ def save_heat(path: Path, n_layer: int, n_expert: int, counts) -> None:
     os.replace(tmp, path)
 
 
+WAKE_INTERVAL_S = 0.02  # a loop's wakes while tokens flow: at most 50 a second, below what an eye tells apart
+
+
 class EngineThread:
     def __init__(self, engine: Engine, persist_dir: str | os.PathLike[str] | None = None,
-                 heat_dir: str | os.PathLike[str] | None = None):
+                 heat_dir: str | os.PathLike[str] | None = None, wake_interval: float = WAKE_INTERVAL_S):
         self.engine = engine
+        self.wake_interval = wake_interval  # seconds; 0: a wake per step that has events
         self.n_slots = engine.n_slots
         self.n_ctx = engine.n_ctx
         self.persist_dir = Path(persist_dir) / engine.model_id if persist_dir else None
@@ -226,7 +235,8 @@ class EngineThread:
         self._turns = 0
         self._mailboxes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> _Mailbox | None
         self._mailbox_lock = threading.Lock()     # submit() may run on several loops' threads
-        self._unwoken: dict[_Mailbox, None] = {}  # engine thread: mailboxes given events since their last wake
+        # engine thread: mailboxes given events since their last wake -> whether one of them must not wait
+        self._unwoken: dict[_Mailbox, bool] = {}
 
     # ---- lifetime ------------------------------------------------------------
 
@@ -388,10 +398,11 @@ class EngineThread:
 
     # ---- the engine thread ---------------------------------------------------
 
-    def _deliver(self, job: _Job, item: object) -> None:
+    def _deliver(self, job: _Job, item: object, urgent: bool = True) -> None:
+        """urgent=False: the loop may learn of it up to wake_interval later (a token after a job's first)."""
         if job.mailbox is not None and not job.loop.is_closed():
             job.mailbox.items.append((job, item))
-            self._unwoken[job.mailbox] = None
+            self._unwoken[job.mailbox] = urgent or self._unwoken.get(job.mailbox, False)
             return
         if job.mailbox is None:
             try:
@@ -403,15 +414,22 @@ class EngineThread:
         if isinstance(item, (Finish, BaseException)) and self._live.get(job.req.slot) is job:
             self._live.pop(job.req.slot, None)
 
-    def _wake_fds(self) -> list[int]:
-        """The pipes of the mailboxes with events since their last wake, for the next step to write."""
-        fds = [mb.w for mb in self._unwoken]
-        self._unwoken.clear()
-        return fds
+    def _wake_fds(self, every: bool = False) -> list[int]:
+        """The pipes for the next step to write: of the mailboxes with an urgent event, or with
+        events and no wake for wake_interval (every: of all mailboxes with events)."""
+        if not self._unwoken:
+            return []
+        now = time.monotonic()
+        due = [mb for mb, urgent in self._unwoken.items()
+               if every or urgent or now - mb.woken_at >= self.wake_interval]
+        for mb in due:
+            mb.woken_at = now
+            del self._unwoken[mb]
+        return [mb.w for mb in due]
 
     def _wake_now(self) -> None:
         """No step follows at once: wake the loops from here."""
-        for fd in self._wake_fds():
+        for fd in self._wake_fds(every=True):
             write_wake(fd)
 
     def _stop(self) -> None:
@@ -499,10 +517,11 @@ class EngineThread:
             if job is None:
                 continue
             if not ev.done:
-                if job.first_token_at is None:
+                first = job.first_token_at is None
+                if first:
                     job.first_token_at = time.perf_counter()
                 top = ev.top if job.req.top_logprobs else None
-                self._deliver(job, TokenEvent(ev.token, ev.logprob, top))
+                self._deliver(job, TokenEvent(ev.token, ev.logprob, top), urgent=first)
             else:
                 err = failed if ev.finish == "error" else None
                 self._end(ev.slot, ev.finish or "error", ev.token if ev.token >= 0 else None, ev.logprob,

@@ -163,7 +163,8 @@ def load_model(cfg: ServeConfig, path: Path | None = None, model_id: str | None 
                     draft_tokens=engine_draft_tokens(cfg.draft_tokens), draft_model=draft_model_path(cfg.draft_model))
     log_repack(engine)
     arch = engine.model_info().get("arch") or "unknown"
-    thread = EngineThread(engine, persist_dir=kv_dir() if cfg.kv_persist else None, heat_dir=cache_dir() / "heat")
+    thread = EngineThread(engine, persist_dir=kv_dir() if cfg.kv_persist else None, heat_dir=cache_dir() / "heat",
+                          wake_interval=cfg.stream_interval_ms / 1000)
     thread.start()
     return ServedModel(model_id or model_id_for(cfg, Path(path)), engine, thread,
                        chat_format_for(str(path), arch, engine), arch, plan)
