@@ -63,6 +63,11 @@ def add_placement_args(p: argparse.ArgumentParser, experts_only: bool = False) -
     p.add_argument("--expert-policy", choices=EXPERT_POLICIES, default=None,
                    help="which cached expert makes room: lrfu, the least routing frequency decayed by recency "
                         "(default), or lru, the least recently used ($COLI_EXPERT_POLICY)")
+    add_draft_args(p)
+
+
+def add_draft_args(p: argparse.ArgumentParser) -> None:
+    """Speculative decoding's drafter (`coli plan` takes these too: it counts the drafter's memory)."""
     p.add_argument("--draft-tokens", type=int, default=None,
                    help=f"speculative decoding: up to N tokens per step drafted by the model's own MTP block where "
                         f"it has one (DeepSeek V3, GLM-4.5), else from earlier text (prompt lookup), and verified in one batch, 0 to {DRAFT_MAX}; 0 turns it off; never changes the output "

@@ -80,6 +80,10 @@ class Plan:
     row_read_bytes: int = 0    # tables read a token's row at a time from the file (not in dense_bytes): the token
                                # embeddings where the LM head is a matrix of its own, Gemma 4's per-layer ones
     cpu_quota: float = 0.0     # the cgroup's CPU quota in CPUs; 0: none
+    drafter: str = ""          # what drafts with weights of its own in RAM: "mtp" (the file's MTP block), "model"
+                               # (--draft-model); "": nothing (prompt lookup, or drafting off)
+    draft_bytes: int = 0       # the drafter's weights, in RAM beside the dense part (not in dense_bytes)
+    draft_kv_bytes_per_slot: int = 0  # the drafter's own KV cache per slot at ctx
 
     def read_per_token(self, hit_rate: float) -> int:
         """Expected expert bytes read from disk per token at a cache hit rate."""
@@ -205,6 +209,59 @@ def _kv_bytes_per_slot(meta: dict, arch: str, n_layer: int, ctx: int, trained: i
     return (cells * int(n_head_kv) * (k + v) * 2 + 63) // 64 * 64 + state  # f16 keys and values
 
 
+def _one_layer_kv_bytes(meta: dict, arch: str, ctx: int) -> int:
+    """An MTP block's KV per slot: one full-attention layer (MLA: the latent row; no indexer keys, the
+    block attends densely: llama.cpp's graph_mtp)."""
+    n_head = _widest(meta.get(f"{arch}.attention.head_count")) or 1
+    n_head_kv = _widest(meta.get(f"{arch}.attention.head_count_kv")) or n_head
+    n_embd = int(meta.get(f"{arch}.embedding_length") or 0)
+    k = int(meta.get(f"{arch}.attention.key_length") or n_embd // n_head)
+    v = int(meta.get(f"{arch}.attention.value_length") or n_embd // n_head)
+    if meta.get(f"{arch}.attention.key_length_mla"):
+        return n_head_kv * k * ctx * 2
+    return (ctx * n_head_kv * (k + v) * 2 + 63) // 64 * 64
+
+
+@dataclass
+class _File:
+    """What the plan reads of a GGUF file."""
+    info: dict
+    arch: str
+    meta: dict
+    tensors: list           # (name, nbytes)
+    mtp_layers: int         # nextn_predict_layers: blocks after the trunk's
+
+    @property
+    def n_layer(self) -> int:  # the trunk's blocks
+        return int(self.info.get("n_layer") or 0) - self.mtp_layers
+
+    def mtp_block(self) -> list:
+        """The tensors of the MTP block the engine drafts with (the first; model.c load_mtp_block), or []
+        when the file has none it can run: no nextn.eh_proj, or no routed experts."""
+        if not self.mtp_layers or not self.info.get("n_expert"):
+            return []
+        prefix = f"blk.{self.n_layer}."
+        block = [(n, b) for n, b in self.tensors if n.startswith(prefix)]
+        return block if any(n == prefix + "nextn.eh_proj.weight" for n, _ in block) else []
+
+
+def _read(path: Path) -> _File:
+    from colibri.engine import GGUFFile
+
+    with GGUFFile(path) as g:
+        info = g.describe()
+        arch = info.get("arch") or "?"
+        keys = ("head_count", "head_count_kv", "key_length", "value_length", "key_length_mla",
+                "indexer.key_length", "indexer.types", "sliding_window", "sliding_window_pattern",
+                "key_length_swa", "shared_kv_layers")
+        gdn = ("full_attention_interval", "ssm.conv_kernel", "ssm.state_size", "ssm.group_count", "ssm.time_step_rank")
+        meta = {k: g.get(k) for k in [f"{arch}.attention.{x}" for x in keys + ("recurrent_layers",)]
+                + [f"{arch}.{x}" for x in ("embedding_length",) + gdn]}
+        mtp_layers = int(g.get(f"{arch}.nextn_predict_layers") or 0)
+        tensors = [(t.name, t.nbytes) for t in g.tensors()]
+    return _File(info, arch, meta, tensors, mtp_layers)
+
+
 def auto_ctx(trained: int, kv_bytes_of, room: int) -> int:
     """The context `coli serve` opens without --ctx: the trained context, halved while
     kv_bytes_of(ctx) (what the slots may hold: _slots_kv) is over KV_SHARE of room."""
@@ -262,51 +319,60 @@ def machine_memory(root: str | os.PathLike[str] = "/") -> Memory:
 def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots: int = 1,
               expert_cache_gb: float | None = None, pin_gb: float | None = None,
               cgroup_root: str | os.PathLike[str] = "/", kv_tokens: int | None = None,
-              learned_heat: bool = True) -> Plan:
+              learned_heat: bool = True, draft_tokens: int | None = None,
+              draft_model: str | os.PathLike[str] | None = None) -> Plan:
     """The plan for `path` on this machine (in its container, when a cgroup limits it). expert_cache_gb /
     pin_gb force a streaming budget (in GiB) instead of the automatic choice. cgroup_root: where
     /proc/self/cgroup and the cgroup mounts are read (tests point it at a fake tree). kv_tokens: the
     tokens a one-shot run can write per slot (its KV pages are taken only as written), when fewer
-    than ctx. learned_heat False (a one-shot command pins nothing): the whole budget is LRU cache."""
-    from colibri.engine import GGUFFile
-
+    than ctx. learned_heat False (a one-shot command pins nothing): the whole budget is LRU cache.
+    draft_tokens (None: the default, on; 0: off) and draft_model (a GGUF file): what drafts, whose weights
+    and KV take RAM beside the model's: a draft model, else the file's MTP block (its experts are read
+    in place, never streamed); prompt lookup takes none. The file's other MTP blocks are never read."""
     path = Path(path)
-    with GGUFFile(path) as g:
-        info = g.describe()
-        arch = info.get("arch") or "?"
-        keys = ("head_count", "head_count_kv", "key_length", "value_length", "key_length_mla",
-                "indexer.key_length", "indexer.types", "sliding_window", "sliding_window_pattern",
-                "key_length_swa", "shared_kv_layers")
-        gdn = ("full_attention_interval", "ssm.conv_kernel", "ssm.state_size", "ssm.group_count", "ssm.time_step_rank")
-        meta = {k: g.get(k) for k in [f"{arch}.attention.{x}" for x in keys + ("recurrent_layers",)]
-                + [f"{arch}.{x}" for x in ("embedding_length",) + gdn]}
-        mtp_layers = int(g.get(f"{arch}.nextn_predict_layers") or 0)  # in the file, never run nor cached
-        dense = experts = row_read = 0
-        moe_layers = set()
-        tensors = list(g.tensors())
-        # the token table is read a row at a time (forward.c) unless it is also the LM head (tied)
-        row_tables = ROW_READ_TENSORS + (("token_embd.weight",) if any(t.name == "output.weight" for t in tensors)
-                                         else ())
-        for t in tensors:
-            if EXPERT_TENSOR.match(t.name):
-                experts += t.nbytes
-                moe_layers.add(t.name.split(".")[1])
-            elif t.name in row_tables:
-                row_read += t.nbytes
-            else:
-                dense += t.nbytes
-    n_layer = int(info.get("n_layer") or 0) - mtp_layers
+    f = _read(path)
+    arch, meta, n_layer = f.arch, f.meta, f.n_layer
+    info = f.info
+    block = f.mtp_block()
+    skipped = {n for n, _ in f.tensors if f.mtp_layers and _block_of(n) is not None and _block_of(n) >= n_layer}
+    dense = experts = row_read = 0
+    moe_layers = set()
+    # the token table is read a row at a time (forward.c) unless it is also the LM head (tied)
+    row_tables = ROW_READ_TENSORS + (("token_embd.weight",) if any(n == "output.weight" for n, _ in f.tensors)
+                                     else ())
+    for name, nbytes in f.tensors:
+        if name in skipped:  # MTP blocks: the drafter's (below), or never read
+            continue
+        if EXPERT_TENSOR.match(name):
+            experts += nbytes
+            moe_layers.add(name.split(".")[1])
+        elif name in row_tables:
+            row_read += nbytes
+        else:
+            dense += nbytes
     n_expert = int(info.get("n_expert") or 0)
     used = _widest(info.get("n_expert_used"))
     trained = int(info.get("n_ctx_train") or 4096)
     per_token = experts // max(n_expert, 1) * used if n_expert else 0
     vm = machine_memory(cgroup_root)
     margin = vm.margin
+    drafting = draft_tokens is None or draft_tokens > 0
+    draft = _read(Path(draft_model)) if draft_model and drafting else None
+    drafter = "model" if draft else "mtp" if block and drafting else ""
+    if draft:
+        draft_bytes = sum(b for n, b in draft.tensors
+                          if not (draft.mtp_layers and (_block_of(n) or 0) >= draft.n_layer))
+        draft_kv_of = lambda n: _kv_bytes_per_slot(draft.meta, draft.arch, draft.n_layer, n)  # noqa: E731
+    elif drafter == "mtp":
+        draft_bytes = sum(b for _, b in block)
+        draft_kv_of = lambda n: _one_layer_kv_bytes(meta, arch, n)  # noqa: E731
+    else:
+        draft_bytes, draft_kv_of = 0, (lambda n: 0)
     if ctx:
         ctx = min(ctx, trained)
     else:
-        kv_of = lambda n: _kv_bytes_per_slot(meta, arch, n_layer, n, trained)  # noqa: E731
-        ctx = auto_ctx(trained, lambda n: _slots_kv(kv_of, n, kv_slots), vm.available - margin)
+        kv_of = lambda n: _kv_bytes_per_slot(meta, arch, n_layer, n, trained) + draft_kv_of(n)  # noqa: E731
+        ctx = auto_ctx(trained, lambda n: _slots_kv(kv_of, n, kv_slots), vm.available - margin - draft_bytes)
     kv = _kv_bytes_per_slot(meta, arch, n_layer, ctx, trained)
     disk_free = psutil.disk_usage(str(path.parent)).free
     cores = psutil.cpu_count(logical=False) or os.cpu_count() or 1
@@ -316,12 +382,14 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
                 kv_slots=kv_slots, kv_bytes_per_slot=kv, ram_total=vm.total, ram_available=vm.available,
                 margin=margin, cores=cores, threads=vm.threads, disk_free=disk_free, memory_limit=vm.limit,
                 memory_source=vm.source, cpu_quota=vm.cpu_quota,
-                checkpoint_bytes_per_slot=_checkpoint_bytes(meta, arch, n_layer), row_read_bytes=row_read)
+                checkpoint_bytes_per_slot=_checkpoint_bytes(meta, arch, n_layer), row_read_bytes=row_read,
+                drafter=drafter, draft_bytes=draft_bytes, draft_kv_bytes_per_slot=draft_kv_of(ctx))
+    kv_all = lambda n: _kv_bytes_per_slot(meta, arch, n_layer, n, trained) + draft_kv_of(n)  # noqa: E731
     if kv_tokens and kv_tokens < ctx:  # the tokens a one-shot run writes, every slot
-        kv_counted = _kv_bytes_per_slot(meta, arch, n_layer, kv_tokens, trained) * kv_slots
+        kv_counted = kv_all(kv_tokens) * kv_slots
     else:  # what the slots may hold (_slots_kv)
-        kv_counted = _slots_kv(lambda n: _kv_bytes_per_slot(meta, arch, n_layer, n, trained), ctx, kv_slots)
-    fixed = dense + kv_counted + base["checkpoint_bytes_per_slot"] * kv_slots
+        kv_counted = _slots_kv(kv_all, ctx, kv_slots)
+    fixed = dense + draft_bytes + kv_counted + base["checkpoint_bytes_per_slot"] * kv_slots
     room = vm.available - margin - fixed
     one_round = per_token * MIN_EXPERTS_PER_LAYER_FACTOR  # a couple of tokens' experts in every layer
     if expert_cache_gb is not None or pin_gb is not None:
@@ -353,6 +421,14 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
                 + ("" if fits else "; that is less than two tokens' experts, so expect disk-bound speed"))
 
 
+def _block_of(name: str) -> int | None:
+    """The block index of a tensor blk.N.*, else None."""
+    if not name.startswith("blk."):
+        return None
+    head = name[4:].split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
 ENGINE_DEFAULT_CTX = 4096  # the engine's context when opened with n_ctx 0 (at most the trained one)
 
 
@@ -380,17 +456,17 @@ def open_planned(path: str | os.PathLike[str], placement: dict, *, ctx: int | No
     from colibri import kernel_choice
     from colibri.engine import Engine
 
+    draft_model = draft_model_path(placement.get("draft_model"))
     plan = make_plan(path, ctx=ctx or ENGINE_DEFAULT_CTX, kv_slots=kv_slots, kv_tokens=kv_tokens,
                      expert_cache_gb=placement.get("expert_cache_gb"), pin_gb=placement.get("pin_gb"),
-                     learned_heat=False)
+                     learned_heat=False, draft_tokens=placement.get("draft_tokens"), draft_model=draft_model)
     log_plan(plan)
     kernel_choice.choose(path)
     engine = Engine(path, n_ctx=plan.ctx, n_slots=kv_slots, n_threads=threads or plan.threads, n_batch=n_batch,
                     expert_cache_bytes=plan.cache_bytes, expert_pin_bytes=plan.pin_bytes,
                     io_threads=placement.get("io_threads") or 0, direct_io=bool(placement.get("direct_io", True)),
                     prefetch=placement.get("prefetch", True), expert_policy=placement.get("expert_policy") or "",
-                    draft_tokens=engine_draft_tokens(placement.get("draft_tokens")),
-                    draft_model=draft_model_path(placement.get("draft_model")))
+                    draft_tokens=engine_draft_tokens(placement.get("draft_tokens")), draft_model=draft_model)
     log_repack(engine)
     return engine, plan
 
@@ -444,6 +520,10 @@ def describe(plan: Plan) -> str:
                      f"active per token")
     lines.append(f"KV cache     up to {human(p.kv_bytes_per_slot)} per slot at {p.ctx} tokens x {p.kv_slots} slot(s); "
                  f"pages are taken as positions fill")
+    if p.drafter:
+        what = "MTP block" if p.drafter == "mtp" else "draft model"
+        lines.append(f"drafter      {what}: {human(p.draft_bytes)} of weights in RAM + up to "
+                     f"{human(p.draft_kv_bytes_per_slot)} of its KV per slot (--draft-tokens 0: none)")
     if p.checkpoint_bytes_per_slot:
         lines.append(f"checkpoints  up to {human(p.checkpoint_bytes_per_slot)} per slot of recurrent state kept "
                      f"along cached prompts (COLI_RS_CHECKPOINTS)")

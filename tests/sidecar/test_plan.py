@@ -117,3 +117,35 @@ def test_token_embeddings_are_read_by_the_row_unless_they_are_the_lm_head(tied, 
     assert ("output.weight" in sizes) is not tied
     assert plan.row_read_bytes == (0 if tied else sizes["token_embd.weight"])
     assert plan.dense_bytes + plan.expert_bytes + plan.row_read_bytes == sum(sizes.values())
+
+
+def test_the_drafters_weights_and_kv_are_counted():
+    """The file's MTP block (drafting by default) is counted as the drafter's, in RAM beside the dense part
+    (its experts are read in place, never streamed): its tensors in draft_bytes, one layer of KV per slot;
+    with drafting off it takes nothing. A draft model counts its weights and its own KV instead."""
+    path = moe_models.tiny("glm4moe", "Q8_0", nextn_layers=1)
+    with GGUFFile(path) as g:
+        tensors = list(g.tensors())
+        n_layer = g.describe()["n_layer"] - 1
+    block = sum(t.nbytes for t in tensors if t.name.startswith(f"blk.{n_layer}."))
+    total = sum(t.nbytes for t in tensors)
+    on = make_plan(path, ctx=256)
+    off = make_plan(path, ctx=256, draft_tokens=0)
+    assert on.drafter == "mtp" and on.draft_bytes == block
+    assert on.dense_bytes + on.row_read_bytes + on.expert_bytes + block == total
+    assert (on.dense_bytes, on.expert_bytes) == (off.dense_bytes, off.expert_bytes)
+    assert off.drafter == "" and off.draft_bytes == off.draft_kv_bytes_per_slot == 0
+    with Engine(path, n_ctx=256, n_threads=1) as e:  # the block's one layer against the trunk's per layer
+        per_layer = e.model_info()["kv_bytes_per_slot"] // n_layer
+    assert on.draft_kv_bytes_per_slot == per_layer
+    assert "drafter      MTP block" in describe(on) and "drafter" not in describe(off)
+
+    small = moe_models.tiny("qwen3moe", "Q8_0")
+    with GGUFFile(small) as g:
+        small_bytes = sum(t.nbytes for t in g.tensors())
+    drafted = make_plan(path, ctx=256, draft_model=small)
+    assert drafted.drafter == "model" and drafted.draft_bytes == small_bytes
+    assert drafted.draft_kv_bytes_per_slot == make_plan(small, ctx=256).kv_bytes_per_slot
+    r = run_coli("plan", "--model", str(path), "--ctx", "256", "--draft-model", str(small), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["draft_bytes"] == small_bytes

@@ -5,7 +5,7 @@ import argparse
 import json
 import os
 
-from colibri.cli_options import add_placement_args, placement_from_args
+from colibri.cli_options import add_draft_args, add_placement_args, placement_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,16 +18,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ctx", type=int, default=int(os.environ.get("COLI_CTX", 0)) or None,
                    help="context length per slot (default: min(4096, trained); $COLI_CTX)")
     add_placement_args(p, experts_only=True)
+    add_draft_args(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from colibri.models import resolve_model
-    from colibri.plan import describe, make_plan
+    from colibri.plan import describe, draft_model_path, make_plan
 
     placement = placement_from_args(args)
     plan = make_plan(resolve_model(args.model), ctx=args.ctx, kv_slots=args.kv_slots,
-                     expert_cache_gb=placement["expert_cache_gb"], pin_gb=placement["pin_gb"])
+                     expert_cache_gb=placement["expert_cache_gb"], pin_gb=placement["pin_gb"],
+                     draft_tokens=placement["draft_tokens"], draft_model=draft_model_path(placement["draft_model"]))
     print(json.dumps(plan.as_dict(), indent=2) if args.json else describe(plan))
     return 0

@@ -147,8 +147,9 @@ def load_model(cfg: ServeConfig, path: Path | None = None, model_id: str | None 
     path/model_id: a library model instead of --model (colibri.serving.pool); before_open runs
     between the plan and the engine's open (the pool reads the file there, with progress)."""
     path = path or resolve_model(cfg.model_path)
+    draft_model = draft_model_path(cfg.draft_model)
     plan = make_plan(path, ctx=cfg.ctx or None, kv_slots=cfg.kv_slots, expert_cache_gb=cfg.expert_cache_gb,
-                     pin_gb=cfg.pin_gb)
+                     pin_gb=cfg.pin_gb, draft_tokens=cfg.draft_tokens, draft_model=draft_model)
     if before_open:
         before_open(plan)
     if plan.placement == "streaming":
@@ -160,7 +161,7 @@ def load_model(cfg: ServeConfig, path: Path | None = None, model_id: str | None 
     engine = Engine(path, n_ctx=plan.ctx, n_slots=cfg.kv_slots, n_threads=cfg.threads or plan.threads,
                     expert_cache_bytes=plan.cache_bytes, expert_pin_bytes=plan.pin_bytes, io_threads=cfg.io_threads,
                     direct_io=cfg.direct_io, prefetch=cfg.prefetch, expert_policy=cfg.expert_policy,
-                    draft_tokens=engine_draft_tokens(cfg.draft_tokens), draft_model=draft_model_path(cfg.draft_model))
+                    draft_tokens=engine_draft_tokens(cfg.draft_tokens), draft_model=draft_model)
     log_repack(engine)
     arch = engine.model_info().get("arch") or "unknown"
     thread = EngineThread(engine, persist_dir=kv_dir() if cfg.kv_persist else None, heat_dir=cache_dir() / "heat",
