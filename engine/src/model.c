@@ -1096,12 +1096,13 @@ static int load_gemma4_layer(coli_model *m, const gguf_file *f, int il) {
 }
 
 /* The first MTP (nextn) block, for drafts (mtp.h): a full-attention (or MLA) block with a routed FFN, as
- * llama.cpp's graph_mtp (src/models/glm4-moe.cpp, deepseek2.cpp, qwen35moe.cpp) reads it; not the sparse-
- * attention families', whose block has an indexer of its own. A file without the block's tensors (a trunk-only
+ * llama.cpp's graph_mtp (src/models/glm4-moe.cpp, deepseek2.cpp, qwen35moe.cpp) reads it. The sparse-attention
+ * families' block (deepseek32.cpp, glm-dsa.cpp) runs dense MLA: the file's indexer for it goes unread, and
+ * attention.indexer.types speaks of the trunk's layers only. A file without the block's tensors (a trunk-only
  * conversion) has no drafts from it. */
 static int load_mtp_block(coli_model *m, const gguf_file *f) {
     coli_hparams *hp = &m->hp;
-    if (hp->n_nextn <= 0 || hp->dsa || hp->gemma4 || hp->n_expert == 0) return 0;
+    if (hp->n_nextn <= 0 || hp->gemma4 || hp->n_expert == 0) return 0;
     const int il = hp->n_layer;
     char name[96];
 #define T(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
@@ -1113,11 +1114,15 @@ static int load_mtp_block(coli_model *m, const gguf_file *f) {
     m->has_mtp = true; /* from here coli_model_free frees the block's vectors */
     const int n_kv = hp->n_kv_layers;
     const uint64_t swa0 = hp->kv_swa[n_kv / 64];
+    const bool dsa = hp->dsa;
+    hp->dsa = false; /* no indexer: n_idx_layers (the trunk's indexer key cache) stays as it is */
     int rc = load_layer(m, f, il);
+    hp->dsa = dsa;
     hp->n_kv_layers = n_kv; /* the block's cache is its own (one layer: kv_slot 0 of its view) */
     hp->kv_swa[n_kv / 64] = swa0;
     if (rc) return rc;
     m->layers[il].kv_slot = 0;
+    m->layers[il].idx_slot = -1;
     if ((rc = bind_mat(&m->mtp_eh_proj, f, T("nextn.eh_proj.weight"), 2 * (int64_t)hp->n_embd, hp->n_embd))) return rc;
     if ((rc = bind_vec(&m->mtp_enorm, f, T("nextn.enorm.weight"), hp->n_embd, false))) return rc;
     if ((rc = bind_vec(&m->mtp_hnorm, f, T("nextn.hnorm.weight"), hp->n_embd, false))) return rc;

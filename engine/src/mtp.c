@@ -23,6 +23,8 @@ static coli_model *view_of(const coli_model *m) {
     v->hp.n_nextn = 0;
     v->hp.gdn = false; /* a Gated DeltaNet model's block is a full-attention one: no recurrent state */
     v->hp.n_rs_layers = 0;
+    v->hp.dsa = false; /* a sparse-attention model's block attends to every cell: no indexer state */
+    v->hp.n_idx_layers = 0;
     memset(v->hp.kv_swa, 0, sizeof v->hp.kv_swa);
     if (v->layers[0].is_swa) v->hp.kv_swa[0] = 1;
     if (m->mtp_head_norm) v->output_norm = m->mtp_head_norm;

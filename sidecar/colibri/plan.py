@@ -241,7 +241,8 @@ class _File:
         if not self.mtp_layers or not self.info.get("n_expert"):
             return []
         prefix = f"blk.{self.n_layer}."
-        block = [(n, b) for n, b in self.tensors if n.startswith(prefix)]
+        # a sparse-attention model's block attends densely: its indexer goes unread (llama.cpp's graph_mtp)
+        block = [(n, b) for n, b in self.tensors if n.startswith(prefix) and not n.startswith(prefix + "indexer.")]
         return block if any(n == prefix + "nextn.eh_proj.weight" for n, _ in block) else []
 
 

@@ -1,7 +1,8 @@
 """Drafts from the model's own multi-token-prediction block (engine/src/mtp.h) never change the tokens, and
 are right about as often as the block agrees with the trunk.
 
-The fixtures: glm4moe and deepseek2 (MLA) files with one nextn block, random (its drafts are mostly wrong),
+The fixtures: glm4moe, deepseek2 (MLA) and deepseek32 / glm-dsa (MLA with sparse attention in the trunk, dense
+in the block) files with one nextn block, random (its drafts are mostly wrong),
 or built with mtp_agree (tests/fixtures/moe_models.py): a trunk that is nearly a bigram model and a block
 whose guess of the token after next agrees with it for a set share of the tokens."""
 from __future__ import annotations
@@ -15,6 +16,7 @@ from tests.fixtures import moe_models
 pytest.importorskip("gguf")
 
 PROMPTS = [[5, 80, 200, 33, 41, 19], [7, 300, 12]]
+MTP_ARCHS = ("glm4moe", "deepseek2", "deepseek32", "glm-dsa")  # deepseek32 / glm-dsa: a sparse trunk, a dense block
 
 
 def agreeing(arch: str, share: float = 0.75):
@@ -41,14 +43,14 @@ def mtp_equals_plain(path, label: str, max_tokens: int = 48, **req) -> list[dict
     return out
 
 
-@pytest.mark.parametrize("arch", ("glm4moe", "deepseek2"))
+@pytest.mark.parametrize("arch", MTP_ARCHS)
 def test_random_block_drafts_keep_the_tokens(arch):
     """A random block: its drafts are wrong (nearly) every time, and cost nothing but time."""
     stats = mtp_equals_plain(moe_models.tiny(arch, "Q8_0", nextn_layers=1), arch, ignore_eos=True)
     assert all(st["draft_tokens"] > 40 for st in stats), stats  # a draft nearly every step
 
 
-@pytest.mark.parametrize("arch", ("glm4moe", "deepseek2"))
+@pytest.mark.parametrize("arch", MTP_ARCHS)
 def test_agreeing_block_drafts_keep_the_tokens(arch):
     """Drafts right, partly right and wrong (chains of 3 and 8 break at the first wrong token)."""
     stats = mtp_equals_plain(agreeing(arch), arch, ignore_eos=True)
@@ -124,4 +126,25 @@ def test_a_block_that_cannot_load_costs_only_the_drafts(tmp_path, monkeypatch):
         assert e.drafter == "lookup"
         got = run(e, PROMPTS[:1], 12, ignore_eos=True)
     with Engine(moe_models.tiny("glm4moe", "Q8_0", nextn_layers=1), n_ctx=256, n_threads=2, draft_tokens=-1) as e:
+        assert run(e, PROMPTS[:1], 12, ignore_eos=True) == got
+
+
+@pytest.mark.parametrize("arch", ("glm4moe", "deepseek32", "glm-dsa"))
+def test_a_trunk_only_file_drafts_by_lookup(arch, tmp_path, monkeypatch):
+    """A conversion that declares its MTP block (nextn_predict_layers) but leaves the block's tensors out
+    (llama.cpp's trunk_only: they become optional) loads, drafts by prompt lookup, and decodes as the file with
+    the block does."""
+    cfg = moe_models.tiny_config(arch, "Q8_0", nextn_layers=1)
+    planned = moe_models.plan
+
+    def trunk_only(c, n_vocab):
+        return [t for t in planned(c, n_vocab) if not t.name.startswith(f"blk.{c.n_layer}.")]
+
+    monkeypatch.setattr(moe_models, "plan", trunk_only)
+    path = moe_models.write_config(tmp_path / f"{arch}-trunk-only.gguf", cfg)
+    monkeypatch.undo()
+    with Engine(path, n_ctx=256, n_threads=2) as e:
+        assert e.drafter == "lookup"
+        got = run(e, PROMPTS[:1], 12, ignore_eos=True)
+    with Engine(moe_models.tiny(arch, "Q8_0", nextn_layers=1), n_ctx=256, n_threads=2, draft_tokens=-1) as e:
         assert run(e, PROMPTS[:1], 12, ignore_eos=True) == got

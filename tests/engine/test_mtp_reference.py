@@ -43,6 +43,11 @@ CASES = [
     ("deepseek2", "Q8_0", {"mtp_agree": 0.75}),
     ("qwen35moe", "Q8_0", {}),  # a Gated DeltaNet trunk; its block is a gated full-attention one
     ("qwen3next", "Q8_0", {}),
+    # the sparse-attention families: the trunk attends to its indexer's top-k, the block to every cell (dense
+    # MLA, its indexer unread); top-8 on glm-dsa so that its trunk drops cells within the 24 tokens too
+    ("deepseek32", "Q8_0", {}),
+    ("glm-dsa", "Q8_0", {"idx_top_k": 8}),
+    ("deepseek32", "Q8_0", {"mtp_agree": 0.75}),
 ]
 # max |dlogit| allowed, relative to the spread (std) of llama.cpp's logits, where the arithmetic differs
 REL_TOL = {"Q8_0": 0.1, "F32": 0.005}

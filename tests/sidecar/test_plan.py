@@ -149,3 +149,17 @@ def test_the_drafters_weights_and_kv_are_counted():
     r = run_coli("plan", "--model", str(path), "--ctx", "256", "--draft-model", str(small), "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["draft_bytes"] == small_bytes
+
+
+def test_a_sparse_attention_models_block_counts_no_indexer():
+    """DeepSeek V3.2's MTP block attends densely (llama.cpp's graph_mtp): the indexer the file holds for it
+    is never read, so the drafter's bytes leave it out."""
+    path = moe_models.tiny("deepseek32", "Q8_0", nextn_layers=1)
+    with GGUFFile(path) as g:
+        tensors = list(g.tensors())
+        n_layer = g.describe()["n_layer"] - 1
+    prefix = f"blk.{n_layer}."
+    indexer = sum(t.nbytes for t in tensors if t.name.startswith(prefix + "indexer."))
+    block = sum(t.nbytes for t in tensors if t.name.startswith(prefix))
+    plan = make_plan(path, ctx=256)
+    assert indexer > 0 and plan.drafter == "mtp" and plan.draft_bytes == block - indexer
