@@ -165,8 +165,8 @@ static void build_tables(void) {
     t->exp_sum = coli_exp_sum_avx512;
     t->argmax = coli_argmax_avx512;
     t->pv_rows_f16 = coli_pv_rows_f16_avx512;
-    t->pv_rows_f32a = NULL; /* its own pv_rows and 16-lane dots (the AVX2 blocking is not measured there) */
-    t->kq_rows_f32a = NULL;
+    t->pv_rows_f32a = coli_pv_rows_f32a_avx512;
+    t->kq_rows_f32a = coli_kq_rows_f32a_avx512;
     t->f16_f32a = t->type[GGML_TYPE_F16];
     t->f16_f32a.vec_dot = vec_dot_f16_f32a_avx512;
     t->f16_f32a.to_float = coli_f16_to_f32_avx512; /* the widening itself */

@@ -215,14 +215,15 @@ int32_t coli_argmax_generic(const float *x, int n);
 typedef void (*coli_pv_rows_fn)(int len, const coli_half *v, size_t v_stride, int n_d, const coli_half *p,
                                 size_t p_stride, float *out, size_t out_stride, int nr);
 /* The same with the probabilities widened to f32 (f16 values: the same bits),
- * len % 32 == 0 and nr <= COLI_PV_MAX_HEADS: every value row is read once
- * for all nr heads (AVX2 set). */
+ * len % 64 == 0 (attention's chunks; AVX2's takes len % 32) and nr <=
+ * COLI_PV_MAX_HEADS: every value row is read once for all nr heads (AVX2 and
+ * AVX-512 sets). */
 #define COLI_PV_MAX_HEADS 8
 typedef void (*coli_pv_rows_f32a_fn)(int len, const coli_half *v, size_t v_stride, int n_d, const float *p,
                                      size_t p_stride, float *out, size_t out_stride, int nr);
 /* Decode's scores: s[r * s_stride + c] = the one-row F16 dot (vec_dot_f16_f32a's bits)
  * of K row c (at k + c * k_stride) with query r (widened, at q + r * q_stride), for
- * c < n_rows and r < nr <= COLI_PV_MAX_HEADS, n % 32 == 0 (AVX2 set). */
+ * c < n_rows and r < nr <= COLI_PV_MAX_HEADS, n % 32 == 0 (AVX2 and AVX-512 sets). */
 typedef void (*coli_kq_rows_f32a_fn)(int n, const coli_half *k, size_t k_stride, int n_rows, const float *q,
                                      size_t q_stride, float *s, size_t s_stride, int nr);
 
@@ -391,6 +392,10 @@ void coli_swiglu_avx512(float *x, const float *g, int n);
 int32_t coli_argmax_avx512(const float *x, int n);
 void coli_pv_rows_f16_avx512(int len, const coli_half *v, size_t v_stride, int n_d, const coli_half *p,
                              size_t p_stride, float *out, size_t out_stride, int nr);
+void coli_pv_rows_f32a_avx512(int len, const coli_half *v, size_t v_stride, int n_d, const float *p,
+                              size_t p_stride, float *out, size_t out_stride, int nr);
+void coli_kq_rows_f32a_avx512(int n, const coli_half *k, size_t k_stride, int n_rows, const float *q, size_t q_stride,
+                              float *s, size_t s_stride, int nr);
 void coli_geglu_avx512(float *x, const float *g, int n, const coli_half *table);
 COLI_DECLARE_VEC_DOT(vec_dot_bf16_bf16_avx512);     /* needs avx512bf16 */
 COLI_DECLARE_VEC_DOT(vec_dot_q4_0_q8_0_avx512);

@@ -217,6 +217,156 @@ TGT void coli_pv_rows_f16_avx512(int len, const coli_half *v, size_t v_stride, i
     }
 }
 
+/* The widened P.V (probabilities in f32, up to COLI_PV_MAX_HEADS heads a call,
+ * len % 64 == 0), blocked for the caches as the AVX2 twin: value dims go in
+ * groups of one cache line (32 dims: two zmm), the cells of a group in blocks
+ * of PV512_CELLS (64 KB of lines: L2) whose sums are parked in `sums` between
+ * blocks (loads and stores: exact). A pass holds 4 heads x 32 dims of one of
+ * fdot_nr's 64 lane classes (cell mod 64 = 16k + l: lane l of accumulator k),
+ * so each line load serves 4 heads; the reduce is pv_block's, so every output
+ * has fdot_nr's bits. The next block's lines are prefetched during this one. */
+#define PV512_CELLS 1024
+#define PV512_GROUP 32
+#define PV512_CLASSES 64
+
+/* One pass: class `cls` of the group's nz zmm blocks (2, or 1 for a last half group)
+ * for heads 0 .. nh - 1, cells cb + cls, + 64 .. < ce */
+INL void pv_pass_avx512(const coli_half *v, size_t v_stride, const float *p, size_t p_stride, int cb, int ce, int cls,
+                        float *sums, const int nh, const int nz) {
+    __m512 acc[4][2];
+    for (int j = 0; j < nh; j++)
+        for (int b = 0; b < nz; b++)
+            acc[j][b] = _mm512_load_ps(sums + (((size_t)j * 2 + b) * PV512_CLASSES + cls) * 16);
+    for (int i = cb + cls; i < ce; i += PV512_CLASSES) {
+        const coli_half *vr = v + (size_t)i * v_stride;
+        const __m512 v0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)vr));
+        const __m512 v1 = nz == 2 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + 16))) : v0;
+        for (int j = 0; j < nh; j++) {
+            const __m512 pj = _mm512_set1_ps(p[(size_t)j * p_stride + i]);
+            acc[j][0] = _mm512_fmadd_ps(v0, pj, acc[j][0]);
+            if (nz == 2) acc[j][1] = _mm512_fmadd_ps(v1, pj, acc[j][1]);
+        }
+    }
+    for (int j = 0; j < nh; j++)
+        for (int b = 0; b < nz; b++)
+            _mm512_store_ps(sums + (((size_t)j * 2 + b) * PV512_CLASSES + cls) * 16, acc[j][b]);
+}
+
+/* One 16-dim block's 64 class sums -> out, pv_block's reduce */
+INL void pv_reduce_avx512(const float *sums, float *out) {
+    __m512 t[16];
+    for (int l = 0; l < 16; l++)
+        t[l] = _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(sums + l * 16), _mm512_load_ps(sums + (32 + l) * 16)),
+                             _mm512_add_ps(_mm512_load_ps(sums + (16 + l) * 16), _mm512_load_ps(sums + (48 + l) * 16)));
+    for (int l = 0; l < 8; l++) t[l] = _mm512_add_ps(t[l + 8], t[l]);
+    for (int l = 0; l < 4; l++) t[l] = _mm512_add_ps(t[l + 4], t[l]);
+    const __m512 s0 = _mm512_add_ps(t[0], t[2]), s1 = _mm512_add_ps(t[1], t[3]);
+    _mm512_storeu_ps(out, _mm512_add_ps(s0, s1));
+}
+
+INL void pv_pass_nh(const coli_half *v, size_t v_stride, const float *p, size_t p_stride, int cb, int ce, int cls,
+                    float *sums, int nh, const int nz) {
+    switch (nh) { /* a constant head count */
+    case 1: pv_pass_avx512(v, v_stride, p, p_stride, cb, ce, cls, sums, 1, nz); break;
+    case 2: pv_pass_avx512(v, v_stride, p, p_stride, cb, ce, cls, sums, 2, nz); break;
+    case 3: pv_pass_avx512(v, v_stride, p, p_stride, cb, ce, cls, sums, 3, nz); break;
+    default: pv_pass_avx512(v, v_stride, p, p_stride, cb, ce, cls, sums, 4, nz); break;
+    }
+}
+
+TGT void coli_pv_rows_f32a_avx512(int len, const coli_half *v, size_t v_stride, int n_d, const float *p,
+                                  size_t p_stride, float *out, size_t out_stride, int nr) {
+    /* [head][16-dim block of the group][class: cell mod 64][16 dims]: 64 KB for 8 heads */
+    float sums[COLI_PV_MAX_HEADS][2][PV512_CLASSES][16] __attribute__((aligned(64)));
+    for (int g0 = 0; g0 < n_d; g0 += PV512_GROUP) {
+        const int nz = n_d - g0 < PV512_GROUP ? 1 : 2; /* 16-dim blocks in the group */
+        for (int j = 0; j < nr; j++) memset(sums[j], 0, (size_t)nz * sizeof sums[j][0]);
+        for (int cb = 0; cb < len; cb += PV512_CELLS) {
+            const int ce = cb + PV512_CELLS < len ? cb + PV512_CELLS : len;
+            /* the next block's lines (or the next group's first block's), a share before each pass */
+            const int n_next = ce < len ? (len - ce < PV512_CELLS ? len - ce : PV512_CELLS) : g0 + PV512_GROUP < n_d ? ce - cb : 0;
+            const coli_half *next = ce < len ? v + (size_t)ce * v_stride + g0 : v + g0 + PV512_GROUP;
+            const int passes = (nr + 3) / 4 * PV512_CLASSES, share = (n_next + passes - 1) / passes;
+            int pre = 0;
+            for (int j0 = 0; j0 < nr; j0 += 4) {
+                const int nh = nr - j0 < 4 ? nr - j0 : 4;
+                const float *pj = p + (size_t)j0 * p_stride;
+                for (int cls = 0; cls < PV512_CLASSES; cls++) {
+                    for (const int end = pre + share < n_next ? pre + share : n_next; pre < end; pre++)
+                        _mm_prefetch((const char *)(next + (size_t)pre * v_stride), _MM_HINT_T1);
+                    if (nz == 2)
+                        pv_pass_nh(v + g0, v_stride, pj, p_stride, cb, ce, cls, &sums[j0][0][0][0], nh, 2);
+                    else
+                        pv_pass_nh(v + g0, v_stride, pj, p_stride, cb, ce, cls, &sums[j0][0][0][0], nh, 1);
+                }
+            }
+        }
+        for (int j = 0; j < nr; j++)
+            for (int b = 0; b < nz; b++) pv_reduce_avx512(&sums[j][b][0][0], out + (size_t)j * out_stride + g0 + 16 * b);
+    }
+}
+
+/* Decode's scores, vec_dot_f16_f32a's bits (fdot_nr_a: 4 accumulators of 16 lanes over
+ * steps of 64, reduced (0 + 2) + (1 + 3), _mm512_reduce_add_ps, a tail past the last
+ * 64 in double): accumulator k of every (row, head) is built one at a time, KQ512_ROWS
+ * rows x 4 heads in registers (16 chains), so each K load serves 4 heads and each
+ * query load KQ512_ROWS rows. */
+#define KQ512_ROWS 4
+INL void kq_rows_block_avx512(int np, const coli_half *const rows[KQ512_ROWS], const float *q, size_t q_stride,
+                              __m512 part[KQ512_ROWS][4][4], const int nh) {
+    for (int kk = 0; kk < 4; kk++) {
+        __m512 acc[KQ512_ROWS][4];
+        for (int r = 0; r < KQ512_ROWS; r++)
+            for (int j = 0; j < nh; j++) acc[r][j] = _mm512_setzero_ps();
+        for (int i = 16 * kk; i < np; i += 64) {
+            __m512 kv[KQ512_ROWS];
+            for (int r = 0; r < KQ512_ROWS; r++) kv[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rows[r] + i)));
+            for (int j = 0; j < nh; j++) {
+                __m512 qv = _mm512_loadu_ps(q + (size_t)j * q_stride + i);
+                __asm__("" : "+v"(qv)); /* one load for KQ512_ROWS rows, not one folded into each fma */
+                for (int r = 0; r < KQ512_ROWS; r++) acc[r][j] = _mm512_fmadd_ps(kv[r], qv, acc[r][j]);
+            }
+        }
+        for (int r = 0; r < KQ512_ROWS; r++)
+            for (int j = 0; j < nh; j++) part[r][j][kk] = acc[r][j];
+    }
+}
+
+TGT void coli_kq_rows_f32a_avx512(int n, const coli_half *k, size_t k_stride, int n_rows, const float *q,
+                                  size_t q_stride, float *s, size_t s_stride, int nr) {
+    const size_t row_bytes = (size_t)n * sizeof(coli_half);
+    const int np = n & ~63;
+    for (int c = 0; c < n_rows; c += KQ512_ROWS) {
+        const int m = n_rows - c < KQ512_ROWS ? n_rows - c : KQ512_ROWS;
+        const coli_half *rows[KQ512_ROWS]; /* the tail repeats its last row, the extra scores dropped */
+        for (int r = 0; r < KQ512_ROWS; r++) rows[r] = k + (size_t)(c + (r < m ? r : m - 1)) * k_stride;
+        for (int r = c + 2 * KQ512_ROWS; r < c + 3 * KQ512_ROWS && r < n_rows; r++) /* rows far apart: the prefetcher misses them */
+            for (size_t o = 0; o < row_bytes; o += 64) _mm_prefetch((const char *)(k + (size_t)r * k_stride) + o, _MM_HINT_T0);
+        for (int j0 = 0; j0 < nr; j0 += 4) {
+            const int nh = nr - j0 < 4 ? nr - j0 : 4;
+            __m512 part[KQ512_ROWS][4][4];
+            const float *qj = q + (size_t)j0 * q_stride;
+            switch (nh) { /* a constant head count */
+            case 1: kq_rows_block_avx512(np, rows, qj, q_stride, part, 1); break;
+            case 2: kq_rows_block_avx512(np, rows, qj, q_stride, part, 2); break;
+            case 3: kq_rows_block_avx512(np, rows, qj, q_stride, part, 3); break;
+            default: kq_rows_block_avx512(np, rows, qj, q_stride, part, 4); break;
+            }
+            for (int j = 0; j < nh; j++) {
+                const float *qr = qj + (size_t)j * q_stride;
+                float *sj = s + (size_t)(j0 + j) * s_stride + c;
+                for (int r = 0; r < m; r++) {
+                    const __m512 t = _mm512_add_ps(_mm512_add_ps(part[r][j][0], part[r][j][2]),
+                                                   _mm512_add_ps(part[r][j][1], part[r][j][3]));
+                    double sumf = _mm512_reduce_add_ps(t);
+                    for (int e = np; e < n; e++) sumf += (double)(h2f(rows[r][e]) * qr[e]);
+                    sj[r] = (float)sumf;
+                }
+            }
+        }
+    }
+}
+
 /* ggml_v_expf (ggml-cpu/vec.h, AVX-512 build), instruction for instruction */
 INL __m512 v_expf(__m512 x) {
     const __m512 r = _mm512_set1_ps(0x1.8p23f);

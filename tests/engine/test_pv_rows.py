@@ -93,8 +93,10 @@ def kq(k: np.ndarray, q: np.ndarray, rows: bool) -> np.ndarray:
     return out
 
 
-# MLA's 576-wide latent rows, 8 / 7 heads, row counts leaving a tail of 1 or 2 past the blocks of 3; a 64-wide head
-@pytest.mark.parametrize("n,n_rows,nr", [(576, 37, 8), (576, 128, 7), (64, 9, 1), (256, 64, 4), (32, 1, 5)])
+# MLA's 576-wide latent rows, 8 / 7 heads, row counts leaving a tail of 1 to 3 past the blocks of 3 (AVX2)
+# or 4 (AVX-512); a 64-wide head; widths past the last step of 64 (AVX-512's tail, summed in double)
+@pytest.mark.parametrize("n,n_rows,nr", [(576, 37, 8), (576, 128, 7), (64, 9, 1), (256, 64, 4), (32, 1, 5),
+                                         (96, 7, 2), (608, 11, 6)])
 @pytest.mark.parametrize("data", ["normal", "wide"])
 def test_many_head_scores_equal_the_one_row_dot(isa, n, n_rows, nr, data):
     """Decode's scores, every head of a task per K row read (kq_rows): the bits of ggml_vec_dot_f16 per head."""
