@@ -178,8 +178,9 @@ def run_serve(args) -> dict:
             time.sleep(0.2)
         with urllib.request.urlopen(base + "/v1/models", timeout=10) as r:
             model_id = json.loads(r.read())["data"][0]["id"]
+        # ignore_eos: every token counted, as the raw and step loops do (a random file's EOS would end it early)
         body = json.dumps({"model": model_id, "prompt": prompt, "max_tokens": args.gen_tokens + 1, "temperature": 0,
-                           "stream": True}).encode()
+                           "stream": True, "ignore_eos": True}).encode()
         # The client shares the cores with the server, so it does as little as a client can per
         # token: one recv(), its time kept; the HTTP chunks and the SSE frames are parsed after
         # the stream. The server's CPU clocks are read at the first token's bytes and at the end.

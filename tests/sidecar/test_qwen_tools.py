@@ -212,3 +212,16 @@ def test_auto_and_none_answer(oai, claude, served):
         assert m.stop_reason in ("end_turn", "max_tokens", "tool_use") and m.content
         if not offered:
             assert m.stop_reason != "tool_use" and [b.type for b in m.content] == ["text"]
+
+
+def test_ignore_eos_runs_past_the_end_to_the_budget(oai):
+    """llama.cpp's server's `ignore_eos`, as the openai SDK sends an extension: a reply that ends by
+    itself goes on to max_tokens."""
+    say = [{"role": "user", "content": "Say OK."}]
+    plain = oai.chat.completions.create(model=MODEL, messages=say, temperature=0, max_tokens=64)
+    assert plain.choices[0].finish_reason == "stop"  # the model ends its answer by itself
+    n = plain.usage.completion_tokens + 6
+    past = oai.chat.completions.create(model=MODEL, messages=say, temperature=0, max_tokens=n,
+                                       extra_body={"ignore_eos": True})
+    assert past.choices[0].finish_reason == "length" and past.usage.completion_tokens == n
+    assert past.choices[0].message.content.startswith(plain.choices[0].message.content)

@@ -44,6 +44,7 @@ def completion(**fields):
     ({"cache_slot": -1}, "invalid_value", "cache_slot"),
     ({"cache_slot": "0"}, "invalid_value", "cache_slot"),
     ({"x_colibri_ignore_leading_stop": "yes"}, "invalid_value", "x_colibri_ignore_leading_stop"),
+    ({"ignore_eos": 1}, "invalid_value", "ignore_eos"),
     ({"top_k": "40"}, "invalid_value", "top_k"),
     ({"top_k": 1.5}, "invalid_value", "top_k"),
     ({"logprobs": 1}, "invalid_value", "logprobs"),

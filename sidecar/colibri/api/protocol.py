@@ -24,7 +24,7 @@ IGNORED = frozenset({"store", "metadata", "service_tier", "user", "safety_identi
 COMMON = frozenset({"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "temperature",
                     "top_p", "top_k", "n", "stop", "seed", "presence_penalty", "frequency_penalty",
                     "repetition_penalty", "logit_bias", "logprobs", "best_of", "modalities", "echo", "cache_slot",
-                    "x_colibri_ignore_leading_stop"})
+                    "ignore_eos", "x_colibri_ignore_leading_stop"})
 CHAT_ONLY = frozenset({"messages", "top_logprobs", "tools", "tool_choice", "functions", "function_call",
                        "response_format", "enable_thinking", "reasoning_effort", "preserve_thinking",
                        "strict_tool_calls"})
@@ -64,6 +64,7 @@ def parse_options(body: dict, limits: Limits) -> Options:
     max_tokens = budget if budget is not None else legacy if legacy is not None else limits.max_tokens
     temperature, top_p = sampling(body, limits.temperature, limits.top_p, max_temperature=2.0)
     top_k = top_k_of(body)  # llama.cpp's server's extension; <= 0: off, as there
+    ignore_eos = bool(opt_bool(body, "ignore_eos", False))  # llama.cpp's server's too: the end-of-generation token goes on
     seed = body.get("seed")  # accepted unvalidated; an integer one is honoured (docs/openai-api.md#seed)
     seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else None
     n = opt_int(body, "n", lo=1)
@@ -92,7 +93,7 @@ def parse_options(body: dict, limits: Limits) -> Options:
     return Options(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, stream=stream,
                    include_usage=include_usage, stop=parse_stop(body),
                    ignore_leading_stop=bool(opt_bool(body, "x_colibri_ignore_leading_stop", False)),
-                   cache_slot=cache_slot, model=parse_model(body))
+                   cache_slot=cache_slot, model=parse_model(body), ignore_eos=ignore_eos)
 
 
 def parse_stop(body: dict) -> list[str]:

@@ -142,7 +142,8 @@ class Session:
         budget = min(options.max_tokens, served.n_ctx - len(prompt))  # a ceiling, clamped to what the context holds
         req = GenRequest(slot=lease.slot, prompt=list(prompt), max_tokens=budget, temperature=options.temperature,
                          top_p=options.top_p, top_k=options.top_k, seed=options.seed,
-                         top_logprobs=options.top_logprobs, echo=options.echo, logprobs=options.logprobs)
+                         top_logprobs=options.top_logprobs, echo=options.echo, logprobs=options.logprobs,
+                         ignore_eos=options.ignore_eos)
         detok = Detokenizer(served.token_bytes)
         stops = StopFilter(options.stop, ignore_leading=options.ignore_leading_stop)
         opened = tools.opened if tools else ""

@@ -36,6 +36,7 @@ class Options:
     top_logprobs: int = 0  # entries of the top-k table per token (the engine's read-out, 0..32)
     echo: bool = False  # /v1/completions: the prompt, with its read-out, before the completion
     model: str | None = None  # the model the request names (`coli serve --upstream` routes on it)
+    ignore_eos: bool = False  # generate past the end-of-generation token, up to max_tokens (benchmarks)
 
 
 @dataclass

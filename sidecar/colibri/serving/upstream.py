@@ -333,6 +333,8 @@ def sampling(o: Options, stream: bool) -> dict:
         body["top_k"] = o.top_k
     if o.seed is not None:
         body["seed"] = o.seed
+    if o.ignore_eos:  # llama-server's own field
+        body["ignore_eos"] = True
     if o.stop:
         body["stop"] = o.stop
     if stream:  # usage for every reply (Anthropic's, the Responses API's), not just when the client asks
