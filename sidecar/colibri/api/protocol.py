@@ -64,7 +64,7 @@ def parse_options(body: dict, limits: Limits) -> Options:
     max_tokens = budget if budget is not None else legacy if legacy is not None else limits.max_tokens
     temperature, top_p = sampling(body, limits.temperature, limits.top_p, max_temperature=2.0)
     top_k = top_k_of(body)  # llama.cpp's server's extension; <= 0: off, as there
-    ignore_eos = bool(opt_bool(body, "ignore_eos", False))  # llama.cpp's server's too: the end-of-generation token goes on
+    ignore_eos = bool(opt_bool(body, "ignore_eos", False))  # llama.cpp's server's too: past the end token
     seed = body.get("seed")  # accepted unvalidated; an integer one is honoured (docs/openai-api.md#seed)
     seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else None
     n = opt_int(body, "n", lo=1)
