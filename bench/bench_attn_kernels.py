@@ -11,24 +11,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import time
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def best_of(fn, reps: int, inner: int) -> float:
@@ -50,8 +38,9 @@ def main() -> None:
     args = ap.parse_args()
     sys.path.insert(0, args.sidecar)
     from colibri._engine import ffi, lib
+    from colibri.kernel_choice import cpu_model
 
-    print(f"{cpu_name()}, one core, {args.sidecar}")
+    print(f"{cpu_model()}, one core, {args.sidecar}")
     rng = np.random.default_rng(0)
     u16 = lambda a: ffi.from_buffer("uint16_t[]", a.view(np.uint16))  # noqa: E731
     for isa in args.sets:
