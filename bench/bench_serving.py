@@ -147,6 +147,17 @@ def frame_text(payload: bytes) -> str:
     return d["choices"][0].get("text", "") if d.get("choices") else ""
 
 
+def texted_tokens(base: str, model_id: str, prompt: str, max_tokens: int) -> list[int]:
+    """The indices of the reply's tokens that carry text (one streamed frame each), from the
+    whole greedy reply with its tokens' texts."""
+    body = json.dumps({"model": model_id, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+                       "ignore_eos": True, "logprobs": 1}).encode()
+    req = urllib.request.Request(base + "/v1/completions", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=600) as r:
+        tokens = json.loads(r.read())["choices"][0]["logprobs"]["tokens"]
+    return [i for i, text in enumerate(tokens) if text]
+
+
 def run_serve(args) -> dict:
     """A real `coli serve` and one streamed /v1/completions request with the prompt as token ids."""
     sys.path.insert(0, SIDECAR)
@@ -198,7 +209,15 @@ def run_serve(args) -> dict:
         times = [t for t, frame in sse_frames(recvs) if frame_text(frame)]
         if cpu0 is None or len(times) < 2:
             raise SystemExit(f"serve sent no tokens: {b''.join(d for _, d in recvs)[:2000]!r}")
-        n = len(times) - 1
+        # A token whose bytes end no character (a byte token of a random file, often) sends no
+        # frame: which tokens the frames stand for comes from the same greedy reply again,
+        # whole, with each token's text (logprobs); the rate counts tokens, as the loops do.
+        shown = texted_tokens(base, model_id, prompt, args.gen_tokens + 1)
+        if len(times) == len(shown) + 1:  # the end's dangling partial character (U+FFFD), its own frame
+            times.pop()
+        if len(shown) != len(times):
+            raise SystemExit(f"serve: {len(times)} text frames, but {len(shown)} tokens with text in the same reply")
+        n = shown[-1] - shown[0]
         return {"decode": n / (times[-1] - times[0]), "decode_cpu": n / max(cpu1[0] - cpu0[0], 1e-9), "tokens": n,
                 # the event loop's (main thread's) CPU per token: the Python side of serving, in ms
                 "loop_ms": 1000 * (cpu1[1] - cpu0[1]) / n,
