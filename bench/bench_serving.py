@@ -28,8 +28,9 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIDECAR = os.path.join(ROOT, "sidecar")
 
-# raw and generate: decode measured from the start of the first one-token eval to the end of the
-# last (so the prefill is outside it, and both count evals the same way)
+# raw: decode measured from the start of the first one-token eval to the end of the last; step and
+# generate (which decodes on a slot, as serve does): from the start of the first step after the
+# prefill's to the end of the last, counting tokens (a step that keeps drafts emits several)
 CHILD = r"""
 import json, os, sys, time
 mode, model, threads, n_prompt, n_gen, ctx = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
@@ -48,6 +49,20 @@ def eval_(self, tokens, pos, logits=None):
     return out
 counts = [0]
 Engine.eval = eval_
+_step = Engine.step
+def step_(self, *a):  # the slots' step (step, and generate, which decodes on a slot): tokens, not steps
+    t, c = time.perf_counter(), time.process_time()
+    events = _step(self, *a)
+    tokens = sum(1 for ev in events if ev.token >= 0 and not ev.done)
+    if tokens and stepped[0] and not marks:  # the first decode step: the prefill's step gave the first token
+        marks.append((t, c))
+    if marks:
+        marks[1:] = [(time.perf_counter(), time.process_time())]
+        counts[0] += tokens
+    stepped[0] = stepped[0] or tokens > 0
+    return events
+stepped = [False]
+Engine.step = step_
 text = real_text()
 if mode in ("raw", "step"):
     from colibri import kernel_choice
@@ -63,18 +78,8 @@ elif mode == "step":  # the slots' step, as the server's engine thread calls it 
     e = Engine(model, n_ctx=ctx, n_threads=threads, n_slots=1, draft_tokens=int(os.environ.get("COLI_DRAFT_TOKENS", 4)) or -1)
     prompt = e.tokenize(text)[:n_prompt]
     e.submit(0, prompt, max_tokens=n_gen + 1, ignore_eos=True, logprob=False)
-    decoding = False
-    while True:
-        t, c = time.perf_counter(), time.process_time()
-        events = e.step()
-        if decoding and not marks:
-            marks.append((t, c))
-        if decoding:  # tokens, not steps: a step that verified drafts emits several
-            marks[1:] = [(time.perf_counter(), time.process_time())]
-            counts[0] += sum(1 for ev in events if ev.token >= 0 and not ev.done)
-        if any(ev.done for ev in events):
-            break
-        decoding = decoding or any(not ev.done for ev in events)
+    while not any(ev.done for ev in e.step()):
+        pass
 else:  # coli generate, its own command with the prompt cut to n_prompt tokens
     from colibri.cli import build_parser
     import colibri.commands.generate as g

@@ -1,13 +1,16 @@
 """Completing a prompt on one engine sequence: prefill, then sample and feed
-back one token at a time. The arithmetic is all in the engine; this module
-only sequences the calls and keeps time."""
+back one token at a time (`generate`), or the same on a KV slot through the
+engine's batched step, as `coli serve` decodes, drafts and all
+(`generate_on_slot`). The arithmetic is all in the engine; this module only
+sequences the calls and keeps time."""
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from colibri.engine import Engine
+from colibri.engine import Engine, last_error
 from colibri.errors import ColiError
 
 
@@ -23,6 +26,9 @@ class Generation:
     finish_reason: str = "length"  # "stop" (end-of-generation token) or "length"
     prefill_s: float = 0.0
     decode_s: float = 0.0
+    drafter: str = ""  # generate_on_slot: "mtp", "model", "lookup" or "" (none)
+    draft_tokens: int = 0  # tokens drafted, and of them kept
+    draft_accepted: int = 0
 
     @property
     def prefill_tok_per_s(self) -> float:
@@ -33,6 +39,18 @@ class Generation:
         # the first token comes from the prefill's logits; each later one costs a decode step
         steps = max(len(self.tokens) - 1, 0)
         return steps / self.decode_s if self.decode_s > 0 else 0.0
+
+
+def _checked(engine: Engine, prompt_tokens: list[int], max_tokens: int) -> int:
+    """The token budget: max_tokens clamped to what the context holds after the prompt."""
+    n_ctx = engine.n_ctx
+    if not prompt_tokens:
+        raise ColiError("the prompt has no tokens")
+    if len(prompt_tokens) >= n_ctx:
+        raise PromptTooLong(
+            f"the prompt has {len(prompt_tokens)} tokens; the context holds {n_ctx} (raise --ctx or shorten it)"
+        )
+    return min(max_tokens, n_ctx - len(prompt_tokens))
 
 
 def generate(
@@ -46,17 +64,10 @@ def generate(
     on_token: Callable[[int], None] | None = None,
     logprobs: bool = False,
 ) -> Generation:
-    n_ctx = engine.n_ctx
-    if not prompt_tokens:
-        raise ColiError("the prompt has no tokens")
-    if len(prompt_tokens) >= n_ctx:
-        raise PromptTooLong(
-            f"the prompt has {len(prompt_tokens)} tokens; the context holds {n_ctx} (raise --ctx or shorten it)"
-        )
+    budget = _checked(engine, prompt_tokens, max_tokens)
     if seed is not None:
         engine.seed(seed)
     gen = Generation(prompt_tokens=list(prompt_tokens))
-    budget = min(max_tokens, n_ctx - len(prompt_tokens))
     t0 = time.perf_counter()
     engine.eval(prompt_tokens, 0)
     gen.prefill_s = time.perf_counter() - t0
@@ -77,4 +88,62 @@ def generate(
         engine.eval([tok], pos)
         pos += 1
     gen.decode_s = time.perf_counter() - t0
+    return gen
+
+
+def generate_on_slot(
+    engine: Engine,
+    prompt_tokens: list[int],
+    max_tokens: int,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    seed: int | None = None,
+    stop_at_eog: bool = True,
+    on_token: Callable[[int], None] | None = None,
+    slot: int = 0,
+) -> Generation:
+    """The completion on KV slot `slot` through the engine's step: drafts from the model's MTP
+    block, a draft model or prompt lookup where the engine was opened with them (greedy tokens
+    are plain decoding's). The first token's time counts as the prefill's; a step that keeps
+    drafts hands several tokens to on_token at once."""
+    budget = _checked(engine, prompt_tokens, max_tokens)
+    gen = Generation(prompt_tokens=list(prompt_tokens))
+    if budget == 0:
+        return gen
+    seed = seed if seed is not None else int.from_bytes(os.urandom(8), "little")
+    t0 = time.perf_counter()
+    engine.submit(slot, list(prompt_tokens), max_tokens=budget, temperature=temperature, top_p=top_p, seed=seed,
+                  ignore_eos=not stop_at_eog, logprob=False)
+    first = last = None
+    try:
+        while True:
+            events = [ev for ev in engine.step() if ev.slot == slot]
+            now = time.perf_counter()
+            for ev in events:
+                if ev.done:
+                    if ev.finish in ("error", "cancelled"):
+                        raise last_error() if ev.finish == "error" else ColiError("the generation was cancelled")
+                    gen.finish_reason = "stop" if ev.finish == "stop" else "length"
+                    break
+                if first is None:
+                    first = now
+                last = now
+                gen.tokens.append(ev.token)
+                if on_token:
+                    on_token(ev.token)
+            else:
+                continue
+            break
+    except BaseException:
+        try:
+            engine.cancel(slot)  # Ctrl-C or an error: the slot lets go before the engine closes
+        except ColiError:
+            pass
+        raise
+    gen.prefill_s = (first or time.perf_counter()) - t0
+    gen.decode_s = (last - first) if first is not None else 0.0
+    gen.drafter = engine.drafter
+    turn = next((t for t in reversed(engine.turns()) if t["slot"] == slot), None)
+    if turn is not None:
+        gen.draft_tokens, gen.draft_accepted = turn["draft_tokens"], turn["draft_accepted"]
     return gen

@@ -36,6 +36,22 @@ def test_generate_sampling_seeded(default_model):
     assert json.loads(a.stdout)["tokens"] == json.loads(b.stdout)["tokens"]
 
 
+def test_generate_drafts_and_keeps_the_tokens(default_model):
+    """generate decodes on a slot as serve does: prompt lookup drafts a counting prompt's next
+    tokens, the greedy tokens are plain decoding's, and the drafts are reported."""
+    base = ("generate", "-p", "1, 2, 3, 4, 5, 6, 7, 8, " * 3 + "1, 2,", "-n", "30", "--json", "--ctx", "256",
+            "--ignore-eos")
+    plain, drafted = run_coli(*base, "--draft-tokens", "0"), run_coli(*base, "--draft-tokens", "4")
+    assert plain.returncode == 0 and drafted.returncode == 0, plain.stderr + drafted.stderr
+    plain, drafted = json.loads(plain.stdout), json.loads(drafted.stdout)
+    assert drafted["tokens"] == plain["tokens"] and len(plain["tokens"]) == 30
+    assert plain["drafts"] == {"drafter": None, "drafted": 0, "accepted": 0}
+    assert drafted["drafts"]["drafter"] == "lookup"
+    assert 0 < drafted["drafts"]["accepted"] <= drafted["drafts"]["drafted"]
+    r = run_coli(*(a for a in base if a != "--json"), "--draft-tokens", "4")  # the text line says so too
+    assert r.returncode == 0 and "prompt lookup drafts:" in r.stderr and " kept" in r.stderr
+
+
 def test_generate_prompt_too_long_is_refused(default_model):
     r = run_coli("generate", "-p", "word " * 100, "-n", "4", "--ctx", "32")
     assert r.returncode == 2

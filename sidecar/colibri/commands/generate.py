@@ -1,4 +1,5 @@
-"""`coli generate`: complete a raw prompt (no chat template), like llama.cpp's llama-cli -p."""
+"""`coli generate`: complete a raw prompt (no chat template), like llama.cpp's llama-cli -p.
+It decodes on a KV slot as `coli serve` does, so --draft-tokens and --draft-model draft here too."""
 from __future__ import annotations
 
 import argparse
@@ -6,6 +7,8 @@ import json
 import sys
 
 from colibri.cli_options import add_model_args, add_placement_args, open_planned_engine
+
+DRAFTERS = {"mtp": "MTP block", "model": "draft model", "lookup": "prompt lookup"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from colibri.detok import Detokenizer
-    from colibri.generate import generate
+    from colibri.generate import generate_on_slot
 
     if args.max_tokens < 0:
         raise SystemExit("coli generate: --max-tokens must be >= 0")
@@ -37,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(detok.add(tok))
         sys.stdout.flush()
 
-    gen = generate(engine, prompt, args.max_tokens, args.temperature, args.top_p, args.seed,
+    gen = generate_on_slot(engine, prompt, args.max_tokens, args.temperature, args.top_p, args.seed,
                    stop_at_eog=not args.ignore_eos, on_token=None if args.json else stream)
     if args.json:
         text = engine.detokenize(gen.tokens).decode("utf-8", errors="replace")
@@ -47,10 +50,15 @@ def run(args: argparse.Namespace) -> int:
             "text": text,
             "finish_reason": gen.finish_reason,
             "tok_per_s": {"prefill": round(gen.prefill_tok_per_s, 2), "decode": round(gen.decode_tok_per_s, 2)},
+            "drafts": {"drafter": gen.drafter or None, "drafted": gen.draft_tokens, "accepted": gen.draft_accepted},
         }))
     else:
         sys.stdout.write(detok.flush() + "\n")
+        drafts = ""
+        if gen.draft_tokens:
+            drafts = (f", {DRAFTERS.get(gen.drafter, gen.drafter)} drafts: {gen.draft_accepted} of "
+                      f"{gen.draft_tokens} kept")
         print(f"[{len(gen.prompt_tokens)} prompt tokens at {gen.prefill_tok_per_s:.1f} tok/s, "
-              f"{len(gen.tokens)} generated at {gen.decode_tok_per_s:.1f} tok/s, {gen.finish_reason}]",
+              f"{len(gen.tokens)} generated at {gen.decode_tok_per_s:.1f} tok/s{drafts}, {gen.finish_reason}]",
               file=sys.stderr)
     return 0
