@@ -47,7 +47,7 @@ class ServeConfig:
     read_deadline: float = 30.0  # seconds to read a request, headers and body, from its first byte
     idle_timeout: float = 30.0  # seconds a keep-alive connection may stay idle between requests
     keepalive_s: float = 10.0
-    stream_interval_ms: float = 20.0  # the engine wakes a stream at most this often while tokens flow; 0: per token
+    stream_interval_ms: float = 50.0  # the engine wakes a stream at most this often while tokens flow; 0: per token
     drain_s: float = 30.0
     web_dir: Path | None = None  # the built dashboard (web/dist); None: not served
     expert_cache_gb: float | None = None  # None: the plan's automatic choice (colibri.plan)

@@ -170,7 +170,7 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
     max_models = _number(args.max_models, "COLI_MAX_MODELS", "1")
     if max_models < 1:
         raise ColiError(f"--max-models must be >= 1, got {max_models}")
-    stream_interval_ms = _number(None, "COLI_STREAM_INTERVAL_MS", "20", float)
+    stream_interval_ms = _number(None, "COLI_STREAM_INTERVAL_MS", "50", float)
     if not 0 <= stream_interval_ms <= 1000:
         raise ColiError(f"COLI_STREAM_INTERVAL_MS must be 0..1000 milliseconds, got {stream_interval_ms:g}")
     model_ttl = parse_ttl(args.model_ttl if args.model_ttl is not None else _env("COLI_MODEL_TTL", "0"))

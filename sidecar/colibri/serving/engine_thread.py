@@ -210,7 +210,7 @@ def save_heat(path: Path, n_layer: int, n_expert: int, counts) -> None:
     os.replace(tmp, path)
 
 
-WAKE_INTERVAL_S = 0.02  # a loop's wakes while tokens flow: at most 50 a second, below what an eye tells apart
+WAKE_INTERVAL_S = 0.05  # a loop's wakes while tokens flow: at most 20 a second, a film's frame rate
 
 
 class EngineThread:
