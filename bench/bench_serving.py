@@ -6,10 +6,11 @@ real server, an SSE client), on the same file, prompt and token count. Mode `ste
 (`Engine.submit` + `Engine.step` on one KV slot), without the server: what is left
 between it and `serve` is the server's Python and the client.
 
-Each run is a fresh child process; the three modes alternate round by round (so
-machine noise hits them alike); medians, spread and the ratios mode/raw are
+Each run is a fresh child process; the three modes alternate round by round, each
+round starting with the next (so machine noise hits them alike); medians, spread and the ratios mode/raw are
 printed, in wall tok/s and per core-second (the process's CPU time over the
-decode, engine threads included; for serve, the server process's CPU time).
+decode, engine threads included; for serve, the server process's CPU time),
+with the median of each round's own ratio to the raw run ("paired").
 
     python bench/bench_serving.py [--model M] [--threads 1 2] [--reps 5] [--gen-tokens 128]
 """
@@ -283,7 +284,8 @@ def main() -> int:
         a = argparse.Namespace(**{**vars(args), "threads": threads})
         res: dict[str, list[dict]] = {m: [] for m in args.modes}
         for rep in range(args.reps):
-            for mode in args.modes:
+            k = rep % len(args.modes)  # each round starts with the next mode: no mode always runs first
+            for mode in args.modes[k:] + args.modes[:k]:
                 r = run_child(mode, a)
                 res[mode].append(r)
                 print(f"[{threads}t rep {rep + 1}/{args.reps}] {mode:9s} {r['decode']:7.1f} tok/s  "
@@ -291,14 +293,20 @@ def main() -> int:
                       + (f"  event loop {r['loop_ms']:.2f}, client {r['client_ms']:.2f} ms/token" if "loop_ms" in r else ""), file=sys.stderr, flush=True)
         print(f"\n{os.path.basename(args.model)} ({args.root}), {threads} thread(s), {args.reps} interleaved reps, "
               f"{args.prompt_tokens}-token prompt, {args.gen_tokens} decoded")
-        print(f"{'':10s}{'tok/s med':>10s}{'min..max':>16s}{'ratio':>8s}{'tok/cpu-s':>11s}{'ratio':>8s}")
+        print(f"{'':10s}{'tok/s med':>10s}{'min..max':>16s}{'ratio':>8s}{'paired':>8s}{'tok/cpu-s':>11s}{'ratio':>8s}")
         med = {m: {k: statistics.median(r[k] for r in rs) for k in ("decode", "decode_cpu")} for m, rs in res.items()}
-        base = med.get("raw") or next(iter(med.values()))
+        first = next(iter(res))
+        base = med.get("raw") or med[first]
+        base_runs = res.get("raw") or res[first]
+        # the median of each round's ratio to the round's base run: a machine's drift between
+        # rounds (here up to 10%) cancels, which the ratio of medians keeps
+        paired = {m: statistics.median(r["decode"] / b["decode"] for r, b in zip(rs, base_runs))
+                  for m, rs in res.items()}
         for m, rs in res.items():
             lo, hi = min(r["decode"] for r in rs), max(r["decode"] for r in rs)
             print(f"{m:10s}{med[m]['decode']:10.1f}{f'{lo:.1f}..{hi:.1f}':>16s}{med[m]['decode'] / base['decode']:8.3f}"
-                  f"{med[m]['decode_cpu']:11.1f}{med[m]['decode_cpu'] / base['decode_cpu']:8.3f}")
-        report[threads] = {"median": med, "runs": res}
+                  f"{paired[m]:8.3f}{med[m]['decode_cpu']:11.1f}{med[m]['decode_cpu'] / base['decode_cpu']:8.3f}")
+        report[threads] = {"median": med, "paired": paired, "runs": res}
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"model": args.model, "results": report}, f, indent=2)

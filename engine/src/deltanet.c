@@ -209,6 +209,13 @@ static float *rs_of(const coli_state *s, const coli_layer *L, int i) {
     return kv->rs + (size_t)L->rs_slot * (kv->rs_conv + kv->rs_ssm);
 }
 
+/* Row i's snapshot of this layer's state (laid out as rs_of's), or NULL: a verify keeps the state after each
+ * drafted row but its last, so that a rejected draft is taken back by a copy, not by running the kept rows again */
+static float *snap_of(const coli_state *s, const coli_layer *L, int i) {
+    const coli_row *row = &s->rows[i];
+    return row->snap ? row->snap + (size_t)L->rs_slot * (row->kv->rs_conv + row->kv->rs_ssm) : NULL;
+}
+
 /* ggml_ssm_conv over [state | x], the state moved on by x; channels c0..c1. Its sum over the taps is a plain loop,
  * as GCC vectorised it for the reference build (gcc_dot.h): the released models' 4 taps are 4 fmas on AVX-512 and
  * 4 rounded products added on AVX2. */
@@ -217,7 +224,7 @@ static void gdn_conv(gdn_job *j, int c0, int c1) {
     float taps[64];
     const int CD = 2 * j->m->hp.ssm_d_state * j->m->hp.ssm_n_k + j->m->hp.ssm_d_state * j->m->hp.ssm_n_v;
     for (int i = 0; i < j->n; i++) {
-        float *cst = rs_of(j->s, j->L, i);
+        float *cst = rs_of(j->s, j->L, i), *snap = snap_of(j->s, j->L, i);
         const float *row = j->in + (size_t)i * j->in_w;
         float *conv = j->conv + (size_t)i * CD;
         for (int c = c0; c < c1; c++) {
@@ -228,6 +235,8 @@ static void gdn_conv(gdn_job *j, int c0, int c1) {
             for (int t = 0; t < KC - 2; t++) w[t] = w[t + 1];
             w[KC - 2] = row[c];
         }
+        if (snap)
+            memcpy(snap + (size_t)c0 * (KC - 1), cst + (size_t)c0 * (KC - 1), (size_t)(c1 - c0) * (KC - 1) * sizeof(float));
     }
 }
 
@@ -277,6 +286,8 @@ static void gdn_head(gdn_job *j, int h) {
         const float g = sp * L->ssm_a[h];
         float *oh = j->o + (size_t)i * VD + h * S;
         j->rows(M, S, conv + KD + kh * S, conv + kh * S, conv + 2 * KD + h * S, beta, expf(g), scale, oh);
+        float *snap = snap_of(j->s, L, i);
+        if (snap) memcpy(snap + kv->rs_conv + (size_t)h * S * S, M, (size_t)S * S * sizeof(float));
         coli_rmsnorm(oh, oh, L->ssm_norm, S, eps);
         float *zh = j->zb + (size_t)i * VD + h * S;
         silu(zh, S);

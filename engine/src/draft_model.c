@@ -77,7 +77,7 @@ static void add_times(colibri_engine *e) { coli_state_take_times(&e->state, &e->
 static int catch_up(colibri_engine *e, coli_slot *sl, int to) {
     while (sl->dm_n < to) {
         int n = to - sl->dm_n < e->cfg.n_batch ? to - sl->dm_n : e->cfg.n_batch;
-        for (int i = 0; i < n; i++) e->dm_rows[i] = (coli_row){sl->hist[sl->dm_n + i], sl->dm_n + i, &sl->dm_kv};
+        for (int i = 0; i < n; i++) e->dm_rows[i] = coli_row_at(sl->hist[sl->dm_n + i], sl->dm_n + i, &sl->dm_kv);
         const int rc = run(e, n);
         add_times(e);
         if (rc) return rc;
@@ -119,8 +119,8 @@ void coli_dm_draft(colibri_engine *e) {
         if (k <= 0 || sl->n_past >= ds->n_ctx) continue;
         if (sl->dm_n > sl->n_past) sl->dm_n = sl->n_past;
         if (sl->n_past - sl->dm_n + 1 + n > e->cfg.n_batch) continue; /* not caught up (a failed catch-up) */
-        for (int p = sl->dm_n; p < sl->n_past; p++) e->dm_rows[n++] = (coli_row){sl->hist[p], p, &sl->dm_kv};
-        e->dm_rows[n++] = (coli_row){sl->pending, sl->n_past, &sl->dm_kv};
+        for (int p = sl->dm_n; p < sl->n_past; p++) e->dm_rows[n++] = coli_row_at(sl->hist[p], p, &sl->dm_kv);
+        e->dm_rows[n++] = coli_row_at(sl->pending, sl->n_past, &sl->dm_kv);
         sl->dm_n = sl->n_past + 1;
         last[nw] = n - 1;
         want[nw] = k;
@@ -145,7 +145,7 @@ void coli_dm_draft(colibri_engine *e) {
         for (int w = 0; w < nw; w++) {
             coli_slot *sl = &e->slots[who[w]];
             if (want[w] <= c || sl->n_ready < c) continue;
-            e->dm_rows[m] = (coli_row){sl->drafted[c - 1], sl->n_past + c, &sl->dm_kv};
+            e->dm_rows[m] = coli_row_at(sl->drafted[c - 1], sl->n_past + c, &sl->dm_kv);
             idx[m++] = w;
         }
         if (m == 0) break;

@@ -97,9 +97,10 @@ static int load_model(colibri_engine *e) {
         e->slots[i].hist = malloc((size_t)c->n_ctx * sizeof(int32_t));
         if (!e->slots[i].hist) return coli_fail(COLI_E_NOMEM, "out of memory");
         const coli_kv *kv = &e->slots[i].kv;
-        if (hp->gdn && e->draft_k > 0 && /* a verify's rejected rows are taken back from this copy (slots.c) */
-            !(e->slots[i].rs_undo = malloc((size_t)kv->n_rs_layers * (kv->rs_conv + kv->rs_ssm) * sizeof(float))))
-            return coli_fail(COLI_E_NOMEM, "out of memory for the recurrent state's undo copy");
+        if (hp->gdn && e->draft_k > 0 && /* a verify's rejected rows are taken back from these copies (slots.c) */
+            !(e->slots[i].rs_snap =
+                  malloc((size_t)e->draft_k * kv->n_rs_layers * (kv->rs_conv + kv->rs_ssm) * sizeof(float))))
+            return coli_fail(COLI_E_NOMEM, "out of memory for the recurrent state's copies a verify keeps");
     }
     if ((rc = coli_dm_open(e))) return rc;
     if (!e->dm && (rc = coli_mtp_open(e))) return rc; /* a draft model asked for takes the block's place */
@@ -154,7 +155,7 @@ void colibri_close(colibri_engine *e) {
             free(e->slots[i].echo_top);
             free(e->slots[i].prompt_logits);
             coli_slot_free_checkpoints(&e->slots[i]);
-            free(e->slots[i].rs_undo);
+            free(e->slots[i].rs_snap);
         }
     coli_mtp_close(e); /* before the trunk's state: they borrow its threads */
     coli_dm_close(e);
@@ -263,7 +264,7 @@ int colibri_eval(colibri_engine *e, const int32_t *tokens, int n, int pos, float
     }
     for (int done = 0; done < n;) {
         const int chunk = n - done < e->cfg.n_batch ? n - done : e->cfg.n_batch;
-        for (int i = 0; i < chunk; i++) e->rows[i] = (coli_row){tokens[done + i], pos + done + i, &sl->kv};
+        for (int i = 0; i < chunk; i++) e->rows[i] = coli_row_at(tokens[done + i], pos + done + i, &sl->kv);
         rc = coli_forward(&e->model, &e->state, e->rows, chunk, COLI_ROWS_BATCH); /* llama.cpp's bits */
         if (!rc) {
             coli_stats_forward(e);

@@ -60,7 +60,8 @@ typedef struct {
     float *mtp_h;
     int mtp_at, mtp_rows, n_ready, mtp_want;
     int mtp_skip, mtp_backoff; /* steps left without the block's guesses, and the next such wait */
-    float *rs_undo;          /* Gated DeltaNet models that draft: the recurrent state before a verify (slots.c) */
+    float *rs_snap;          /* Gated DeltaNet models that draft: the recurrent state after each of a verify's rows
+                              * but its last, draft_k copies (slots.c take_back) */
     coli_kv dm_kv;           /* the draft model's cache (draft_model.h), holding positions < dm_n */
     int dm_n;
     double prefill_s, decode_s;

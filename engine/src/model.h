@@ -318,7 +318,12 @@ typedef struct {
     int32_t token;
     int pos;         /* the cache holds positions < pos of this sequence */
     coli_kv *kv;
+    float *snap;     /* Gated DeltaNet: where the recurrent state after this row is copied (as kv->rs); NULL: not */
 } coli_row;
+
+static inline coli_row coli_row_at(int32_t token, int pos, coli_kv *kv) {
+    return (coli_row){.token = token, .pos = pos, .kv = kv}; /* no snapshot */
+}
 
 #define COLI_STATE_MAX_BUFFERS 64 /* buffers a coli_state holds, at most (forward.c take() checks) */
 

@@ -90,7 +90,7 @@ void coli_mtp_prefill(colibri_engine *e, coli_slot *sl, int pos0, int n) {
     if (pos0 + rows > sl->n_prompt - 1) rows = sl->n_prompt - 1 - pos0; /* the last one waits for its token */
     sl->mtp_rows = 0;
     if (rows > 0) {
-        for (int i = 0; i < rows; i++) e->mtp_rows[i] = (coli_row){sl->hist[pos0 + i + 1], pos0 + i, &sl->mtp_kv};
+        for (int i = 0; i < rows; i++) e->mtp_rows[i] = coli_row_at(sl->hist[pos0 + i + 1], pos0 + i, &sl->mtp_kv);
         memcpy(e->mtp_hid, e->state.xn, (size_t)rows * E * sizeof(float));
         const int rc = run(e, rows);
         add_times(e);
@@ -122,7 +122,7 @@ void coli_mtp_draft(colibri_engine *e) {
         if (n + sl->mtp_rows > e->cfg.n_batch) continue;
         for (int j = 0; j < sl->mtp_rows; j++) {
             const int pos = sl->mtp_at + j;
-            e->mtp_rows[n] = (coli_row){pos + 1 < sl->n_past ? sl->hist[pos + 1] : sl->pending, pos, &sl->mtp_kv};
+            e->mtp_rows[n] = coli_row_at(pos + 1 < sl->n_past ? sl->hist[pos + 1] : sl->pending, pos, &sl->mtp_kv);
             memcpy(e->mtp_hid + (size_t)n * E, sl->mtp_h + (size_t)j * E, E * sizeof(float));
             n++;
         }
@@ -148,7 +148,7 @@ void coli_mtp_draft(colibri_engine *e) {
         for (int w = 0; w < nw; w++) {
             coli_slot *sl = &e->slots[who[w]];
             if (want[w] <= c) continue;
-            e->mtp_rows[m] = (coli_row){sl->drafted[c - 1], sl->n_past + c - 1, &sl->mtp_kv};
+            e->mtp_rows[m] = coli_row_at(sl->drafted[c - 1], sl->n_past + c - 1, &sl->mtp_kv);
             memcpy(e->mtp_hid + (size_t)m * E, e->mtp_chain + (size_t)w * E, E * sizeof(float));
             idx[m++] = w;
         }
@@ -184,7 +184,7 @@ int colibri_mtp_eval(colibri_engine *e, const int32_t *tokens, int n, float *log
     int rc = colibri_eval(e, tokens, n, 0, NULL, 0); /* one chunk: its rows stay in e->state.xn */
     if (rc) return rc;
     coli_slot *sl = &e->slots[0];
-    for (int i = 0; i < n; i++) e->mtp_rows[i] = (coli_row){tokens[i + 1], i, &sl->mtp_kv};
+    for (int i = 0; i < n; i++) e->mtp_rows[i] = coli_row_at(tokens[i + 1], i, &sl->mtp_kv);
     memcpy(e->mtp_hid, e->state.xn, (size_t)n * e->model.hp.n_embd * sizeof(float));
     sl->mtp_rows = 0; /* the slot's drafts start again from its next prompt */
     if ((rc = run(e, n))) return rc;

@@ -319,15 +319,15 @@ static int plan_rows(colibri_engine *e, int room, int *who, int *nd, int *n_rows
         coli_slot *sl = &e->slots[plain[j]];
         who[n] = plain[j];
         nd[n++] = 0;
-        e->rows[r++] = (coli_row){sl->pending, sl->n_past, &sl->kv};
+        e->rows[r++] = coli_row_at(sl->pending, sl->n_past, &sl->kv);
     }
     for (int c = 0; c < n_cand; c++) {
         if (k[c] == 0) continue;
         coli_slot *sl = &e->slots[cand[c]];
         who[n] = cand[c];
         nd[n++] = k[c];
-        e->rows[r++] = (coli_row){sl->pending, sl->n_past, &sl->kv};
-        for (int j = 0; j < k[c]; j++) e->rows[r++] = (coli_row){sl->drafted[j], sl->n_past + 1 + j, &sl->kv};
+        e->rows[r++] = coli_row_at(sl->pending, sl->n_past, &sl->kv);
+        for (int j = 0; j < k[c]; j++) e->rows[r++] = coli_row_at(sl->drafted[j], sl->n_past + 1 + j, &sl->kv);
     }
     *n_rows = r;
     return n;
@@ -360,29 +360,19 @@ static void pace(const colibri_engine *e, coli_slot *sl, int drafted, int accept
     }
 }
 
-/* A Gated DeltaNet model's recurrent state cannot rewind: a slot whose verify rejected a draft gets back the
- * state from before the step and runs its kept rows again (the same rows alone: the same bits, in its KV too).
- * Returns the seconds it took; the slots fail if the run does, their caches dropped. */
-static double take_back(event_out *o, colibri_engine *e, const int *who, const int *nd, const int *kept,
-                        const int *pos0, int n) {
-    int r = 0, failed[COLI_MAX_SLOTS], n_failed = 0;
+/* A Gated DeltaNet model's recurrent state cannot rewind: the verify kept a copy of it after each row but the
+ * last (deltanet.c, the rows' snap), and a slot whose verify rejected a draft gets back the one after its last
+ * kept row (the bits a run of the kept rows alone would give: each row is computed as alone). Returns the
+ * seconds it took. */
+static double take_back(colibri_engine *e, const int *who, const int *nd, const int *kept, const int *pos0, int n) {
+    const double t0 = coli_now_s();
     for (int j = 0; j < n; j++) {
         if (nd[j] == 0 || kept[j] == nd[j]) continue;
         coli_slot *sl = &e->slots[who[j]];
-        memcpy(sl->kv.rs, sl->rs_undo, rs_floats(&sl->kv) * sizeof(float));
-        sl->kv.rs_pos = pos0[j];
-        for (int i = 0; i <= kept[j]; i++) e->rows[r++] = (coli_row){sl->hist[pos0[j] + i], pos0[j] + i, &sl->kv};
-        failed[n_failed++] = who[j];
+        const size_t f = rs_floats(&sl->kv);
+        memcpy(sl->kv.rs, sl->rs_snap + (size_t)kept[j] * f, f * sizeof(float));
+        sl->kv.rs_pos = pos0[j] + kept[j] + 1;
     }
-    if (r == 0) return 0.0;
-    const double t0 = coli_now_s();
-    if (coli_forward(&e->model, &e->state, e->rows, r, COLI_ROWS_ALONE) != 0)
-        for (int j = 0; j < n_failed; j++) {
-            coli_slot *sl = &e->slots[failed[j]];
-            sl->n_past = 0; /* its state is neither the old one nor the new: nothing of it is reused */
-            coli_slot_drop_checkpoints(sl, 0);
-            if (sl->state != COLI_SLOT_IDLE) finish(o, e, failed[j], COLI_FINISH_ERROR, -1);
-        }
     return coli_now_s() - t0;
 }
 
@@ -399,10 +389,11 @@ static void decode(event_out *o, colibri_engine *e) {
     if (n == 0) return;
     int n_plain = 0, kept[COLI_MAX_SLOTS] = {0}, pos0[COLI_MAX_SLOTS];
     while (n_plain < n && nd[n_plain] == 0) n_plain++;
-    for (int j = 0; j < n; j++) { /* a recurrent state is kept to take back rejected rows (take_back) */
+    for (int j = 0, r = 0; j < n; r += 1 + nd[j], j++) { /* the states to take back rejected rows (take_back) */
         coli_slot *sl = &e->slots[who[j]];
         pos0[j] = sl->n_past;
-        if (nd[j] > 0 && e->model.hp.gdn) memcpy(sl->rs_undo, sl->kv.rs, rs_floats(&sl->kv) * sizeof(float));
+        if (e->model.hp.gdn)
+            for (int i = 0; i < nd[j]; i++) e->rows[r + i].snap = sl->rs_snap + (size_t)i * rs_floats(&sl->kv);
     }
     const double t0 = coli_now_s();
     int rc = coli_forward(&e->model, &e->state, e->rows, n_rows, COLI_ROWS_ALONE);
@@ -443,7 +434,7 @@ static void decode(event_out *o, colibri_engine *e) {
         accepted += a;
         row += 1 + nd[j];
     }
-    if (e->model.hp.gdn) dt += take_back(o, e, who, nd, kept, pos0, n); /* the rows' cost includes it */
+    if (e->model.hp.gdn) dt += take_back(e, who, nd, kept, pos0, n); /* the rows' cost includes it */
     coli_stats_rows(e, n_rows, true, keep);
     if (e->draft_k > 0) coli_draft_cost(&e->draft_costs, n_rows, dt);
     if (drafted > 0) coli_stats_drafts(e, steps, drafted, accepted);
@@ -492,7 +483,7 @@ static void prefill(event_out *o, colibri_engine *e) {
         const int due = (pos0 / e->rs_ckpt_every + 1) * e->rs_ckpt_every;
         if (pos0 + chunk > due) chunk = due - pos0;
     }
-    for (int i = 0; i < chunk; i++) e->rows[i] = (coli_row){sl->hist[pos0 + i], pos0 + i, &sl->kv};
+    for (int i = 0; i < chunk; i++) e->rows[i] = coli_row_at(sl->hist[pos0 + i], pos0 + i, &sl->kv);
     const double t0 = coli_now_s();
     int rc = coli_forward(&e->model, &e->state, e->rows, chunk, COLI_ROWS_UNIFORM);
     if (!rc) {

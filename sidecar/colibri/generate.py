@@ -114,16 +114,16 @@ def generate_on_slot(
     t0 = time.perf_counter()
     engine.submit(slot, list(prompt_tokens), max_tokens=budget, temperature=temperature, top_p=top_p, seed=seed,
                   ignore_eos=not stop_at_eog, logprob=False)
-    first = last = None
+    first = last = finish = None
     try:
-        while True:
-            events = [ev for ev in engine.step() if ev.slot == slot]
+        while finish is None:
+            events = engine.step()
             now = time.perf_counter()
             for ev in events:
+                if ev.slot != slot:
+                    continue
                 if ev.done:
-                    if ev.finish in ("error", "cancelled"):
-                        raise last_error() if ev.finish == "error" else ColiError("the generation was cancelled")
-                    gen.finish_reason = "stop" if ev.finish == "stop" else "length"
+                    finish = ev.finish
                     break
                 if first is None:
                     first = now
@@ -131,15 +131,17 @@ def generate_on_slot(
                 gen.tokens.append(ev.token)
                 if on_token:
                     on_token(ev.token)
-            else:
-                continue
-            break
+        if finish == "error":
+            raise last_error()
+        if finish == "cancelled":
+            raise ColiError("the generation was cancelled")
     except BaseException:
         try:
             engine.cancel(slot)  # Ctrl-C or an error: the slot lets go before the engine closes
         except ColiError:
             pass
         raise
+    gen.finish_reason = "stop" if finish == "stop" else "length"
     gen.prefill_s = (first or time.perf_counter()) - t0
     gen.decode_s = (last - first) if first is not None else 0.0
     gen.drafter = engine.drafter

@@ -33,6 +33,7 @@ EXPERT_TENSOR = re.compile(r"^blk\.\d+\.ffn_(gate|up|down)_exps\.weight$")
 ROW_READ_TENSORS = ("per_layer_token_embd.weight",)
 # a cache smaller than this many experts per layer thrashes on every token
 MIN_EXPERTS_PER_LAYER_FACTOR = 2
+DEFAULT_DRAFT_TOKENS = 4  # engine.c DRAFT_DEFAULT: tokens drafted per step when --draft-tokens is not given
 # The automatic context: the model's trained length (coding agents send 20-60k-token prompts),
 # halved while the KV the slots may hold would take more than a quarter of the RAM left after the
 # margin; never below 4096. KV pages are taken only as they are written, so the plan counts what a
@@ -84,6 +85,8 @@ class Plan:
                                # (--draft-model); "": nothing (prompt lookup, or drafting off)
     draft_bytes: int = 0       # the drafter's weights, in RAM beside the dense part (not in dense_bytes)
     draft_kv_bytes_per_slot: int = 0  # the drafter's own KV cache per slot at ctx
+    verify_state_bytes_per_slot: int = 0  # hybrid models that draft: a verify's copies of the recurrent state,
+                                          # one per drafted row (slots.c take_back)
 
     def read_per_token(self, hit_rate: float) -> int:
         """Expected expert bytes read from disk per token at a cache hit rate."""
@@ -153,6 +156,12 @@ def _checkpoint_bytes(meta: dict, arch: str, n_layer: int) -> int:
     except ValueError:
         n = 8
     return state * min(max(n, 0), 64)
+
+
+def _drafted_rows(draft_tokens: int | None) -> int:
+    """The most rows a slot drafts per step (the engine's draft_k): --draft-tokens, else the default, 4
+    (prompt lookup drafts whenever drafting is on, with or without a drafter of weights)."""
+    return DEFAULT_DRAFT_TOKENS if draft_tokens is None else max(draft_tokens, 0)
 
 
 def _sliding_layers(meta: dict, arch: str, n_layer: int) -> tuple[int, int]:
@@ -384,13 +393,15 @@ def make_plan(path: str | os.PathLike[str], *, ctx: int | None = None, kv_slots:
                 margin=margin, cores=cores, threads=vm.threads, disk_free=disk_free, memory_limit=vm.limit,
                 memory_source=vm.source, cpu_quota=vm.cpu_quota,
                 checkpoint_bytes_per_slot=_checkpoint_bytes(meta, arch, n_layer), row_read_bytes=row_read,
-                drafter=drafter, draft_bytes=draft_bytes, draft_kv_bytes_per_slot=draft_kv_of(ctx))
+                drafter=drafter, draft_bytes=draft_bytes, draft_kv_bytes_per_slot=draft_kv_of(ctx),
+                verify_state_bytes_per_slot=_recurrent_state_bytes(meta, arch, n_layer) * _drafted_rows(draft_tokens))
     kv_all = lambda n: _kv_bytes_per_slot(meta, arch, n_layer, n, trained) + draft_kv_of(n)  # noqa: E731
     if kv_tokens and kv_tokens < ctx:  # the tokens a one-shot run writes, every slot
         kv_counted = kv_all(kv_tokens) * kv_slots
     else:  # what the slots may hold (_slots_kv)
         kv_counted = _slots_kv(kv_all, ctx, kv_slots)
-    fixed = dense + draft_bytes + kv_counted + base["checkpoint_bytes_per_slot"] * kv_slots
+    fixed = (dense + draft_bytes + kv_counted
+             + (base["checkpoint_bytes_per_slot"] + base["verify_state_bytes_per_slot"]) * kv_slots)
     room = vm.available - margin - fixed
     one_round = per_token * MIN_EXPERTS_PER_LAYER_FACTOR  # a couple of tokens' experts in every layer
     if expert_cache_gb is not None or pin_gb is not None:
@@ -528,6 +539,9 @@ def describe(plan: Plan) -> str:
     if p.checkpoint_bytes_per_slot:
         lines.append(f"checkpoints  up to {human(p.checkpoint_bytes_per_slot)} per slot of recurrent state kept "
                      f"along cached prompts (COLI_RS_CHECKPOINTS)")
+    if p.verify_state_bytes_per_slot:
+        lines.append(f"verify       {human(p.verify_state_bytes_per_slot)} per slot of recurrent state copies, one "
+                     f"per drafted token, to take back rejected drafts (--draft-tokens 0: none)")
     lines.append(f"margin       {human(p.margin)} kept free for the system")
     if p.placement == "resident":
         lines.append("placement    resident: every weight stays in RAM")

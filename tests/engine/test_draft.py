@@ -99,9 +99,10 @@ def test_drafts_stop_where_plain_decoding_stops(n_ctx, max_tokens):
 
 @pytest.mark.parametrize("arch", ("qwen35moe", "qwen3next"))
 def test_hybrid_drafts_take_back_the_state(arch):
-    """A Gated DeltaNet layer's recurrent state cannot rewind: a verify that rejects a draft gets back the state
-    from before the step and runs its kept rows again. The tokens are plain decoding's, and a conversation
-    continued afterwards (its prefix reused from the state where generation left it) equals one never drafted."""
+    """A Gated DeltaNet layer's recurrent state cannot rewind: a verify keeps a copy of it after each row but the
+    last, and one that rejects a draft gets back the copy after its last kept row. The tokens are plain
+    decoding's, and a conversation continued afterwards (its prefix reused from the state where generation left
+    it) equals one never drafted."""
     draft_equals_plain(moe_models.tiny(arch, "Q8_0"), arch, ignore_eos=True)  # prompt lookup: a few drafts
     path = moe_models.tiny(arch, "Q8_0", nextn_layers=1, mtp_agree=0.75)  # its MTP block: right 3 times in 4
     totals = draft_equals_plain(path, arch + " mtp", ignore_eos=True)

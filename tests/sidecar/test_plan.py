@@ -90,6 +90,20 @@ def test_plan_of_a_hybrid_model_counts_its_recurrent_checkpoints(monkeypatch):
     assert make_plan(moe_models.tiny("qwen3moe", "Q8_0"), ctx=64).checkpoint_bytes_per_slot == 0
 
 
+def test_plan_counts_a_verifys_recurrent_state_copies(monkeypatch):
+    """A hybrid model that drafts keeps a copy of its recurrent state per drafted row of a verify (to take
+    back rejected drafts): the default 4, --draft-tokens N's N, none with drafting off or without a state."""
+    path = moe_models.tiny("qwen35moe", "Q8_0")
+    monkeypatch.setenv("COLI_RS_CHECKPOINTS", "1")
+    state = make_plan(path, ctx=64).checkpoint_bytes_per_slot  # one copy of the state
+    plans = {k: make_plan(path, ctx=64, kv_slots=2, draft_tokens=k) for k in (None, 0, 1, 8)}
+    assert state > 0 and plans[None].verify_state_bytes_per_slot == 4 * state
+    assert plans[0].verify_state_bytes_per_slot == 0 and plans[1].verify_state_bytes_per_slot == state
+    assert plans[8].verify_state_bytes_per_slot == 8 * state
+    assert "verify" in describe(plans[None]) and "verify " not in describe(plans[0])
+    assert make_plan(moe_models.tiny("qwen3moe", "Q8_0"), ctx=64).verify_state_bytes_per_slot == 0
+
+
 def test_per_layer_token_table_is_read_by_the_row_not_counted_in_ram(tmp_path):
     """Gemma 4 E2B/E4B's per_layer_token_embd is read a token's row at a time from the file mapping:
     the plan keeps it out of the dense part that must sit in RAM, and says so."""
