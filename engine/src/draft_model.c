@@ -164,7 +164,7 @@ void coli_dm_draft(colibri_engine *e) {
     }
     add_times(e);
     if (rc) coli_clear_error(); /* drafts are an aid: a failure leaves what was drafted; decoding goes on */
-    coli_drafts_made(e, who, nw, coli_now_s() - t0);
+    coli_drafts_made(e, who, nw, coli_now_s() - t0, 0.0);
 }
 
 void coli_dm_keep(colibri_engine *e, coli_slot *sl) {

@@ -129,7 +129,7 @@ int coli_slot_restore_checkpoint(coli_slot *sl, int pos);
 int coli_draft_room(const coli_slot *sl, int k, int n_ctx);
 /* slots.c: a drafter's seconds for the n slots who[] it drafted for: their decode time, and the plan's cost of
  * a drafted token */
-void coli_drafts_made(colibri_engine *e, const int *who, int n, double seconds);
+void coli_drafts_made(colibri_engine *e, const int *who, int n, double seconds, double upkeep_s);
 
 /* stats.c */
 int coli_stats_init(colibri_engine *e);

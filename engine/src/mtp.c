@@ -54,7 +54,7 @@ int coli_mtp_open(colibri_engine *e) {
     for (int i = 0; i < c->n_slots; i++) {
         coli_slot *sl = &e->slots[i];
         if ((rc = coli_kv_init(&sl->mtp_kv, &e->mtp->hp, c->n_ctx, c->n_batch))) return rc;
-        if (!(sl->mtp_h = malloc((1 + COLI_DRAFT_MAX) * E * sizeof(float))))
+        if (!(sl->mtp_h = malloc(COLI_MTP_HELD_MAX * E * sizeof(float))))
             return coli_fail(COLI_E_NOMEM, "out of memory");
         sl->mtp_want = 1;
     }
@@ -106,6 +106,26 @@ void coli_mtp_prefill(colibri_engine *e, coli_slot *sl, int pos0, int n) {
     }
 }
 
+/* Slot sl's held rows as the block's batch rows from row n on; returns the rows after them. */
+static int held_rows(colibri_engine *e, coli_slot *sl, int n) {
+    const size_t E = (size_t)e->model.hp.n_embd;
+    for (int j = 0; j < sl->mtp_rows; j++) {
+        const int pos = sl->mtp_at + j;
+        e->mtp_rows[n] = coli_row_at(pos + 1 < sl->n_past ? sl->hist[pos + 1] : sl->pending, pos, &sl->mtp_kv);
+        memcpy(e->mtp_hid + (size_t)n * E, sl->mtp_h + (size_t)j * E, E * sizeof(float));
+        n++;
+    }
+    sl->mtp_rows = 0;
+    return n;
+}
+
+void coli_mtp_flush(colibri_engine *e, coli_slot *sl) {
+    if (!e->mtp || sl->mtp_rows <= 0 || sl->mtp_rows > e->cfg.n_batch) return;
+    const int n = held_rows(e, sl, 0);
+    if (run(e, n)) coli_clear_error(); /* a hole in the block's cache costs drafts, not output */
+    add_times(e);
+}
+
 void coli_mtp_draft(colibri_engine *e) {
     if (!e->mtp) return;
     coli_state *ms = &e->mtp_state;
@@ -116,24 +136,25 @@ void coli_mtp_draft(colibri_engine *e) {
         coli_slot *sl = &e->slots[i];
         sl->n_ready = 0;
         if (sl->state != COLI_SLOT_DECODE || sl->mtp_rows <= 0 || sl->mtp_at + sl->mtp_rows != sl->n_past) continue;
-        const int cap = sl->mtp_want < e->draft_k ? sl->mtp_want : e->draft_k;
-        const int k = sl->mtp_skip > 0 ? 0 : coli_draft_room(sl, cap, e->cfg.n_ctx); /* skipping: no guess */
-        if (sl->mtp_skip > 0) sl->mtp_skip--;
-        if (n + sl->mtp_rows > e->cfg.n_batch) continue;
-        for (int j = 0; j < sl->mtp_rows; j++) {
-            const int pos = sl->mtp_at + j;
-            e->mtp_rows[n] = coli_row_at(pos + 1 < sl->n_past ? sl->hist[pos + 1] : sl->pending, pos, &sl->mtp_kv);
-            memcpy(e->mtp_hid + (size_t)n * E, sl->mtp_h + (size_t)j * E, E * sizeof(float));
-            n++;
+        const bool paused = sl->mtp_skip > 0;
+        if (paused) { /* no guess this step: its rows wait for the next drafts while the next step's fit too */
+            sl->mtp_skip--;
+            const int room = COLI_MTP_HELD_MAX < e->cfg.n_batch ? COLI_MTP_HELD_MAX : e->cfg.n_batch;
+            if (sl->mtp_rows + 1 + COLI_DRAFT_MAX <= room) continue;
         }
-        sl->mtp_rows = 0;
+        const int cap = sl->mtp_want < e->draft_k ? sl->mtp_want : e->draft_k;
+        const int k = paused ? 0 : coli_draft_room(sl, cap, e->cfg.n_ctx);
+        if (n + sl->mtp_rows > e->cfg.n_batch) continue;
+        n = held_rows(e, sl, n);
         last[nw] = n - 1;
         want[nw] = k;
         if (k > most) most = k;
         who[nw++] = i;
     }
     if (nw == 0) return;
+    const double t_rows = coli_now_s();
     int rc = run(e, n);
+    const double upkeep_s = coli_now_s() - t_rows; /* the held rows: the cache's, whatever is guessed */
     for (int w = 0; w < nw && !rc; w++) {
         coli_slot *sl = &e->slots[who[w]];
         if (want[w] == 0) continue;
@@ -162,15 +183,19 @@ void coli_mtp_draft(colibri_engine *e) {
     }
     add_times(e);
     if (rc) coli_clear_error(); /* drafts are an aid: a failure leaves what was drafted; decoding goes on */
-    coli_drafts_made(e, who, nw, coli_now_s() - t0);
+    coli_drafts_made(e, who, nw, coli_now_s() - t0, upkeep_s);
 }
 
 void coli_mtp_keep(colibri_engine *e, coli_slot *sl, int row, int n, int pos) {
     if (!e->mtp) return;
     const size_t E = (size_t)e->model.hp.n_embd;
-    memcpy(sl->mtp_h, e->state.xn + (size_t)row * E, (size_t)n * E * sizeof(float));
-    sl->mtp_at = pos;
-    sl->mtp_rows = n;
+    const bool after = sl->mtp_rows > 0 && sl->mtp_at + sl->mtp_rows == pos && sl->mtp_rows + n <= COLI_MTP_HELD_MAX;
+    if (!after) { /* else the rows it holds are gone: the block's cache misses them (its drafts, not output) */
+        sl->mtp_at = pos;
+        sl->mtp_rows = 0;
+    }
+    memcpy(sl->mtp_h + (size_t)sl->mtp_rows * E, e->state.xn + (size_t)row * E, (size_t)n * E * sizeof(float));
+    sl->mtp_rows += n;
 }
 
 int colibri_mtp_eval(colibri_engine *e, const int32_t *tokens, int n, float *logits_out) {

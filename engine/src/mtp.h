@@ -23,12 +23,22 @@ void coli_mtp_close(colibri_engine *e);
  * draft. A failure only stops the slot's drafts from the block. */
 void coli_mtp_prefill(colibri_engine *e, coli_slot *sl, int pos0, int n);
 
+/* Rows a slot may hold for the block unrun while its guesses pause (slots.c pace: drafts the plan declined),
+ * run in one batch when they resume: a paused block costs the steps nothing. */
+enum { COLI_MTP_LAG_MAX = 32 };
+enum { COLI_MTP_HELD_MAX = 1 + COLI_DRAFT_MAX + COLI_MTP_LAG_MAX }; /* the rows of sl->mtp_h */
+
 /* Before a decode step: every decoding slot whose trunk rows since its last drafts are kept gets the block's
- * rows for them, then up to its draft count of chained guesses in sl->drafted (sl->n_ready). */
+ * rows for them, then up to its draft count of chained guesses in sl->drafted (sl->n_ready); a slot whose
+ * guesses pause keeps its rows for later while they fit. */
 void coli_mtp_draft(colibri_engine *e);
 
+/* The block's rows slot sl holds unrun, run now (before a new request replaces its history: the part the next
+ * prompt shares stays in the block's cache). */
+void coli_mtp_flush(colibri_engine *e, coli_slot *sl);
+
 /* After a decode step kept n rows of slot sl (the first at position pos, its final normed row at e->state.xn
- * row `row`): the rows its next drafts start from. */
+ * row `row`): the rows its next drafts start from, after any it holds unrun. */
 void coli_mtp_keep(colibri_engine *e, coli_slot *sl, int row, int n, int pos);
 
 #endif

@@ -148,6 +148,7 @@ int colibri_submit(colibri_engine *e, int slot, const int32_t *prompt, int n, co
     /* likewise a sliding-window layer's cache once it has moved past the window the prefix's next row needs
      * (llama.cpp's SWA cache re-processes the prompt then too) */
     if (!replay && !coli_kv_resumable(&sl->kv, reuse)) reuse = 0;
+    if (sl->mtp_rows > 0 && common > sl->mtp_at) coli_mtp_flush(e, sl); /* the shared text's, from the old history */
     memcpy(sl->hist, prompt, (size_t)n * sizeof(int32_t));
     sl->n_past = reuse;
     if (!replay) sl->prompt_logits_n = 0;
@@ -333,13 +334,14 @@ static int plan_rows(colibri_engine *e, int room, int *who, int *nd, int *n_rows
     return n;
 }
 
-void coli_drafts_made(colibri_engine *e, const int *who, int n, double seconds) {
+void coli_drafts_made(colibri_engine *e, const int *who, int n, double seconds, double upkeep_s) {
     int made = 0;
     for (int w = 0; w < n; w++) {
         e->slots[who[w]].decode_s += seconds / n;
         made += e->slots[who[w]].n_ready;
     }
-    coli_draft_made(&e->draft_costs, made, seconds); /* the plan weighs a verified draft's making too */
+    /* the plan weighs a verified draft's making too; not the drafter's cache upkeep, owed whether it pays or not */
+    coli_draft_made(&e->draft_costs, made, seconds - upkeep_s);
 }
 
 enum { MAX_BACKOFF = 32 }; /* decode steps without guesses after drafts the plan declined, at most */

@@ -148,3 +148,23 @@ def test_a_trunk_only_file_drafts_by_lookup(arch, tmp_path, monkeypatch):
         got = run(e, PROMPTS[:1], 12, ignore_eos=True)
     with Engine(moe_models.tiny(arch, "Q8_0", nextn_layers=1), n_ctx=256, n_threads=2, draft_tokens=-1) as e:
         assert run(e, PROMPTS[:1], 12, ignore_eos=True) == got
+
+
+@pytest.mark.parametrize("share", (0.0, 0.5))
+def test_paused_block_keeps_the_tokens_and_its_cache(share):
+    """As the plan decides (no draft_always; on these tiny files it declines nearly every guess): the block
+    pauses, longer each time, holding its rows unrun, and runs them in one batch when it guesses again, or
+    when a new request continues the text. The tokens of two turns (the second continuing the first) are
+    plain decoding's."""
+    path = agreeing("glm4moe", share) if share else moe_models.tiny("glm4moe", "Q8_0", nextn_layers=1)
+
+    def turns(**kw):
+        with Engine(path, n_slots=1, n_ctx=512, n_threads=2, **kw) as e:
+            first = [t for t, _ in run(e, PROMPTS[:1], 120, ignore_eos=True)[0]]
+            second = [t for t, _ in run(e, [PROMPTS[0] + first + [44, 45]], 120, ignore_eos=True)[0]]
+            return first, second, e.stats()
+
+    *plain, _ = turns(draft_tokens=-1)
+    *got, st = turns(draft_tokens=4)
+    assert got == plain
+    assert st["draft_accepted"] <= st["draft_tokens"], st
