@@ -235,8 +235,8 @@ static void gdn_conv(gdn_job *j, int c0, int c1) {
             for (int t = 0; t < KC - 2; t++) w[t] = w[t + 1];
             w[KC - 2] = row[c];
         }
-        if (snap)
-            memcpy(snap + (size_t)c0 * (KC - 1), cst + (size_t)c0 * (KC - 1), (size_t)(c1 - c0) * (KC - 1) * sizeof(float));
+        const size_t at = (size_t)c0 * (KC - 1);
+        if (snap) memcpy(snap + at, cst + at, (size_t)(c1 - c0) * (KC - 1) * sizeof(float));
     }
 }
 
