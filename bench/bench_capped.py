@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -27,17 +26,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_streaming import LLAMA_CHILD, PROMPT, ROOT, drop_file_cache, make_cgroup  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "sidecar"))
+from colibri.kernel_choice import cpu_model as cpu_name  # noqa: E402
 from tests.fixtures import moe_models  # noqa: E402
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def in_cgroup(cg: Path, argv: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
