@@ -47,7 +47,8 @@ def test_generate_drafts_and_keeps_the_tokens(default_model):
     assert drafted["tokens"] == plain["tokens"] and len(plain["tokens"]) == 30
     assert plain["drafts"] == {"drafter": None, "drafted": 0, "accepted": 0}
     assert drafted["drafts"]["drafter"] == "lookup"
-    assert 0 < drafted["drafts"]["accepted"] <= drafted["drafts"]["drafted"]
+    assert drafted["drafts"]["drafted"] > 0  # the plan tries drafts before it has measured what they cost
+    assert 0 <= drafted["drafts"]["accepted"] <= drafted["drafts"]["drafted"]
     r = run_coli(*(a for a in base if a != "--json"), "--draft-tokens", "4")  # the text line says so too
     assert r.returncode == 0 and "prompt lookup drafts:" in r.stderr and " kept" in r.stderr
 
