@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
 
     gen = generate_on_slot(engine, prompt, args.max_tokens, args.temperature, args.top_p, args.seed,
-                   stop_at_eog=not args.ignore_eos, on_token=None if args.json else stream)
+                           stop_at_eog=not args.ignore_eos, on_token=None if args.json else stream)
     if args.json:
         text = engine.detokenize(gen.tokens).decode("utf-8", errors="replace")
         print(json.dumps({
