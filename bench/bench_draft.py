@@ -8,7 +8,8 @@ with the acceptance counters summed over the reps and tokens per step (tokens af
 steps).
 
 --expert-cache-gb G streams the routed experts from disk into a RAM cache of G GiB (Engine's
-expert_cache_bytes) instead of keeping the whole file mapped.
+expert_cache_bytes) instead of keeping the whole file mapped. --draft-model D drafts with a smaller model of
+the same vocabulary (Engine's draft_model) in every run that drafts.
 
 --peer also measures llama.cpp's llama-server (--llama-server, default $COLI_LLAMA_SERVER) on the same file
 and the same prompt tokens (the ids colibri tokenized, sent as a list to /completion), with as many threads
@@ -88,9 +89,11 @@ def chat_prompt(e: Engine, text: str) -> list[int]:
 GIB = 1 << 30
 
 
-def one_run(model: str, task: str, drafts: str, threads: int, tokens: int, cache_gb: float = 0) -> dict:
-    with Engine(model, n_ctx=2048, n_threads=threads, draft_tokens=int(drafts.rstrip("!")),
-                draft_always=drafts.endswith("!"), expert_cache_bytes=int(cache_gb * GIB)) as e:
+def one_run(model: str, task: str, drafts: str, threads: int, tokens: int, cache_gb: float = 0,
+            draft_model: str | None = None) -> dict:
+    k = int(drafts.rstrip("!"))
+    with Engine(model, n_ctx=2048, n_threads=threads, draft_tokens=k, draft_always=drafts.endswith("!"),
+                expert_cache_bytes=int(cache_gb * GIB), draft_model=draft_model if k >= 0 else None) as e:
         prompt = chat_prompt(e, TASKS[task])
         e.submit(0, prompt, max_tokens=tokens, ignore_eos=True)
         out, t_first, done = [], None, False
@@ -157,6 +160,9 @@ def main() -> None:
     ap.add_argument("--tasks", default=",".join(TASKS))
     ap.add_argument("--expert-cache-gb", type=float, default=0,
                     help="stream routed experts into a RAM cache of this many GiB (0: all resident)")
+    ap.add_argument("--draft-model", default=None,
+                    help="a smaller GGUF model of the same vocabulary drafts (Engine's draft_model) in every run "
+                         "that drafts")
     ap.add_argument("--peer", action="store_true", help="measure llama.cpp's llama-server alongside")
     ap.add_argument("--llama-server", default=os.environ.get("COLI_LLAMA_SERVER"),
                     help="llama-server binary (default $COLI_LLAMA_SERVER)")
@@ -182,7 +188,7 @@ def main() -> None:
         for rep in range(a.reps):
             for task in tasks:
                 for d in drafts:
-                    r = one_run(a.model, task, d, a.threads, a.tokens, a.expert_cache_gb)
+                    r = one_run(a.model, task, d, a.threads, a.tokens, a.expert_cache_gb, a.draft_model)
                     runs.setdefault((task, d), []).append(r)
                     print(f"  rep {rep + 1} {task:8s} colibri drafts {d:>3s} ({r['drafter'] or 'none'}): "
                           f"{r['tok_s']:6.2f} tok/s", file=sys.stderr, flush=True)
