@@ -153,11 +153,10 @@ def frame_text(payload: bytes) -> str:
     return d["choices"][0].get("text", "") if d.get("choices") else ""
 
 
-def texted_tokens(base: str, model_id: str, prompt: str, max_tokens: int) -> list[int]:
+def texted_tokens(base: str, request: dict) -> list[int]:
     """The indices of the reply's tokens that carry text (one streamed frame each), from the
-    whole greedy reply with its tokens' texts."""
-    body = json.dumps({"model": model_id, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
-                       "ignore_eos": True, "logprobs": 1}).encode()
+    same greedy request whole, with its tokens' texts."""
+    body = json.dumps({**request, "stream": False, "logprobs": 1}).encode()
     req = urllib.request.Request(base + "/v1/completions", body, {"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=600) as r:
         tokens = json.loads(r.read())["choices"][0]["logprobs"]["tokens"]
@@ -196,8 +195,9 @@ def run_serve(args) -> dict:
         with urllib.request.urlopen(base + "/v1/models", timeout=10) as r:
             model_id = json.loads(r.read())["data"][0]["id"]
         # ignore_eos: every token counted, as the raw and step loops do (a random file's EOS would end it early)
-        body = json.dumps({"model": model_id, "prompt": prompt, "max_tokens": args.gen_tokens + 1, "temperature": 0,
-                           "stream": True, "ignore_eos": True}).encode()
+        request = {"model": model_id, "prompt": prompt, "max_tokens": args.gen_tokens + 1, "temperature": 0,
+                   "stream": True, "ignore_eos": True}
+        body = json.dumps(request).encode()
         # The client shares the cores with the server, so it does as little as a client can per
         # token: one recv(), its time kept; the HTTP chunks and the SSE frames are parsed after
         # the stream. The server's CPU clocks are read at the first token's bytes and at the end.
@@ -218,7 +218,7 @@ def run_serve(args) -> dict:
         # A token whose bytes end no character (a byte token of a random file, often) sends no
         # frame: which tokens the frames stand for comes from the same greedy reply again,
         # whole, with each token's text (logprobs); the rate counts tokens, as the loops do.
-        shown = texted_tokens(base, model_id, prompt, args.gen_tokens + 1)
+        shown = texted_tokens(base, request)
         if len(times) == len(shown) + 1:  # the end's dangling partial character (U+FFFD), its own frame
             times.pop()
         if len(shown) != len(times):

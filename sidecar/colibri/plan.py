@@ -33,6 +33,7 @@ EXPERT_TENSOR = re.compile(r"^blk\.\d+\.ffn_(gate|up|down)_exps\.weight$")
 ROW_READ_TENSORS = ("per_layer_token_embd.weight",)
 # a cache smaller than this many experts per layer thrashes on every token
 MIN_EXPERTS_PER_LAYER_FACTOR = 2
+DRAFTER_NAMES = {"mtp": "MTP block", "model": "draft model", "lookup": "prompt lookup"}  # Engine.drafter's, in words
 DEFAULT_DRAFT_TOKENS = 4  # engine.c DRAFT_DEFAULT: tokens drafted per step when --draft-tokens is not given
 # The automatic context: the model's trained length (coding agents send 20-60k-token prompts),
 # halved while the KV the slots may hold would take more than a quarter of the RAM left after the
@@ -533,7 +534,7 @@ def describe(plan: Plan) -> str:
     lines.append(f"KV cache     up to {human(p.kv_bytes_per_slot)} per slot at {p.ctx} tokens x {p.kv_slots} slot(s); "
                  f"pages are taken as positions fill")
     if p.drafter:
-        what = "MTP block" if p.drafter == "mtp" else "draft model"
+        what = DRAFTER_NAMES[p.drafter]
         lines.append(f"drafter      {what}: {human(p.draft_bytes)} of weights in RAM + up to "
                      f"{human(p.draft_kv_bytes_per_slot)} of its KV per slot (--draft-tokens 0: none)")
     if p.checkpoint_bytes_per_slot:

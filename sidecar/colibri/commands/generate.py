@@ -8,8 +8,6 @@ import sys
 
 from colibri.cli_options import add_model_args, add_placement_args, open_planned_engine
 
-DRAFTERS = {"mtp": "MTP block", "model": "draft model", "lookup": "prompt lookup"}
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("generate", help="complete a prompt (raw text, no chat template)")
@@ -27,6 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from colibri.detok import Detokenizer
+    from colibri.plan import DRAFTER_NAMES
     from colibri.generate import generate_on_slot
 
     if args.max_tokens < 0:
@@ -56,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(detok.flush() + "\n")
         drafts = ""
         if gen.draft_tokens:
-            drafts = (f", {DRAFTERS.get(gen.drafter, gen.drafter)} drafts: {gen.draft_accepted} of "
+            drafts = (f", {DRAFTER_NAMES.get(gen.drafter, gen.drafter)} drafts: {gen.draft_accepted} of "
                       f"{gen.draft_tokens} kept")
         print(f"[{len(gen.prompt_tokens)} prompt tokens at {gen.prefill_tok_per_s:.1f} tok/s, "
               f"{len(gen.tokens)} generated at {gen.decode_tok_per_s:.1f} tok/s{drafts}, {gen.finish_reason}]",
